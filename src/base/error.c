@@ -1,0 +1,100 @@
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "base/error.h"
+
+static void copy_trunc(char *dst, size_t size, const char *src) {
+        size_t n = strlen(src);
+        if (n >= size)
+                n = size - 1;
+        memcpy(dst, src, n);
+        dst[n] = 0;
+}
+
+static void vset_msg(struct mk_error *e, const char *fmt, va_list ap) {
+        int n = vsnprintf(e->msg, sizeof(e->msg), fmt, ap);
+        if (n >= (int) sizeof(e->msg))
+                memcpy(e->msg + sizeof(e->msg) - 4, "...", 4);
+        else if (n < 0)
+                copy_trunc(e->msg, sizeof(e->msg), "(unformattable message)");
+}
+
+int mk_error_set(struct mk_error *e, int code, const char *fmt, ...) {
+        if (!e)
+                return code;
+        mk_error_clear(e);
+        e->code = code;
+        va_list ap;
+        va_start(ap, fmt);
+        vset_msg(e, fmt, ap);
+        va_end(ap);
+        return code;
+}
+
+int mk_error_set_at(struct mk_error *e, int code, const char *file, unsigned line, unsigned column,
+                    const char *fmt, ...) {
+        if (!e)
+                return code;
+        mk_error_clear(e);
+        e->code = code;
+        copy_trunc(e->file, sizeof(e->file), file ? file : "");
+        e->line = line;
+        e->column = column;
+        va_list ap;
+        va_start(ap, fmt);
+        vset_msg(e, fmt, ap);
+        va_end(ap);
+        return code;
+}
+
+int mk_error_set_field(struct mk_error *e, int code, const char *field, const char *fmt, ...) {
+        if (!e)
+                return code;
+        mk_error_clear(e);
+        e->code = code;
+        copy_trunc(e->field, sizeof(e->field), field ? field : "");
+        va_list ap;
+        va_start(ap, fmt);
+        vset_msg(e, fmt, ap);
+        va_end(ap);
+        return code;
+}
+
+void mk_error_prefix(struct mk_error *e, const char *fmt, ...) {
+        if (!e)
+                return;
+        char prefix[MK_ERROR_MSG_MAX], old[MK_ERROR_MSG_MAX];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(prefix, sizeof(prefix), fmt, ap);
+        va_end(ap);
+        copy_trunc(old, sizeof(old), e->msg);
+        int n = snprintf(e->msg, sizeof(e->msg), "%s: %s", prefix, old);
+        if (n >= (int) sizeof(e->msg))
+                memcpy(e->msg + sizeof(e->msg) - 4, "...", 4);
+}
+
+void mk_error_clear(struct mk_error *e) {
+        if (e)
+                memset(e, 0, sizeof(*e));
+}
+
+const char *mk_error_format(const struct mk_error *e, char *buf, size_t size) {
+        if (!buf || size == 0)
+                return buf;
+        if (!e) {
+                buf[0] = 0;
+                return buf;
+        }
+        const char *msg = e->msg[0] ? e->msg : strerror(e->code < 0 ? -e->code : e->code);
+        if (e->file[0] && e->line > 0)
+                snprintf(buf, size, "%s:%u:%u: %s", e->file, e->line, e->column, msg);
+        else if (e->file[0])
+                snprintf(buf, size, "%s: %s", e->file, msg);
+        else if (e->field[0])
+                snprintf(buf, size, "%s: %s", e->field, msg);
+        else
+                snprintf(buf, size, "%s", msg);
+        return buf;
+}

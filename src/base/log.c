@@ -1,0 +1,96 @@
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/log.h"
+
+#define MK_LOG_LINE_MAX 4096
+#define MK_LOG_AREAS_MAX 256
+
+/* Process-wide settings, written once at start-up by main() before threads
+ * exist and only read afterwards. */
+static enum mk_log_level log_level = MK_LOG_INFO;
+static int log_fd = STDERR_FILENO;
+static char log_areas[MK_LOG_AREAS_MAX]; /* ",nvml,k8s," or ",all," */
+
+void mk_log_set_level(enum mk_log_level level) {
+        log_level = level;
+}
+
+enum mk_log_level mk_log_get_level(void) {
+        return log_level;
+}
+
+void mk_log_set_fd(int fd) {
+        log_fd = fd;
+}
+
+int mk_log_parse_debug(const char *areas) {
+        if (!areas || !*areas)
+                return -EINVAL;
+        size_t n = strlen(areas);
+        if (n + 3 > sizeof(log_areas))
+                return -EINVAL;
+        log_areas[0] = ',';
+        for (size_t i = 0; i < n; i++)
+                log_areas[i + 1] = areas[i] == ' ' ? ',' : areas[i];
+        log_areas[n + 1] = ',';
+        log_areas[n + 2] = 0;
+        return 0;
+}
+
+bool mk_log_area_enabled(const char *area) {
+        if (!area || !log_areas[0])
+                return false;
+        if (strstr(log_areas, ",all,"))
+                return true;
+        char key[64];
+        int k = snprintf(key, sizeof(key), ",%s,", area);
+        if (k < 0 || k >= (int) sizeof(key))
+                return false;
+        return strstr(log_areas, key) != NULL;
+}
+
+int mk_log_internal(enum mk_log_level level, const char *area, int error, const char *file, int line,
+                    const char *fmt, ...) {
+        if (level > log_level && !(level == MK_LOG_DEBUG && mk_log_area_enabled(area)))
+                return error;
+
+        int saved_errno = errno;
+        static const char letters[] = {'E', 'W', 'I', 'D'};
+        struct timeval tv;
+        struct tm tm;
+        gettimeofday(&tv, NULL);
+        localtime_r(&tv.tv_sec, &tm);
+
+        const char *base = strrchr(file, '/');
+        base = base ? base + 1 : file;
+
+        char buf[MK_LOG_LINE_MAX];
+        int n = snprintf(buf, sizeof(buf), "%c%02d%02d %02d:%02d:%02d.%06ld %7d %s:%d] ",
+                         letters[level], tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                         (long) tv.tv_usec, (int) getpid(), base, line);
+        if (n < 0)
+                n = 0;
+        if ((size_t) n < sizeof(buf)) {
+                va_list ap;
+                errno = error < 0 ? -error : error;
+                va_start(ap, fmt);
+                int m = vsnprintf(buf + n, sizeof(buf) - n, fmt, ap);
+                va_end(ap);
+                if (m > 0)
+                        n += m;
+        }
+        if ((size_t) n >= sizeof(buf) - 1) {
+                n = sizeof(buf) - 2;
+                memcpy(buf + n - 3, "...", 3);
+        }
+        buf[n++] = '\n';
+        ssize_t w = write(log_fd, buf, (size_t) n);
+        (void) w;
+        errno = saved_errno;
+        return error;
+}

@@ -1,0 +1,521 @@
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/dynbuf.h"
+#include "base/error.h"
+#include "base/log.h"
+#include "base/spawn.h"
+
+extern char **environ;
+
+/* Used when neither the child's environment nor ours has PATH (the value
+ * systemd gives services). */
+#define MK_SPAWN_DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+#define MK_SPAWN_READ_CHUNK 16384
+/* Without pidfd_open() (Linux < 5.3) we look for the child's exit this often. */
+#define MK_SPAWN_POLL_FALLBACK_MS 20
+/* After the child exits, read at most this much more of what it left in the
+ * pipe, so a grandchild that keeps writing cannot hold us. */
+#define MK_SPAWN_DRAIN_MAX (1024 * 1024)
+#define MK_SPAWN_ARGV_LOG_MAX 2048
+
+enum child_stage {
+        STAGE_SETUP = 1,
+        STAGE_CHDIR,
+        STAGE_EXEC,
+};
+
+/* What the child writes to the CLOEXEC error pipe when it cannot exec. */
+struct child_report {
+        int stage;
+        int err;
+};
+
+/* Everything the child needs, prepared before fork(): between fork() and
+ * execve() the child only makes async-signal-safe calls (no malloc), as
+ * other threads may have held locks at fork time. */
+struct child_ctx {
+        char *const *candidates;        /* paths to try execve() on, in order */
+        char *const *argv;
+        char *const *envp;
+        const char *cwd;
+        int stdin_fd, out_fd, err_fd;   /* out_fd -1: leave 1 and 2 alone */
+        int max_fd;
+};
+
+static uint64_t now_ms(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t) ts.tv_sec * 1000 + (uint64_t) ts.tv_nsec / 1000000;
+}
+
+static void closep_many(int *fds, size_t n) {
+        for (size_t i = 0; i < n; i++)
+                if (fds[i] >= 0) {
+                        close(fds[i]);
+                        fds[i] = -1;
+                }
+}
+
+/* Moves fd to 3 or above (CLOEXEC), so the child's dup2() onto 0..2 never
+ * clobbers a descriptor it still needs. Takes the result of open() or
+ * similar: a negative fd means that call failed with errno. Returns the fd
+ * or -errno; the original is closed when moved. */
+static int fd_move_above_stdio(int fd) {
+        if (fd < 0)
+                return negative_errno();
+        if (fd > STDERR_FILENO)
+                return fd;
+        int n = fcntl(fd, F_DUPFD_CLOEXEC, STDERR_FILENO + 1);
+        int r = n < 0 ? negative_errno() : n;
+        close(fd);
+        return r;
+}
+
+static const char *env_lookup(const char *const *envp, const char *name) {
+        size_t n = strlen(name);
+        for (const char *const *i = envp; *i; i++)
+                if (strneq(*i, name, n) && (*i)[n] == '=')
+                        return *i + n + 1;
+        return NULL;
+}
+
+/* The paths execve() is tried on: argv[0] itself when it has a '/', else
+ * each non-empty PATH entry joined with it. */
+static int build_candidates(const char *cmd, const char *path, char ***ret) {
+        size_t n = 0, alloc = 2;
+        _cleanup_strv_free_ char **l = calloc(alloc, sizeof(char *));
+        if (!l)
+                return -ENOMEM;
+        if (strchr(cmd, '/')) {
+                l[0] = strdup(cmd);
+                if (!l[0])
+                        return -ENOMEM;
+                *ret = TAKE_PTR(l);
+                return 0;
+        }
+        size_t cl = strlen(cmd);
+        for (const char *p = path; *p;) {
+                size_t dl = strcspn(p, ":");
+                if (dl > 0) {
+                        if (n + 2 > alloc) {
+                                char **nl = reallocarray(l, alloc * 2, sizeof(char *));
+                                if (!nl)
+                                        return -ENOMEM;
+                                l = nl;
+                                alloc *= 2;
+                        }
+                        char *c = malloc(dl + 1 + cl + 1);
+                        if (!c)
+                                return -ENOMEM;
+                        memcpy(c, p, dl);
+                        c[dl] = '/';
+                        memcpy(c + dl + 1, cmd, cl + 1);
+                        l[n++] = c;
+                        l[n] = NULL;
+                }
+                p += dl;
+                if (*p == ':')
+                        p++;
+        }
+        *ret = TAKE_PTR(l);
+        return 0;
+}
+
+_noreturn_ static void child_fail(int err_fd, int stage, int err) {
+        struct child_report rep = {.stage = stage, .err = err};
+        ssize_t w = write(err_fd, &rep, sizeof(rep));
+        (void) w;
+        _exit(127);
+}
+
+_noreturn_ static void child_run(const struct child_ctx *c) {
+        int err_fd = c->err_fd;
+
+        /* Our signal mask blocks everything here (see mk_spawn()): reset
+         * dispositions first, then unblock, so no handler of the parent
+         * ever runs in the child. Errors are for SIGKILL, SIGSTOP and
+         * libc-internal signals. */
+        struct sigaction sa = {.sa_handler = SIG_DFL};
+        sigemptyset(&sa.sa_mask);
+        for (int sig = 1; sig < NSIG; sig++)
+                (void) sigaction(sig, &sa, NULL);
+        sigset_t empty;
+        sigemptyset(&empty);
+        if (sigprocmask(SIG_SETMASK, &empty, NULL) < 0)
+                child_fail(err_fd, STAGE_SETUP, errno);
+
+        if (setpgid(0, 0) < 0)
+                child_fail(err_fd, STAGE_SETUP, errno);
+
+        /* All our descriptors are >= 3, so these never clobber each other. */
+        if (dup2(c->stdin_fd, STDIN_FILENO) < 0)
+                child_fail(err_fd, STAGE_SETUP, errno);
+        if (c->out_fd >= 0 &&
+            (dup2(c->out_fd, STDOUT_FILENO) < 0 || dup2(c->out_fd, STDERR_FILENO) < 0))
+                child_fail(err_fd, STAGE_SETUP, errno);
+
+        /* Keep only the error pipe, as fd 3, and close everything above. */
+        if (err_fd != 3) {
+                if (dup3(err_fd, 3, O_CLOEXEC) < 0)
+                        child_fail(err_fd, STAGE_SETUP, errno);
+                err_fd = 3;
+        }
+        bool closed = false;
+#ifdef SYS_close_range
+        closed = syscall(SYS_close_range, 4U, ~0U, 0U) == 0;
+#endif
+        if (!closed)
+                for (int fd = 4; fd < c->max_fd; fd++)
+                        (void) close(fd);
+
+        if (c->cwd && chdir(c->cwd) < 0)
+                child_fail(err_fd, STAGE_CHDIR, errno);
+
+        /* As execvpe(): keep looking after "not there" errors, remember
+         * EACCES, stop at anything else. No /bin/sh fallback for ENOEXEC. */
+        bool eacces = false;
+        int last = ENOENT;
+        for (char *const *p = c->candidates; *p; p++) {
+                execve(*p, c->argv, c->envp);
+                last = errno;
+                switch (last) {
+                case EACCES:
+                        eacces = true;
+                        break;
+                case ENOENT:
+                case ENOTDIR:
+                case ESTALE:
+                case ENODEV:
+                case ETIMEDOUT:
+                        break;
+                default:
+                        child_fail(err_fd, STAGE_EXEC, last);
+                }
+        }
+        child_fail(err_fd, STAGE_EXEC, eacces ? EACCES : last);
+}
+
+static void log_argv(const char *const *argv) {
+        if (mk_log_get_level() < MK_LOG_DEBUG && !mk_log_area_enabled("spawn"))
+                return;
+        _cleanup_buf_done_ struct mk_buf b = {.cap = MK_SPAWN_ARGV_LOG_MAX};
+        bool cut = false;
+        for (const char *const *a = argv; *a && !cut; a++)
+                cut = mk_buf_printf(&b, "%s'%s'", a == argv ? "" : " ", *a) < 0;
+        log_debug_area("spawn", "Running %s%s", mk_buf_str(&b), cut ? " ..." : "");
+}
+
+static void kill_group(pid_t pid, int sig) {
+        if (kill(-pid, sig) < 0 && errno == ESRCH)
+                (void) kill(pid, sig);
+}
+
+/* Reads what is available without blocking. Keeps up to the cap, drops the
+ * rest. Returns 1 at end of file (or a read error), else 0. `budget`, when
+ * not NULL, bounds the bytes read and is decreased. */
+static int read_output(int fd, struct mk_buf *out, bool *truncated, size_t *budget) {
+        char chunk[MK_SPAWN_READ_CHUNK];
+        for (;;) {
+                if (budget && *budget == 0)
+                        return 0;
+                ssize_t n = read(fd, chunk, sizeof(chunk));
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return errno == EAGAIN ? 0 : 1;
+                }
+                if (n == 0)
+                        return 1;
+                if (budget)
+                        *budget = (size_t) n >= *budget ? 0 : *budget - (size_t) n;
+                size_t room = out->cap - out->len;
+                size_t keep = MIN((size_t) n, room);
+                if (keep < (size_t) n)
+                        *truncated = true;
+                if (keep > 0 && mk_buf_append(out, chunk, keep) < 0)
+                        *truncated = true; /* out of memory: drop it too */
+        }
+}
+
+static int wait_reap(pid_t pid, int *ret_status) {
+        int status;
+        for (;;) {
+                if (waitpid(pid, &status, 0) >= 0)
+                        break;
+                if (errno != EINTR)
+                        return negative_errno();
+        }
+        if (ret_status)
+                *ret_status = status;
+        return 0;
+}
+
+static int report_start_failure(const struct mk_spawn_opts *o, const struct child_report *rep,
+                                struct mk_error *e) {
+        const char *cmd = o->argv[0];
+        int r = rep->err > 0 ? -rep->err : -EIO;
+        switch (rep->stage) {
+        case STAGE_CHDIR:
+                return mk_error_set(e, r, "Failed to change directory to '%s' to run '%s': %s", o->cwd, cmd,
+                                    strerror(-r));
+        case STAGE_EXEC:
+                if (r == -ENOENT && !strchr(cmd, '/'))
+                        return mk_error_set(e, r, "command '%s' not found in PATH", cmd);
+                return mk_error_set(e, r, "Failed to execute '%s': %s", cmd, strerror(-r));
+        default:
+                return mk_error_set(e, r, "Failed to set up the process for '%s': %s", cmd, strerror(-r));
+        }
+}
+
+int mk_spawn(const struct mk_spawn_opts *o, struct mk_spawn_result *ret, struct mk_error *e) {
+        if (!o->argv || !o->argv[0] || !o->argv[0][0])
+                return mk_error_set(e, -EINVAL, "No command to run");
+        if (o->capture && o->output_cap == 0)
+                return mk_error_set(e, -EINVAL, "output_cap is required to capture the output of '%s'",
+                                    o->argv[0]);
+        const char *cmd = o->argv[0];
+        log_argv(o->argv);
+
+        const char *const *envp = o->envp ? o->envp : (const char *const *) environ;
+        const char *path = o->envp ? env_lookup(o->envp, "PATH") : secure_getenv("PATH");
+        if (!path)
+                path = MK_SPAWN_DEFAULT_PATH;
+        _cleanup_strv_free_ char **candidates = NULL;
+        int r = build_candidates(cmd, path, &candidates);
+        if (r < 0)
+                return mk_error_set(e, r, "Failed to run '%s': %s", cmd, strerror(-r));
+
+        /* fds[]: stdin (/dev/null), output read end, output write end,
+         * error pipe read end, error pipe write end. */
+        enum { IN, OUT_R, OUT_W, ERR_R, ERR_W, NFDS };
+        int fds[NFDS] = {-1, -1, -1, -1, -1};
+        int pidfd = -1;
+        struct mk_buf out = {.cap = o->output_cap};
+        pid_t pid = -1;
+        bool timed_out = false, truncated = false;
+        int status = 0;
+
+        fds[IN] = fd_move_above_stdio(open("/dev/null", O_RDONLY | O_CLOEXEC | O_NOCTTY));
+        if (fds[IN] < 0) {
+                r = mk_error_set(e, fds[IN], "Failed to open /dev/null for '%s': %s", cmd, strerror(-fds[IN]));
+                goto out;
+        }
+        if (o->capture) {
+                int p[2];
+                if (pipe2(p, O_CLOEXEC) < 0) {
+                        r = negative_errno();
+                } else {
+                        fds[OUT_R] = fd_move_above_stdio(p[0]);
+                        fds[OUT_W] = fd_move_above_stdio(p[1]);
+                        r = fds[OUT_R] < 0 ? fds[OUT_R] : MIN(fds[OUT_W], 0);
+                        if (r == 0 && fcntl(fds[OUT_R], F_SETFL, O_NONBLOCK) < 0)
+                                r = negative_errno();
+                }
+        } else if (!o->forward_output) {
+                fds[OUT_W] = fd_move_above_stdio(open("/dev/null", O_WRONLY | O_CLOEXEC | O_NOCTTY));
+                r = MIN(fds[OUT_W], 0);
+        }
+        if (r < 0) {
+                r = mk_error_set(e, r, "Failed to set up the output of '%s': %s", cmd, strerror(-r));
+                goto out;
+        }
+        {
+                int p[2];
+                if (pipe2(p, O_CLOEXEC) < 0)
+                        r = negative_errno();
+                else {
+                        fds[ERR_R] = p[0];
+                        fds[ERR_W] = fd_move_above_stdio(p[1]);
+                        r = MIN(fds[ERR_W], 0);
+                }
+                if (r < 0) {
+                        r = mk_error_set(e, r, "Failed to create a pipe for '%s': %s", cmd, strerror(-r));
+                        goto out;
+                }
+        }
+
+        struct rlimit rl;
+        int max_fd = 65536;
+        if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < INT_MAX)
+                max_fd = (int) rl.rlim_cur;
+
+        struct child_ctx ctx = {
+                .candidates = candidates,
+                .argv = (char *const *) o->argv,
+                .envp = (char *const *) envp,
+                .cwd = o->cwd,
+                .stdin_fd = fds[IN],
+                .out_fd = fds[OUT_W],
+                .err_fd = fds[ERR_W],
+                .max_fd = max_fd,
+        };
+
+        uint64_t start = now_ms();
+        sigset_t all, old;
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &old);
+        pid = fork();
+        if (pid == 0)
+                child_run(&ctx);
+        int fork_errno = errno;
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        if (pid < 0) {
+                r = mk_error_set(e, fork_errno > 0 ? -fork_errno : -EIO, "Failed to fork to run '%s': %s", cmd,
+                                 strerror(fork_errno));
+                goto out;
+        }
+        /* Also set the group here, so kill(-pid) works even if we time out
+         * before the child got to it. EACCES once it has exec'd: fine. */
+        (void) setpgid(pid, pid);
+
+        close(fds[ERR_W]);
+        fds[ERR_W] = -1;
+        close(fds[OUT_W]);
+        fds[OUT_W] = -1;
+        close(fds[IN]);
+        fds[IN] = -1;
+
+        /* The error pipe closes on a successful execve() (CLOEXEC), or
+         * carries a report when the child gave up. */
+        struct child_report rep;
+        ssize_t n;
+        do
+                n = read(fds[ERR_R], &rep, sizeof(rep));
+        while (n < 0 && errno == EINTR);
+        if (n == (ssize_t) sizeof(rep)) {
+                (void) wait_reap(pid, NULL);
+                pid = -1;
+                r = report_start_failure(o, &rep, e);
+                goto out;
+        }
+
+#ifdef SYS_pidfd_open
+        pidfd = (int) syscall(SYS_pidfd_open, pid, 0);
+#endif
+
+        uint64_t deadline = o->timeout_ms > 0 ? start + (uint64_t) o->timeout_ms : UINT64_MAX;
+        uint64_t kill_at = UINT64_MAX;
+        int sent = 0;
+        for (;;) {
+                siginfo_t si = {};
+                if (waitid(P_PID, (id_t) pid, &si, WEXITED | WNOHANG | WNOWAIT) < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        r = negative_errno();
+                        r = mk_error_set(e, r, "Failed to wait for '%s': %s", cmd, strerror(-r));
+                        pid = -1; /* ECHILD: not ours to reap any more */
+                        goto out;
+                }
+                if (si.si_pid == pid) {
+                        /* Exited but not reaped: its pid, hence the group
+                         * id, cannot be reused yet, so this kill cannot hit
+                         * a stranger. It takes down what the timed-out
+                         * command left in its group. */
+                        if (timed_out)
+                                kill_group(pid, SIGKILL);
+                        if (fds[OUT_R] >= 0) {
+                                size_t budget = MK_SPAWN_DRAIN_MAX;
+                                (void) read_output(fds[OUT_R], &out, &truncated, &budget);
+                        }
+                        break;
+                }
+
+                uint64_t now = now_ms();
+                if (sent == 0 && now >= deadline) {
+                        timed_out = true;
+                        log_debug_area("spawn", "'%s' ran past %d ms, terminating its process group", cmd,
+                                       o->timeout_ms);
+                        kill_group(pid, SIGTERM);
+                        sent = SIGTERM;
+                        kill_at = now + MK_SPAWN_KILL_GRACE_MS;
+                }
+                if (sent == SIGTERM && now >= kill_at) {
+                        log_debug_area("spawn", "'%s' still running, killing its process group", cmd);
+                        kill_group(pid, SIGKILL);
+                        sent = SIGKILL;
+                }
+
+                uint64_t next = sent == 0 ? deadline : sent == SIGTERM ? kill_at : UINT64_MAX;
+                int wait_ms = next == UINT64_MAX ? -1 : (int) MIN(next - now, (uint64_t) INT_MAX);
+                if (pidfd < 0)
+                        wait_ms = wait_ms < 0 ? MK_SPAWN_POLL_FALLBACK_MS : MIN(wait_ms, MK_SPAWN_POLL_FALLBACK_MS);
+
+                struct pollfd pfd[2];
+                nfds_t np = 0;
+                int out_idx = -1;
+                if (fds[OUT_R] >= 0) {
+                        out_idx = (int) np;
+                        pfd[np++] = (struct pollfd) {.fd = fds[OUT_R], .events = POLLIN};
+                }
+                if (pidfd >= 0)
+                        pfd[np++] = (struct pollfd) {.fd = pidfd, .events = POLLIN};
+                if (poll(pfd, np, wait_ms) < 0 && errno != EINTR) {
+                        r = negative_errno();
+                        r = mk_error_set(e, r, "Failed to wait for '%s': %s", cmd, strerror(-r));
+                        goto out;
+                }
+                if (out_idx >= 0 && (pfd[out_idx].revents & (POLLIN | POLLHUP | POLLERR)) &&
+                    read_output(fds[OUT_R], &out, &truncated, NULL) > 0) {
+                        close(fds[OUT_R]);
+                        fds[OUT_R] = -1;
+                }
+        }
+
+        r = wait_reap(pid, &status);
+        pid = -1;
+        if (r < 0) {
+                r = mk_error_set(e, r, "Failed to wait for '%s': %s", cmd, strerror(-r));
+                goto out;
+        }
+
+        struct mk_spawn_result res = {
+                .exit_status = WIFEXITED(status) ? WEXITSTATUS(status)
+                               : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 255,
+                .timed_out = timed_out,
+                .output_truncated = truncated,
+        };
+        if (o->capture) {
+                res.output_len = out.len;
+                res.output = mk_buf_take(&out);
+                if (!res.output) {
+                        r = mk_error_set(e, -ENOMEM, "Failed to collect the output of '%s'", cmd);
+                        goto out;
+                }
+        }
+        log_debug_area("spawn", "'%s' finished with status %d%s (%llu ms)", cmd, res.exit_status,
+                       timed_out ? " after its timeout" : "", (unsigned long long) (now_ms() - start));
+        *ret = res;
+        r = 0;
+
+out:
+        if (pid > 0) {
+                /* Failing after the fork: do not leave the command behind. */
+                kill_group(pid, SIGKILL);
+                (void) wait_reap(pid, NULL);
+        }
+        closep_many(fds, NFDS);
+        if (pidfd >= 0)
+                close(pidfd);
+        mk_buf_done(&out);
+        return r;
+}
+
+void mk_spawn_result_done(struct mk_spawn_result *r) {
+        if (!r)
+                return;
+        free(r->output);
+        r->output = NULL;
+        r->output_len = 0;
+}

@@ -1,0 +1,52 @@
+/* Runs an external command from an argument vector, never through a shell:
+ * own process group, stdin from /dev/null, no inherited descriptors beyond
+ * stdio, default signal dispositions, optional timeout that kills the whole
+ * group, optional bounded capture of stdout+stderr. For hooks, systemctl,
+ * nvidia-smi and the like. Thread-safe (no globals); the caller must not set
+ * SIGCHLD to SIG_IGN nor reap children it did not start. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "base/macro.h"
+
+struct mk_error;
+
+/* After a timeout the group gets SIGTERM, then SIGKILL this much later. */
+#define MK_SPAWN_KILL_GRACE_MS 2000
+
+struct mk_spawn_opts {
+        /* argv[0] is the command; without '/', it is looked up in the PATH of
+         * envp (or of our environment when envp is NULL; a default PATH when
+         * none is set; empty PATH entries are skipped). NULL-terminated. */
+        const char *const *argv;
+        const char *const *envp;        /* NULL: inherit our environment */
+        const char *cwd;                /* NULL: inherit */
+        int timeout_ms;                 /* <= 0: no timeout */
+        bool capture;                   /* stdout+stderr together into the result */
+        size_t output_cap;              /* bytes kept when capturing (> 0); the rest is read and dropped */
+        bool forward_output;            /* not capturing: child's stdout/stderr are ours; else /dev/null */
+};
+
+struct mk_spawn_result {
+        int exit_status;        /* exit code, or 128 + signal number */
+        bool timed_out;         /* killed because timeout_ms passed */
+        char *output;           /* capture: malloc'd, NUL-terminated; else NULL */
+        size_t output_len;
+        bool output_truncated;  /* more than output_cap bytes came */
+};
+
+/* Runs o->argv and waits for it. Returns 0 when the child ran, whatever its
+ * exit status (a timeout too: timed_out set, exit_status 128 + SIGTERM or
+ * SIGKILL). Negative errno when it could not be started: -ENOENT "command
+ * 'x' not found in PATH", -ENOENT/-EACCES/... for a missing cwd or a
+ * command that cannot be executed, -EINVAL for bad options; e gets the
+ * message. Output captured while the child runs; anything its left-behind
+ * children write after it exits is not. *ret is written only on success;
+ * free it with mk_spawn_result_done(). */
+int mk_spawn(const struct mk_spawn_opts *o, struct mk_spawn_result *ret, struct mk_error *e)
+        _nonnull_(1, 2) _wur_;
+
+/* Frees the output; accepts NULL. */
+void mk_spawn_result_done(struct mk_spawn_result *r);

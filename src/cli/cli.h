@@ -1,0 +1,47 @@
+/* Shared pieces of the command-line front end. Only cli/ prints to the
+ * terminal; subcommands return an exit code. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include <jansson.h>
+
+#include "base/error.h"
+#include "mig/gpu.h"
+
+enum mk_output_format {
+        MK_OUTPUT_TABLE,
+        MK_OUTPUT_JSON,
+        MK_OUTPUT_YAML,
+        _MK_OUTPUT_MAX,
+        _MK_OUTPUT_INVALID = -EINVAL,
+};
+
+enum mk_output_format mk_output_format_from_string(const char *s);
+const char *mk_output_format_to_string(enum mk_output_format f);
+
+/* Exit codes: 0 success, 1 failure, 2 usage error. */
+#define MK_EXIT_OK 0
+#define MK_EXIT_FAILURE 1
+#define MK_EXIT_USAGE 2
+
+/* Loads NVML (honouring --simulate's environment) and snapshots every GPU;
+ * on failure prints one clear error line and returns NULL. */
+struct mk_snapshot *cli_snapshot(void);
+
+/* Prints "Error: <formatted error>" on stderr and returns MK_EXIT_FAILURE. */
+int cli_fail(const struct mk_error *e);
+
+/* Writes `v` as YAML (block style; arrays of scalars in flow style, empty
+ * objects as {}); keys sorted when sort_keys. Strings that YAML would read as
+ * another type are double-quoted. */
+void cli_print_yaml(FILE *f, const json_t *v, bool sort_keys);
+/* Writes `v` as JSON with 2-space indent and a final newline. */
+void cli_print_json(FILE *f, const json_t *v);
+
+/* "enabled", "disabled" or "unsupported". */
+const char *cli_mig_mode_str(enum mk_mig_mode m);
+
+int cli_profiles(int argc, char **argv);
+int cli_export(int argc, char **argv);

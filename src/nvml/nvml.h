@@ -1,0 +1,43 @@
+/* The only code that calls NVML. Loads the library at run time (dlopen with
+ * RTLD_NOW of MIGKIT_NVML_LIB or libnvidia-ml.so.1), resolves every symbol we
+ * use up front, and turns NVML answers into mig/ types. NVML errors become
+ * -errno plus NVML's own error string in the struct mk_error. */
+#pragma once
+
+#include <stdbool.h>
+
+#include "base/error.h"
+#include "mig/gpu.h"
+#include "nvml/nvml-abi.h"
+
+#define MK_NVML_DEFAULT_LIB "libnvidia-ml.so.1"
+
+struct mk_nvml;
+
+/* Opens the library at `path` (NULL: $MIGKIT_NVML_LIB, else the default
+ * soname), resolves the symbol table and calls nvmlInit_v2. A missing library,
+ * a missing required symbol (named in the message) or a failed init returns a
+ * negative errno and one line of explanation in `e`; nothing else is touched. */
+int mk_nvml_open(const char *path, struct mk_nvml **ret, struct mk_error *e);
+
+/* nvmlShutdown and dlclose. Accepts NULL, returns NULL. */
+struct mk_nvml *mk_nvml_close(struct mk_nvml *n);
+static inline void mk_nvml_closep(struct mk_nvml **n) {
+        mk_nvml_close(*n);
+}
+#define _cleanup_nvml_ _cleanup_(mk_nvml_closep)
+
+/* The path the library was loaded from (as given to dlopen). */
+const char *mk_nvml_path(const struct mk_nvml *n);
+
+/* Reads every GPU: identity, memory, MIG mode, the GPU instance profiles the
+ * GPU reports with placements and compute-instance profiles, and the existing
+ * GPU and compute instances with their MIG device UUIDs. On failure nothing is
+ * returned and `e` names the GPU and the call. Caller frees with
+ * mk_snapshot_free(). */
+int mk_nvml_snapshot(struct mk_nvml *n, struct mk_snapshot **ret, struct mk_error *e);
+
+/* NVML return code -> negative errno (0 for NVML_SUCCESS). */
+int mk_nvml_errno(nvmlReturn_t r);
+/* NVML's own name for a return code ("NVML_ERROR_IN_USE"), for messages and tests. */
+const char *mk_nvml_return_name(nvmlReturn_t r);
