@@ -107,6 +107,10 @@ struct sim_state *sim_state_free(struct sim_state *s);
  * is held. */
 int sim_session_begin(struct sim_session *s, const char *path, bool exclusive, bool create);
 
+/* Begins an exclusive session without reading the state file (to replace
+ * it); *ret_exists tells whether a state file is there. s->state is NULL. */
+int sim_session_begin_replace(struct sim_session *s, const char *path, bool *ret_exists);
+
 /* Saves the session's state atomically; exclusive sessions only. */
 int sim_session_save(struct sim_session *s);
 

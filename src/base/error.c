@@ -12,7 +12,7 @@ static void copy_trunc(char *dst, size_t size, const char *src) {
         dst[n] = 0;
 }
 
-static void vset_msg(struct mk_error *e, const char *fmt, va_list ap) {
+_printf_(2, 0) static void vset_msg(struct mk_error *e, const char *fmt, va_list ap) {
         int n = vsnprintf(e->msg, sizeof(e->msg), fmt, ap);
         if (n >= (int) sizeof(e->msg))
                 memcpy(e->msg + sizeof(e->msg) - 4, "...", 4);

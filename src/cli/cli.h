@@ -45,3 +45,6 @@ const char *cli_mig_mode_str(enum mk_mig_mode m);
 
 int cli_profiles(int argc, char **argv);
 int cli_export(int argc, char **argv);
+int cli_apply(int argc, char **argv);
+int cli_assert(int argc, char **argv);
+int cli_plan(int argc, char **argv);

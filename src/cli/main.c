@@ -19,6 +19,9 @@ static void help(void) {
                "Commands:\n"
                "  profiles              GPU and compute instance profiles each GPU reports\n"
                "  export                Current MIG layout as a mig-parted v1 config\n"
+               "  apply                 Apply a MIG configuration (mig-parted v1 config and hooks)\n"
+               "  assert                Check that a MIG configuration is applied\n"
+               "  plan                  Show what apply would do, without doing it\n"
                "\n"
                "Global options:\n"
                "  --simulate MACHINE    Run against the NVML simulator, on a simulated MACHINE\n"
@@ -126,6 +129,16 @@ static int setup_simulation(const char *machine) {
         if (setenv("MIGKIT_NVML_LIB", lib, 1) < 0 || setenv("MIGKIT_SIM_STATE", state, 1) < 0 ||
             setenv("MIGKIT_SIM_MACHINE", machine, 1) < 0)
                 return -errno;
+        /* GPU resets go through the simulator's nvidia-smi stand-in, found
+         * beside the library: <lib dir>/../bin/nvidia-smi. */
+        const char *env_smi = secure_getenv("MIGKIT_NVIDIA_SMI");
+        if (!env_smi || !*env_smi) {
+                char smi[PATH_MAX + 64];
+                const char *slash = strrchr(lib, '/');
+                int n = slash ? snprintf(smi, sizeof(smi), "%.*s/../bin/nvidia-smi", (int) (slash - lib), lib) : -1;
+                if (n > 0 && (size_t) n < sizeof(smi) && access(smi, X_OK) == 0 && setenv("MIGKIT_NVIDIA_SMI", smi, 1) < 0)
+                        return -errno;
+        }
         log_debug("Simulating '%s' with '%s', state in '%s'", machine, lib, state);
         return 0;
 }
@@ -188,6 +201,9 @@ int main(int argc, char **argv) {
         } commands[] = {
                 {"profiles", cli_profiles},
                 {"export", cli_export},
+                {"apply", cli_apply},
+                {"assert", cli_assert},
+                {"plan", cli_plan},
         };
         const char *cmd = argv[optind];
         if (streq(cmd, "help")) {

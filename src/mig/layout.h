@@ -35,6 +35,6 @@ int mk_layout_add(struct mk_layout *l, const struct mk_profile_name *name, unsig
 void mk_layout_canonicalize(struct mk_layout *l);
 /* Equal after canonicalisation (zero counts ignored, order-free). */
 bool mk_layout_equal(const struct mk_layout *a, const struct mk_layout *b);
-/* `1g.5gb:2, 2g.10gb:1` style, canonical order. Returns length or -ENOBUFS. */
+/* `3g.20gb:1, 2g.10gb:1, 1g.5gb:2` style, canonical order (larger G first). Returns length or -ENOBUFS. */
 int mk_layout_format(const struct mk_layout *l, char *buf, size_t size);
 void mk_layout_done(struct mk_layout *l);

@@ -9,8 +9,8 @@
 
 #include "mig/profile.h"
 
-/* Bounds on the numbers of a name. Far above any GPU (8 slices, 192 GB); they
- * exist so that parsing cannot overflow and a typo cannot name a 10^20 GB GPU. */
+/* Bounds on the numbers of a name, far above any GPU (at most 8 slices, a few
+ * hundred GB): parsing cannot overflow, and a typo cannot name a 10^20 GB GPU. */
 #define MK_PROFILE_SLICES_MAX 1000u
 #define MK_PROFILE_GB_MAX 100000u
 
@@ -32,8 +32,8 @@ static bool is_space(unsigned char ch) {
 }
 
 /* Parses one `<number><suffix>` field of `len` bytes. Decimal digits only,
- * leading zeros allowed, value in [1, max]. On failure returns -EINVAL with
- * `why` pointing at a static description; `ret` written only on success. */
+ * leading zeros allowed, value in [1, max]. On failure returns -EINVAL and
+ * writes the reason to `why`; `ret` is written only on success. */
 static int parse_field(const char *p, size_t len, const char *suffix, const char *what, unsigned max,
                        unsigned *ret, char *why, size_t why_size) {
         size_t slen = strlen(suffix);

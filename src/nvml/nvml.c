@@ -20,6 +20,7 @@ struct mk_nvml {
         void *dl;
         char *path;
         bool initialized;
+        unsigned long mutations;
         struct mk_nvml_syms s;
 };
 
@@ -667,5 +668,143 @@ int mk_nvml_snapshot(struct mk_nvml *n, struct mk_snapshot **ret, struct mk_erro
                         return q;
         }
         *ret = TAKE_PTR(s);
+        return 0;
+}
+
+unsigned long mk_nvml_mutations(const struct mk_nvml *n) {
+        return n->mutations;
+}
+
+static int get_device(struct mk_nvml *n, unsigned gpu, nvmlDevice_t *ret, struct mk_error *e) {
+        nvmlReturn_t r = n->s.nvmlDeviceGetHandleByIndex_v2(gpu, ret);
+        if (r != NVML_SUCCESS)
+                return nvml_fail(n, e, r, "GPU %u: failed to get a handle", gpu);
+        return 0;
+}
+
+static int get_gi(struct mk_nvml *n, unsigned gpu, unsigned gi_id, nvmlGpuInstance_t *ret, struct mk_error *e) {
+        nvmlDevice_t dev;
+        int q = get_device(n, gpu, &dev, e);
+        if (q < 0)
+                return q;
+        nvmlReturn_t r = n->s.nvmlDeviceGetGpuInstanceById(dev, gi_id, ret);
+        if (r != NVML_SUCCESS)
+                return nvml_fail(n, e, r, "GPU %u: failed to find GPU instance %u", gpu, gi_id);
+        return 0;
+}
+
+int mk_nvml_set_mig_mode(struct mk_nvml *n, unsigned gpu, bool enabled, bool *ret_pending, struct mk_error *e) {
+        nvmlDevice_t dev;
+        int q = get_device(n, gpu, &dev, e);
+        if (q < 0)
+                return q;
+        nvmlReturn_t activation = NVML_SUCCESS;
+        n->mutations++;
+        nvmlReturn_t r = n->s.nvmlDeviceSetMigMode(dev, enabled ? NVML_DEVICE_MIG_ENABLE : NVML_DEVICE_MIG_DISABLE,
+                                                   &activation);
+        if (r != NVML_SUCCESS)
+                return nvml_fail(n, e, r, "GPU %u: failed to %s MIG mode", gpu, enabled ? "enable" : "disable");
+        unsigned cur = 0, pend = 0;
+        r = n->s.nvmlDeviceGetMigMode(dev, &cur, &pend);
+        if (r != NVML_SUCCESS)
+                return nvml_fail(n, e, r, "GPU %u: failed to read the MIG mode", gpu);
+        bool want = enabled;
+        bool pending = (cur == NVML_DEVICE_MIG_ENABLE) != want;
+        log_debug_area("nvml", "GPU %u: set MIG mode %s: activation %s, current %u pending %u", gpu,
+                       enabled ? "on" : "off", mk_nvml_return_name(activation), cur, pend);
+        *ret_pending = pending;
+        return 0;
+}
+
+int mk_nvml_create_gi(struct mk_nvml *n, unsigned gpu, unsigned profile_id, struct mk_placement placement,
+                      unsigned *ret_gi_id, struct mk_error *e) {
+        nvmlDevice_t dev;
+        int q = get_device(n, gpu, &dev, e);
+        if (q < 0)
+                return q;
+        nvmlGpuInstancePlacement_t pl = {placement.start, placement.size};
+        nvmlGpuInstance_t gi;
+        n->mutations++;
+        nvmlReturn_t r = n->s.nvmlDeviceCreateGpuInstanceWithPlacement(dev, profile_id, &pl, &gi);
+        if (r != NVML_SUCCESS)
+                return nvml_fail(n, e, r, "GPU %u: failed to create a GPU instance of profile %u at %u:%u", gpu,
+                                 profile_id, placement.start, placement.size);
+        nvmlGpuInstanceInfo_t info = {0};
+        r = n->s.nvmlGpuInstanceGetInfo(gi, &info);
+        if (r != NVML_SUCCESS)
+                return nvml_fail(n, e, r, "GPU %u: failed to read the new GPU instance", gpu);
+        *ret_gi_id = info.id;
+        return 0;
+}
+
+int mk_nvml_ci_profile_id(struct mk_nvml *n, unsigned gpu, unsigned gi_id, unsigned ci_enum, unsigned *ret_id,
+                          struct mk_error *e) {
+        nvmlGpuInstance_t gi;
+        int q = get_gi(n, gpu, gi_id, &gi, e);
+        if (q < 0)
+                return q;
+        nvmlComputeInstanceProfileInfo_t info = {0};
+        nvmlReturn_t r = n->s.nvmlGpuInstanceGetComputeInstanceProfileInfo(
+                gi, ci_enum, NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED, &info);
+        if (r != NVML_SUCCESS)
+                return nvml_fail(n, e, r, "GPU %u: GPU instance %u has no compute instance profile %u", gpu, gi_id,
+                                 ci_enum);
+        *ret_id = info.id;
+        return 0;
+}
+
+int mk_nvml_create_ci(struct mk_nvml *n, unsigned gpu, unsigned gi_id, unsigned ci_profile_id,
+                      struct mk_placement placement, unsigned *ret_ci_id, struct mk_error *e) {
+        nvmlGpuInstance_t gi;
+        int q = get_gi(n, gpu, gi_id, &gi, e);
+        if (q < 0)
+                return q;
+        nvmlComputeInstance_t ci;
+        nvmlReturn_t r;
+        n->mutations++;
+        if (n->s.nvmlGpuInstanceCreateComputeInstanceWithPlacement) {
+                nvmlComputeInstancePlacement_t pl = {placement.start, placement.size};
+                r = n->s.nvmlGpuInstanceCreateComputeInstanceWithPlacement(gi, ci_profile_id, &pl, &ci);
+        } else
+                r = n->s.nvmlGpuInstanceCreateComputeInstance(gi, ci_profile_id, &ci);
+        if (r != NVML_SUCCESS)
+                return nvml_fail(n, e, r,
+                                 "GPU %u: failed to create a compute instance of profile %u at %u:%u in GPU instance %u",
+                                 gpu, ci_profile_id, placement.start, placement.size, gi_id);
+        nvmlComputeInstanceInfo_t info = {0};
+        r = n->s.nvmlComputeInstanceGetInfo_v2(ci, &info);
+        if (r != NVML_SUCCESS)
+                return nvml_fail(n, e, r, "GPU %u: failed to read the new compute instance", gpu);
+        *ret_ci_id = info.id;
+        return 0;
+}
+
+int mk_nvml_destroy_ci(struct mk_nvml *n, unsigned gpu, unsigned gi_id, unsigned ci_id, struct mk_error *e) {
+        nvmlGpuInstance_t gi;
+        int q = get_gi(n, gpu, gi_id, &gi, e);
+        if (q < 0)
+                return q;
+        nvmlComputeInstance_t ci;
+        nvmlReturn_t r = n->s.nvmlGpuInstanceGetComputeInstanceById(gi, ci_id, &ci);
+        if (r != NVML_SUCCESS)
+                return nvml_fail(n, e, r, "GPU %u: failed to find compute instance %u of GPU instance %u", gpu, ci_id,
+                                 gi_id);
+        n->mutations++;
+        r = n->s.nvmlComputeInstanceDestroy(ci);
+        if (r != NVML_SUCCESS)
+                return nvml_fail(n, e, r, "GPU %u: failed to destroy compute instance %u of GPU instance %u", gpu,
+                                 ci_id, gi_id);
+        return 0;
+}
+
+int mk_nvml_destroy_gi(struct mk_nvml *n, unsigned gpu, unsigned gi_id, struct mk_error *e) {
+        nvmlGpuInstance_t gi;
+        int q = get_gi(n, gpu, gi_id, &gi, e);
+        if (q < 0)
+                return q;
+        n->mutations++;
+        nvmlReturn_t r = n->s.nvmlGpuInstanceDestroy(gi);
+        if (r != NVML_SUCCESS)
+                return nvml_fail(n, e, r, "GPU %u: failed to destroy GPU instance %u", gpu, gi_id);
         return 0;
 }

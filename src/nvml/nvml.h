@@ -41,3 +41,32 @@ int mk_nvml_snapshot(struct mk_nvml *n, struct mk_snapshot **ret, struct mk_erro
 int mk_nvml_errno(nvmlReturn_t r);
 /* NVML's own name for a return code ("NVML_ERROR_IN_USE"), for messages and tests. */
 const char *mk_nvml_return_name(nvmlReturn_t r);
+
+/* --- Changes. Each is one NVML call (plus the look-ups of its handles);
+ * failures name the GPU, the operation and NVML's reason. --- */
+
+/* Sets the MIG mode; *ret_pending is true when the change waits for a GPU
+ * reset (activation status RESET_REQUIRED or IN_USE, or the re-read mode
+ * still differs). */
+int mk_nvml_set_mig_mode(struct mk_nvml *n, unsigned gpu, bool enabled, bool *ret_pending, struct mk_error *e);
+
+/* Creates a GPU instance of driver profile `profile_id` at `placement`;
+ * returns its id. */
+int mk_nvml_create_gi(struct mk_nvml *n, unsigned gpu, unsigned profile_id, struct mk_placement placement,
+                      unsigned *ret_gi_id, struct mk_error *e);
+/* Creates a compute instance of driver CI profile `ci_profile_id` in GI
+ * `gi_id`, at `placement` when the library supports placement (else the
+ * driver chooses); returns its id. */
+int mk_nvml_create_ci(struct mk_nvml *n, unsigned gpu, unsigned gi_id, unsigned ci_profile_id,
+                      struct mk_placement placement, unsigned *ret_ci_id, struct mk_error *e);
+int mk_nvml_destroy_ci(struct mk_nvml *n, unsigned gpu, unsigned gi_id, unsigned ci_id, struct mk_error *e);
+int mk_nvml_destroy_gi(struct mk_nvml *n, unsigned gpu, unsigned gi_id, struct mk_error *e);
+
+/* The driver CI profile id of NVML CI profile enum `ci_enum` inside GI
+ * `gi_id` (for CI profiles derived before the GI existed). */
+int mk_nvml_ci_profile_id(struct mk_nvml *n, unsigned gpu, unsigned gi_id, unsigned ci_enum, unsigned *ret_id,
+                          struct mk_error *e);
+
+/* Mutating NVML calls made through this handle (set mode, create, destroy),
+ * successful or not: for benchmarks and tests. */
+unsigned long mk_nvml_mutations(const struct mk_nvml *n);

@@ -1,0 +1,408 @@
+/* apply, assert and plan: flags and variables as mig-parted's. */
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/log.h"
+#include "base/macro.h"
+#include "base/parse.h"
+#include "cli/cli.h"
+#include "engine/engine.h"
+#include "nvml/nvml.h"
+
+/* assert's exit codes (docs/engine.md) */
+#define MK_EXIT_NOT_APPLIED 1
+#define MK_EXIT_CANNOT_CHECK 3
+
+enum cmd { CMD_APPLY, CMD_ASSERT, CMD_PLAN };
+
+struct args {
+        const char *config_file, *selected, *hooks_file;
+        bool skip_reset, mode_only, valid_config, debug;
+        enum mk_output_format fmt;
+};
+
+static bool env_bool(const char *name) {
+        const char *v = secure_getenv(name);
+        bool b = false;
+        return v && mk_parse_bool(v, &b) >= 0 && b;
+}
+
+static void help(enum cmd c) {
+        static const char *const usage[] = {
+                [CMD_APPLY] = "Usage: migkit apply -f CONFIG [-c NAME] [-k HOOKS] [--skip-reset] [--mode-only] [-o json]\n"
+                              "\n"
+                              "Apply the selected MIG configuration: plan every GPU first (nothing is touched if any\n"
+                              "target cannot be built), run hooks, change MIG mode and reset only the GPUs that need\n"
+                              "it, destroy and create only what differs, then verify.\n",
+                [CMD_ASSERT] = "Usage: migkit assert -f CONFIG [-c NAME] [--mode-only] [--valid-config] [-o json]\n"
+                               "\n"
+                               "Check that the selected MIG configuration is applied. Exit status: 0 applied,\n"
+                               "1 not applied, 2 usage error, 3 could not check (bad config, NVML error,\n"
+                               "a target that cannot be built on this node).\n",
+                [CMD_PLAN] = "Usage: migkit plan -f CONFIG [-c NAME] [--mode-only] [-o table|json]\n"
+                             "\n"
+                             "Print what 'apply' would do, per GPU: instances kept, destroyed (with their MIG\n"
+                             "device UUIDs) and created, mode changes and resets. Changes nothing.\n",
+        };
+        fputs(usage[c], stdout);
+        printf("\n"
+               "  -f, --config-file FILE       mig-parted v1 config, '-' for stdin (MIG_PARTED_CONFIG_FILE)\n"
+               "  -c, --selected-config NAME   config to use (MIG_PARTED_SELECTED_CONFIG)\n");
+        if (c == CMD_APPLY)
+                printf("  -k, --hooks-file FILE        hooks v1 file (MIG_PARTED_HOOKS_FILE)\n"
+                       "  -s, --skip-reset             do not reset GPUs after a mode change (MIG_PARTED_SKIP_RESET)\n");
+        printf("  -m, --mode-only              only the MIG mode (MIG_PARTED_MODE_CHANGE_ONLY)\n");
+        if (c == CMD_ASSERT)
+                printf("  -a, --valid-config           only check that the config parses and the name exists\n"
+                       "                               (MIG_PARTED_VALID_CONFIG)\n");
+        printf("  -o, --output-format FMT      table (default) or json\n"
+               "  -d, --debug                  debug logging, hook output shown (MIG_PARTED_DEBUG)\n");
+}
+
+static int parse_args(enum cmd c, int argc, char **argv, struct args *a) {
+        static const struct option options[] = {
+                {"config-file", required_argument, NULL, 'f'},
+                {"selected-config", required_argument, NULL, 'c'},
+                {"hooks-file", required_argument, NULL, 'k'},
+                {"skip-reset", no_argument, NULL, 's'},
+                {"mode-only", no_argument, NULL, 'm'},
+                {"valid-config", no_argument, NULL, 'a'},
+                {"output-format", required_argument, NULL, 'o'},
+                {"output", required_argument, NULL, 'o'},
+                {"debug", no_argument, NULL, 'd'},
+                {"help", no_argument, NULL, 'h'},
+                {},
+        };
+        *a = (struct args){
+                .config_file = secure_getenv("MIG_PARTED_CONFIG_FILE"),
+                .selected = secure_getenv("MIG_PARTED_SELECTED_CONFIG"),
+                .hooks_file = secure_getenv("MIG_PARTED_HOOKS_FILE"),
+                .skip_reset = env_bool("MIG_PARTED_SKIP_RESET"),
+                .mode_only = env_bool("MIG_PARTED_MODE_CHANGE_ONLY"),
+                .valid_config = env_bool("MIG_PARTED_VALID_CONFIG"),
+                .debug = env_bool("MIG_PARTED_DEBUG"),
+                .fmt = MK_OUTPUT_TABLE,
+        };
+        int o;
+        while ((o = getopt_long(argc, argv, "f:c:k:smao:dh", options, NULL)) >= 0) {
+                switch (o) {
+                case 'f':
+                        a->config_file = optarg;
+                        break;
+                case 'c':
+                        a->selected = optarg;
+                        break;
+                case 'k':
+                        if (c != CMD_APPLY)
+                                goto bad;
+                        a->hooks_file = optarg;
+                        break;
+                case 's':
+                        if (c != CMD_APPLY)
+                                goto bad;
+                        a->skip_reset = true;
+                        break;
+                case 'm':
+                        a->mode_only = true;
+                        break;
+                case 'a':
+                        if (c != CMD_ASSERT)
+                                goto bad;
+                        a->valid_config = true;
+                        break;
+                case 'o':
+                        a->fmt = mk_output_format_from_string(optarg);
+                        if (a->fmt != MK_OUTPUT_TABLE && a->fmt != MK_OUTPUT_JSON) {
+                                fprintf(stderr, "Error: unrecognized 'output-format': %s (table or json)\n", optarg);
+                                return -EINVAL;
+                        }
+                        break;
+                case 'd':
+                        a->debug = true;
+                        break;
+                case 'h':
+                        help(c);
+                        return 1;
+                default:
+                        goto bad;
+                }
+        }
+        if (optind < argc) {
+                fprintf(stderr, "Error: unexpected argument '%s'\n", argv[optind]);
+                return -EINVAL;
+        }
+        if (!a->config_file || !*a->config_file) {
+                fprintf(stderr, "Error: missing required flags 'config-file' (-f, or MIG_PARTED_CONFIG_FILE)\n");
+                return -EINVAL;
+        }
+        if (a->debug)
+                mk_log_set_level(MK_LOG_DEBUG);
+        return 0;
+bad:
+        fprintf(stderr, "Run 'migkit %s --help' for usage.\n", argv[0]);
+        return -EINVAL;
+}
+
+static const char *ci_uuid_short(const char *uuid) {
+        return uuid[0] ? uuid : "-";
+}
+
+static void print_plan_table(const struct mk_snapshot *s, const struct mk_gpu_plan *p, bool mode_only) {
+        for (size_t i = 0; i < s->n_gpus; i++) {
+                const struct mk_gpu *g = &s->gpus[i];
+                const struct mk_gpu_plan *gp = &p[i];
+                printf("GPU %u (%s, %s): ", g->index, g->name, g->bus_id);
+                if (!gp->mig_enabled && !gp->mode_change && !gp->layout_change && gp->n_target == 0 &&
+                    g->mig_current != MK_MIG_ENABLED) {
+                        printf("%s\n", g->mig_capable ? "MIG disabled, as configured" : "not MIG-capable, left alone");
+                        continue;
+                }
+                if (gp->mode_change)
+                        printf("MIG %s -> %s%s\n", cli_mig_mode_str(g->mig_current), gp->mig_enabled ? "enabled" : "disabled",
+                               gp->reset_needed ? " (GPU reset needed)" : "");
+                else if (!gp->layout_change || mode_only)
+                        printf("already as configured\n");
+                else
+                        printf("layout changes\n");
+                if (mode_only)
+                        continue;
+                for (size_t k = 0; k < gp->n_destroy; k++) {
+                        const struct mk_plan_destroy *d = &gp->destroy[k];
+                        if (d->is_ci)
+                                printf("  destroy  CI %-14s GPU instance %u, compute instance %u  %s\n", d->name,
+                                       d->gi_id, d->ci_id, ci_uuid_short(d->uuid));
+                        else
+                                printf("  destroy  GI %-14s at %u:%u  GPU instance %u\n", d->name, d->placement.start,
+                                       d->placement.size, d->gi_id);
+                }
+                for (size_t k = 0; k < gp->n_target; k++) {
+                        const struct mk_plan_gi *t = &gp->target[k];
+                        if (t->kept)
+                                printf("  keep     GI %-14s at %u:%u  GPU instance %u\n", t->profile->name,
+                                       t->placement.start, t->placement.size, t->existing_id);
+                        else
+                                printf("  create   GI %-14s at %u:%u\n", t->profile->name, t->placement.start,
+                                       t->placement.size);
+                        for (size_t j = 0; j < t->n_cis; j++) {
+                                const struct mk_plan_ci *c = &t->cis[j];
+                                if (c->kept)
+                                        printf("  keep     CI %-14s at %u:%u  compute instance %u  %s\n",
+                                               c->profile->name, c->placement.start, c->placement.size,
+                                               c->existing_id, ci_uuid_short(c->uuid));
+                                else
+                                        printf("  create   CI %-14s at %u:%u\n", c->profile->name, c->placement.start,
+                                               c->placement.size);
+                        }
+                }
+        }
+}
+
+static json_t *plan_json(const struct mk_snapshot *s, const struct mk_gpu_plan *p) {
+        json_t *gpus = json_array();
+        for (size_t i = 0; i < s->n_gpus; i++) {
+                const struct mk_gpu_plan *gp = &p[i];
+                json_t *destroy = json_array(), *target = json_array();
+                for (size_t k = 0; k < gp->n_destroy; k++) {
+                        const struct mk_plan_destroy *d = &gp->destroy[k];
+                        json_t *o = json_pack("{s:s,s:s,s:I,s:{s:I,s:I}}", "kind", d->is_ci ? "compute-instance" : "gpu-instance",
+                                              "profile", d->name, "gpu_instance_id", (json_int_t) d->gi_id, "placement",
+                                              "start", (json_int_t) d->placement.start, "size",
+                                              (json_int_t) d->placement.size);
+                        if (d->is_ci) {
+                                json_object_set_new(o, "compute_instance_id", json_integer(d->ci_id));
+                                json_object_set_new(o, "uuid", json_string(d->uuid));
+                        }
+                        json_array_append_new(destroy, o);
+                }
+                for (size_t k = 0; k < gp->n_target; k++) {
+                        const struct mk_plan_gi *t = &gp->target[k];
+                        json_t *cis = json_array();
+                        for (size_t j = 0; j < t->n_cis; j++) {
+                                const struct mk_plan_ci *c = &t->cis[j];
+                                json_t *co = json_pack("{s:s,s:b,s:{s:I,s:I}}", "profile", c->profile->name, "kept",
+                                                       c->kept, "placement", "start", (json_int_t) c->placement.start,
+                                                       "size", (json_int_t) c->placement.size);
+                                if (c->kept) {
+                                        json_object_set_new(co, "compute_instance_id", json_integer(c->existing_id));
+                                        json_object_set_new(co, "uuid", json_string(c->uuid));
+                                }
+                                json_array_append_new(cis, co);
+                        }
+                        json_t *go = json_pack("{s:s,s:I,s:b,s:{s:I,s:I},s:o}", "profile", t->profile->name,
+                                               "profile_id", (json_int_t) t->profile->id, "kept", t->kept, "placement",
+                                               "start", (json_int_t) t->placement.start, "size",
+                                               (json_int_t) t->placement.size, "compute_instances", cis);
+                        if (t->kept)
+                                json_object_set_new(go, "gpu_instance_id", json_integer(t->existing_id));
+                        json_array_append_new(target, go);
+                }
+                json_array_append_new(
+                        gpus, json_pack("{s:I,s:s,s:s,s:b,s:b,s:b,s:b,s:o,s:o}", "index", (json_int_t) gp->gpu_index,
+                                        "uuid", s->gpus[i].uuid, "mig_mode", cli_mig_mode_str(s->gpus[i].mig_current),
+                                        "mig_enabled", gp->mig_enabled, "mode_change", gp->mode_change, "reset_needed",
+                                        gp->reset_needed, "layout_change", gp->layout_change, "destroy", destroy,
+                                        "target", target));
+        }
+        return gpus;
+}
+
+static int load(const struct args *a, struct mk_config **ret_c, struct mk_hooks **ret_h) {
+        struct mk_error e = {0};
+        if (mk_config_load(a->config_file, ret_c, &e) < 0)
+                return cli_fail(&e);
+        if (ret_h && a->hooks_file && *a->hooks_file && mk_hooks_load(a->hooks_file, ret_h, &e) < 0)
+                return cli_fail(&e);
+        return 0;
+}
+
+/* Snapshot + desired + plans for assert and plan. */
+static int compute(const struct args *a, const struct mk_config *c, struct mk_snapshot **ret_s,
+                   struct mk_gpu_plan **ret_p, struct mk_error *e) {
+        const struct mk_named_config *nc;
+        int r = mk_config_select(c, a->selected, &nc, e);
+        if (r < 0)
+                return r;
+        _cleanup_nvml_ struct mk_nvml *n = NULL;
+        r = mk_nvml_open(NULL, &n, e);
+        if (r < 0)
+                return r;
+        struct mk_snapshot *s = NULL;
+        r = mk_nvml_snapshot(n, &s, e);
+        if (r < 0)
+                return r;
+        struct mk_desired *d = NULL;
+        r = mk_engine_desired(s, c, nc, &d, e);
+        if (r >= 0) {
+                r = mk_engine_plan_all(s, d, ret_p, e);
+                mk_desired_free(d, s->n_gpus);
+        }
+        if (r < 0) {
+                mk_snapshot_free(s);
+                return r;
+        }
+        *ret_s = s;
+        return 0;
+}
+
+int cli_plan(int argc, char **argv) {
+        struct args a;
+        int r = parse_args(CMD_PLAN, argc, argv, &a);
+        if (r != 0)
+                return r > 0 ? MK_EXIT_OK : MK_EXIT_USAGE;
+        _cleanup_(mk_config_freep) struct mk_config *c = NULL;
+        if (load(&a, &c, NULL) != 0)
+                return MK_EXIT_FAILURE;
+        struct mk_error e = {0};
+        struct mk_snapshot *s = NULL;
+        struct mk_gpu_plan *p = NULL;
+        if (compute(&a, c, &s, &p, &e) < 0)
+                return cli_fail(&e);
+        if (a.fmt == MK_OUTPUT_JSON) {
+                json_t *root = json_pack("{s:o}", "gpus", plan_json(s, p));
+                cli_print_json(stdout, root);
+                json_decref(root);
+        } else
+                print_plan_table(s, p, a.mode_only);
+        mk_gpu_plans_free(p, s->n_gpus);
+        mk_snapshot_free(s);
+        return MK_EXIT_OK;
+}
+
+int cli_assert(int argc, char **argv) {
+        struct args a;
+        int r = parse_args(CMD_ASSERT, argc, argv, &a);
+        if (r != 0)
+                return r > 0 ? MK_EXIT_OK : MK_EXIT_USAGE;
+        _cleanup_(mk_config_freep) struct mk_config *c = NULL;
+        if (load(&a, &c, NULL) != 0)
+                return MK_EXIT_CANNOT_CHECK;
+        struct mk_error e = {0};
+        if (a.valid_config) {
+                const struct mk_named_config *nc;
+                if (mk_config_select(c, a.selected, &nc, &e) < 0) {
+                        cli_fail(&e);
+                        return MK_EXIT_CANNOT_CHECK;
+                }
+                printf("Selected MIG configuration is valid\n");
+                return MK_EXIT_OK;
+        }
+        struct mk_snapshot *s = NULL;
+        struct mk_gpu_plan *p = NULL;
+        if (compute(&a, c, &s, &p, &e) < 0) {
+                cli_fail(&e);
+                return MK_EXIT_CANNOT_CHECK;
+        }
+        size_t differ = 0;
+        for (size_t i = 0; i < s->n_gpus; i++)
+                if (p[i].mode_change || (!a.mode_only && p[i].layout_change)) {
+                        differ++;
+                        log_info("GPU %u: %s", p[i].gpu_index,
+                                 p[i].mode_change ? "MIG mode differs" : "MIG layout differs");
+                }
+        if (a.fmt == MK_OUTPUT_JSON) {
+                json_t *root = json_pack("{s:b,s:o}", "applied", differ == 0, "gpus", plan_json(s, p));
+                cli_print_json(stdout, root);
+                json_decref(root);
+        } else if (differ == 0)
+                printf(a.mode_only ? "Selected MIG mode settings from configuration currently applied\n"
+                                   : "Selected MIG configuration currently applied\n");
+        else
+                printf("Assertion failure: selected configuration not currently applied (%zu GPU%s differ%s)\n",
+                       differ, differ == 1 ? "" : "s", differ == 1 ? "s" : "");
+        mk_gpu_plans_free(p, s->n_gpus);
+        mk_snapshot_free(s);
+        return differ == 0 ? MK_EXIT_OK : MK_EXIT_NOT_APPLIED;
+}
+
+int cli_apply(int argc, char **argv) {
+        struct args a;
+        int r = parse_args(CMD_APPLY, argc, argv, &a);
+        if (r != 0)
+                return r > 0 ? MK_EXIT_OK : MK_EXIT_USAGE;
+        _cleanup_(mk_config_freep) struct mk_config *c = NULL;
+        _cleanup_(mk_hooks_freep) struct mk_hooks *h = NULL;
+        if (load(&a, &c, &h) != 0)
+                return MK_EXIT_FAILURE;
+        struct mk_engine_opts o = {
+                .config_file = a.config_file,
+                .selected_config = a.selected,
+                .hooks_file = a.hooks_file,
+                .skip_reset = a.skip_reset,
+                .mode_only = a.mode_only,
+                .hook_output = a.debug,
+        };
+        struct mk_error e = {0};
+        struct mk_apply_report rep = {0};
+        r = mk_engine_apply(c, h, &o, &rep, &e);
+        if (a.fmt == MK_OUTPUT_JSON) {
+                char buf[MK_ERROR_MSG_MAX + 2 * MK_ERROR_LOC_MAX] = "";
+                json_t *root = json_pack("{s:b,s:b,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "success", r >= 0, "nothing_to_do",
+                                         rep.nothing_to_do, "mode_changes", (json_int_t) rep.mode_changes, "resets",
+                                         (json_int_t) rep.resets, "destroyed_gpu_instances",
+                                         (json_int_t) rep.destroyed_gis, "destroyed_compute_instances",
+                                         (json_int_t) rep.destroyed_cis, "created_gpu_instances",
+                                         (json_int_t) rep.created_gis, "created_compute_instances",
+                                         (json_int_t) rep.created_cis, "nvml_mutations", (json_int_t) rep.mutations);
+                if (r < 0)
+                        json_object_set_new(root, "error", json_string(mk_error_format(&e, buf, sizeof(buf))));
+                cli_print_json(stdout, root);
+                json_decref(root);
+        }
+        if (r < 0) {
+                mk_apply_report_done(&rep);
+                return cli_fail(&e);
+        }
+        if (a.fmt != MK_OUTPUT_JSON) {
+                if (rep.nothing_to_do)
+                        printf("Selected MIG configuration already applied, nothing to do\n");
+                else
+                        printf("MIG configuration applied successfully (%u mode change%s, %u reset%s; "
+                               "destroyed %zu GPU and %zu compute instances, created %zu and %zu)\n",
+                               rep.mode_changes, rep.mode_changes == 1 ? "" : "s", rep.resets,
+                               rep.resets == 1 ? "" : "s", rep.destroyed_gis, rep.destroyed_cis, rep.created_gis,
+                               rep.created_cis);
+        }
+        mk_apply_report_done(&rep);
+        return MK_EXIT_OK;
+}

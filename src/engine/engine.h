@@ -1,0 +1,81 @@
+/* apply / assert / plan: the mig-parted engine (mig-parted.md §5), done as
+ * plan-then-act: read the GPUs, plan every matched GPU (refusing before
+ * touching anything when any target cannot be built), run hooks, change MIG
+ * modes and reset only the GPUs that need it, destroy and create per plan,
+ * verify by reading back. Re-running converges (a crash leaves a state that
+ * the next plan starts from). */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "base/error.h"
+#include "mig/gpu.h"
+#include "plan/plan.h"
+#include "spec/config.h"
+#include "spec/hooks.h"
+
+struct mk_nvml;
+
+struct mk_engine_opts {
+        const char *config_file;      /* for MIG_PARTED_CONFIG_FILE in hooks */
+        const char *selected_config;
+        const char *hooks_file;
+        bool skip_reset;
+        bool mode_only;
+        bool hook_output;             /* forward hook stdout/stderr (upstream: only with --debug) */
+        int hook_timeout_ms;          /* <= 0: none */
+};
+
+/* What one GPU gets. */
+struct mk_desired {
+        bool matched;                 /* some entry selects this GPU */
+        bool enabled;
+        struct mk_layout layout;
+        const struct mk_config_entry *entry;
+};
+
+/* Per-GPU desired state from the selected config: entries in file order,
+ * GPUs in index order, later entries win. A listed index beyond the node's
+ * GPUs is an error at its file:line:column; a non-MIG-capable GPU selected
+ * by `all` or a filter is left alone, named explicitly with mig-enabled
+ * true it is an error. `ret` is an array of s->n_gpus. */
+int mk_engine_desired(const struct mk_snapshot *s, const struct mk_config *c, const struct mk_named_config *nc,
+                      struct mk_desired **ret, struct mk_error *e);
+void mk_desired_free(struct mk_desired *d, size_t n);
+
+/* Plans of every matched GPU; on the first GPU whose target cannot be
+ * built, an error naming it (nothing is touched). `*ret` has s->n_gpus
+ * entries (unmatched GPUs get empty plans with gpu_index set). */
+int mk_engine_plan_all(const struct mk_snapshot *s, const struct mk_desired *d, struct mk_gpu_plan **ret,
+                       struct mk_error *e);
+void mk_gpu_plans_free(struct mk_gpu_plan *p, size_t n);
+
+struct mk_apply_report {
+        size_t n_gpus;
+        struct mk_gpu_plan *plans;    /* the plans as first computed (what was to be done) */
+        bool *gpu_failed;             /* per GPU: its changes failed (message logged) */
+        unsigned mode_changes, resets;
+        size_t destroyed_gis, destroyed_cis, created_gis, created_cis;
+        unsigned long mutations;      /* mutating NVML calls */
+        bool nothing_to_do;
+};
+void mk_apply_report_done(struct mk_apply_report *r);
+
+/* Applies the selected config. Opens NVML itself (and closes it around GPU
+ * resets). Returns 0 when the GPUs now match, else a negative errno with
+ * the reason in `e`; `report` is filled as far as it got. */
+int mk_engine_apply(const struct mk_config *c, const struct mk_hooks *hooks, const struct mk_engine_opts *o,
+                    struct mk_apply_report *report, struct mk_error *e);
+
+/* Resets the GPUs with these NVML bus ids: `nvidia-smi -r -i ...` (path from
+ * $MIGKIT_NVIDIA_SMI, or from PATH when the nvidia module is loaded), else
+ * each GPU's sysfs `reset` file under the host's sysfs root. */
+int mk_engine_reset_gpus(const char *const *bus_ids, size_t n, struct mk_error *e);
+
+/* Runs the entries of one hook in order; the first failure stops and is
+ * returned (-EIO with the exit status in `e`). `mig_env` holds the
+ * MIG_PARTED_* variables ("KEY=VALUE", NULL-terminated) that override the
+ * entry's own envs. */
+int mk_engine_run_hook(const struct mk_hooks *h, enum mk_hook which, const char *const *mig_env,
+                       const struct mk_engine_opts *o, struct mk_error *e);
