@@ -306,6 +306,7 @@ static nvmlReturn_t call_begin(struct call *c, const char *fn, bool mutating) {
         pthread_mutex_unlock(&lib_mutex);
         if (!c->path)
                 return NVML_ERROR_MEMORY;
+        sim_error_clear();
         if (r != NVML_SUCCESS)
                 goto fail;
 
@@ -524,10 +525,15 @@ nvmlReturn_t nvmlInitWithFlags(unsigned int flags) {
 nvmlReturn_t nvmlShutdown(void) {
         struct call c;
 
-        CALL_BEGIN(&c, false);
-        call_end(&c, NVML_SUCCESS);
+        /* Faults apply as to any call, but a state file gone bad meanwhile
+         * must not keep the library initialised. */
+        nvmlReturn_t r = call_begin(&c, __func__, false);
+        if (r == NVML_SUCCESS)
+                call_end(&c, NVML_SUCCESS);
+        else if (r != NVML_ERROR_UNKNOWN || !*sim_error_get())
+                return r;
         pthread_mutex_lock(&lib_mutex);
-        nvmlReturn_t r = NVML_SUCCESS;
+        r = NVML_SUCCESS;
         if (init_count == 0)
                 r = NVML_ERROR_UNINITIALIZED;
         else
@@ -1782,4 +1788,21 @@ nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set) {
         if (ok)
                 free(set);
         return call_end(&c, ok ? NVML_SUCCESS : NVML_ERROR_INVALID_ARGUMENT);
+}
+
+static void registry_free(struct registry *r) {
+        for (size_t i = 0; i < r->n; i++)
+                free(r->items[i]);
+        free(r->items);
+        *r = (struct registry) { 0 };
+}
+
+/* Handles die with the library (dlclose): free them for leak checkers. */
+static void __attribute__((destructor)) nvml_unload(void) {
+        registry_free(&devices);
+        registry_free(&gpu_instances);
+        registry_free(&compute_instances);
+        registry_free(&event_sets);
+        free(state_path);
+        state_path = NULL;
 }

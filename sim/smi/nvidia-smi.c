@@ -285,6 +285,12 @@ static struct gpu *find_gpu(const char *id) {
         return NULL;
 }
 
+static int gpu_order(const void *a, const void *b) {
+        const struct gpu *x = *(const struct gpu *const *) a, *y = *(const struct gpu *const *) b;
+
+        return x->index < y->index ? -1 : x->index > y->index;
+}
+
 /* Resolves the comma separated -i list (NULL: every GPU) into `sel`. */
 static int select_gpus(const char *ids, struct gpu **sel, unsigned *ret_n) {
         char buf[SMI_LINE_MAX];
@@ -323,6 +329,8 @@ static int select_gpus(const char *ids, struct gpu **sel, unsigned *ret_n) {
         }
         if (n == 0)
                 return invalid_arguments();
+        /* Listed in index order, whatever the order of the ids. */
+        qsort(sel, n, sizeof(*sel), gpu_order);
         *ret_n = n;
         return SMI_OK;
 }
@@ -725,6 +733,9 @@ static int cmd_reset(const struct options *o) {
                 if (r == -EBUSY)
                         n_busy++;
         }
+        /* No "All done." after a reset: the real tool prints it after -pm and
+         * -mig, not after -r (NVSentinel#1690: `nvidia-smi -r -i <uuid>` prints
+         * only "GPU 00000000:1A:00.0 was successfully reset.", exit 0). */
         if (n_failed == 0)
                 return SMI_OK;
         /* Driver 535+ wording (NVSentinel#1690, magic_castle#387). */

@@ -14,6 +14,11 @@
 #define MK_MAX_CONFIGS 4096            /* named configs in one file */
 #define MK_MAX_ENTRIES 1024            /* entries in one named config */
 #define MK_MAX_DEVICES 1024            /* indices in one `devices` list */
+#define MK_MAX_DEVICE_INDEX 1023u      /* largest GPU index in `devices` */
+#define MK_MAX_DEVICE_FILTERS 64       /* strings in one `device-filter` */
+#define MK_MAX_MIG_DEVICES 64          /* profiles in one `mig-devices` */
+#define MK_MAX_MIG_COUNT 1024u         /* largest count in `mig-devices` */
+#define MK_MAX_CONFIG_NAME 253         /* bytes in a config name (a DNS subdomain's length) */
 
 struct mk_pos {
         unsigned line, column; /* 1-based; 0 when unknown */

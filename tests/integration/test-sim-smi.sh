@@ -231,6 +231,95 @@ same "-L with MIG devices" "$tmp/expected"
 grep -Eq '^  MIG 3g\.20gb     Device  [0-2]: \(UUID: MIG-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\)$' \
   "$tmp/out" || fail "-L MIG line layout: $(cat "$tmp/out")"
 
+# --- H100 80GB HBM3 ----------------------------------------------------------
+# Real output of an H100 80GB HBM3 for the same commands (a public nvidia-smi
+# walk-through: -mig 1, mig -lgip, -cgi 19 x7 -C, mig -lgi, mig -lci, -mig 0).
+export MIGKIT_SIM_MACHINE=h100-80gb MIGKIT_SIM_STATE=$tmp/h100.json
+hbus=$(field bus_id "$(raw list)")
+
+# Hopper switches MIG mode at once when the GPU is idle.
+smi 0 -i 0 -mig 1
+printf 'Enabled MIG Mode for GPU %s\nAll done.\n' "$hbus" >"$tmp/expected"
+same "H100 -i 0 -mig 1" "$tmp/expected"
+
+smi 0 mig -i 0 -lgip
+cat >"$tmp/expected" <<'EOF'
++-----------------------------------------------------------------------------+
+| GPU instance profiles:                                                      |
+| GPU   Name             ID    Instances   Memory     P2P    SM    DEC   ENC  |
+|                              Free/Total   GiB              CE    JPEG  OFA  |
+|=============================================================================|
+|   0  MIG 1g.10gb       19     7/7        9.75       No     16     1     0   |
+|                                                             1     1     0   |
++-----------------------------------------------------------------------------+
+|   0  MIG 1g.10gb+me    20     1/1        9.75       No     16     1     0   |
+|                                                             1     1     1   |
++-----------------------------------------------------------------------------+
+|   0  MIG 1g.20gb       15     4/4        19.62      No     26     1     0   |
+|                                                             1     1     0   |
++-----------------------------------------------------------------------------+
+|   0  MIG 2g.20gb       14     3/3        19.62      No     32     2     0   |
+|                                                             2     2     0   |
++-----------------------------------------------------------------------------+
+|   0  MIG 3g.40gb        9     2/2        39.50      No     60     3     0   |
+|                                                             3     3     0   |
++-----------------------------------------------------------------------------+
+|   0  MIG 4g.40gb        5     1/1        39.50      No     64     4     0   |
+|                                                             4     4     0   |
++-----------------------------------------------------------------------------+
+|   0  MIG 7g.80gb        0     1/1        79.25      No     132    7     0   |
+|                                                             8     7     1   |
++-----------------------------------------------------------------------------+
+EOF
+same "H100 mig -i 0 -lgip" "$tmp/expected"
+
+# `mig -cgi 19,19,19,19,19,19,19 -C`: GIs 13, 11, 12, 7, 8, 9, 10 (at 6, 4, 5,
+# 0, 1, 2, 3), each with CI 0 of profile 0.
+got=""
+for i in 1 2 3 4 5 6 7; do
+  gi=$(raw create-auto 0 19) || fail "H100 create-auto 19: $gi"
+  raw create-ci 0 "$(field id "$gi")" 0 >/dev/null || fail "H100 create-ci in $gi"
+  got="$got $(field id "$gi")"
+done
+[ "$got" = " 13 11 12 7 8 9 10" ] || fail "H100 GI ids of 7 x 1g.10gb: got$got, hardware: 13 11 12 7 8 9 10"
+
+smi 0 mig -i 0 -lgi
+{
+  printf '%s\n' \
+    '+-------------------------------------------------------+' \
+    '| GPU instances:                                        |' \
+    '| GPU   Name             Profile  Instance   Placement  |' \
+    '|                          ID       ID       Start:Size |' \
+    '|=======================================================|'
+  for i in 0 1 2 3 4 5 6; do
+    printf '|   0  MIG 1g.10gb         19%9u          %u:1     |\n' $((i + 7)) "$i"
+    echo '+-------------------------------------------------------+'
+  done
+} >"$tmp/expected"
+same "H100 mig -i 0 -lgi" "$tmp/expected"
+
+smi 0 mig -i 0 -lci
+{
+  printf '%s\n' \
+    '+--------------------------------------------------------------------+' \
+    '| Compute instances:                                                 |' \
+    '| GPU     GPU       Name             Profile   Instance   Placement  |' \
+    '|       Instance                       ID        ID       Start:Size |' \
+    '|         ID                                                         |' \
+    '|====================================================================|'
+  for i in 7 8 9 10 11 12 13; do
+    printf '|   0%7u       MIG 1g.10gb          0         0          0:1     |\n' "$i"
+    echo '+--------------------------------------------------------------------+'
+  done
+} >"$tmp/expected"
+same "H100 mig -i 0 -lci" "$tmp/expected"
+
+smi 0 -r -i 0
+smi 0 -i 0 -mig 0
+printf 'Disabled MIG Mode for GPU %s\nAll done.\n' "$hbus" >"$tmp/expected"
+same "H100 -i 0 -mig 0" "$tmp/expected"
+export MIGKIT_SIM_MACHINE=a100-40gb MIGKIT_SIM_STATE=$tmp/state.json
+
 # --- usage errors --------------------------------------------------------------
 smi 2 --frobnicate
 grep -q "^ERROR: Option --frobnicate is not recognized. Please run 'nvidia-smi -h' for help.$" "$tmp/out" \
