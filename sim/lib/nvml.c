@@ -641,8 +641,11 @@ nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t *device) {
         for (size_t i = 0; i < c.st->n_gpus; i++) {
                 struct sim_gpu *g = &c.st->gpus[i];
                 nvmlDevice_t d = NULL;
-                if (streq(g->uuid, uuid))
+                if (streq(g->uuid, uuid)) {
                         d = intern_device((unsigned) i, SIM_ID_NONE, SIM_ID_NONE);
+                        if (!d)
+                                return call_end(&c, NVML_ERROR_MEMORY);
+                }
                 for (unsigned j = 0; !d && j < g->n_gis; j++)
                         for (unsigned k = 0; !d && k < g->gis[j].n_cis; k++)
                                 if (streq(g->gis[j].cis[k].uuid, uuid)) {

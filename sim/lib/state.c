@@ -901,6 +901,7 @@ fail:
         sim_session_end(s);
         return r;
 }
+
 int sim_session_save(struct sim_session *s) {
         if (!s->exclusive)
                 return sim_error(-EPERM, "internal error: saving under a shared lock");

@@ -77,7 +77,7 @@ static bool yaml_needs_quotes(const char *s) {
         /* Anything number-like (decimal, 0x hex, 0o octal, floats, .inf). */
         bool numberish = true;
         for (const char *p = s; *p && numberish; p++)
-                numberish = isxdigit((unsigned char) *p) || strchr("+-._xXoO", *p);
+                numberish = isxdigit((unsigned char) *p) || strchr("+-._:xXoO", *p); /* incl. 1.1 sexagesimal */
         if (numberish && (isdigit((unsigned char) s[0]) || s[0] == '.' || s[0] == '+'))
                 return true;
         for (const char *p = s; *p; p++)
@@ -140,7 +140,14 @@ static int cmp_str(const void *a, const void *b) {
         return strcmp(*(const char *const *) a, *(const char *const *) b);
 }
 
+static void yaml_object_keys(FILE *f, const json_t *v, int indent, bool sort_here, bool sort_keys,
+                             bool first_inline);
+
 static void yaml_object(FILE *f, const json_t *v, int indent, bool sort_keys, bool first_inline) {
+        yaml_object_keys(f, v, indent, sort_keys, sort_keys, first_inline);
+}
+
+static void yaml_object_keys(FILE *f, const json_t *v, int indent, bool sort_here, bool sort_keys, bool first_inline) {
         size_t n = json_object_size(v);
         const char **keys = calloc(n ? n : 1, sizeof(*keys));
         if (!keys)
@@ -149,7 +156,7 @@ static void yaml_object(FILE *f, const json_t *v, int indent, bool sort_keys, bo
         const char *key;
         const json_t *x;
         json_object_foreach((json_t *) v, key, x) keys[k++] = key;
-        if (sort_keys)
+        if (sort_here)
                 qsort(keys, n, sizeof(*keys), cmp_str);
         for (size_t i = 0; i < n; i++) {
                 x = json_object_get(v, keys[i]);
@@ -215,8 +222,9 @@ static void yaml_value(FILE *f, const json_t *v, int indent, bool sort_keys) {
 }
 
 void cli_print_yaml(FILE *f, const json_t *v, bool sort_keys) {
+        /* The top level keeps its order (`version` first, as mig-parted writes it). */
         if (json_is_object(v) && json_object_size(v) > 0)
-                yaml_object(f, v, 0, sort_keys, false);
+                yaml_object_keys(f, v, 0, false, sort_keys, false);
         else {
                 yaml_value(f, v, 0, sort_keys);
                 fputc('\n', f);

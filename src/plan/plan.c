@@ -380,7 +380,8 @@ static int group(struct planner *p, const struct item *items, size_t n_items, bo
                 return -ENOMEM;
         }
 
-        for (size_t e = 0; seed && e < p->n_gis; e++) {
+        /* Each seeded GI takes at least one item: at most n_items of them. */
+        for (size_t e = 0; seed && e < p->n_gis && n_t < n_items; e++) {
                 const struct mk_gi *gi = &p->gis[e];
                 struct tgi *x = &t[n_t];
                 for (size_t k = 0; k < gi->n_cis; k++) {

@@ -169,10 +169,6 @@ int mk_config_select(const struct mk_config *c, const char *name, const struct m
 
 /* ---- the walk ---- */
 
-static bool is_integral(double f) {
-        return isfinite(f) && f == trunc(f);
-}
-
 /* A JSON number wanted as a Go int: ints, and floats with an integral value
  * (sigs.k8s.io/yaml writes 1.0 as the JSON number 1). -ERANGE beyond int64. */
 static int number_as_int(const struct mk_yaml_scalar *v, int64_t *ret) {
@@ -182,13 +178,16 @@ static int number_as_int(const struct mk_yaml_scalar *v, int64_t *ret) {
                 *ret = v->i;
                 return 0;
         }
-        if (v->type == MK_YAML_FLOAT && is_integral(v->f)) {
-                if (v->f < -9.2e18 || v->f > 9.2e18)
-                        return -ERANGE;
-                *ret = (int64_t) v->f;
-                return 0;
-        }
-        return -EINVAL;
+        if (v->type != MK_YAML_FLOAT || isnan(v->f) || isinf(v->f))
+                return -EINVAL;
+        /* Beyond 2^53 every double is integral; int64 ends near 9.22e18. */
+        if (v->f < -9.2e18 || v->f > 9.2e18)
+                return -ERANGE;
+        int64_t i = (int64_t) v->f;
+        if ((double) i != v->f)
+                return -EINVAL;
+        *ret = i;
+        return 0;
 }
 
 static int parse_filters(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, struct mk_config_entry *x) {

@@ -72,7 +72,9 @@ struct mk_config {
  * -EINVAL (or -E2BIG over MK_MAX_YAML_BYTES) with one precise error in `e`
  * (file, line, column, field path like "mig-configs.balanced[1].devices").
  * Stricter than upstream where upstream silently ignores: an unparseable
- * device-filter and negative device indices are errors. */
+ * device-filter and negative device indices are errors. Also errors here:
+ * duplicate keys (go-yaml v2 keeps the last), null or too large device
+ * indices, and going over the MK_MAX_* caps above. */
 int mk_config_parse(const char *data, size_t len, const char *file, struct mk_config **ret, struct mk_error *e);
 /* Reads (path "-" = stdin, capped) and parses. */
 int mk_config_load(const char *path, struct mk_config **ret, struct mk_error *e);

@@ -660,7 +660,14 @@ int mk_yaml_format_float32(double f, char *buf, size_t size) {
                         if (is_digit(*p) && nd < sizeof(digits) - 1)
                                 digits[nd++] = *p;
                 digits[nd] = 0;
-                int exp = *p == 'e' ? (int) strtol(p + 1, NULL, 10) : 0;
+                int exp = 0;
+                if (*p == 'e') {
+                        bool eneg = p[1] == '-';
+                        for (p += 2; is_digit(*p); p++)
+                                exp = exp * 10 + (*p - '0');
+                        if (eneg)
+                                exp = -exp;
+                }
 
                 /* strconv's %g with shortest precision: %e when exp < -4 or
                  * exp >= 6 (eprec is 6 for the shortest form), else %f. */

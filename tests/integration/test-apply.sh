@@ -51,7 +51,7 @@ mig-configs:
     - devices: all
       mig-enabled: true
       mig-devices:
-        "1c.3g.20gb": 2
+        "1c.3g.20gb": 1
         "2c.3g.20gb": 1
         "4g.20gb": 1
   impossible:
@@ -103,8 +103,10 @@ for c in impossible unknown-profile; do
   [ "$rc" -eq 1 ] || fail "apply $c: exit $rc"
   mk export | diff -u "$tmp/before.yaml" - || fail "apply $c touched the GPUs"
 done
-mk apply -f "$cfg" -c impossible 2>&1 | grep -q "GPU 1" || fail "impossible: GPU not named"
-mk apply -f "$cfg" -c unknown-profile 2>&1 | grep -q "1g.6gb" || fail "unknown profile not named"
+{ mk apply -f "$cfg" -c impossible 2>&1 || true; } | grep -q "GPU 1 (NVIDIA A100-SXM4-40GB): layout .* does not fit: needs 11 memory units" \
+  || fail "impossible: GPU not named"
+{ mk apply -f "$cfg" -c unknown-profile 2>&1 || true; } | grep -q "profile '1g.6gb' does not exist on this GPU" \
+  || fail "unknown profile not named"
 set +e
 mk apply -f "$cfg" -c out-of-range >/dev/null 2>"$tmp/err"; rc=$?
 set -e
@@ -202,12 +204,12 @@ print(sorted(ci["uuid"] for gi in s["gpus"][7]["gpu_instances"] for ci in gi["co
 [ "$uuids7" = "$uuids7b" ] || fail "GPU 7 was touched: $uuids7 vs $uuids7b"
 mk assert -f "$cfg" -c custom >/dev/null || fail "custom not applied"
 
-# Shared GPU instances (1c.3g.20gb: 2 + 2c.3g.20gb: 1 share 3g GIs).
+# Shared GPU instances: 2c.3g.20gb and 1c.3g.20gb share one 3g GI, beside a 4g.
 mk apply -f "$cfg" -c shared >/dev/null
 mk assert -f "$cfg" -c shared >/dev/null || fail "shared not applied"
 mk export -o json | python3 -c '
 import json,sys; d=json.load(sys.stdin)["mig-configs"]["current"]
-assert d == [{"devices": "all", "mig-enabled": True, "mig-devices": {"4g.20gb": 1, "2c.3g.20gb": 1, "1c.3g.20gb": 2}}], d'
+assert d == [{"devices": "all", "mig-enabled": True, "mig-devices": {"4g.20gb": 1, "2c.3g.20gb": 1, "1c.3g.20gb": 1}}], d'
 
 # Crash at every mutating NVML call of a reconfiguration, then re-run: converges.
 mk apply -f "$cfg" -c all-balanced >/dev/null

@@ -8,6 +8,7 @@ tmp=$(mktemp -d "${MIGKIT_TEST_TMP:-/tmp}/test-cli.XXXXXX" 2>/dev/null || mktemp
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
 raw() { "$MIGKIT_TEST_PROG_RAW_NVML" "$@"; }
+mkgi() { raw create "$@" | sed -n 's/^gi id=\([0-9]*\) .*/\1/p'; }
 unset MIG_PARTED_OUTPUT_FORMAT MIG_PARTED_CONFIG_LABEL MIG_PARTED_DEBUG
 
 # --version
@@ -109,12 +110,12 @@ EOF2
 for i in 0 1 2 3 4 5 6 7; do raw set-mig "$i" 1 >/dev/null; done
 "$MIGKIT_SIM_BIN" reset --gpu 0,1,2,3,4,5,6,7 >/dev/null
 for i in 0 1 2 3 4 5; do
-  gi=$(raw create "$i" 9 4 | awk '{print $2}'); raw create-ci "$i" "$gi" 2 >/dev/null
-  gi=$(raw create "$i" 14 0 | awk '{print $2}'); raw create-ci "$i" "$gi" 1 >/dev/null
-  gi=$(raw create "$i" 19 2 | awk '{print $2}'); raw create-ci "$i" "$gi" 0 >/dev/null
-  gi=$(raw create "$i" 19 3 | awk '{print $2}'); raw create-ci "$i" "$gi" 0 >/dev/null
+  gi=$(mkgi "$i" 9 4); raw create-ci "$i" "$gi" 2 >/dev/null
+  gi=$(mkgi "$i" 14 0); raw create-ci "$i" "$gi" 1 >/dev/null
+  gi=$(mkgi "$i" 19 2); raw create-ci "$i" "$gi" 0 >/dev/null
+  gi=$(mkgi "$i" 19 3); raw create-ci "$i" "$gi" 0 >/dev/null
 done
-gi=$(raw create 6 0 0 | awk '{print $2}'); raw create-ci 6 "$gi" 4 >/dev/null
+gi=$(mkgi 6 0 0); raw create-ci 6 "$gi" 4 >/dev/null
 
 "$MIGKIT_BIN" --simulate dgx-a100 export -l mine >"$tmp/export2.yaml"
 diff -u - "$tmp/export2.yaml" <<'EOF2' || fail "export after creating instances"

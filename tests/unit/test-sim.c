@@ -453,6 +453,51 @@ static void test_profiles_and_placements(void **state) {
         OK(p_nvmlShutdown());
 }
 
+/* Every catalog model names its profiles as mig-profiles.md §4 does (the
+ * names follow from memory sizes, several of them chosen UNVERIFIED). */
+static void test_profile_names_all_models(void **state) {
+        static const struct {
+                const char *model;
+                const char *names[NVML_GPU_INSTANCE_PROFILE_COUNT]; /* by enum, NULL: absent */
+        } t[] = {
+                { "a30-24gb", { [0] = "1g.6gb", [1] = "2g.12gb", [3] = "4g.24gb", [7] = "1g.6gb+me",
+                                [8] = "2g.12gb+me" } },
+                { "a100-40gb", { [0] = "1g.5gb", [1] = "2g.10gb", [2] = "3g.20gb", [3] = "4g.20gb",
+                                 [4] = "7g.40gb", [7] = "1g.5gb+me", [9] = "1g.10gb" } },
+                { "a100-80gb", { [0] = "1g.10gb", [1] = "2g.20gb", [2] = "3g.40gb", [3] = "4g.40gb",
+                                 [4] = "7g.80gb", [7] = "1g.10gb+me", [9] = "1g.20gb" } },
+                { "h100-80gb", { [0] = "1g.10gb", [1] = "2g.20gb", [2] = "3g.40gb", [3] = "4g.40gb",
+                                 [4] = "7g.80gb", [7] = "1g.10gb+me", [9] = "1g.20gb" } },
+                { "h200-141gb", { [0] = "1g.18gb", [1] = "2g.35gb", [2] = "3g.71gb", [3] = "4g.71gb",
+                                  [4] = "7g.141gb", [7] = "1g.18gb+me", [9] = "1g.35gb" } },
+                { "gh200-144gb", { [0] = "1g.18gb", [1] = "2g.36gb", [2] = "3g.72gb", [3] = "4g.72gb",
+                                   [4] = "7g.144gb", [7] = "1g.18gb+me", [9] = "1g.36gb" } },
+                { "b200", { [0] = "1g.23gb", [1] = "2g.45gb", [2] = "3g.90gb", [3] = "4g.90gb", [4] = "7g.180gb",
+                            [7] = "1g.23gb+me", [9] = "1g.45gb" } },
+        };
+        char want[64];
+
+        for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+                use_machine(t[i].model);
+                OK(p_nvmlInit_v2());
+                for (unsigned e = 0; e < NVML_GPU_INSTANCE_PROFILE_COUNT; e++) {
+                        nvmlGpuInstanceProfileInfo_v2_t v2 = { .version = nvmlGpuInstanceProfileInfo_v2 };
+                        nvmlReturn_t r = p_nvmlDeviceGetGpuInstanceProfileInfoV(gpu(0), e, &v2);
+                        if (!t[i].names[e]) {
+                                EXPECT(NVML_ERROR_NOT_SUPPORTED, r);
+                                continue;
+                        }
+                        OK(r);
+                        snprintf(want, sizeof(want), "MIG %s", t[i].names[e]);
+                        if (strcmp(v2.name, want) != 0) {
+                                print_error("%s enum %u: '%s', expected '%s'\n", t[i].model, e, v2.name, want);
+                                fail();
+                        }
+                }
+                OK(p_nvmlShutdown());
+        }
+}
+
 static void test_gpu_instances(void **state) {
         nvmlGpuInstance_t gi, g3, list[8];
         nvmlGpuInstancePlacement_t pl;
@@ -959,6 +1004,7 @@ int main(void) {
                 cmocka_unit_test(test_mig_mode_hopper),
                 cmocka_unit_test(test_non_mig_gpu),
                 cmocka_unit_test(test_profiles_and_placements),
+                cmocka_unit_test(test_profile_names_all_models),
                 cmocka_unit_test(test_gpu_instances),
                 cmocka_unit_test(test_compute_instances),
                 cmocka_unit_test(test_mig_devices),
