@@ -42,7 +42,7 @@ struct mk_plan_destroy {
 struct mk_gpu_plan {
         unsigned gpu_index;
         bool mig_enabled;                      /* desired mode */
-        bool mode_change;                      /* current mode differs from desired */
+        bool mode_change;                      /* current (or pending) mode differs from desired */
         bool reset_needed;                     /* the mode change needs a GPU reset (Ampere; pending) */
         bool layout_change;                    /* something is destroyed or created */
         struct mk_plan_gi *target;             /* the whole target, kept and new, by placement */

@@ -853,6 +853,12 @@ static const struct plan_case cases[] = {
          .layout = "7g.40gb:1",
          .target = "7g.40gb@0=1(7g.40gb@0=0)",
          .summary = "mode kept 1/1 new 0/0"},
+        {.name = "a100 pending enable cancelled when disabled is wanted: no reset",
+         .mode = "off->on",
+         .disable = true,
+         .target = "",
+         .destroy = "",
+         .summary = "mode kept 0/0 new 0/0"},
         {.name = "a100 disabled stays disabled",
          .mode = "off",
          .disable = true,
@@ -1218,7 +1224,9 @@ static void enumerate_model(int model, bool queried) {
         const struct model *m = &models[model];
         struct layouts all = {0};
         unsigned count[16] = {0};
-        size_t n_feasible = 0;
+        size_t n_feasible = 0, n_reason[4] = {0};
+        static const char *const reasons[] = {"exceeds the GPU's limit", "compute slices", "memory units",
+                                              "no non-overlapping placement"};
 
         enumerate(m, 0, count, 0, &all);
         for (size_t i = 0; i < all.n; i++) {
@@ -1247,11 +1255,20 @@ static void enumerate_model(int model, bool queried) {
                         mk_gpu_plan_done(&p);
                 } else if (r != -ENOSPC || !strstr(e.msg, "does not fit"))
                         fail_msg("'%s': returned %d: %s", text, r, e.msg);
+                else
+                        for (size_t k = 0; k < ELEMENTSOF(reasons); k++)
+                                if (strstr(e.msg, reasons[k])) {
+                                        n_reason[k]++;
+                                        break;
+                                }
                 mk_layout_done(&l);
                 mk_gpu_done(&g);
         }
-        print_message("%s%s: %zu layouts, %zu feasible\n", m->gpu_name, queried ? " (queried CIs)" : "", all.n,
-                      n_feasible);
+        print_message("%s%s: %zu layouts, %zu feasible; refused for: %zu limit, %zu slices, %zu units, %zu "
+                      "placement\n",
+                      m->gpu_name, queried ? " (queried CIs)" : "", all.n, n_feasible, n_reason[0], n_reason[1],
+                      n_reason[2], n_reason[3]);
+        assert_int_equal(n_feasible + n_reason[0] + n_reason[1] + n_reason[2] + n_reason[3], all.n);
         assert_true(n_feasible > 100);
         free(all.counts);
 }
@@ -1376,6 +1393,61 @@ static void test_transitions_a100(void **state) {
         free(ok.counts);
 }
 
+/* A deterministic random walk over A100 layouts with shared GIs (every name
+ * the GPU offers): each step plans from the state the previous one left, and
+ * either converges or is refused as not fitting. */
+static void test_random_walk_a100(void **state) {
+        static const char *const names[] = {"1g.5gb",     "1g.5gb+me",  "1g.10gb",    "2g.10gb",
+                                            "1c.2g.10gb", "3g.20gb",    "2c.3g.20gb", "1c.3g.20gb",
+                                            "4g.20gb",    "2c.4g.20gb", "1c.4g.20gb", "7g.40gb",
+                                            "4c.7g.40gb", "3c.7g.40gb", "2c.7g.40gb", "1c.7g.40gb"};
+        uint64_t seed = 0x9e3779b97f4a7c15u;
+        size_t n_ok = 0, n_refused = 0;
+        struct mk_gpu g;
+
+        for (int queried = 0; queried < 2; queried++) {
+                build_gpu(&g, A100_40GB, queried);
+                for (int step = 0; step < 3000; step++) {
+                        char text[512] = "", what[600];
+                        struct mk_layout l = {0};
+                        struct mk_gpu_plan p;
+                        struct mk_error e = {0};
+                        unsigned n = 0;
+
+                        /* 1 to 4 names, counts 1 to 3, at most 7 CI slices. */
+                        seed = seed * 6364136223846793005u + 1442695040888963407u;
+                        for (unsigned k = 0, want = 1 + (unsigned) (seed >> 60) % 4; k < want; k++) {
+                                seed = seed * 6364136223846793005u + 1442695040888963407u;
+                                const char *nm = names[(seed >> 33) % ELEMENTSOF(names)];
+                                unsigned count = 1 + (unsigned) (seed >> 20) % 3;
+                                struct mk_profile_name pn;
+                                assert_int_equal(mk_profile_name_parse(nm, &pn, NULL), 0);
+                                if (n + count * pn.c > 7)
+                                        continue;
+                                n += count * pn.c;
+                                assert_int_equal(mk_layout_add(&l, &pn, count), 0);
+                                append(text, sizeof(text), "%s%s:%u", text[0] ? ", " : "", nm, count);
+                        }
+                        snprintf(what, sizeof(what), "step %d%s '%s'", step, queried ? " (queried)" : "", text);
+                        int r = mk_plan_gpu(&g, true, &l, &p, &e);
+                        if (r == 0) {
+                                note_nodes(&p, what);
+                                apply_plan(&g, &p, what);
+                                check_converged(&g, A100_40GB, true, &l, what);
+                                mk_gpu_plan_done(&p);
+                                n_ok++;
+                        } else if (r == -ENOSPC && strstr(e.msg, "does not fit"))
+                                n_refused++;
+                        else
+                                fail_msg("%s: returned %d: %s", what, r, e.msg);
+                        mk_layout_done(&l);
+                }
+                mk_gpu_done(&g);
+        }
+        print_message("random walk: %zu applied, %zu refused\n", n_ok, n_refused);
+        assert_true(n_ok > 1000);
+}
+
 /* The hardest searches seen so far (this runs last) stay tiny. */
 static void test_search_size(void **state) {
         print_message("largest search: %" PRIu64 " nodes (%s)\n", max_nodes_seen, max_nodes_case);
@@ -1393,6 +1465,7 @@ int main(void) {
                 cmocka_unit_test(test_enumerate_a100),
                 cmocka_unit_test(test_enumerate_h100),
                 cmocka_unit_test(test_transitions_a100),
+                cmocka_unit_test(test_random_walk_a100),
                 cmocka_unit_test(test_search_size),
         };
         struct CMUnitTest *tests = calloc(ELEMENTSOF(cases) + ELEMENTSOF(direct), sizeof(*tests));
