@@ -10,6 +10,7 @@
  *
  * Usage: bench-apply [MACHINE...]   (default dgx-a100 dgx-h100)
  * Needs MIGKIT_NVML_LIB (the simulator) and MIGKIT_NVIDIA_SMI (its nvidia-smi). */
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,7 +39,7 @@ static const char *const layouts_yaml =
         "  four-three:\n    - devices: all\n      mig-enabled: true\n      mig-devices: {4g.20gb: 1, 3g.20gb: 1}\n"
         "  small-heavy:\n    - devices: all\n      mig-enabled: true\n      mig-devices: {1g.5gb: 3, 2g.10gb: 2}\n"
         "  shared-3g:\n    - devices: all\n      mig-enabled: true\n"
-        "      mig-devices: {1c.3g.20gb: 2, 2c.3g.20gb: 1, 4g.20gb: 1}\n"
+        "      mig-devices: {1c.3g.20gb: 1, 2c.3g.20gb: 1, 4g.20gb: 1}\n"
         "  half-half:\n    - devices: [0, 1, 2, 3]\n      mig-enabled: true\n      mig-devices: {3g.20gb: 2}\n"
         "    - devices: [4, 5, 6, 7]\n      mig-enabled: true\n      mig-devices: {1g.5gb: 7}\n"
         "  half-disabled:\n    - devices: [0, 1, 2, 3]\n      mig-enabled: true\n"
@@ -66,7 +67,7 @@ static char *h100_names(const char *in) {
                 for (size_t m = 0; m < ELEMENTSOF(map) && !done; m++) {
                         size_t n = strlen(map[m][0]);
                         /* whole profile token: followed by ':' or ',' or '}' */
-                        if (strncmp(in + i, map[m][0], n) == 0 && strchr(":,}", in[i + n]) && (i == 0 || in[i - 1] != '.')) {
+                        if (strncmp(in + i, map[m][0], n) == 0 && strchr(":,}", in[i + n]) && (i == 0 || !isdigit((unsigned char) in[i - 1]))) {
                                 memcpy(out + k, map[m][1], strlen(map[m][1]));
                                 k += strlen(map[m][1]);
                                 i += n;

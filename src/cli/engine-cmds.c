@@ -138,6 +138,8 @@ static int parse_args(enum cmd c, int argc, char **argv, struct args *a) {
         }
         if (a->debug)
                 mk_log_set_level(MK_LOG_DEBUG);
+        else if (mk_log_get_level() >= MK_LOG_DEBUG) /* global -d */
+                a->debug = true;
         return 0;
 bad:
         fprintf(stderr, "Run 'migkit %s --help' for usage.\n", argv[0]);

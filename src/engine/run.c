@@ -28,7 +28,7 @@ static bool env_has_key(const char *const *env, const char *kv) {
  * (which win, as upstream), then PATH from ours unless the hook set one.
  * Upstream passes no PATH at all; we pass it so that hook scripts can run
  * the usual tools (docs/engine.md). */
-static char **hook_env(const struct mk_hook_entry *x, const char *const *mig_env) {
+static char **hook_env(const struct mk_hook_entry *x, const char *const *mig_env, char **ret_path_kv) {
         size_t n = 0;
         for (char **p = x->envs; p && *p; p++)
                 n++;
@@ -44,12 +44,10 @@ static char **hook_env(const struct mk_hook_entry *x, const char *const *mig_env
         for (const char *const *p = mig_env; p && *p; p++)
                 env[k++] = (char *) *p;
         const char *path = secure_getenv("PATH");
-        static char path_kv[4096];
-        if (!env_has_key((const char *const *) env, "PATH=") && path) {
-                int m = snprintf(path_kv, sizeof(path_kv), "PATH=%s", path);
-                if (m > 0 && (size_t) m < sizeof(path_kv))
-                        env[k++] = path_kv;
-        }
+        *ret_path_kv = NULL;
+        if (!env_has_key((const char *const *) env, "PATH=") && path &&
+            asprintf(ret_path_kv, "PATH=%s", path) >= 0)
+                env[k++] = *ret_path_kv;
         env[k] = NULL;
         return env;
 }
@@ -65,7 +63,8 @@ int mk_engine_run_hook(const struct mk_hooks *h, enum mk_hook which, const char 
                 for (char **p = x->args; p && *p; p++)
                         n_args++;
                 _cleanup_free_ const char **argv = calloc(n_args + 2, sizeof(char *));
-                _cleanup_free_ char **env = hook_env(x, mig_env);
+                _cleanup_free_ char *path_kv = NULL;
+                _cleanup_free_ char **env = hook_env(x, mig_env, &path_kv);
                 if (!argv || !env)
                         return mk_error_set(e, -ENOMEM, "Out of memory");
                 argv[0] = x->command;

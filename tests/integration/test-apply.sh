@@ -248,3 +248,18 @@ mk apply -f "$cfg" -c all-disabled --mode-only --skip-reset >/dev/null 2>"$tmp/e
 grep -q "need a reset" "$tmp/err" || fail "skip-reset message: $(cat "$tmp/err")"
 mk apply -f "$cfg" -c all-disabled --mode-only >/dev/null
 mk assert -f "$cfg" -c all-disabled --mode-only >/dev/null || fail "mode-only"
+
+# Invalid files through the binary: one line, file:line:column, exit 1.
+printf 'version: v1\nmig-configs:\n  a:\n    - devices: all\n      mig-enabled: true\n      mig-devices: {"3g.20": 1}\n' >"$tmp/bad.yaml"
+set +e
+mk apply -f "$tmp/bad.yaml" >/dev/null 2>"$tmp/err"; rc=$?
+set -e
+[ "$rc" -eq 1 ] || fail "bad profile name: exit $rc"
+grep -Eq "bad.yaml:6:[0-9]+: .*3g.20" "$tmp/err" || fail "bad profile name message: $(cat "$tmp/err")"
+printf 'version: v1\nmig-configs:\n  a: [\n' >"$tmp/broken.yaml"
+set +e
+mk apply -f "$tmp/broken.yaml" >/dev/null 2>"$tmp/err"; rc=$?
+set -e
+[ "$rc" -eq 1 ] && grep -Eq "broken.yaml:[0-9]+:[0-9]+: " "$tmp/err" || fail "YAML syntax error: $(cat "$tmp/err")"
+printf 'version: v2\nmig-configs: {}\n' | { mk apply -f - >/dev/null 2>"$tmp/err" && fail "v2 accepted" || true; }
+grep -q "unknown version: v2" "$tmp/err" || fail "stdin config with a bad version: $(cat "$tmp/err")"
