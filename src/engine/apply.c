@@ -7,6 +7,8 @@
 #include "base/macro.h"
 #include "engine/engine.h"
 #include "nvml/nvml.h"
+#include "base/host.h"
+#include "pci/pci.h"
 
 void mk_desired_free(struct mk_desired *d, size_t n) {
         if (!d)
@@ -197,6 +199,14 @@ struct apply_ctx {
         struct mk_apply_report *rep;
 };
 
+/* The node service's hook: once, before the first change. */
+static int before_change(struct apply_ctx *x, struct mk_error *e) {
+        if (x->rep->changed)
+                return 0;
+        x->rep->changed = true;
+        return x->o->before_change ? x->o->before_change(x->o->userdata, e) : 0;
+}
+
 static void drop(struct mk_snapshot **s, struct mk_desired **d, struct mk_gpu_plan **p) {
         size_t n = *s ? (*s)->n_gpus : 0;
         mk_gpu_plans_free(*p, n);
@@ -222,6 +232,8 @@ static int mode_phase(struct apply_ctx *x, struct mk_error *e) {
                 return 0;
         }
         r = mk_engine_run_hook(x->hooks, MK_HOOK_PRE_APPLY_MODE, x->mig_env, x->o, e);
+        if (r >= 0)
+                r = before_change(x, e);
         if (r < 0) {
                 drop(&s, &d, &p);
                 return r;
@@ -263,7 +275,7 @@ static int mode_phase(struct apply_ctx *x, struct mk_error *e) {
                         _cleanup_free_ char *lib = strdup(path);
                         x->rep->mutations += mk_nvml_mutations(x->n);
                         x->n = mk_nvml_close(x->n);
-                        r = mk_engine_reset_gpus(pending, n_pending, e);
+                        r = mk_engine_reset_gpus(pending, n_pending, &x->rep->reboot_needed, e);
                         if (r >= 0)
                                 x->rep->resets += (unsigned) n_pending;
                         struct mk_error e2 = {0};
@@ -286,6 +298,7 @@ static int mode_phase(struct apply_ctx *x, struct mk_error *e) {
         for (size_t i = 0; i < s->n_gpus && r >= 0; i++)
                 if (p[i].mode_change) {
                         x->rep->gpu_failed[i] = true;
+                        x->rep->reboot_needed = true;
                         r = mk_error_set(e, -EAGAIN,
                                          "GPU %u: MIG mode is still %s (pending %s) after the change; a reboot is "
                                          "needed",
@@ -308,6 +321,8 @@ static int layout_phase(struct apply_ctx *x, struct mk_error *e) {
                 any = any || p[i].layout_change;
         if (any)
                 r = mk_engine_run_hook(x->hooks, MK_HOOK_PRE_APPLY_CONFIG, x->mig_env, x->o, e);
+        if (any && r >= 0)
+                r = before_change(x, e);
         int first = 0;
         for (size_t i = 0; r >= 0 && i < s->n_gpus; i++) {
                 if (!p[i].layout_change)
@@ -354,9 +369,31 @@ int mk_engine_apply(const struct mk_config *c, const struct mk_hooks *hooks, con
                 return r;
 
         struct apply_ctx x = {.c = c, .nc = nc, .hooks = hooks, .o = o, .rep = rep};
+        char env[5][4200];
+        snprintf(env[0], sizeof(env[0]), "MIG_PARTED_CONFIG_FILE=%s", o->config_file ? o->config_file : "");
+        snprintf(env[1], sizeof(env[1]), "MIG_PARTED_SELECTED_CONFIG=%s", nc->name);
+        snprintf(env[2], sizeof(env[2]), "MIG_PARTED_HOOKS_FILE=%s", o->hooks_file ? o->hooks_file : "");
+        snprintf(env[3], sizeof(env[3]), "MIG_PARTED_SKIP_RESET=%s", o->skip_reset ? "true" : "false");
+        snprintf(env[4], sizeof(env[4]), "MIG_PARTED_MODE_CHANGE_ONLY=%s", o->mode_only ? "true" : "false");
+        const char *const mig_env[] = {env[0], env[1], env[2], env[3], env[4], NULL};
+        x.mig_env = mig_env;
+
         r = mk_nvml_open(NULL, &x.n, e);
-        if (r < 0)
-                return r;
+        if (r < 0) {
+                /* No driver: the mode alone can still change, through PCI. */
+                struct mk_host host = {0};
+                bool driver = mk_host_init_from_env(&host) >= 0 && mk_pci_driver_loaded(&host);
+                mk_host_done(&host);
+                if (driver || !(o->mode_only || o->mode_only_without_driver)) {
+                        if (!driver && e)
+                                mk_error_prefix(e, "The nvidia module is not loaded (only --mode-only works "
+                                                   "without the driver)");
+                        return r;
+                }
+                log_info("NVML unavailable and the nvidia module not loaded: changing MIG mode through PCI");
+                mk_error_clear(e);
+                return mk_engine_apply_driverless(c, nc, hooks, o, mig_env, rep, e);
+        }
 
         /* Plan everything first: refuse before any hook or change when a
          * target cannot be built on some GPU. */
@@ -378,15 +415,6 @@ int mk_engine_apply(const struct mk_config *c, const struct mk_hooks *hooks, con
                 mk_nvml_close(x.n);
                 return mk_error_set(e, -ENOMEM, "Out of memory");
         }
-
-        char env[5][4200];
-        snprintf(env[0], sizeof(env[0]), "MIG_PARTED_CONFIG_FILE=%s", o->config_file ? o->config_file : "");
-        snprintf(env[1], sizeof(env[1]), "MIG_PARTED_SELECTED_CONFIG=%s", nc->name);
-        snprintf(env[2], sizeof(env[2]), "MIG_PARTED_HOOKS_FILE=%s", o->hooks_file ? o->hooks_file : "");
-        snprintf(env[3], sizeof(env[3]), "MIG_PARTED_SKIP_RESET=%s", o->skip_reset ? "true" : "false");
-        snprintf(env[4], sizeof(env[4]), "MIG_PARTED_MODE_CHANGE_ONLY=%s", o->mode_only ? "true" : "false");
-        const char *const mig_env[] = {env[0], env[1], env[2], env[3], env[4], NULL};
-        x.mig_env = mig_env;
 
         r = mk_engine_run_hook(hooks, MK_HOOK_APPLY_START, mig_env, o, e);
         if (r < 0) {

@@ -23,8 +23,17 @@ struct mk_engine_opts {
         const char *hooks_file;
         bool skip_reset;
         bool mode_only;
+        /* With neither NVML nor the nvidia module: change the mode through
+         * PCI and stop there, successfully (the boot service: instances are
+         * made once the driver is up). report->driverless says it happened. */
+        bool mode_only_without_driver;
         bool hook_output;             /* forward hook stdout/stderr (upstream: only with --debug) */
         int hook_timeout_ms;          /* <= 0: none */
+        /* Called once, right before the first change to any GPU (after the
+         * pre-apply-mode or pre-apply-config hook): the node service stops
+         * GPU clients here. A negative return aborts before the change. */
+        int (*before_change)(void *userdata, struct mk_error *e);
+        void *userdata;
 };
 
 /* What one GPU gets. */
@@ -59,6 +68,9 @@ struct mk_apply_report {
         size_t destroyed_gis, destroyed_cis, created_gis, created_cis;
         unsigned long mutations;      /* mutating NVML calls */
         bool nothing_to_do;
+        bool changed;                 /* before_change ran: something was (to be) changed */
+        bool reboot_needed;           /* a mode change waits for a reset this node cannot do */
+        bool driverless;              /* the mode went through PCI BAR0 (no driver) */
 };
 void mk_apply_report_done(struct mk_apply_report *r);
 
@@ -68,10 +80,18 @@ void mk_apply_report_done(struct mk_apply_report *r);
 int mk_engine_apply(const struct mk_config *c, const struct mk_hooks *hooks, const struct mk_engine_opts *o,
                     struct mk_apply_report *report, struct mk_error *e);
 
+/* `apply --mode-only` through PCI BAR0 when no driver is loaded (called by
+ * mk_engine_apply; exposed for tests). */
+int mk_engine_apply_driverless(const struct mk_config *c, const struct mk_named_config *nc,
+                               const struct mk_hooks *hooks, const struct mk_engine_opts *o,
+                               const char *const *mig_env, struct mk_apply_report *rep, struct mk_error *e);
+
 /* Resets the GPUs with these NVML bus ids: `nvidia-smi -r -i ...` (path from
  * $MIGKIT_NVIDIA_SMI, or from PATH when the nvidia module is loaded), else
- * each GPU's sysfs `reset` file under the host's sysfs root. */
-int mk_engine_reset_gpus(const char *const *bus_ids, size_t n, struct mk_error *e);
+ * each GPU's sysfs `reset` file under the host's sysfs root. A GPU whose
+ * sysfs function exists but has no `reset` file cannot be reset (GPU
+ * passthrough): -EAGAIN and *ret_reboot_needed = true, before any reset. */
+int mk_engine_reset_gpus(const char *const *bus_ids, size_t n, bool *ret_reboot_needed, struct mk_error *e);
 
 /* Runs the entries of one hook in order; the first failure stops and is
  * returned (-EIO with the exit status in `e`). `mig_env` holds the

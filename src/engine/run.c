@@ -12,6 +12,7 @@
 #include "base/macro.h"
 #include "base/spawn.h"
 #include "engine/engine.h"
+#include "pci/pci.h"
 
 #define MK_HOOK_OUTPUT_CAP (64u * 1024)
 #define MK_RESET_TIMEOUT_MS (5 * 60 * 1000)
@@ -103,104 +104,102 @@ int mk_engine_run_hook(const struct mk_hooks *h, enum mk_hook which, const char 
         return 0;
 }
 
-/* "00000000:07:00.0" (NVML) -> "0000:07:00.0" (sysfs), lower case. */
-static int sysfs_address(const char *bus_id, char *buf, size_t size) {
-        const char *colon = strchr(bus_id, ':');
-        if (!colon || colon - bus_id < 4 || strlen(colon) != 8 || size < 13)
-                return -EINVAL;
-        const char *dom = colon - 4;
-        int n = snprintf(buf, size, "%.4s%s", dom, colon);
-        if (n < 0 || (size_t) n >= size)
-                return -EINVAL;
-        for (char *p = buf; *p; p++) {
-                if (*p >= 'A' && *p <= 'F')
-                        *p = (char) (*p - 'A' + 'a');
-                if (!strchr("0123456789abcdef:.", *p))
-                        return -EINVAL;
+static const struct mk_pci_gpu *find_function(const struct mk_pci_gpu *g, size_t n, const char *bus_id) {
+        char addr[32];
+        if (mk_pci_address_from_nvml(bus_id, addr, sizeof(addr)) < 0)
+                return NULL;
+        for (size_t i = 0; i < n; i++)
+                if (streq(g[i].address, addr))
+                        return &g[i];
+        return NULL;
+}
+
+static int reset_with_smi(const char *smi, const char *const *bus_ids, size_t n, struct mk_error *e) {
+        struct mk_buf ids;
+        mk_buf_init(&ids, 64 * 1024);
+        int r = 0;
+        for (size_t i = 0; i < n && r >= 0; i++)
+                r = mk_buf_printf(&ids, "%s%s", i ? "," : "", bus_ids[i]);
+        if (r < 0) {
+                mk_buf_done(&ids);
+                return mk_error_set(e, r, "Too many GPUs to reset");
         }
-        return 0;
+        const char *argv[] = {smi, "-r", "-i", mk_buf_str(&ids), NULL};
+        log_info("Resetting GPU(s) %s with '%s -r -i'", mk_buf_str(&ids), smi);
+        struct mk_spawn_opts so = {.argv = argv, .timeout_ms = MK_RESET_TIMEOUT_MS, .capture = true,
+                                   .output_cap = 64 * 1024};
+        struct mk_spawn_result res = {0};
+        struct mk_error se = {0};
+        r = mk_spawn(&so, &res, &se);
+        if (r < 0) {
+                char buf[MK_ERROR_MSG_MAX];
+                mk_error_set(e, r, "Cannot reset GPU(s) %s: %s", mk_buf_str(&ids), mk_error_format(&se, buf, sizeof(buf)));
+        } else if (res.exit_status != 0 || res.timed_out) {
+                /* nvidia-smi explains itself on its output; keep its last line. */
+                char *out = res.output ? res.output : (char *) "";
+                size_t len = strlen(out);
+                while (len > 0 && out[len - 1] == '\n')
+                        out[--len] = 0;
+                const char *last = strrchr(out, '\n');
+                r = mk_error_set(e, -EBUSY, "Failed to reset GPU(s) %s (%s exited with %d): %s", mk_buf_str(&ids), smi,
+                                 res.exit_status, last ? last + 1 : out);
+        }
+        mk_spawn_result_done(&res);
+        mk_buf_done(&ids);
+        return r < 0 ? r : 0;
 }
 
-static bool nvidia_module_loaded(const struct mk_host *host) {
-        _cleanup_free_ char *path = NULL, *data = NULL;
-        size_t len = 0;
-        if (mk_host_path(host, MK_HOST_PROC, "modules", &path) < 0 ||
-            mk_read_file(path, 1u << 20, &data, &len, NULL) < 0)
-                return false;
-        /* "nvidia 12345 ..." at the start of a line */
-        for (const char *p = data; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
-                if (strncmp(p, "nvidia ", 7) == 0)
-                        return true;
-        return false;
-}
-
-int mk_engine_reset_gpus(const char *const *bus_ids, size_t n, struct mk_error *e) {
+int mk_engine_reset_gpus(const char *const *bus_ids, size_t n, bool *ret_reboot_needed, struct mk_error *e) {
+        *ret_reboot_needed = false;
         if (n == 0)
                 return 0;
         struct mk_host host = {0};
         int r = mk_host_init_from_env(&host);
         if (r < 0)
                 return mk_error_set(e, r, "Cannot set up host paths");
+        struct mk_pci_gpu *fns = NULL;
+        size_t n_fns = 0;
+        struct mk_error pe = {0};
+        if (mk_pci_enumerate(&host, &fns, &n_fns, &pe) < 0) {
+                char buf[MK_ERROR_MSG_MAX];
+                log_debug("Cannot enumerate PCI functions (%s), ignoring", mk_error_format(&pe, buf, sizeof(buf)));
+                fns = NULL;
+                n_fns = 0;
+        }
+        /* A function without a reset file cannot be reset: only a reboot applies the mode. */
+        for (size_t i = 0; i < n; i++) {
+                const struct mk_pci_gpu *f = find_function(fns, n_fns, bus_ids[i]);
+                if (f && !f->has_reset) {
+                        *ret_reboot_needed = true;
+                        r = mk_error_set(e, -EAGAIN,
+                                         "GPU %s has no sysfs reset (GPU passthrough?): its MIG mode change needs a "
+                                         "reboot",
+                                         bus_ids[i]);
+                        goto out;
+                }
+        }
         const char *smi = secure_getenv("MIGKIT_NVIDIA_SMI");
-        if ((!smi || !*smi) && nvidia_module_loaded(&host))
+        if ((!smi || !*smi) && mk_pci_driver_loaded(&host))
                 smi = "nvidia-smi";
         if (smi && *smi) {
-                struct mk_buf ids;
-                mk_buf_init(&ids, 64 * 1024);
-                for (size_t i = 0; i < n && r >= 0; i++)
-                        r = mk_buf_printf(&ids, "%s%s", i ? "," : "", bus_ids[i]);
-                if (r < 0) {
-                        mk_buf_done(&ids);
-                        mk_host_done(&host);
-                        return mk_error_set(e, r, "Too many GPUs to reset");
-                }
-                const char *argv[] = {smi, "-r", "-i", mk_buf_str(&ids), NULL};
-                log_info("Resetting GPU(s) %s with '%s -r -i'", mk_buf_str(&ids), smi);
-                struct mk_spawn_opts so = {.argv = argv, .timeout_ms = MK_RESET_TIMEOUT_MS, .capture = true,
-                                           .output_cap = 64 * 1024};
-                struct mk_spawn_result res = {0};
-                struct mk_error se = {0};
-                r = mk_spawn(&so, &res, &se);
-                if (r < 0) {
-                        char buf[MK_ERROR_MSG_MAX];
-                        mk_error_set(e, r, "Cannot reset GPU(s) %s: %s", mk_buf_str(&ids),
-                                     mk_error_format(&se, buf, sizeof(buf)));
-                } else if (res.exit_status != 0 || res.timed_out) {
-                        /* nvidia-smi explains itself on its output; keep its last line. */
-                        char *out = res.output ? res.output : (char *) "";
-                        size_t len = strlen(out);
-                        while (len > 0 && out[len - 1] == '\n')
-                                out[--len] = 0;
-                        const char *last = strrchr(out, '\n');
-                        r = mk_error_set(e, -EBUSY, "Failed to reset GPU(s) %s (%s exited with %d): %s",
-                                         mk_buf_str(&ids), smi, res.exit_status, last ? last + 1 : out);
-                }
-                mk_spawn_result_done(&res);
-                mk_buf_done(&ids);
-                mk_host_done(&host);
-                return r < 0 ? r : 0;
+                r = reset_with_smi(smi, bus_ids, n, e);
+                goto out;
         }
-
         /* No driver: the PCI function's sysfs reset file. */
         for (size_t i = 0; i < n; i++) {
-                char addr[32], rel[96];
-                if (sysfs_address(bus_ids[i], addr, sizeof(addr)) < 0) {
-                        mk_host_done(&host);
-                        return mk_error_set(e, -EINVAL, "Invalid PCI bus id '%s'", bus_ids[i]);
+                const struct mk_pci_gpu *f = find_function(fns, n_fns, bus_ids[i]);
+                if (!f) {
+                        r = mk_error_set(e, -ENODEV, "GPU %s is not on the PCI bus (%s)", bus_ids[i],
+                                         host.sysfs_root);
+                        goto out;
                 }
-                snprintf(rel, sizeof(rel), "bus/pci/devices/%s/reset", addr);
-                _cleanup_free_ char *path = NULL;
-                r = mk_host_path(&host, MK_HOST_SYSFS, rel, &path);
+                log_info("Resetting GPU %s through sysfs", bus_ids[i]);
+                r = mk_pci_reset(f, e);
                 if (r < 0)
-                        break;
-                log_info("Resetting GPU %s through '%s'", bus_ids[i], path);
-                _cleanup_close_ int fd = open(path, O_WRONLY | O_CLOEXEC);
-                if (fd < 0 || write(fd, "1", 1) != 1) {
-                        r = negative_errno();
-                        mk_error_set(e, r, "Failed to reset GPU %s through '%s': %s", bus_ids[i], path, strerror(-r));
-                        break;
-                }
+                        goto out;
         }
+out:
+        mk_pci_gpus_free(fns, n_fns);
         mk_host_done(&host);
         return r < 0 ? r : 0;
 }
