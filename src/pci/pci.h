@@ -23,6 +23,15 @@
 #define MK_BAR0_MIG_REQUEST 0x118F78u     /* bits 15:14: 11 enable, 10 disable */
 #define MK_PMC_BOOT_0_GA100 0x170000A1u
 #define MK_BOOT_COMPLETE_VALUE 0x3FFu
+#define MK_PMC_BOOT_1_LITTLE_ENDIAN 0x00000000u /* PMC_BOOT_1 as read little-endian */
+#define MK_PMC_BOOT_1_BIG_ENDIAN 0x01000001u
+#define MK_MIG_MODE_ENABLED 0x8000u             /* MK_BAR0_MIG_MODE bit 15 */
+#define MK_MIG_REQUEST_MASK 0xC000u             /* MK_BAR0_MIG_REQUEST bits 15:14 */
+#define MK_MIG_REQUEST_ENABLE 0xC000u
+#define MK_MIG_REQUEST_DISABLE 0x8000u
+
+/* Largest <proc>/modules we read: ~100 bytes a module, a few thousand modules. */
+#define MK_MAX_PROC_MODULES_BYTES (1024 * 1024)
 
 struct mk_pci_gpu {
         char address[16];          /* "0000:07:00.0" */
@@ -43,6 +52,11 @@ void mk_pci_gpus_free(struct mk_pci_gpu *g, size_t n);
 /* "0000:07:00.0" -> "00000000:07:00.0" (NVML's bus id form), and back. */
 int mk_pci_address_to_nvml(const char *address, char *buf, size_t size);
 int mk_pci_address_from_nvml(const char *bus_id, char *buf, size_t size);
+/* Both: input "D:BB:SS.F" in either case, slot <= 0x1f, function 0-7; the
+ * sysfs side takes a 4-8 digit domain, the NVML side exactly 8. Output is
+ * lower-case for sysfs ("%04x:%02x:%02x.%x"), upper-case for NVML
+ * ("%08X:%02X:%02X.%X", as nvidia-smi prints "00000000:B7:00.0"). 0,
+ * -EINVAL for a malformed or NULL input, -ENOBUFS when buf is too small. */
 
 /* Is the nvidia kernel module loaded (a line starting "nvidia " in <proc>/modules)? */
 bool mk_pci_driver_loaded(const struct mk_host *h);

@@ -1,0 +1,569 @@
+/* `migkit service boot` and the reboot-once rule (boot.h, docs/service.md).
+ *
+ * The apply runs in a child process so that a hung driver call or command
+ * cannot keep the clients down or hold the boot: past the apply timeout
+ * the child is killed, and in every case this process restarts the units
+ * the child stopped. The child reports each unit before stopping it and its
+ * result at the end over a pipe, in frames (kind byte, length, payload). */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/dynbuf.h"
+#include "base/log.h"
+#include "base/macro.h"
+#include "base/spawn.h"
+#include "engine/engine.h"
+#include "nvml/nvml.h"
+#include "service/boot.h"
+#include "service/clients.h"
+#include "service/settings.h"
+#include "spec/hooks.h"
+
+#define MK_BOOT_PIPE_CAP (1u << 20)     /* what the apply child may report */
+#define MK_BOOT_DRAIN_MS 5000           /* reading what is left after killing it */
+#define MK_BOOT_DEFAULT_CONFIG "all-disabled"
+#define MK_REBOOT_TIMEOUT_MS (60 * 1000)
+
+static const char *const outcome_table[_MK_BOOT_OUTCOME_MAX] = {
+        [MK_BOOT_APPLIED] = "applied",
+        [MK_BOOT_REBOOT_NEEDED] = "reboot-needed",
+        [MK_BOOT_FAILED_MODE_OK] = "failed-mode-ok",
+        [MK_BOOT_FAILED] = "failed",
+};
+
+const char *mk_boot_outcome_to_string(enum mk_boot_outcome o) {
+        return o >= 0 && o < _MK_BOOT_OUTCOME_MAX ? outcome_table[o] : NULL;
+}
+
+struct mk_boot_decision mk_boot_decide(enum mk_boot_outcome o, bool reboot_enabled, bool marker) {
+        switch (o) {
+        case MK_BOOT_APPLIED:
+                return (struct mk_boot_decision){.reboot = false, .exit_code = 0, .marker_after = false};
+        case MK_BOOT_FAILED_MODE_OK:
+                /* The mode step passed: a later mode change may reboot again. */
+                return (struct mk_boot_decision){.reboot = false, .exit_code = 1, .marker_after = false};
+        case MK_BOOT_REBOOT_NEEDED:
+                if (reboot_enabled && !marker)
+                        return (struct mk_boot_decision){.reboot = true, .exit_code = 0, .marker_after = true};
+                return (struct mk_boot_decision){.reboot = false, .exit_code = 1, .marker_after = marker};
+        case MK_BOOT_FAILED:
+        default:
+                return (struct mk_boot_decision){.reboot = false, .exit_code = 1, .marker_after = marker};
+        }
+}
+
+int mk_service_check(const struct mk_config *c, const char *name, bool mode_only, size_t *ret_differ,
+                     struct mk_error *e) {
+        const struct mk_named_config *nc = NULL;
+        int r = mk_config_select(c, name, &nc, e);
+        if (r < 0)
+                return r;
+        _cleanup_nvml_ struct mk_nvml *n = NULL;
+        r = mk_nvml_open(NULL, &n, e);
+        if (r < 0)
+                return r;
+        struct mk_snapshot *s = NULL;
+        r = mk_nvml_snapshot(n, &s, e);
+        if (r < 0)
+                return r;
+        struct mk_desired *d = NULL;
+        struct mk_gpu_plan *p = NULL;
+        r = mk_engine_desired(s, c, nc, &d, e);
+        if (r >= 0) {
+                r = mk_engine_plan_all(s, d, &p, e);
+                mk_desired_free(d, s->n_gpus);
+        }
+        size_t differ = 0;
+        for (size_t i = 0; r >= 0 && i < s->n_gpus; i++)
+                if (p[i].mode_change || (!mode_only && p[i].layout_change))
+                        differ++;
+        if (r >= 0)
+                mk_gpu_plans_free(p, s->n_gpus);
+        mk_snapshot_free(s);
+        if (r < 0)
+                return r;
+        *ret_differ = differ;
+        return 0;
+}
+
+int mk_service_validate_selection(const struct mk_service_paths *p, const char *name, const char *apply_config_file,
+                                  struct mk_error *e) {
+        if (!mk_service_name_storable(name))
+                return mk_error_set(e, -EINVAL,
+                                    "Config name '%s' cannot be persisted (1 to %d printable characters, no leading "
+                                    "or trailing blank)",
+                                    name, MK_MAX_CONFIG_NAME);
+        if (apply_config_file && *apply_config_file) {
+                struct stat a, b;
+                bool same = !streq(apply_config_file, "-") && stat(apply_config_file, &a) == 0 &&
+                            stat(p->config_file, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+                if (!same)
+                        return mk_error_set(e, -EXDEV,
+                                            "This apply uses '%s', but the node service applies '%s' at boot: "
+                                            "'%s' is not persisted. Put the layout into '%s' and apply from there, "
+                                            "or apply without the service's hooks file",
+                                            apply_config_file, p->config_file, name, p->config_file);
+        }
+        _cleanup_(mk_config_freep) struct mk_config *c = NULL;
+        int r = mk_config_load(p->config_file, &c, e);
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < c->n_configs; i++)
+                if (streq(c->configs[i].name, name))
+                        return 0;
+        char list[256] = "";
+        size_t used = 0;
+        for (size_t i = 0; i < c->n_configs; i++) {
+                int k = snprintf(list + used, sizeof(list) - used, "%s%s", i ? ", " : "", c->configs[i].name);
+                if (k < 0 || (size_t) k >= sizeof(list) - used) {
+                        snprintf(list + MIN(used, sizeof(list) - 5), 5, ", ..");
+                        break;
+                }
+                used += (size_t) k;
+        }
+        return mk_error_set(e, -ENOENT, "'%s' has no config named '%s' (it has: %s)", p->config_file, name,
+                            c->n_configs ? list : "none");
+}
+
+/* ---- the apply child ---- */
+
+struct child_result {
+        int r;
+        struct mk_error e;
+        bool reboot_needed, nothing_to_do, changed, driverless, mode_ok;
+        unsigned mode_changes, resets;
+        size_t destroyed_gis, destroyed_cis, created_gis, created_cis;
+};
+
+struct child_ctx {
+        int fd;
+        const struct mk_service_settings *settings;
+};
+
+static void write_all(int fd, const void *data, size_t n) {
+        const char *p = data;
+        while (n > 0) {
+                ssize_t k = write(fd, p, n);
+                if (k < 0 && errno == EINTR)
+                        continue;
+                if (k <= 0)
+                        return; /* the parent is gone; nothing to tell */
+                p += k;
+                n -= (size_t) k;
+        }
+}
+
+static void send_frame(int fd, char kind, const void *data, uint32_t len) {
+        char head[5];
+        head[0] = kind;
+        memcpy(head + 1, &len, sizeof(len));
+        write_all(fd, head, sizeof(head));
+        write_all(fd, data, len);
+}
+
+static void child_stopping(void *userdata, const char *unit) {
+        struct child_ctx *x = userdata;
+        send_frame(x->fd, 'S', unit, (uint32_t) strlen(unit));
+}
+
+static int child_before_change(void *userdata, struct mk_error *e) {
+        struct child_ctx *x = userdata;
+        struct mk_clients_stop_opts o = {.settings = x->settings, .stopping = child_stopping, .userdata = x};
+        int r = mk_clients_stop(&o, e);
+        if (r < 0)
+                mk_error_prefix(e, "Cannot stop the GPU clients, so no GPU was changed");
+        return r;
+}
+
+_noreturn_ static void child_main(int fd, const struct mk_service_paths *p, const struct mk_service_settings *s,
+                                  const struct mk_config *c, const struct mk_hooks *h, const char *name) {
+        struct child_ctx x = {.fd = fd, .settings = s};
+        struct mk_engine_opts o = {
+                .config_file = p->config_file,
+                .selected_config = name,
+                .hooks_file = h ? p->hooks_file : NULL,
+                .mode_only_without_driver = true,
+                .hook_output = true,
+                .hook_timeout_ms = (int) s->apply_timeout_ms,
+                .before_change = child_before_change,
+                .userdata = &x,
+        };
+        struct child_result res = {0};
+        struct mk_apply_report rep = {0};
+        res.r = mk_engine_apply(c, h, &o, &rep, &res.e);
+        res.reboot_needed = rep.reboot_needed;
+        res.nothing_to_do = rep.nothing_to_do;
+        res.changed = rep.changed;
+        res.driverless = rep.driverless;
+        res.mode_changes = rep.mode_changes;
+        res.resets = rep.resets;
+        res.destroyed_gis = rep.destroyed_gis;
+        res.destroyed_cis = rep.destroyed_cis;
+        res.created_gis = rep.created_gis;
+        res.created_cis = rep.created_cis;
+        mk_apply_report_done(&rep);
+        if (res.r < 0 && !res.reboot_needed && !res.driverless) {
+                /* Are the modes right at least? Then the reboot marker can go. */
+                size_t differ = 0;
+                struct mk_error ce = {0};
+                res.mode_ok = mk_service_check(c, name, true, &differ, &ce) >= 0 && differ == 0;
+        }
+        send_frame(fd, 'R', &res, sizeof(res));
+        _exit(0);
+}
+
+static uint64_t now_ms(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t) ts.tv_sec * 1000 + (uint64_t) ts.tv_nsec / 1000000;
+}
+
+struct apply_outcome {
+        bool have_result;
+        struct child_result res;
+        char **stopped;         /* units the child stopped (or was stopping) */
+        size_t n_stopped;
+        char why[MK_ERROR_MSG_MAX]; /* without a result: what happened to the child */
+};
+
+static void apply_outcome_done(struct apply_outcome *a) {
+        strv_free(a->stopped);
+        a->stopped = NULL;
+        a->n_stopped = 0;
+}
+
+static int parse_frames(const char *data, size_t len, struct apply_outcome *a) {
+        size_t i = 0;
+        while (len - i >= 5) {
+                char kind = data[i];
+                uint32_t n;
+                memcpy(&n, data + i + 1, sizeof(n));
+                if (len - i - 5 < n)
+                        break; /* cut short by a kill */
+                const char *payload = data + i + 5;
+                if (kind == 'S') {
+                        char **l = realloc(a->stopped, (a->n_stopped + 2) * sizeof(char *));
+                        if (!l)
+                                return -ENOMEM;
+                        a->stopped = l;
+                        l[a->n_stopped] = strndup(payload, n);
+                        if (!l[a->n_stopped])
+                                return -ENOMEM;
+                        l[++a->n_stopped] = NULL;
+                } else if (kind == 'R' && n == sizeof(struct child_result)) {
+                        memcpy(&a->res, payload, sizeof(a->res));
+                        a->have_result = true;
+                }
+                i += 5 + n;
+        }
+        return 0;
+}
+
+/* Forks the apply child and collects what it reports, within the apply
+ * timeout. Returns negative only when the child could not be run. */
+static int run_apply(const struct mk_service_paths *p, const struct mk_service_settings *s, const struct mk_config *c,
+                     const struct mk_hooks *h, const char *name, struct apply_outcome *a, struct mk_error *e) {
+        int pfd[2];
+        if (pipe2(pfd, O_CLOEXEC) < 0) {
+                int r = negative_errno();
+                return mk_error_set(e, r, "Cannot create a pipe: %s", strerror(-r));
+        }
+        fflush(stdout);
+        fflush(stderr);
+        pid_t pid = fork();
+        if (pid < 0) {
+                int r = negative_errno();
+                close(pfd[0]);
+                close(pfd[1]);
+                return mk_error_set(e, r, "Cannot fork the apply: %s", strerror(-r));
+        }
+        if (pid == 0) {
+                close(pfd[0]);
+                child_main(pfd[1], p, s, c, h, name);
+        }
+        close(pfd[1]);
+        _cleanup_close_ int fd = pfd[0];
+
+        struct mk_buf b;
+        mk_buf_init(&b, MK_BOOT_PIPE_CAP);
+        bool killed = false, overflow = false;
+        uint64_t deadline = now_ms() + s->apply_timeout_ms;
+        for (;;) {
+                uint64_t now = now_ms();
+                if (!killed && now >= deadline) {
+                        log_error("The apply did not finish within %llu s: killing it",
+                                  (unsigned long long) (s->apply_timeout_ms / 1000));
+                        (void) kill(pid, SIGKILL);
+                        killed = true;
+                        deadline = now + MK_BOOT_DRAIN_MS;
+                } else if (killed && now >= deadline)
+                        break;
+                struct pollfd pf = {.fd = fd, .events = POLLIN};
+                uint64_t wait = deadline > now ? deadline - now : 0;
+                int k = poll(&pf, 1, (int) MIN(wait, (uint64_t) INT_MAX));
+                if (k < 0 && errno != EINTR)
+                        break;
+                if (k <= 0)
+                        continue;
+                char chunk[4096];
+                ssize_t n = read(fd, chunk, sizeof(chunk));
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n <= 0)
+                        break;
+                if (!overflow && mk_buf_append(&b, chunk, (size_t) n) < 0)
+                        overflow = true;
+        }
+        int status = 0;
+        while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+                ;
+        int r = parse_frames(b.data ? b.data : "", b.len, a);
+        mk_buf_done(&b);
+        if (r < 0)
+                log_error("Out of memory reading the apply's report, ignoring");
+        if (killed)
+                snprintf(a->why, sizeof(a->why),
+                         "the apply did not finish within the apply timeout (%llu s; service.yaml timeouts.apply) and "
+                         "was killed; the GPUs may be half-way, the next apply converges",
+                         (unsigned long long) (s->apply_timeout_ms / 1000));
+        else if (!a->have_result && WIFSIGNALED(status))
+                snprintf(a->why, sizeof(a->why), "the apply process was killed by signal %d", WTERMSIG(status));
+        else if (!a->have_result)
+                snprintf(a->why, sizeof(a->why), "the apply process exited with status %d without a result",
+                         WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+        if (killed)
+                a->have_result = false;
+        return 0;
+}
+
+/* ---- the boot run ---- */
+
+static int reboot_node(void) {
+        const char *argv[] = {"reboot", NULL};
+        struct mk_spawn_opts so = {.argv = argv, .timeout_ms = MK_REBOOT_TIMEOUT_MS, .capture = true,
+                                   .output_cap = 16 * 1024};
+        struct mk_spawn_result res = {0};
+        struct mk_error se = {0};
+        int r = mk_spawn(&so, &res, &se);
+        if (r < 0) {
+                char buf[MK_ERROR_MSG_MAX];
+                return log_error_errno(r, "Cannot run 'reboot': %s", mk_error_format(&se, buf, sizeof(buf)));
+        }
+        if (res.timed_out || res.exit_status != 0) {
+                log_error("'reboot' failed (%s %d)%s%s", res.timed_out ? "timed out, status" : "exit status",
+                          res.exit_status, res.output && *res.output ? ": " : "", res.output ? res.output : "");
+                r = -EIO;
+        }
+        mk_spawn_result_done(&res);
+        return r;
+}
+
+static void log_err(const char *what, const struct mk_error *e) {
+        char buf[MK_ERROR_MSG_MAX + 2 * MK_ERROR_LOC_MAX];
+        log_error("%s%s%s", what ? what : "", what ? ": " : "", mk_error_format(e, buf, sizeof(buf)));
+}
+
+/* Reads the selection, or picks all-disabled when none was made. */
+static int pick_config(const struct mk_service_paths *p, const struct mk_config *c, char **ret) {
+        struct mk_error e = {0};
+        _cleanup_free_ char *name = NULL;
+        int r = mk_service_selection_read(p, &name, &e);
+        if (r == -ENOENT) {
+                const struct mk_named_config *nc = NULL;
+                struct mk_error se = {0};
+                if (mk_config_select(c, MK_BOOT_DEFAULT_CONFIG, &nc, &se) < 0) {
+                        log_error("No MIG config is selected ('%s' does not exist) and '%s' has no '%s' config to "
+                                  "fall back on: select one with 'migkit service select NAME'",
+                                  p->selection_file, p->config_file, MK_BOOT_DEFAULT_CONFIG);
+                        return -ENOENT;
+                }
+                log_info("No MIG config selected yet ('%s' does not exist): applying '%s'", p->selection_file,
+                         MK_BOOT_DEFAULT_CONFIG);
+                name = strdup(MK_BOOT_DEFAULT_CONFIG);
+                if (!name)
+                        return log_error_errno(-ENOMEM, "Out of memory");
+        } else if (r < 0) {
+                log_err("Cannot read the selected MIG config", &e);
+                return r;
+        } else {
+                const struct mk_named_config *nc = NULL;
+                if (mk_config_select(c, name, &nc, &e) < 0) {
+                        log_error("The selected MIG config '%s' (from '%s') is not in '%s': select another with "
+                                  "'migkit service select NAME'",
+                                  name, p->selection_file, p->config_file);
+                        return -ENOENT;
+                }
+        }
+        *ret = TAKE_PTR(name);
+        return 0;
+}
+
+static void marker_text(const char *name, const struct mk_error *e, const char *marker, char *buf, size_t size) {
+        char when[64] = "?";
+        time_t t = time(NULL);
+        struct tm tm;
+        if (gmtime_r(&t, &tm))
+                strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
+        char err[MK_ERROR_MSG_MAX + 2 * MK_ERROR_LOC_MAX];
+        snprintf(buf, size,
+                 "migkit rebooted this node at %s to apply the MIG mode of config '%s':\n"
+                 "%s\n"
+                 "It will not reboot the node again for this until an apply succeeds or this file is removed\n"
+                 "('migkit service clear-reboot-marker', or rm %s).\n",
+                 when, name, mk_error_format(e, err, sizeof(err)), marker);
+}
+
+int mk_service_boot(const struct mk_service_paths *p) {
+        struct mk_error e = {0};
+        _cleanup_(mk_service_settings_freep) struct mk_service_settings *s = NULL;
+        int r = mk_service_settings_load(p->settings_file, &s, &e);
+        if (r == -ENOENT) {
+                log_info("'%s' does not exist: using the default GPU client lists, no reboot", p->settings_file);
+                r = mk_service_settings_default(&s);
+                if (r < 0) {
+                        log_error("Out of memory");
+                        return 1;
+                }
+        } else if (r < 0) {
+                log_err("Invalid service settings", &e);
+                return 1;
+        }
+        _cleanup_(mk_config_freep) struct mk_config *c = NULL;
+        if (mk_config_load(p->config_file, &c, &e) < 0) {
+                log_err("Cannot load the MIG configs", &e);
+                return 1;
+        }
+        _cleanup_(mk_hooks_freep) struct mk_hooks *h = NULL;
+        if (access(p->hooks_file, F_OK) == 0 && mk_hooks_load(p->hooks_file, &h, &e) < 0) {
+                log_err("Cannot load the hooks", &e);
+                return 1;
+        }
+        _cleanup_free_ char *name = NULL;
+        if (pick_config(p, c, &name) < 0)
+                return 1;
+
+        _cleanup_free_ char *marker_content = NULL;
+        struct mk_error me = {0};
+        r = mk_service_marker_read(p, &marker_content, &me);
+        if (r < 0 && r != -ENOENT) {
+                log_err("Cannot read the reboot marker", &me);
+                return 1;
+        }
+        bool marker = r >= 0;
+
+        log_info("Applying MIG config '%s' from '%s'", name, p->config_file);
+        struct apply_outcome a = {0};
+        r = run_apply(p, s, c, h, name, &a, &e);
+        if (r < 0) {
+                log_err("Cannot run the apply", &e);
+                return 1;
+        }
+
+        /* Whatever happened: the clients that were running run again. */
+        if (a.n_stopped > 0) {
+                unsigned failed = mk_clients_start(s, a.stopped, a.n_stopped);
+                if (failed > 0)
+                        log_error("%u GPU client(s) could not be started again, see above", failed);
+        }
+
+        enum mk_boot_outcome o;
+        if (!a.have_result)
+                o = MK_BOOT_FAILED;
+        else if (a.res.r >= 0)
+                o = MK_BOOT_APPLIED;
+        else if (a.res.reboot_needed)
+                o = MK_BOOT_REBOOT_NEEDED;
+        else if (a.res.mode_ok)
+                o = MK_BOOT_FAILED_MODE_OK;
+        else
+                o = MK_BOOT_FAILED;
+        struct mk_boot_decision d = mk_boot_decide(o, s->reboot, marker);
+        log_debug_area("service", "Boot outcome %s, reboot %s, marker %s: reboot=%d exit=%d marker_after=%d",
+                       mk_boot_outcome_to_string(o), s->reboot ? "enabled" : "disabled", marker ? "present" : "absent",
+                       d.reboot, d.exit_code, d.marker_after);
+
+        switch (o) {
+        case MK_BOOT_APPLIED:
+                if (a.res.driverless)
+                        log_info("MIG mode of config '%s' set through PCI (the NVIDIA driver is not loaded); its "
+                                 "instances are created by the next apply once the driver is up",
+                                 name);
+                else if (a.res.nothing_to_do)
+                        log_info("MIG config '%s' already applied, nothing to do", name);
+                else
+                        log_info("MIG config '%s' applied (%u mode change(s), %u reset(s); destroyed %zu GPU and %zu "
+                                 "compute instances, created %zu and %zu)",
+                                 name, a.res.mode_changes, a.res.resets, a.res.destroyed_gis, a.res.destroyed_cis,
+                                 a.res.created_gis, a.res.created_cis);
+                break;
+        case MK_BOOT_REBOOT_NEEDED:
+                log_err("MIG config could not be applied", &a.res.e);
+                if (d.reboot)
+                        break;
+                if (!s->reboot)
+                        log_error("A reboot is needed to change the MIG mode of config '%s' (no GPU reset is possible "
+                                  "on this node), and rebooting is disabled ('reboot: false' in '%s'): reboot the "
+                                  "node yourself",
+                                  name, s->file);
+                else
+                        log_error("This node already rebooted once to change the MIG mode of config '%s' (marker "
+                                  "'%s') and the mode is still not applied: NOT rebooting again. Find out why the "
+                                  "mode does not change; migkit reboots again only after an apply succeeds or the "
+                                  "marker is removed ('migkit service clear-reboot-marker')",
+                                  name, p->marker_file);
+                break;
+        case MK_BOOT_FAILED_MODE_OK:
+        case MK_BOOT_FAILED:
+        default:
+                if (a.have_result)
+                        log_err("MIG config could not be applied", &a.res.e);
+                else
+                        log_error("MIG config could not be applied: %s", a.why);
+                if (a.n_stopped > 0)
+                        log_error("The GPU clients stopped for the change were started again");
+                break;
+        }
+
+        if (marker && !d.marker_after) {
+                bool removed = false;
+                struct mk_error re = {0};
+                if (mk_service_marker_remove(p, &removed, &re) < 0)
+                        log_err("Cannot remove the reboot marker, ignoring", &re);
+                else if (removed)
+                        log_info("The MIG modes are as selected: removed the reboot marker '%s'", p->marker_file);
+        }
+        int exit_code = d.exit_code;
+        if (d.reboot) {
+                char text[2048];
+                marker_text(name, &a.res.e, p->marker_file, text, sizeof(text));
+                struct mk_error ce = {0};
+                if (mk_service_marker_create(p, text, &ce) < 0) {
+                        /* Without the marker a reboot could loop: do not reboot. */
+                        log_err("Cannot create the reboot marker, so NOT rebooting", &ce);
+                        exit_code = 1;
+                } else {
+                        log_warning("REBOOTING the node once to apply the MIG mode of config '%s' (no GPU reset is "
+                                    "possible here); marker '%s'",
+                                    name, p->marker_file);
+                        if (reboot_node() < 0) {
+                                log_error("The reboot failed; the marker '%s' stays, so the next boot will not try "
+                                          "again: remove it to allow one more reboot",
+                                          p->marker_file);
+                                exit_code = 1;
+                        }
+                }
+        }
+        apply_outcome_done(&a);
+        return exit_code;
+}

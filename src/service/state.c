@@ -1,0 +1,253 @@
+/* Paths, the persisted selection and the reboot marker (state.h). */
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/dynbuf.h"
+#include "base/host.h"
+#include "base/macro.h"
+#include "service/state.h"
+#include "spec/config.h" /* MK_MAX_CONFIG_NAME */
+
+void mk_service_paths_done(struct mk_service_paths *p) {
+        if (!p)
+                return;
+        free(p->etc_dir);
+        free(p->state_dir);
+        free(p->config_file);
+        free(p->hooks_file);
+        free(p->settings_file);
+        free(p->selection_file);
+        free(p->marker_file);
+        *p = (struct mk_service_paths){0};
+}
+
+static char *dir_dup(const char *d) {
+        size_t n = strlen(d);
+        while (n > 1 && d[n - 1] == '/')
+                n--;
+        return strndup(d, n);
+}
+
+int mk_service_paths_init(const char *etc_dir, const char *state_dir, struct mk_service_paths *ret) {
+        if (!etc_dir)
+                etc_dir = MK_SERVICE_ETC_DIR;
+        if (!state_dir)
+                state_dir = MK_SERVICE_STATE_DIR;
+        if (etc_dir[0] != '/' || state_dir[0] != '/')
+                return -EINVAL;
+        struct mk_service_paths p = {0};
+        p.etc_dir = dir_dup(etc_dir);
+        p.state_dir = dir_dup(state_dir);
+        int r = !p.etc_dir || !p.state_dir ? -ENOMEM : 0;
+        if (r >= 0)
+                r = mk_path_join(p.etc_dir, "config.yaml", &p.config_file);
+        if (r >= 0)
+                r = mk_path_join(p.etc_dir, "hooks.yaml", &p.hooks_file);
+        if (r >= 0)
+                r = mk_path_join(p.etc_dir, "service.yaml", &p.settings_file);
+        if (r >= 0)
+                r = mk_path_join(p.state_dir, "selected-config", &p.selection_file);
+        if (r >= 0)
+                r = mk_path_join(p.state_dir, "reboot-attempted", &p.marker_file);
+        if (r < 0) {
+                mk_service_paths_done(&p);
+                return r;
+        }
+        *ret = p;
+        return 0;
+}
+
+int mk_service_paths_from_env(struct mk_service_paths *ret, struct mk_error *e) {
+        const char *etc = secure_getenv("MIGKIT_ETC_DIR"), *state = secure_getenv("MIGKIT_STATE_DIR");
+        if (etc && !*etc)
+                etc = NULL;
+        if (state && !*state)
+                state = NULL;
+        int r = mk_service_paths_init(etc, state, ret);
+        if (r == -EINVAL)
+                return mk_error_set(e, r, "MIGKIT_ETC_DIR ('%s') and MIGKIT_STATE_DIR ('%s') must be absolute paths",
+                                    etc ? etc : MK_SERVICE_ETC_DIR, state ? state : MK_SERVICE_STATE_DIR);
+        if (r < 0)
+                return mk_error_set(e, r, "Out of memory");
+        return 0;
+}
+
+bool mk_service_name_storable(const char *name) {
+        size_t n = strlen(name);
+        if (n == 0 || n > MK_MAX_CONFIG_NAME || name[0] == ' ' || name[n - 1] == ' ')
+                return false;
+        for (const unsigned char *p = (const unsigned char *) name; *p; p++)
+                if (*p < 0x20 || *p == 0x7f)
+                        return false;
+        return true;
+}
+
+/* Reads a small state file; trailing newlines and blanks are dropped. */
+static int read_state_file(const char *path, char **ret, struct mk_error *e) {
+        _cleanup_free_ char *data = NULL;
+        size_t len = 0;
+        int r = mk_read_file(path, MK_MAX_STATE_FILE_BYTES, &data, &len, e);
+        if (r < 0)
+                return r;
+        if (strlen(data) != len)
+                return mk_error_set(e, -EINVAL, "'%s' is corrupt: it contains a NUL byte", path);
+        while (len > 0 && strchr("\n\r\t ", data[len - 1]))
+                data[--len] = 0;
+        *ret = TAKE_PTR(data);
+        return 0;
+}
+
+int mk_service_selection_read(const struct mk_service_paths *p, char **ret, struct mk_error *e) {
+        _cleanup_free_ char *s = NULL;
+        int r = read_state_file(p->selection_file, &s, e);
+        if (r < 0)
+                return r;
+        if (!mk_service_name_storable(s))
+                return mk_error_set(e, -EINVAL,
+                                    "'%s' is corrupt: it must hold one config name on one line; select again with "
+                                    "'migkit service select NAME'",
+                                    p->selection_file);
+        *ret = TAKE_PTR(s);
+        return 0;
+}
+
+/* mkdir -p with mode 0755 for the missing components. */
+static int mkdir_parents(const char *dir, struct mk_error *e) {
+        _cleanup_free_ char *d = strdup(dir);
+        if (!d)
+                return mk_error_set(e, -ENOMEM, "Out of memory");
+        for (char *s = d + 1;; s++) {
+                bool end = *s == 0;
+                if (*s != '/' && !end)
+                        continue;
+                *s = 0;
+                if (mkdir(d, 0755) < 0 && errno != EEXIST) {
+                        int r = negative_errno();
+                        return mk_error_set(e, r, "Failed to create directory '%s': %s", d, strerror(-r));
+                }
+                if (end)
+                        break;
+                *s = '/';
+        }
+        struct stat st;
+        if (stat(dir, &st) < 0 || !S_ISDIR(st.st_mode))
+                return mk_error_set(e, -ENOTDIR, "'%s' is not a directory", dir);
+        return 0;
+}
+
+static int fsync_dir_of(const char *path) {
+        _cleanup_free_ char *copy = strdup(path);
+        if (!copy)
+                return -ENOMEM;
+        _cleanup_close_ int fd = open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0 || fsync(fd) < 0)
+                return negative_errno();
+        return 0;
+}
+
+int mk_service_write_atomic(const char *path, const char *data, size_t len, mode_t mode, struct mk_error *e) {
+        _cleanup_free_ char *tmp = NULL;
+        if (asprintf(&tmp, "%s.tmp.XXXXXX", path) < 0)
+                return mk_error_set(e, -ENOMEM, "Out of memory");
+        _cleanup_close_ int fd = mkostemp(tmp, O_CLOEXEC);
+        if (fd < 0) {
+                int r = negative_errno();
+                return mk_error_set(e, r, "Failed to create a temporary file for '%s': %s", path, strerror(-r));
+        }
+        int r = 0;
+        const char *what = "write";
+        for (size_t done = 0; done < len && r >= 0;) {
+                ssize_t n = write(fd, data + done, len - done);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n <= 0)
+                        r = n < 0 ? negative_errno() : -EIO;
+                else
+                        done += (size_t) n;
+        }
+        if (r >= 0 && fchmod(fd, mode) < 0) {
+                r = negative_errno();
+                what = "chmod";
+        }
+        if (r >= 0 && fsync(fd) < 0) {
+                r = negative_errno();
+                what = "fsync";
+        }
+        if (r >= 0 && rename(tmp, path) < 0) {
+                r = negative_errno();
+                what = "rename";
+        }
+        if (r < 0) {
+                (void) unlink(tmp);
+                return mk_error_set(e, r, "Failed to write '%s' (%s): %s", path, what, strerror(-r));
+        }
+        r = fsync_dir_of(path);
+        if (r < 0)
+                return mk_error_set(e, r, "Failed to sync the directory of '%s': %s", path, strerror(-r));
+        return 0;
+}
+
+int mk_service_selection_write(const struct mk_service_paths *p, const char *name, bool *ret_changed,
+                               struct mk_error *e) {
+        if (!mk_service_name_storable(name))
+                return mk_error_set(e, -EINVAL,
+                                    "Config name '%s' cannot be persisted (1 to %d printable characters, no leading "
+                                    "or trailing blank)",
+                                    name, MK_MAX_CONFIG_NAME);
+        _cleanup_free_ char *old = NULL;
+        struct mk_error ignored = {0};
+        if (mk_service_selection_read(p, &old, &ignored) >= 0 && streq(old, name)) {
+                if (ret_changed)
+                        *ret_changed = false;
+                return 0;
+        }
+        int r = mkdir_parents(p->state_dir, e);
+        if (r < 0)
+                return r;
+        _cleanup_free_ char *line = NULL;
+        if (asprintf(&line, "%s\n", name) < 0)
+                return mk_error_set(e, -ENOMEM, "Out of memory");
+        r = mk_service_write_atomic(p->selection_file, line, strlen(line), 0644, e);
+        if (r < 0)
+                return r;
+        if (ret_changed)
+                *ret_changed = true;
+        return 0;
+}
+
+int mk_service_marker_read(const struct mk_service_paths *p, char **ret, struct mk_error *e) {
+        return read_state_file(p->marker_file, ret, e);
+}
+
+int mk_service_marker_create(const struct mk_service_paths *p, const char *text, struct mk_error *e) {
+        int r = mkdir_parents(p->state_dir, e);
+        if (r < 0)
+                return r;
+        return mk_service_write_atomic(p->marker_file, text, strlen(text), 0644, e);
+}
+
+int mk_service_marker_remove(const struct mk_service_paths *p, bool *ret_removed, struct mk_error *e) {
+        bool removed = true;
+        if (unlink(p->marker_file) < 0) {
+                if (errno != ENOENT) {
+                        int r = negative_errno();
+                        return mk_error_set(e, r, "Failed to remove '%s': %s", p->marker_file, strerror(-r));
+                }
+                removed = false;
+        }
+        if (removed) {
+                int r = fsync_dir_of(p->marker_file);
+                if (r < 0)
+                        return mk_error_set(e, r, "Failed to sync the directory of '%s': %s", p->marker_file,
+                                            strerror(-r));
+        }
+        if (ret_removed)
+                *ret_removed = removed;
+        return 0;
+}
