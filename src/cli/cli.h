@@ -48,3 +48,4 @@ int cli_export(int argc, char **argv);
 int cli_apply(int argc, char **argv);
 int cli_assert(int argc, char **argv);
 int cli_plan(int argc, char **argv);
+int cli_service(int argc, char **argv);

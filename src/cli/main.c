@@ -204,6 +204,7 @@ int main(int argc, char **argv) {
                 {"apply", cli_apply},
                 {"assert", cli_assert},
                 {"plan", cli_plan},
+                {"service", cli_service},
         };
         const char *cmd = argv[optind];
         if (streq(cmd, "help")) {

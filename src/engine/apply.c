@@ -264,7 +264,13 @@ static int mode_phase(struct apply_ctx *x, struct mk_error *e) {
                         pending[n_pending++] = s->gpus[i].bus_id;
         }
         if (r >= 0 && n_pending > 0) {
-                if (x->o->skip_reset) {
+                if (x->o->skip_reset && x->o->mode_only) {
+                        /* As upstream: the mode is requested; a later reset applies it. */
+                        log_warning("%zu GPU(s) need a reset to change MIG mode, skipped (--skip-reset)", n_pending);
+                        free(pending);
+                        drop(&s, &d, &p);
+                        return 0;
+                } else if (x->o->skip_reset) {
                         r = mk_error_set(e, -EAGAIN,
                                          "%zu GPU(s) need a reset to change MIG mode, skipped (--skip-reset); reset "
                                          "them (or reboot) and run apply again",
@@ -353,7 +359,8 @@ static int verify(struct apply_ctx *x, struct mk_error *e) {
         if (r < 0)
                 return r;
         for (size_t i = 0; i < s->n_gpus && r >= 0; i++)
-                if (p[i].mode_change || (!x->o->mode_only && p[i].layout_change))
+                if ((p[i].mode_change && !(x->o->skip_reset && x->o->mode_only)) ||
+                    (!x->o->mode_only && p[i].layout_change))
                         r = mk_error_set(e, -EIO, "GPU %u: verification failed: the layout read back differs from "
                                                   "the target",
                                          s->gpus[i].index);

@@ -152,9 +152,7 @@ int mk_engine_apply_driverless(const struct mk_config *c, const struct mk_named_
                 if (r >= 0 && o->skip_reset)
                         for (size_t i = 0; i < n; i++)
                                 if (rep->plans[i].reset_needed) {
-                                        r = mk_error_set(e, -EAGAIN,
-                                                         "MIG mode changes wait for a GPU reset, skipped "
-                                                         "(--skip-reset)");
+                                        log_warning("MIG mode changes wait for a GPU reset, skipped (--skip-reset)");
                                         break;
                                 }
         }
