@@ -14,6 +14,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -22,6 +24,7 @@
 #include "base/dynbuf.h"
 #include "base/log.h"
 #include "base/macro.h"
+#include "base/parse.h"
 #include "base/spawn.h"
 #include "engine/engine.h"
 #include "nvml/nvml.h"
@@ -270,6 +273,73 @@ static int parse_frames(const char *data, size_t len, struct apply_outcome *a) {
         return 0;
 }
 
+/* The parent and process group of `pid` from /proc/PID/stat ("pid (comm)
+ * state ppid pgrp ..."; comm may hold blanks and parentheses). */
+static int proc_parent(const char *pid, pid_t *ret_ppid, pid_t *ret_pgrp) {
+        char path[300], buf[1024];
+        snprintf(path, sizeof(path), "/proc/%.256s/stat", pid);
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return negative_errno();
+        ssize_t n = read(fd, buf, sizeof(buf) - 1);
+        if (n <= 0)
+                return -EIO;
+        buf[n] = 0;
+        char *p = strrchr(buf, ')');
+        if (!p || p[1] != ' ' || !p[2] || p[3] != ' ')
+                return -EINVAL;
+        char *ppid = p + 4, *sp = strchr(ppid, ' ');
+        if (!sp)
+                return -EINVAL;
+        *sp = 0;
+        char *pgrp = sp + 1, *sp2 = strchr(pgrp, ' ');
+        if (!sp2)
+                return -EINVAL;
+        *sp2 = 0;
+        int a, b;
+        if (mk_parse_int(ppid, &a) < 0 || mk_parse_int(pgrp, &b) < 0)
+                return -EINVAL;
+        *ret_ppid = a;
+        *ret_pgrp = b;
+        return 0;
+}
+
+/* After the apply child was killed: the commands it ran (systemctl, hooks,
+ * nvidia-smi, each in a process group of its own) lost the parent that
+ * enforced their timeouts. As the child subreaper we inherited them: kill
+ * their groups and reap them, so nothing of the apply outlives it. */
+static void kill_orphans(void) {
+        pid_t self = getpid();
+        DIR *d = opendir("/proc");
+        if (!d) {
+                (void) log_warning_errno(negative_errno(),
+                                         "Cannot list /proc to find what the killed apply left running: %m, ignoring");
+                return;
+        }
+        struct dirent *de;
+        while ((de = readdir(d))) {
+                int pid;
+                pid_t ppid, pgrp;
+                if (mk_parse_int(de->d_name, &pid) < 0 || proc_parent(de->d_name, &ppid, &pgrp) < 0 || ppid != self)
+                        continue;
+                log_warning("Killing process %d (group %d) left running by the apply", pid, pgrp);
+                if (pgrp == pid)
+                        (void) kill(-pgrp, SIGKILL);
+                (void) kill(pid, SIGKILL);
+                while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+                        ;
+        }
+        closedir(d);
+}
+
+/* "3 s", "1500 ms" */
+static void format_ms(uint64_t ms, char *buf, size_t size) {
+        if (ms % 1000 == 0)
+                snprintf(buf, size, "%llu s", (unsigned long long) (ms / 1000));
+        else
+                snprintf(buf, size, "%llu ms", (unsigned long long) ms);
+}
+
 /* Forks the apply child and collects what it reports, within the apply
  * timeout. Returns negative only when the child could not be run. */
 static int run_apply(const struct mk_service_paths *p, const struct mk_service_settings *s, const struct mk_config *c,
@@ -279,6 +349,9 @@ static int run_apply(const struct mk_service_paths *p, const struct mk_service_s
                 int r = negative_errno();
                 return mk_error_set(e, r, "Cannot create a pipe: %s", strerror(-r));
         }
+        /* Orphans of the child become ours, for kill_orphans(). */
+        if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) < 0)
+                (void) log_debug_area_errno("service", negative_errno(), "Cannot become a child subreaper: %m, ignoring");
         fflush(stdout);
         fflush(stderr);
         pid_t pid = fork();
@@ -302,8 +375,9 @@ static int run_apply(const struct mk_service_paths *p, const struct mk_service_s
         for (;;) {
                 uint64_t now = now_ms();
                 if (!killed && now >= deadline) {
-                        log_error("The apply did not finish within %llu s: killing it",
-                                  (unsigned long long) (s->apply_timeout_ms / 1000));
+                        char limit[32];
+                        format_ms(s->apply_timeout_ms, limit, sizeof(limit));
+                        log_error("The apply did not finish within %s: killing it", limit);
                         (void) kill(pid, SIGKILL);
                         killed = true;
                         deadline = now + MK_BOOT_DRAIN_MS;
@@ -332,11 +406,15 @@ static int run_apply(const struct mk_service_paths *p, const struct mk_service_s
         mk_buf_done(&b);
         if (r < 0)
                 log_error("Out of memory reading the apply's report, ignoring");
+        if (killed || !a->have_result)
+                kill_orphans();
+        char limit[32];
+        format_ms(s->apply_timeout_ms, limit, sizeof(limit));
         if (killed)
                 snprintf(a->why, sizeof(a->why),
-                         "the apply did not finish within the apply timeout (%llu s; service.yaml timeouts.apply) and "
+                         "the apply did not finish within the apply timeout (%s; service.yaml timeouts.apply) and "
                          "was killed; the GPUs may be half-way, the next apply converges",
-                         (unsigned long long) (s->apply_timeout_ms / 1000));
+                         limit);
         else if (!a->have_result && WIFSIGNALED(status))
                 snprintf(a->why, sizeof(a->why), "the apply process was killed by signal %d", WTERMSIG(status));
         else if (!a->have_result)
@@ -508,9 +586,13 @@ int mk_service_boot(const struct mk_service_paths *p) {
                                  a.res.created_gis, a.res.created_cis);
                 break;
         case MK_BOOT_REBOOT_NEEDED:
-                log_err("MIG config could not be applied", &a.res.e);
-                if (d.reboot)
+                if (d.reboot) {
+                        char buf[MK_ERROR_MSG_MAX + 2 * MK_ERROR_LOC_MAX];
+                        log_warning("MIG config '%s' needs a reboot: %s", name,
+                                    mk_error_format(&a.res.e, buf, sizeof(buf)));
                         break;
+                }
+                log_err("MIG config could not be applied", &a.res.e);
                 if (!s->reboot)
                         log_error("A reboot is needed to change the MIG mode of config '%s' (no GPU reset is possible "
                                   "on this node), and rebooting is disabled ('reboot: false' in '%s'): reboot the "
