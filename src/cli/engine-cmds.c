@@ -8,7 +8,6 @@
 #include "base/parse.h"
 #include "cli/cli.h"
 #include "engine/engine.h"
-#include "nvml/nvml.h"
 
 /* assert's exit codes (docs/engine.md) */
 #define MK_EXIT_NOT_APPLIED 1
@@ -258,35 +257,6 @@ static int load(const struct args *a, struct mk_config **ret_c, struct mk_hooks 
         return 0;
 }
 
-/* Snapshot + desired + plans for assert and plan. */
-static int compute(const struct args *a, const struct mk_config *c, struct mk_snapshot **ret_s,
-                   struct mk_gpu_plan **ret_p, struct mk_error *e) {
-        const struct mk_named_config *nc;
-        int r = mk_config_select(c, a->selected, &nc, e);
-        if (r < 0)
-                return r;
-        _cleanup_nvml_ struct mk_nvml *n = NULL;
-        r = mk_nvml_open(NULL, &n, e);
-        if (r < 0)
-                return r;
-        struct mk_snapshot *s = NULL;
-        r = mk_nvml_snapshot(n, &s, e);
-        if (r < 0)
-                return r;
-        struct mk_desired *d = NULL;
-        r = mk_engine_desired(s, c, nc, &d, e);
-        if (r >= 0) {
-                r = mk_engine_plan_all(s, d, ret_p, e);
-                mk_desired_free(d, s->n_gpus);
-        }
-        if (r < 0) {
-                mk_snapshot_free(s);
-                return r;
-        }
-        *ret_s = s;
-        return 0;
-}
-
 int cli_plan(int argc, char **argv) {
         struct args a;
         int r = parse_args(CMD_PLAN, argc, argv, &a);
@@ -298,7 +268,7 @@ int cli_plan(int argc, char **argv) {
         struct mk_error e = {0};
         struct mk_snapshot *s = NULL;
         struct mk_gpu_plan *p = NULL;
-        if (compute(&a, c, &s, &p, &e) < 0)
+        if (mk_engine_plan_selected(c, a.selected, &s, &p, &e) < 0)
                 return cli_fail(&e);
         if (a.fmt == MK_OUTPUT_JSON) {
                 json_t *root = json_pack("{s:o}", "gpus", plan_json(s, p));
@@ -331,7 +301,7 @@ int cli_assert(int argc, char **argv) {
         }
         struct mk_snapshot *s = NULL;
         struct mk_gpu_plan *p = NULL;
-        if (compute(&a, c, &s, &p, &e) < 0) {
+        if (mk_engine_plan_selected(c, a.selected, &s, &p, &e) < 0) {
                 cli_fail(&e);
                 return MK_EXIT_CANNOT_CHECK;
         }

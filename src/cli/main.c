@@ -22,6 +22,7 @@ static void help(void) {
                "  apply                 Apply a MIG configuration (mig-parted v1 config and hooks)\n"
                "  assert                Check that a MIG configuration is applied\n"
                "  plan                  Show what apply would do, without doing it\n"
+               "  service               Node service: boot-time apply, selection, reboot marker\n"
                "\n"
                "Global options:\n"
                "  --simulate MACHINE    Run against the NVML simulator, on a simulated MACHINE\n"

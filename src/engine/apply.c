@@ -102,6 +102,34 @@ int mk_engine_plan_all(const struct mk_snapshot *s, const struct mk_desired *d, 
         return 0;
 }
 
+int mk_engine_plan_selected(const struct mk_config *c, const char *name, struct mk_snapshot **ret_s,
+                            struct mk_gpu_plan **ret_p, struct mk_error *e) {
+        const struct mk_named_config *nc;
+        int r = mk_config_select(c, name, &nc, e);
+        if (r < 0)
+                return r;
+        _cleanup_nvml_ struct mk_nvml *n = NULL;
+        r = mk_nvml_open(NULL, &n, e);
+        if (r < 0)
+                return r;
+        struct mk_snapshot *s = NULL;
+        r = mk_nvml_snapshot(n, &s, e);
+        if (r < 0)
+                return r;
+        struct mk_desired *d = NULL;
+        r = mk_engine_desired(s, c, nc, &d, e);
+        if (r >= 0) {
+                r = mk_engine_plan_all(s, d, ret_p, e);
+                mk_desired_free(d, s->n_gpus);
+        }
+        if (r < 0) {
+                mk_snapshot_free(s);
+                return r;
+        }
+        *ret_s = s;
+        return 0;
+}
+
 static bool plans_change(const struct mk_gpu_plan *p, size_t n, bool mode_only) {
         for (size_t i = 0; i < n; i++)
                 if (p[i].mode_change || (!mode_only && p[i].layout_change))

@@ -60,6 +60,11 @@ int mk_engine_plan_all(const struct mk_snapshot *s, const struct mk_desired *d, 
                        struct mk_error *e);
 void mk_gpu_plans_free(struct mk_gpu_plan *p, size_t n);
 
+/* Reads the GPUs (NVML) and plans the selected config on each, changing
+ * nothing: what `plan` prints and `assert` checks. Caller frees both. */
+int mk_engine_plan_selected(const struct mk_config *c, const char *name, struct mk_snapshot **ret_s,
+                            struct mk_gpu_plan **ret_p, struct mk_error *e);
+
 struct mk_apply_report {
         size_t n_gpus;
         struct mk_gpu_plan *plans;    /* the plans as first computed (what was to be done) */

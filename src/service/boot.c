@@ -27,7 +27,6 @@
 #include "base/parse.h"
 #include "base/spawn.h"
 #include "engine/engine.h"
-#include "nvml/nvml.h"
 #include "service/boot.h"
 #include "service/clients.h"
 #include "service/settings.h"
@@ -68,34 +67,17 @@ struct mk_boot_decision mk_boot_decide(enum mk_boot_outcome o, bool reboot_enabl
 
 int mk_service_check(const struct mk_config *c, const char *name, bool mode_only, size_t *ret_differ,
                      struct mk_error *e) {
-        const struct mk_named_config *nc = NULL;
-        int r = mk_config_select(c, name, &nc, e);
-        if (r < 0)
-                return r;
-        _cleanup_nvml_ struct mk_nvml *n = NULL;
-        r = mk_nvml_open(NULL, &n, e);
-        if (r < 0)
-                return r;
         struct mk_snapshot *s = NULL;
-        r = mk_nvml_snapshot(n, &s, e);
+        struct mk_gpu_plan *p = NULL;
+        int r = mk_engine_plan_selected(c, name, &s, &p, e);
         if (r < 0)
                 return r;
-        struct mk_desired *d = NULL;
-        struct mk_gpu_plan *p = NULL;
-        r = mk_engine_desired(s, c, nc, &d, e);
-        if (r >= 0) {
-                r = mk_engine_plan_all(s, d, &p, e);
-                mk_desired_free(d, s->n_gpus);
-        }
         size_t differ = 0;
-        for (size_t i = 0; r >= 0 && i < s->n_gpus; i++)
+        for (size_t i = 0; i < s->n_gpus; i++)
                 if (p[i].mode_change || (!mode_only && p[i].layout_change))
                         differ++;
-        if (r >= 0)
-                mk_gpu_plans_free(p, s->n_gpus);
+        mk_gpu_plans_free(p, s->n_gpus);
         mk_snapshot_free(s);
-        if (r < 0)
-                return r;
         *ret_differ = differ;
         return 0;
 }
