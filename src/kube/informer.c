@@ -1,0 +1,178 @@
+/* LIST + WATCH with a store keyed by namespace/name. */
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "base/error.h"
+#include "base/log.h"
+#include "base/macro.h"
+#include "kube/informer.h"
+#include "kube/kube.h"
+
+struct informer {
+        const char *path;
+        mk_kube_informer_fn fn;
+        void *userdata;
+        json_t *store;          /* "namespace/name" -> object */
+        int fn_result;          /* fn's last non-zero answer */
+};
+
+static int object_key(json_t *obj, char **ret) {
+        json_t *md = json_object_get(obj, "metadata");
+        const char *name = json_string_value(json_object_get(md, "name"));
+        const char *ns = json_string_value(json_object_get(md, "namespace"));
+        if (!name || !*name)
+                return -EBADMSG;
+        if (asprintf(ret, "%s/%s", ns ? ns : "", name) < 0)
+                return -ENOMEM;
+        return 0;
+}
+
+static const char *object_rv(json_t *obj) {
+        return json_string_value(json_object_get(json_object_get(obj, "metadata"), "resourceVersion"));
+}
+
+static int call(struct informer *in, enum mk_kube_event_type type, json_t *obj, json_t *old) {
+        int r = in->fn(type, obj, old, in->userdata);
+        if (r != 0)
+                in->fn_result = r;
+        return r;
+}
+
+/* Replaces the store with the listed items, calling back for differences. */
+static int sync_list(struct informer *in, json_t *list, struct mk_error *e) {
+        _cleanup_(json_decrefp) json_t *fresh = json_object();
+        size_t i;
+        json_t *item;
+        int r;
+
+        if (!fresh)
+                return -ENOMEM;
+        json_array_foreach(json_object_get(list, "items"), i, item) {
+                _cleanup_free_ char *key = NULL;
+                r = object_key(item, &key);
+                if (r < 0)
+                        return mk_error_set(e, r, "LIST %s: item %zu has no metadata.name", in->path, i);
+                if (json_object_set(fresh, key, item) < 0)
+                        return -ENOMEM;
+                json_t *old = json_object_get(in->store, key);
+                if (!old)
+                        r = call(in, MK_KUBE_EVENT_ADDED, item, NULL);
+                else if (!object_rv(item) || !object_rv(old) || !streq(object_rv(item), object_rv(old)))
+                        r = call(in, MK_KUBE_EVENT_MODIFIED, item, old);
+                else
+                        r = 0;
+                if (r != 0)
+                        return r;
+        }
+        const char *key;
+        json_t *old;
+        json_object_foreach(in->store, key, old) {
+                if (json_object_get(fresh, key))
+                        continue;
+                r = call(in, MK_KUBE_EVENT_DELETED, old, old);
+                if (r != 0)
+                        return r;
+        }
+        json_decref(in->store);
+        in->store = TAKE_PTR(fresh);
+        return 0;
+}
+
+static int on_event(enum mk_kube_event_type type, json_t *obj, void *userdata) {
+        struct informer *in = userdata;
+        _cleanup_free_ char *key = NULL;
+        int r;
+
+        if (type == MK_KUBE_EVENT_BOOKMARK)
+                return 0;
+        r = object_key(obj, &key);
+        if (r < 0)
+                return r;
+        _cleanup_(json_decrefp) json_t *old = json_incref(json_object_get(in->store, key));
+        if (type == MK_KUBE_EVENT_DELETED) {
+                (void) json_object_del(in->store, key);
+                return call(in, MK_KUBE_EVENT_DELETED, obj, old);
+        }
+        if (json_object_set(in->store, key, obj) < 0)
+                return -ENOMEM;
+        return call(in, old ? MK_KUBE_EVENT_MODIFIED : MK_KUBE_EVENT_ADDED, obj, old);
+}
+
+int mk_kube_informer_run(struct mk_kube *k, const char *path, const struct mk_kube_informer_opts *o,
+                         mk_kube_informer_fn fn, void *userdata, struct mk_error *e) {
+        static const struct mk_kube_informer_opts none = {};
+        struct informer in = {.path = path, .fn = fn, .userdata = userdata, .store = json_object()};
+        unsigned failures = 0;
+        uint64_t rnd = 0;
+        int r;
+
+        if (!in.store)
+                return -ENOMEM;
+        if (!o)
+                o = &none;
+        struct mk_kube_list_opts lo = {
+                .label_selector = o->label_selector,
+                .field_selector = o->field_selector,
+                .limit = o->page_limit,
+        };
+        struct mk_kube_watch_opts wo = {
+                .label_selector = o->label_selector,
+                .field_selector = o->field_selector,
+                .timeout_seconds = o->watch_timeout_seconds,
+                .allow_bookmarks = true,
+                .cancel = o->cancel,
+        };
+
+        for (;;) {
+                if (o->cancel && atomic_load(o->cancel)) {
+                        r = mk_error_set(e, -ECANCELED, "informer on %s: cancelled", path);
+                        break;
+                }
+                _cleanup_(json_decrefp) json_t *list = NULL;
+                _cleanup_free_ char *rv = NULL;
+                r = mk_kube_list(k, path, &lo, &list, e);
+                if (r >= 0) {
+                        r = sync_list(&in, list, e);
+                        if (r != 0 && in.fn_result != 0)
+                                break;
+                }
+                if (r >= 0) {
+                        const char *v = json_string_value(json_object_get(json_object_get(list, "metadata"),
+                                                                          "resourceVersion"));
+                        rv = strdup(v ? v : "");
+                        if (!rv) {
+                                r = -ENOMEM;
+                                break;
+                        }
+                        log_debug_area("k8s", "Informer on '%s': %zu objects at version '%s'", path,
+                                       json_object_size(in.store), rv);
+                        failures = 0;
+                        r = mk_kube_watch(k, path, &wo, &rv, on_event, &in, e);
+                        if (in.fn_result != 0)
+                                break;
+                        if (r == 0)
+                                continue; /* cannot happen without `once`; relist */
+                }
+                if (r == -ECANCELED || !mk_kube_error_is_transient(r))
+                        break;
+                failures++;
+                if (r == -ESTALE && failures == 1) {
+                        log_debug_area("k8s", "Informer on '%s': version too old, relisting", path);
+                        continue;
+                }
+                unsigned d = mk_kube_backoff_ms(k, failures, &rnd);
+                log_debug_area("k8s", "Informer on '%s': %s, relisting in %u ms", path, strerror(-r), d);
+                if (mk_kube_sleep_ms(d, o->cancel) < 0) {
+                        r = mk_error_set(e, -ECANCELED, "informer on %s: cancelled", path);
+                        break;
+                }
+        }
+        json_decref(in.store);
+        if (in.fn_result != 0)
+                return in.fn_result > 0 ? 0 : in.fn_result;
+        return r;
+}
