@@ -33,9 +33,8 @@ struct mk_snapshot *cli_snapshot(void);
 /* Prints "Error: <formatted error>" on stderr and returns MK_EXIT_FAILURE. */
 int cli_fail(const struct mk_error *e);
 
-/* Writes `v` as YAML (block style; arrays of scalars in flow style, empty
- * objects as {}); keys sorted when sort_keys. Strings that YAML would read as
- * another type are double-quoted. */
+/* Writes `v` as YAML with mk_yaml_write() (spec/emit.h); keys of nested
+ * objects sorted when sort_keys. Prints an error line on a write failure. */
 void cli_print_yaml(FILE *f, const json_t *v, bool sort_keys);
 /* Writes `v` as JSON with 2-space indent and a final newline. */
 void cli_print_json(FILE *f, const json_t *v);
@@ -45,6 +44,7 @@ const char *cli_mig_mode_str(enum mk_mig_mode m);
 
 int cli_profiles(int argc, char **argv);
 int cli_export(int argc, char **argv);
+int cli_generate_config(int argc, char **argv);
 int cli_apply(int argc, char **argv);
 int cli_assert(int argc, char **argv);
 int cli_plan(int argc, char **argv);

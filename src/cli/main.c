@@ -19,6 +19,7 @@ static void help(void) {
                "Commands:\n"
                "  profiles              GPU and compute instance profiles each GPU reports\n"
                "  export                Current MIG layout as a mig-parted v1 config\n"
+               "  generate-config       A mig-parted v1 config from the profiles the GPUs report\n"
                "  apply                 Apply a MIG configuration (mig-parted v1 config and hooks)\n"
                "  assert                Check that a MIG configuration is applied\n"
                "  plan                  Show what apply would do, without doing it\n"
@@ -202,6 +203,7 @@ int main(int argc, char **argv) {
         } commands[] = {
                 {"profiles", cli_profiles},
                 {"export", cli_export},
+                {"generate-config", cli_generate_config},
                 {"apply", cli_apply},
                 {"assert", cli_assert},
                 {"plan", cli_plan},

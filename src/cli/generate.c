@@ -1,0 +1,94 @@
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/log.h"
+#include "base/macro.h"
+#include "cli/cli.h"
+#include "engine/generate.h"
+#include "service/state.h"
+#include "spec/emit.h"
+
+static void help(void) {
+        printf("Usage: migkit generate-config [-f OUTPUT] [-o yaml|json]\n"
+               "\n"
+               "Generate a mig-parted v1 config from the MIG profiles the GPUs report:\n"
+               "all-disabled, all-enabled, all-<profile> for every GPU instance profile and\n"
+               "all-balanced, with device filters on nodes with several MIG-capable models.\n"
+               "\n"
+               "  -f, --output-file FILE          (env MIG_PARTED_OUTPUT_FILE, default stdout;\n"
+               "                                  written atomically)\n"
+               "  -o, --output-format yaml|json   (env MIG_PARTED_OUTPUT_FORMAT, default yaml)\n");
+}
+
+int cli_generate_config(int argc, char **argv) {
+        static const struct option options[] = {
+                {"output-file", required_argument, NULL, 'f'},
+                {"output-format", required_argument, NULL, 'o'},
+                {"help", no_argument, NULL, 'h'},
+                {},
+        };
+        const char *file = secure_getenv("MIG_PARTED_OUTPUT_FILE");
+        const char *format = secure_getenv("MIG_PARTED_OUTPUT_FORMAT");
+        int c;
+        while ((c = getopt_long(argc, argv, "f:o:h", options, NULL)) >= 0)
+                switch (c) {
+                case 'f':
+                        file = optarg;
+                        break;
+                case 'o':
+                        format = optarg;
+                        break;
+                case 'h':
+                        help();
+                        return MK_EXIT_OK;
+                default:
+                        return MK_EXIT_USAGE;
+                }
+        if (optind < argc) {
+                fprintf(stderr, "Error: unexpected argument '%s'\n", argv[optind]);
+                return MK_EXIT_USAGE;
+        }
+        if (!format || !*format)
+                format = "yaml";
+        enum mk_output_format fmt = mk_output_format_from_string(format);
+        if (fmt != MK_OUTPUT_JSON && fmt != MK_OUTPUT_YAML) {
+                fprintf(stderr, "Error: unrecognized 'output-format': %s (yaml or json)\n", format);
+                return MK_EXIT_USAGE;
+        }
+
+        _cleanup_(mk_snapshot_freep) struct mk_snapshot *s = cli_snapshot();
+        if (!s)
+                return MK_EXIT_FAILURE;
+        struct mk_error e = {0};
+        json_t *root = NULL;
+        if (mk_generate_config(s, &root, &e) < 0)
+                return cli_fail(&e);
+
+        _cleanup_free_ char *text = NULL;
+        if (fmt == MK_OUTPUT_JSON) {
+                _cleanup_free_ char *j = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+                if (j && asprintf(&text, "%s\n", j) < 0)
+                        text = NULL;
+        } else
+                text = mk_yaml_dump(root, true);
+        json_decref(root);
+        if (!text) {
+                mk_error_set(&e, -ENOMEM, "Out of memory while rendering the config");
+                return cli_fail(&e);
+        }
+
+        if (!file || !*file || streq(file, "-")) {
+                fputs(text, stdout);
+                if (fflush(stdout) != 0) {
+                        int r = negative_errno();
+                        mk_error_set(&e, r, "Failed to write the config to stdout: %s", strerror(-r));
+                        return cli_fail(&e);
+                }
+                return MK_EXIT_OK;
+        }
+        if (mk_service_write_atomic(file, text, strlen(text), 0644, &e) < 0)
+                return cli_fail(&e);
+        log_info("Generated MIG config written to '%s'", file);
+        return MK_EXIT_OK;
+}
