@@ -39,6 +39,10 @@ void cli_print_yaml(FILE *f, const json_t *v, bool sort_keys);
 /* Writes `v` as JSON with 2-space indent and a final newline. */
 void cli_print_json(FILE *f, const json_t *v);
 
+/* Parses a `-o` value that must be yaml or json (NULL or empty: yaml);
+ * prints the upstream-style error and returns -EINVAL otherwise. */
+int cli_parse_yaml_or_json(const char *format, enum mk_output_format *ret);
+
 /* "enabled", "disabled" or "unsupported". */
 const char *cli_mig_mode_str(enum mk_mig_mode m);
 

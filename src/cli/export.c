@@ -80,15 +80,11 @@ int cli_export(int argc, char **argv) {
                 fprintf(stderr, "Error: unexpected argument '%s'\n", argv[optind]);
                 return MK_EXIT_USAGE;
         }
-        if (!format || !*format)
-                format = "yaml";
         if (!label || !*label)
                 label = "current";
-        enum mk_output_format fmt = mk_output_format_from_string(format);
-        if (fmt != MK_OUTPUT_JSON && fmt != MK_OUTPUT_YAML) {
-                fprintf(stderr, "Error: unrecognized 'output-format': %s (yaml or json)\n", format);
+        enum mk_output_format fmt;
+        if (cli_parse_yaml_or_json(format, &fmt) < 0)
                 return MK_EXIT_USAGE;
-        }
         if (strlen(label) > 253) {
                 fprintf(stderr, "Error: config label '%.32s...' is longer than 253 characters\n", label);
                 return MK_EXIT_USAGE;

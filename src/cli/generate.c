@@ -49,13 +49,9 @@ int cli_generate_config(int argc, char **argv) {
                 fprintf(stderr, "Error: unexpected argument '%s'\n", argv[optind]);
                 return MK_EXIT_USAGE;
         }
-        if (!format || !*format)
-                format = "yaml";
-        enum mk_output_format fmt = mk_output_format_from_string(format);
-        if (fmt != MK_OUTPUT_JSON && fmt != MK_OUTPUT_YAML) {
-                fprintf(stderr, "Error: unrecognized 'output-format': %s (yaml or json)\n", format);
+        enum mk_output_format fmt;
+        if (cli_parse_yaml_or_json(format, &fmt) < 0)
                 return MK_EXIT_USAGE;
-        }
 
         _cleanup_(mk_snapshot_freep) struct mk_snapshot *s = cli_snapshot();
         if (!s)

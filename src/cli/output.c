@@ -24,6 +24,18 @@ const char *mk_output_format_to_string(enum mk_output_format f) {
         return f >= 0 && f < _MK_OUTPUT_MAX ? output_format_table[f] : NULL;
 }
 
+int cli_parse_yaml_or_json(const char *format, enum mk_output_format *ret) {
+        if (!format || !*format)
+                format = "yaml";
+        enum mk_output_format f = mk_output_format_from_string(format);
+        if (f != MK_OUTPUT_JSON && f != MK_OUTPUT_YAML) {
+                fprintf(stderr, "Error: unrecognized 'output-format': %s (yaml or json)\n", format);
+                return -EINVAL;
+        }
+        *ret = f;
+        return 0;
+}
+
 const char *cli_mig_mode_str(enum mk_mig_mode m) {
         switch (m) {
         case MK_MIG_ENABLED:
