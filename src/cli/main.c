@@ -24,6 +24,7 @@ static void help(void) {
                "  assert                Check that a MIG configuration is applied\n"
                "  plan                  Show what apply would do, without doing it\n"
                "  service               Node service: boot-time apply, selection, reboot marker\n"
+               "  manager               Kubernetes MIG manager: follow the node's nvidia.com/mig.config label\n"
                "\n"
                "Global options:\n"
                "  --simulate MACHINE    Run against the NVML simulator, on a simulated MACHINE\n"
@@ -208,6 +209,7 @@ int main(int argc, char **argv) {
                 {"assert", cli_assert},
                 {"plan", cli_plan},
                 {"service", cli_service},
+                {"manager", cli_manager},
         };
         const char *cmd = argv[optind];
         if (streq(cmd, "help")) {

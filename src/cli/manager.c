@@ -1,0 +1,364 @@
+/* migkit manager: the Kubernetes MIG manager (docs/manager.md). Flags and
+ * environment variables follow nvidia-mig-manager's (mig-parted.md §8.1):
+ * every flag also reads its variable. */
+#include <fcntl.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/log.h"
+#include "base/macro.h"
+#include "base/parse.h"
+#include "cli/cli.h"
+#include "engine/generate.h"
+#include "kube/kube.h"
+#include "kube/kubeconfig.h"
+#include "manager/manager.h"
+#include "service/settings.h"
+#include "spec/config.h"
+#include "spec/emit.h"
+#include "spec/hooks.h"
+#include "spec/yaml.h"
+
+#define MK_MANAGER_DEFAULT_HOST_ROOT "/host"
+#define MK_MANAGER_DEFAULT_GENERATED "/etc/nvidia-mig-manager/generated-config.yaml"
+
+static atomic_bool manager_cancel;
+
+static void on_signal(int sig) {
+        (void) sig;
+        atomic_store(&manager_cancel, true);
+}
+
+static void help(void) {
+        printf("Usage: migkit manager -n NODE [OPTIONS]\n"
+               "\n"
+               "The Kubernetes MIG manager: applies the MIG config named by the node's\n"
+               "nvidia.com/mig.config label and reports nvidia.com/mig.config.state.\n"
+               "\n"
+               "Options (each also read from the environment variable in brackets):\n"
+               "      --kubeconfig PATH             Kubeconfig file [KUBECONFIG]; default: in-cluster\n"
+               "  -n, --node-name NAME              This node's name [NODE_NAME], required\n"
+               "  -f, --config-file PATH            mig-parted v1 config [CONFIG_FILE]; default: generated\n"
+               "                                    from the GPUs' profiles and published as ConfigMap\n"
+               "                                    <node>-mig-config in POD_NAMESPACE\n"
+               "  -k, --hooks-file PATH             Hooks file [HOOKS_FILE]\n"
+               "  -r, --with-reboot                 Reboot once when a mode change needs it [WITH_REBOOT]\n"
+               "  -d, --with-shutdown-host-gpu-clients\n"
+               "                                    Stop host GPU clients around a change\n"
+               "                                    [WITH_SHUTDOWN_HOST_GPU_CLIENTS]\n"
+               "  -g, --gpu-clients-file PATH       Host GPU clients (version: v1, systemd-services: [...])\n"
+               "                                    [GPU_CLIENTS_FILE]; default: upstream's list\n"
+               "  -m, --host-root-mount PATH        Host root [HOST_ROOT_MOUNT] (default /host): reboot marker\n"
+               "                                    in <root>/var/lib/migkit\n"
+               "      --pod-wait-timeout SECONDS    Wait for GPU pods to leave [POD_WAIT_TIMEOUT] (300)\n"
+               "      --backoff-initial SECONDS     First retry after a failure [RETRY_BACKOFF_INITIAL] (10)\n"
+               "      --backoff-max SECONDS         Longest retry interval [RETRY_BACKOFF_MAX] (300)\n"
+               "      --generated-config-file PATH  Where the generated config is written\n"
+               "                                    [GENERATED_CONFIG_FILE] (" MK_MANAGER_DEFAULT_GENERATED ")\n"
+               "\n"
+               "Also read: POD_NAME, POD_NAMESPACE (ConfigMap and owner), DEFAULT_CONFIG_FILE (used\n"
+               "when no config can be generated), EVENT_NAMESPACE (Events, default 'default').\n");
+}
+
+static const char *env(const char *name) {
+        const char *v = secure_getenv(name);
+        return v && *v ? v : NULL;
+}
+
+static int env_bool(const char *name, bool *b) {
+        const char *v = env(name);
+        if (v && mk_parse_bool(v, b) < 0) {
+                fprintf(stderr, "Error: invalid %s='%s' (want true or false)\n", name, v);
+                return -EINVAL;
+        }
+        return 0;
+}
+
+static int parse_secs(const char *what, const char *v, unsigned *ret) {
+        uint32_t u;
+        if (!v)
+                return 0;
+        if (mk_parse_u32(v, &u) < 0 || u == 0 || u > 86400) {
+                fprintf(stderr, "Error: invalid %s '%s' (seconds, 1..86400)\n", what, v);
+                return -EINVAL;
+        }
+        *ret = u;
+        return 0;
+}
+
+/* Upstream's host clients file: version: v1, systemd-services: [units]. */
+static int load_clients(const char *path, struct mk_service_settings **ret) {
+        _cleanup_(mk_service_settings_freep) struct mk_service_settings *s = NULL;
+        struct mk_error e = {0};
+        if (mk_service_settings_default(&s) < 0)
+                return -ENOMEM;
+        s->container_images = strv_free(s->container_images);
+        s->container_images = calloc(1, sizeof(char *));
+        s->n_container_images = 0;
+        if (!s->container_images)
+                return -ENOMEM;
+        if (path) {
+                FILE *f = fopen(path, "re");
+                if (!f) {
+                        int err = -errno;
+                        fprintf(stderr, "Error: cannot open GPU clients file '%s': %s\n", path, strerror(-err));
+                        return err;
+                }
+                _cleanup_free_ char *data = malloc(MK_MAX_SERVICE_YAML_BYTES + 1);
+                size_t len = data ? fread(data, 1, MK_MAX_SERVICE_YAML_BYTES + 1, f) : 0;
+                bool read_error = ferror(f);
+                fclose(f);
+                if (!data)
+                        return -ENOMEM;
+                if (read_error) {
+                        fprintf(stderr, "Error: cannot read GPU clients file '%s'\n", path);
+                        return -EIO;
+                }
+                if (len > MK_MAX_SERVICE_YAML_BYTES) {
+                        fprintf(stderr, "Error: GPU clients file '%s' is larger than %u bytes\n", path,
+                                MK_MAX_SERVICE_YAML_BYTES);
+                        return -E2BIG;
+                }
+                struct mk_yaml_doc *doc = NULL;
+                if (mk_yaml_parse(data, len, path, &doc, &e) < 0) {
+                        (void) cli_fail(&e);
+                        return -EINVAL;
+                }
+                struct mk_yaml_node *root = doc->root, *units = NULL;
+                for (size_t i = 0; root && root->kind == MK_YAML_MAPPING && i + 1 < root->n_items; i += 2)
+                        if (root->items[i]->kind == MK_YAML_SCALAR && streq(root->items[i]->value, "systemd-services"))
+                                units = root->items[i + 1];
+                if (units && units->kind == MK_YAML_SEQUENCE && units->n_items > MK_MAX_GPU_CLIENTS) {
+                        fprintf(stderr, "Error: %s: more than %u systemd-services\n", path, MK_MAX_GPU_CLIENTS);
+                        mk_yaml_doc_free(doc);
+                        return -E2BIG;
+                }
+                char **l = calloc((units && units->kind == MK_YAML_SEQUENCE ? units->n_items : 0) + 1,
+                                  sizeof(char *));
+                size_t k = 0;
+                for (size_t i = 0; l && units && units->kind == MK_YAML_SEQUENCE && i < units->n_items; i++) {
+                        const struct mk_yaml_node *u = units->items[i];
+                        if (u->kind != MK_YAML_SCALAR || !mk_service_unit_name_valid(u->value)) {
+                                fprintf(stderr, "Error: %s:%u:%u: not a systemd unit name\n", path, u->line,
+                                        u->column);
+                                strv_free(l);
+                                mk_yaml_doc_free(doc);
+                                return -EINVAL;
+                        }
+                        l[k] = strdup(u->value);
+                        if (l[k])
+                                k++;
+                }
+                mk_yaml_doc_free(doc);
+                if (!l)
+                        return -ENOMEM;
+                strv_free(s->systemd_services);
+                s->systemd_services = l;
+                s->n_systemd_services = k;
+        }
+        *ret = TAKE_PTR(s);
+        return 0;
+}
+
+/* The config when no -f: generated from the GPUs, else DEFAULT_CONFIG_FILE. */
+static int generate(const char *node, const char *out_path, char **ret_yaml, struct mk_config **ret) {
+        struct mk_error e = {0};
+        int r = -ENODATA;
+        json_t *j = NULL;
+        struct mk_snapshot *s = cli_snapshot();
+        if (!s)
+                return -EIO;
+        r = mk_generate_config(s, &j, &e);
+        mk_snapshot_free(s);
+        if (r < 0) {
+                const char *def = env("DEFAULT_CONFIG_FILE");
+                if (!def) {
+                        fprintf(stderr, "Error: cannot generate a MIG config (%s) and DEFAULT_CONFIG_FILE is unset\n",
+                                e.msg);
+                        return r;
+                }
+                log_warning("Cannot generate a MIG config (%s): using DEFAULT_CONFIG_FILE '%s'", e.msg, def);
+                if (mk_config_load(def, ret, &e) < 0) {
+                        (void) cli_fail(&e);
+                        return -EINVAL;
+                }
+                *ret_yaml = NULL;
+                return 0;
+        }
+        _cleanup_free_ char *body = mk_yaml_dump(j, true);
+        json_decref(j);
+        if (!body)
+                return -ENOMEM;
+        char *yaml = NULL;
+        if (asprintf(&yaml, "# Generated by migkit manager on node '%s' from the MIG profiles its GPUs report.\n"
+                            "# Choose a config by labelling the node nvidia.com/mig.config=<name>.\n%s",
+                     node, body) < 0)
+                return -ENOMEM;
+        r = mk_config_parse(yaml, strlen(yaml), out_path, ret, &e);
+        if (r < 0) {
+                free(yaml);
+                (void) cli_fail(&e);
+                return r;
+        }
+        int fd = open(out_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        if (fd < 0 || write(fd, yaml, strlen(yaml)) != (ssize_t) strlen(yaml))
+                log_warning("Cannot write the generated config to '%s', ignoring: %m", out_path);
+        if (fd >= 0)
+                close(fd);
+        *ret_yaml = yaml;
+        return 0;
+}
+
+int cli_manager(int argc, char **argv) {
+        enum { OPT_KUBECONFIG = 0x100, OPT_POD_WAIT, OPT_BACKOFF_INITIAL, OPT_BACKOFF_MAX, OPT_GENERATED };
+        static const struct option options[] = {
+                {"help", no_argument, NULL, 'h'},
+                {"kubeconfig", required_argument, NULL, OPT_KUBECONFIG},
+                {"node-name", required_argument, NULL, 'n'},
+                {"config-file", required_argument, NULL, 'f'},
+                {"hooks-file", required_argument, NULL, 'k'},
+                {"with-reboot", no_argument, NULL, 'r'},
+                {"with-shutdown-host-gpu-clients", no_argument, NULL, 'd'},
+                {"gpu-clients-file", required_argument, NULL, 'g'},
+                {"host-root-mount", required_argument, NULL, 'm'},
+                {"pod-wait-timeout", required_argument, NULL, OPT_POD_WAIT},
+                {"backoff-initial", required_argument, NULL, OPT_BACKOFF_INITIAL},
+                {"backoff-max", required_argument, NULL, OPT_BACKOFF_MAX},
+                {"generated-config-file", required_argument, NULL, OPT_GENERATED},
+                {},
+        };
+        const char *kubeconfig = env("KUBECONFIG"), *config_file = env("CONFIG_FILE"), *hooks = env("HOOKS_FILE"),
+                   *clients_file = env("GPU_CLIENTS_FILE"), *host_root = env("HOST_ROOT_MOUNT"),
+                   *generated = env("GENERATED_CONFIG_FILE");
+        const char *node = env("NODE_NAME"), *pod_wait = env("POD_WAIT_TIMEOUT"),
+                   *b_init = env("RETRY_BACKOFF_INITIAL"), *b_max = env("RETRY_BACKOFF_MAX");
+        struct mk_manager_opts o = {.cancel = &manager_cancel};
+        if (env_bool("WITH_REBOOT", &o.with_reboot) < 0 ||
+            env_bool("WITH_SHUTDOWN_HOST_GPU_CLIENTS", &o.with_shutdown_host_gpu_clients) < 0)
+                return MK_EXIT_USAGE;
+        int c;
+        while ((c = getopt_long(argc, argv, "hn:f:k:rdg:m:", options, NULL)) >= 0)
+                switch (c) {
+                case 'h':
+                        help();
+                        return MK_EXIT_OK;
+                case OPT_KUBECONFIG:
+                        kubeconfig = optarg;
+                        break;
+                case 'n':
+                        node = optarg;
+                        break;
+                case 'f':
+                        config_file = optarg;
+                        break;
+                case 'k':
+                        hooks = optarg;
+                        break;
+                case 'r':
+                        o.with_reboot = true;
+                        break;
+                case 'd':
+                        o.with_shutdown_host_gpu_clients = true;
+                        break;
+                case 'g':
+                        clients_file = optarg;
+                        break;
+                case 'm':
+                        host_root = optarg;
+                        break;
+                case OPT_POD_WAIT:
+                        pod_wait = optarg;
+                        break;
+                case OPT_BACKOFF_INITIAL:
+                        b_init = optarg;
+                        break;
+                case OPT_BACKOFF_MAX:
+                        b_max = optarg;
+                        break;
+                case OPT_GENERATED:
+                        generated = optarg;
+                        break;
+                default:
+                        return MK_EXIT_USAGE;
+                }
+        if (optind < argc) {
+                fprintf(stderr, "Error: unexpected argument '%s'\n", argv[optind]);
+                return MK_EXIT_USAGE;
+        }
+        if (!node || !*node) {
+                fprintf(stderr, "Error: invalid -n <node-name> flag: must not be empty string\n");
+                return MK_EXIT_USAGE;
+        }
+        if (parse_secs("--pod-wait-timeout", pod_wait, &o.pod_wait_timeout_s) < 0 ||
+            parse_secs("--backoff-initial", b_init, &o.backoff_initial_s) < 0 ||
+            parse_secs("--backoff-max", b_max, &o.backoff_max_s) < 0)
+                return MK_EXIT_USAGE;
+        o.node = node;
+        o.hooks_file = hooks;
+        o.host_root = host_root ? host_root : MK_MANAGER_DEFAULT_HOST_ROOT;
+        o.pod_name = env("POD_NAME");
+        o.event_namespace = env("EVENT_NAMESPACE");
+        const char *pod_ns = env("POD_NAMESPACE");
+
+        struct mk_error e = {0};
+        _cleanup_(mk_kube_config_done) struct mk_kube_config kc = {0};
+        int r = kubeconfig ? mk_kube_config_from_kubeconfig(kubeconfig, NULL, &kc, &e)
+                           : mk_kube_config_load(NULL, &kc, &e);
+        if (r < 0)
+                return cli_fail(&e);
+        _cleanup_kube_free_ struct mk_kube *k = NULL;
+        if (mk_kube_new(&kc, NULL, &k, &e) < 0)
+                return cli_fail(&e);
+
+        _cleanup_(mk_config_freep) struct mk_config *cfg = NULL;
+        _cleanup_free_ char *yaml = NULL;
+        if (config_file) {
+                if (mk_config_load(config_file, &cfg, &e) < 0)
+                        return cli_fail(&e);
+                log_info("Using MIG config file '%s'", config_file);
+        } else {
+                if (!generated)
+                        generated = MK_MANAGER_DEFAULT_GENERATED;
+                if (generate(node, generated, &yaml, &cfg) < 0)
+                        return MK_EXIT_FAILURE;
+                if (yaml) {
+                        config_file = generated;
+                        log_info("Generated a MIG config with %zu configs from the GPUs' profiles", cfg->n_configs);
+                        if (!pod_ns)
+                                log_warning("POD_NAMESPACE is unset: not publishing the generated config");
+                        else if (mk_manager_publish_config(k, pod_ns, node, o.pod_name, yaml, &e) < 0)
+                                log_warning("Cannot publish ConfigMap '%s-mig-config' in '%s', ignoring: %s", node,
+                                            pod_ns, e.msg);
+                        else
+                                log_info("Published the generated config as ConfigMap '%s/%s-mig-config'", pod_ns,
+                                         node);
+                } else
+                        config_file = env("DEFAULT_CONFIG_FILE");
+        }
+        o.config_file = config_file;
+
+        struct mk_hooks *h = NULL;
+        if (hooks && mk_hooks_load(hooks, &h, &e) < 0)
+                return cli_fail(&e);
+        struct mk_service_settings *clients = NULL;
+        if (o.with_shutdown_host_gpu_clients && load_clients(clients_file, &clients) < 0) {
+                mk_hooks_free(h);
+                return MK_EXIT_FAILURE;
+        }
+
+        struct sigaction sa = {.sa_handler = on_signal};
+        sigemptyset(&sa.sa_mask);
+        (void) sigaction(SIGTERM, &sa, NULL);
+        (void) sigaction(SIGINT, &sa, NULL);
+
+        r = mk_manager_run(k, cfg, h, clients, &o);
+        mk_service_settings_free(clients);
+        mk_hooks_free(h);
+        return r < 0 ? MK_EXIT_FAILURE : MK_EXIT_OK;
+}

@@ -1,0 +1,868 @@
+/* migkit manager: the nvidia.com/mig.config state machine (manager.h,
+ * docs/manager.md, mig-parted.md §8.4 without pitfall P9). */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "base/error.h"
+#include "base/log.h"
+#include "base/macro.h"
+#include "base/spawn.h"
+#include "engine/engine.h"
+#include "kube/informer.h"
+#include "kube/kube.h"
+#include "manager/manager.h"
+#include "service/boot.h"
+#include "service/clients.h"
+#include "service/settings.h"
+#include "service/state.h"
+#include "spec/config.h"
+
+#define MK_MANAGER_REBOOT_TIMEOUT_MS (60 * 1000)
+#define MK_MANAGER_REBOOT_WAIT_S 300u
+#define MK_MAX_EVENT_MESSAGE 1024
+#define MK_MAX_NODE_NAME 253
+
+static const char *const mig_state_table[_MK_MIG_STATE_MAX] = {
+        [MK_MIG_STATE_PENDING] = "pending",
+        [MK_MIG_STATE_REBOOTING] = "rebooting",
+        [MK_MIG_STATE_SUCCESS] = "success",
+        [MK_MIG_STATE_FAILED] = "failed",
+};
+
+const char *mk_mig_state_to_string(enum mk_mig_state s) {
+        return s >= 0 && s < _MK_MIG_STATE_MAX ? mig_state_table[s] : NULL;
+}
+
+enum mk_mig_state mk_mig_state_from_string(const char *s) {
+        if (!s)
+                return _MK_MIG_STATE_INVALID;
+        for (int i = 0; i < _MK_MIG_STATE_MAX; i++)
+                if (streq(s, mig_state_table[i]))
+                        return (enum mk_mig_state) i;
+        return _MK_MIG_STATE_INVALID;
+}
+
+/* The GPU operator's components, by the "app" label of their pods (§8.4 step 8). */
+static const char *const gpu_component_apps[] = {
+        "nvidia-device-plugin-daemonset", "gpu-feature-discovery", "nvidia-dcgm-exporter", "nvidia-dcgm",
+        "nvidia-cuda-validator", "nvidia-device-plugin-validator", "nvidia-operator-validator",
+};
+
+/* ---- pure helpers ---- */
+
+static int cmp_str(const void *a, const void *b) {
+        return strcmp(*(const char *const *) a, *(const char *const *) b);
+}
+
+/* A sorted, duplicate-free JSON array of the strings of `a` and `b` (either may be NULL). */
+static json_t *sorted_union(const json_t *a, const json_t *b) {
+        size_t n = (a ? json_array_size(a) : 0) + (b ? json_array_size(b) : 0);
+        const char **v = calloc(n + 1, sizeof(char *));
+        if (!v)
+                return NULL;
+        size_t k = 0;
+        const json_t *lists[2] = {a, b};
+        for (size_t l = 0; l < 2; l++) {
+                size_t i;
+                json_t *x;
+                if (!lists[l])
+                        continue;
+                json_array_foreach(lists[l], i, x) if (json_is_string(x)) v[k++] = json_string_value(x);
+        }
+        qsort(v, k, sizeof(char *), cmp_str);
+        json_t *out = json_array();
+        for (size_t i = 0; out && i < k; i++)
+                if (i == 0 || !streq(v[i], v[i - 1]))
+                        json_array_append_new(out, json_string(v[i]));
+        free(v);
+        return out;
+}
+
+json_t *mk_manager_labels_to_pause(const json_t *labels) {
+        json_t *names = json_array();
+        const char *key;
+        json_t *val;
+        if (!names || !json_is_object(labels))
+                return names;
+        json_object_foreach((json_t *) labels, key, val) {
+                if (strncmp(key, MK_MANAGER_DEPLOY_PREFIX, strlen(MK_MANAGER_DEPLOY_PREFIX)) != 0)
+                        continue;
+                if (streq(key + strlen(MK_MANAGER_DEPLOY_PREFIX), "mig-manager"))
+                        continue; /* our own DaemonSet's selector */
+                if (json_is_string(val) && streq(json_string_value(val), "true"))
+                        json_array_append_new(names, json_string(key));
+        }
+        json_t *sorted = sorted_union(names, NULL);
+        json_decref(names);
+        return sorted;
+}
+
+json_t *mk_manager_paused_from_annotations(const json_t *annotations) {
+        const json_t *v = json_is_object(annotations) ? json_object_get(annotations, MK_MANAGER_PAUSED_ANNOTATION)
+                                                      : NULL;
+        if (!json_is_string(v))
+                return json_array();
+        json_t *parsed = json_loads(json_string_value(v), JSON_REJECT_DUPLICATES, NULL);
+        json_t *out = json_array();
+        if (json_is_array(parsed) && out) {
+                size_t i;
+                json_t *x;
+                json_array_foreach(parsed, i, x) {
+                        const char *s = json_string_value(x);
+                        if (s && i < MK_MAX_PAUSED_LABELS &&
+                            strncmp(s, MK_MANAGER_DEPLOY_PREFIX, strlen(MK_MANAGER_DEPLOY_PREFIX)) == 0)
+                                json_array_append_new(out, json_string(s));
+                }
+        }
+        json_decref(parsed);
+        return out;
+}
+
+json_t *mk_manager_restore_patch(const json_t *labels, const json_t *paused) {
+        json_t *l = json_object(), *a = json_object();
+        size_t i;
+        json_t *x;
+        json_array_foreach(paused, i, x) {
+                const char *name = json_string_value(x);
+                const json_t *cur = json_is_object(labels) ? json_object_get(labels, name) : NULL;
+                if (name && json_is_string(cur) && streq(json_string_value(cur), MK_MANAGER_PAUSED_VALUE))
+                        json_object_set_new(l, name, json_string("true"));
+        }
+        json_object_set_new(a, MK_MANAGER_PAUSED_ANNOTATION, json_null());
+        return json_pack("{s:o,s:o}", "labels", l, "annotations", a);
+}
+
+static bool resources_request_nvidia(const json_t *containers) {
+        size_t i;
+        json_t *c;
+        json_array_foreach(containers, i, c) {
+                const json_t *res = json_object_get(c, "resources");
+                static const char *const kinds[] = {"requests", "limits"};
+                for (size_t k = 0; k < ELEMENTSOF(kinds); k++) {
+                        const char *key;
+                        json_t *v;
+                        json_t *m = json_object_get(res, kinds[k]);
+                        if (!json_is_object(m))
+                                continue;
+                        json_object_foreach(m, key, v) if (strncmp(key, "nvidia.com/", 11) == 0) return true;
+                }
+        }
+        return false;
+}
+
+bool mk_manager_pod_is_gpu_client(const json_t *pod, const char *own_pod_name) {
+        const json_t *md = json_object_get(pod, "metadata");
+        const char *name = json_string_value(json_object_get(md, "name"));
+        if (own_pod_name && name && streq(name, own_pod_name))
+                return false;
+        const char *phase = json_string_value(json_object_get(json_object_get(pod, "status"), "phase"));
+        if (phase && (streq(phase, "Succeeded") || streq(phase, "Failed")))
+                return false;
+        const json_t *spec = json_object_get(pod, "spec");
+        if (resources_request_nvidia(json_object_get(spec, "containers")) ||
+            resources_request_nvidia(json_object_get(spec, "initContainers")))
+                return true;
+        const char *app = json_string_value(json_object_get(json_object_get(md, "labels"), "app"));
+        for (size_t i = 0; app && i < ELEMENTSOF(gpu_component_apps); i++)
+                if (streq(app, gpu_component_apps[i]))
+                        return true;
+        return false;
+}
+
+unsigned mk_manager_backoff_s(unsigned failures, unsigned initial_s, unsigned max_s) {
+        unsigned b = initial_s ? initial_s : 1;
+        for (unsigned i = 1; i < failures && b < max_s; i++)
+                b = b > max_s / 2 ? max_s : b * 2;
+        return b > max_s ? max_s : b;
+}
+
+/* ---- the manager ---- */
+
+struct mgr {
+        struct mk_kube *k;
+        const struct mk_config *c;
+        const struct mk_hooks *h;
+        const struct mk_service_settings *clients;
+        const struct mk_manager_opts *o;
+        atomic_bool *cancel;             /* o->cancel, or our own */
+        char node_path[64 + MK_MAX_NODE_NAME];
+        char field_selector[64 + MK_MAX_NODE_NAME];
+        struct mk_service_paths paths;   /* the reboot marker on the host */
+
+        pthread_mutex_t lock;
+        pthread_cond_t cond;
+        char *desired;                   /* latest label value; NULL: absent or empty */
+        char *node_uid;
+        bool seen_node, changed, informer_done;
+        int informer_r;
+        struct mk_error informer_e;
+
+        /* per run */
+        const char *run_config;
+        char **stopped;                  /* host units stopped, for restarting */
+        size_t n_stopped;
+};
+
+static void log_err(const char *what, const struct mk_error *e) {
+        char buf[MK_ERROR_MSG_MAX + 2 * MK_ERROR_LOC_MAX];
+        log_error("%s: %s", what, mk_error_format(e, buf, sizeof(buf)));
+}
+
+static void iso_now(char *buf, size_t size) {
+        time_t t = time(NULL);
+        struct tm tm;
+        gmtime_r(&t, &tm);
+        strftime(buf, size, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+/* Posts an Event on our Node; failures are only warnings. */
+static void post_event(struct mgr *m, bool warning, const char *reason, const char *fmt, ...) _printf_(4, 5);
+static void post_event(struct mgr *m, bool warning, const char *reason, const char *fmt, ...) {
+        char msg[MK_MAX_EVENT_MESSAGE], ts[64], path[128];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof(msg), fmt, ap);
+        va_end(ap);
+        iso_now(ts, sizeof(ts));
+        const char *ns = m->o->event_namespace ? m->o->event_namespace : "default";
+        snprintf(path, sizeof(path), "/api/v1/namespaces/%s/events", ns);
+        char gen[MK_MAX_NODE_NAME + 2];
+        snprintf(gen, sizeof(gen), "%s.", m->o->node);
+        pthread_mutex_lock(&m->lock);
+        json_t *uid = m->node_uid ? json_string(m->node_uid) : json_null();
+        pthread_mutex_unlock(&m->lock);
+        json_t *ev = json_pack("{s:s,s:s,s:{s:s,s:s},s:{s:s,s:s,s:s,s:o},s:s,s:s,s:s,s:{s:s,s:s},s:s,s:s,s:i,"
+                               "s:s,s:s}",
+                               "apiVersion", "v1", "kind", "Event", "metadata", "generateName", gen, "namespace", ns,
+                               "involvedObject", "apiVersion", "v1", "kind", "Node", "name", m->o->node, "uid", uid,
+                               "reason", reason, "message", msg, "type", warning ? "Warning" : "Normal", "source",
+                               "component", MK_MANAGER_EVENT_COMPONENT, "host", m->o->node, "firstTimestamp", ts,
+                               "lastTimestamp", ts, "count", 1, "reportingComponent", MK_MANAGER_EVENT_COMPONENT,
+                               "reportingInstance", m->o->node);
+        if (!ev)
+                return;
+        struct mk_error e = {0};
+        if (mk_kube_post(m->k, path, ev, NULL, &e) < 0) {
+                char buf[MK_ERROR_MSG_MAX + 2 * MK_ERROR_LOC_MAX];
+                log_warning("Cannot post Event '%s' on node '%s', ignoring: %s", reason, m->o->node,
+                            mk_error_format(&e, buf, sizeof(buf)));
+        }
+        json_decref(ev);
+}
+
+static int get_node(struct mgr *m, json_t **ret, struct mk_error *e) {
+        json_t *node = NULL;
+        int r = mk_kube_get(m->k, m->node_path, &node, e);
+        if (r < 0)
+                return r;
+        const char *uid = json_string_value(json_object_get(json_object_get(node, "metadata"), "uid"));
+        if (uid) {
+                pthread_mutex_lock(&m->lock);
+                if (!m->node_uid || !streq(m->node_uid, uid)) {
+                        free(m->node_uid);
+                        m->node_uid = strdup(uid);
+                }
+                pthread_mutex_unlock(&m->lock);
+        }
+        *ret = node;
+        return 0;
+}
+
+static json_t *node_labels(const json_t *node) {
+        return json_object_get(json_object_get(node, "metadata"), "labels");
+}
+
+static json_t *node_annotations(const json_t *node) {
+        return json_object_get(json_object_get(node, "metadata"), "annotations");
+}
+
+static int set_state(struct mgr *m, enum mk_mig_state s) {
+        struct mk_error e = {0};
+        json_t *ch = json_pack("{s:s}", MK_MANAGER_STATE_LABEL, mk_mig_state_to_string(s));
+        int r = ch ? mk_kube_patch_metadata(m->k, m->node_path, "labels", ch, NULL, &e) : -ENOMEM;
+        json_decref(ch);
+        if (r < 0) {
+                char buf[MK_ERROR_MSG_MAX + 2 * MK_ERROR_LOC_MAX];
+                return log_error_errno(r, "Cannot set %s=%s on node '%s': %s", MK_MANAGER_STATE_LABEL,
+                                       mk_mig_state_to_string(s), m->o->node, mk_error_format(&e, buf, sizeof(buf)));
+        }
+        log_info("Node '%s': %s=%s", m->o->node, MK_MANAGER_STATE_LABEL, mk_mig_state_to_string(s));
+        return 0;
+}
+
+static char *join_names(const json_t *a) {
+        size_t i, len = 1;
+        json_t *x;
+        json_array_foreach(a, i, x) len += strlen(json_string_value(x)) + 2;
+        char *s = calloc(1, len);
+        if (!s)
+                return NULL;
+        size_t used = 0;
+        json_array_foreach(a, i, x) {
+                const char *v = json_string_value(x);
+                size_t l = strlen(v);
+                if (i) {
+                        memcpy(s + used, ", ", 2);
+                        used += 2;
+                }
+                memcpy(s + used, v, l);
+                used += l;
+        }
+        s[used] = 0;
+        return s;
+}
+
+/* Restores the labels named in the Node's paused-labels annotation (fresh
+ * read) and removes the annotation. Nothing to do: 0 without a request. */
+static int restore_labels(struct mgr *m) {
+        struct mk_error e = {0};
+        json_t *node = NULL;
+        int r = get_node(m, &node, &e);
+        if (r < 0) {
+                log_err("Cannot read the node to restore its paused labels", &e);
+                return r;
+        }
+        json_t *paused = mk_manager_paused_from_annotations(node_annotations(node));
+        bool has_annotation = json_object_get(node_annotations(node), MK_MANAGER_PAUSED_ANNOTATION) != NULL;
+        if (!has_annotation) {
+                json_decref(paused);
+                json_decref(node);
+                return 0;
+        }
+        json_t *patch = mk_manager_restore_patch(node_labels(node), paused);
+        json_t *body = json_pack("{s:o}", "metadata", patch);
+        r = body ? mk_kube_patch(m->k, m->node_path, MK_KUBE_PATCH_MERGE, body, NULL, &e) : -ENOMEM;
+        _cleanup_free_ char *names = join_names(paused);
+        if (r < 0)
+                log_err("Cannot restore the paused GPU component labels", &e);
+        else if (json_array_size(paused) > 0) {
+                log_info("Restored GPU component labels on node '%s': %s", m->o->node, names ? names : "");
+                post_event(m, false, "MigComponentsResumed", "Restored GPU component labels: %s",
+                           names ? names : "");
+        }
+        json_decref(body);
+        json_decref(paused);
+        json_decref(node);
+        return r;
+}
+
+static void restart_clients(struct mgr *m) {
+        if (m->n_stopped == 0 || !m->clients)
+                return;
+        unsigned failed = mk_clients_start(m->clients, m->stopped, m->n_stopped);
+        log_info("Started %zu host GPU client(s) again%s", m->n_stopped, failed ? " (some failed, see above)" : "");
+        m->stopped = strv_free(m->stopped);
+        m->n_stopped = 0;
+}
+
+static void client_stopping(void *userdata, const char *unit) {
+        struct mgr *m = userdata;
+        char **n = realloc(m->stopped, (m->n_stopped + 2) * sizeof(char *));
+        if (!n)
+                return;
+        m->stopped = n;
+        n[m->n_stopped] = strdup(unit);
+        if (n[m->n_stopped])
+                m->n_stopped++;
+        n[m->n_stopped] = NULL;
+}
+
+/* Waits (bounded) until no GPU pod is left on the node. */
+static int wait_pods(struct mgr *m, struct mk_error *e) {
+        unsigned timeout_s = m->o->pod_wait_timeout_s ? m->o->pod_wait_timeout_s : MK_MANAGER_DEFAULT_POD_WAIT_S;
+        struct timespec start, now;
+        clock_gettime(CLOCK_MONOTONIC, &start);
+        char fs[64 + MK_MAX_NODE_NAME];
+        snprintf(fs, sizeof(fs), "spec.nodeName=%s", m->o->node);
+        bool logged = false;
+        for (;;) {
+                json_t *list = NULL;
+                struct mk_kube_list_opts lo = {.field_selector = fs};
+                int r = mk_kube_list(m->k, "/api/v1/pods", &lo, &list, e);
+                if (r < 0) {
+                        mk_error_prefix(e, "Cannot list the pods of node '%s'", m->o->node);
+                        return r;
+                }
+                size_t i, n = 0;
+                json_t *pod;
+                char names[400] = "";
+                size_t used = 0;
+                json_array_foreach(json_object_get(list, "items"), i, pod) {
+                        if (!mk_manager_pod_is_gpu_client(pod, m->o->pod_name))
+                                continue;
+                        n++;
+                        const json_t *md = json_object_get(pod, "metadata");
+                        if (used < sizeof(names) - 1) {
+                                int w = snprintf(names + used, sizeof(names) - used, "%s%s/%s", used ? ", " : "",
+                                                 json_string_value(json_object_get(md, "namespace")),
+                                                 json_string_value(json_object_get(md, "name")));
+                                used = w > 0 ? MIN(used + (size_t) w, sizeof(names) - 1) : used;
+                        }
+                }
+                json_decref(list);
+                if (n == 0) {
+                        if (logged)
+                                log_info("No GPU pods left on node '%s'", m->o->node);
+                        return 0;
+                }
+                clock_gettime(CLOCK_MONOTONIC, &now);
+                double waited = (double) (now.tv_sec - start.tv_sec) + (now.tv_nsec - start.tv_nsec) / 1e9;
+                if (waited >= timeout_s)
+                        return mk_error_set(e, -ETIMEDOUT,
+                                            "Timed out after %u s waiting for %zu GPU pod(s) to leave node '%s': %s",
+                                            timeout_s, n, m->o->node, names);
+                if (!logged) {
+                        log_info("Waiting up to %u s for %zu GPU pod(s) to leave node '%s': %s", timeout_s, n,
+                                 m->o->node, names);
+                        logged = true;
+                }
+                if (mk_kube_sleep_ms(MK_MANAGER_POD_POLL_MS, m->cancel) < 0)
+                        return mk_error_set(e, -ECANCELED, "Cancelled while waiting for GPU pods to leave");
+        }
+}
+
+/* The engine's before_change: right before the first GPU change. */
+static int before_change(void *userdata, struct mk_error *e) {
+        struct mgr *m = userdata;
+        json_t *node = NULL;
+        int r = get_node(m, &node, e);
+        if (r < 0) {
+                mk_error_prefix(e, "Cannot read node '%s' to pause its GPU components", m->o->node);
+                return r;
+        }
+        json_t *to_pause = mk_manager_labels_to_pause(node_labels(node));
+        json_t *before = mk_manager_paused_from_annotations(node_annotations(node));
+        json_t *all = sorted_union(to_pause, before);
+        json_decref(node);
+        json_decref(before);
+        if (!to_pause || !all) {
+                json_decref(to_pause);
+                json_decref(all);
+                return mk_error_set(e, -ENOMEM, "Out of memory");
+        }
+        if (json_array_size(all) > MK_MAX_PAUSED_LABELS) {
+                json_decref(to_pause);
+                json_decref(all);
+                return mk_error_set(e, -E2BIG, "More than %u GPU component labels to pause", MK_MAX_PAUSED_LABELS);
+        }
+        if (json_array_size(to_pause) > 0) {
+                /* One merge patch: the labels and the record of what was paused
+                 * change together, so a crash never leaves a pause unrecorded. */
+                json_t *labels = json_object(), *ann = json_object();
+                size_t i;
+                json_t *x;
+                json_array_foreach(to_pause, i, x)
+                        json_object_set_new(labels, json_string_value(x), json_string(MK_MANAGER_PAUSED_VALUE));
+                char *rec = json_dumps(all, JSON_COMPACT);
+                json_object_set_new(ann, MK_MANAGER_PAUSED_ANNOTATION, json_string(rec ? rec : "[]"));
+                free(rec);
+                json_t *body = json_pack("{s:{s:o,s:o}}", "metadata", "labels", labels, "annotations", ann);
+                r = body ? mk_kube_patch(m->k, m->node_path, MK_KUBE_PATCH_MERGE, body, NULL, e) : -ENOMEM;
+                json_decref(body);
+                if (r < 0) {
+                        mk_error_prefix(e, "Cannot pause the GPU components of node '%s'", m->o->node);
+                        json_decref(to_pause);
+                        json_decref(all);
+                        return r;
+                }
+                _cleanup_free_ char *names = join_names(to_pause);
+                log_info("Paused GPU components on node '%s': %s", m->o->node, names ? names : "");
+                post_event(m, false, "MigComponentsPaused", "Paused GPU components for MIG config '%s': %s",
+                           m->run_config, names ? names : "");
+        } else
+                log_info("No GPU component label to pause on node '%s'", m->o->node);
+        json_decref(to_pause);
+        json_decref(all);
+
+        r = wait_pods(m, e);
+        if (r < 0)
+                return r;
+
+        if (m->o->with_shutdown_host_gpu_clients && m->clients) {
+                struct mk_clients_stop_opts so = {.settings = m->clients, .stopping = client_stopping, .userdata = m};
+                r = mk_clients_stop(&so, e);
+                if (r < 0) {
+                        mk_error_prefix(e, "Cannot stop the host GPU clients");
+                        return r;
+                }
+        }
+        return 0;
+}
+
+static int run_reboot(void) {
+        const char *argv[] = {"reboot", NULL};
+        struct mk_spawn_opts so = {.argv = argv, .timeout_ms = MK_MANAGER_REBOOT_TIMEOUT_MS, .capture = true,
+                                   .output_cap = 16 * 1024};
+        struct mk_spawn_result res = {0};
+        struct mk_error se = {0};
+        int r = mk_spawn(&so, &res, &se);
+        if (r < 0) {
+                log_err("Cannot run 'reboot'", &se);
+                return r;
+        }
+        if (res.timed_out || res.exit_status != 0) {
+                log_error("'reboot' failed (exit status %d)%s%s", res.exit_status, res.output ? ": " : "",
+                          res.output ? res.output : "");
+                r = -EIO;
+        }
+        mk_spawn_result_done(&res);
+        return r;
+}
+
+/* Ends a run in failed: restart host clients, restore labels, state failed,
+ * a Warning event. Returns `r` (negative). */
+static int fail_run(struct mgr *m, int r, const char *name, const struct mk_error *e) {
+        char buf[MK_ERROR_MSG_MAX + 2 * MK_ERROR_LOC_MAX];
+        mk_error_format(e, buf, sizeof(buf));
+        log_error("MIG config '%s' failed on node '%s': %s", name, m->o->node, buf);
+        restart_clients(m);
+        (void) restore_labels(m);
+        (void) set_state(m, MK_MIG_STATE_FAILED);
+        post_event(m, true, "MigConfigFailed", "MIG config '%s' failed: %s", name, buf);
+        return r < 0 ? r : -EIO;
+}
+
+static bool marker_present(struct mgr *m) {
+        _cleanup_free_ char *content = NULL;
+        return mk_service_marker_read(&m->paths, &content, NULL) >= 0;
+}
+
+static void marker_remove(struct mgr *m) {
+        bool removed = false;
+        struct mk_error e = {0};
+        if (mk_service_marker_remove(&m->paths, &removed, &e) < 0)
+                log_warning("Cannot remove the reboot marker '%s', ignoring: %s", m->paths.marker_file, e.msg);
+        else if (removed)
+                log_info("Removed the reboot marker '%s'", m->paths.marker_file);
+}
+
+/* One reconfigure run for label value `name` (NULL: no label: only restore). */
+static int reconcile(struct mgr *m, const char *name) {
+        struct mk_error e = {0};
+        json_t *node = NULL;
+        int r = get_node(m, &node, &e);
+        if (r < 0) {
+                log_err("Cannot read the node", &e);
+                return r;
+        }
+        const char *prev_state = json_string_value(json_object_get(node_labels(node), MK_MANAGER_STATE_LABEL));
+        bool was_rebooting = prev_state && streq(prev_state, "rebooting");
+        json_decref(node);
+
+        if (!name) {
+                log_info("Node '%s' has no %s label: nothing to apply", m->o->node, MK_MANAGER_CONFIG_LABEL);
+                return restore_labels(m);
+        }
+        m->run_config = name;
+        log_info("Reconfiguring node '%s' to MIG config '%s'", m->o->node, name);
+
+        const struct mk_named_config *nc = NULL;
+        r = mk_config_select(m->c, name, &nc, &e);
+        if (r < 0) {
+                mk_error_set(&e, -ENOENT, "no config named '%s' in '%s'", name,
+                             m->o->config_file ? m->o->config_file : m->c->file);
+                return fail_run(m, -ENOENT, name, &e);
+        }
+
+        struct mk_snapshot *snap = NULL;
+        struct mk_gpu_plan *plans = NULL;
+        r = mk_engine_plan_selected(m->c, name, &snap, &plans, &e);
+        if (r < 0)
+                return fail_run(m, r, name, &e);
+        size_t n = snap->n_gpus, differ = 0, mode_differ = 0;
+        for (size_t i = 0; i < n; i++) {
+                if (plans[i].mode_change)
+                        mode_differ++;
+                if (plans[i].mode_change || plans[i].layout_change)
+                        differ++;
+        }
+        mk_gpu_plans_free(plans, n);
+        mk_snapshot_free(snap);
+
+        if (differ == 0) {
+                log_info("MIG config '%s' is already applied on node '%s'", name, m->o->node);
+                marker_remove(m);
+                r = restore_labels(m);
+                int q = set_state(m, MK_MIG_STATE_SUCCESS);
+                if (r < 0 || q < 0)
+                        return r < 0 ? r : q;
+                post_event(m, false, "MigConfigApplied", "MIG config '%s' is applied", name);
+                return 0;
+        }
+        if (was_rebooting && mode_differ > 0 && marker_present(m)) {
+                mk_error_set(&e, -EIO, "the MIG mode change did not take effect after rebooting");
+                return fail_run(m, -EIO, name, &e);
+        }
+        log_info("MIG config '%s' changes %zu GPU(s) on node '%s'", name, differ, m->o->node);
+
+        r = set_state(m, MK_MIG_STATE_PENDING);
+        if (r < 0)
+                return r;
+        post_event(m, false, "MigConfigPending", "Applying MIG config '%s' (%zu GPU(s) change)", name, differ);
+
+        struct mk_engine_opts eo = {
+                .config_file = m->o->config_file,
+                .selected_config = name,
+                .hooks_file = m->o->hooks_file,
+                .before_change = before_change,
+                .userdata = m,
+        };
+        struct mk_apply_report rep = {0};
+        r = mk_engine_apply(m->c, m->h, &eo, &rep, &e);
+        bool reboot_needed = rep.reboot_needed;
+        mk_apply_report_done(&rep);
+
+        if (reboot_needed) {
+                struct mk_boot_decision d =
+                        mk_boot_decide(MK_BOOT_REBOOT_NEEDED, m->o->with_reboot, marker_present(m));
+                if (!d.reboot) {
+                        mk_error_set(&e, -EAGAIN, "a MIG mode change needs a reboot (%s)",
+                                     m->o->with_reboot ? "already rebooted once for it; remove the marker "
+                                                         "to allow another"
+                                                       : "WITH_REBOOT is not set");
+                        return fail_run(m, -EAGAIN, name, &e);
+                }
+                {
+                        char buf[MK_ERROR_MSG_MAX + 2 * MK_ERROR_LOC_MAX];
+                        log_warning("MIG config '%s' needs a reboot (%s): REBOOTING node '%s' once", name,
+                                    mk_error_format(&e, buf, sizeof(buf)), m->o->node);
+                }
+                char text[512];
+                snprintf(text, sizeof(text), "migkit manager rebooted node '%s' to apply the MIG mode of '%s'\n",
+                         m->o->node, name);
+                struct mk_error me = {0};
+                r = mk_service_marker_create(&m->paths, text, &me);
+                if (r < 0)
+                        return fail_run(m, r, name, &me);
+                r = set_state(m, MK_MIG_STATE_REBOOTING);
+                if (r < 0)
+                        return fail_run(m, r, name, &e);
+                post_event(m, false, "MigConfigRebooting", "Rebooting the node for the MIG mode of '%s'", name);
+                /* The labels stay paused across the reboot; the next start restores them. */
+                r = run_reboot();
+                if (r < 0) {
+                        mk_error_set(&e, r, "'reboot' failed");
+                        return fail_run(m, r, name, &e);
+                }
+                /* The reboot stops us (SIGTERM: leave everything as it is for
+                 * the manager after the reboot). Still running long after it:
+                 * the reboot did not happen, which must not wedge the node. */
+                if (mk_kube_sleep_ms(MK_MANAGER_REBOOT_WAIT_S * 1000u, m->cancel) < 0)
+                        return 0;
+                mk_error_set(&e, -ETIMEDOUT, "the node did not reboot within %u s of 'reboot'",
+                             MK_MANAGER_REBOOT_WAIT_S);
+                return fail_run(m, -ETIMEDOUT, name, &e);
+        }
+        if (r < 0)
+                return fail_run(m, r, name, &e);
+
+        marker_remove(m);
+        restart_clients(m);
+        r = restore_labels(m);
+        int q = set_state(m, MK_MIG_STATE_SUCCESS);
+        if (r < 0 || q < 0)
+                return r < 0 ? r : q;
+        log_info("MIG config '%s' applied on node '%s'", name, m->o->node);
+        post_event(m, false, "MigConfigApplied", "MIG config '%s' applied", name);
+        return 0;
+}
+
+static int on_node(enum mk_kube_event_type type, json_t *object, json_t *old, void *userdata) {
+        struct mgr *m = userdata;
+        (void) old;
+        if (type != MK_KUBE_EVENT_ADDED && type != MK_KUBE_EVENT_MODIFIED)
+                return 0;
+        const char *v = json_string_value(json_object_get(node_labels(object), MK_MANAGER_CONFIG_LABEL));
+        if (v && !*v)
+                v = NULL;
+        const char *uid = json_string_value(json_object_get(json_object_get(object, "metadata"), "uid"));
+        pthread_mutex_lock(&m->lock);
+        if (uid && (!m->node_uid || !streq(uid, m->node_uid))) {
+                free(m->node_uid);
+                m->node_uid = strdup(uid);
+        }
+        bool differs = (!v) != (!m->desired) || (v && !streq(v, m->desired));
+        if (!m->seen_node || differs) {
+                if (differs)
+                        log_info("Node '%s': %s='%s'", m->o->node, MK_MANAGER_CONFIG_LABEL, v ? v : "");
+                free(m->desired);
+                m->desired = v ? strdup(v) : NULL;
+                m->changed = true;
+                m->seen_node = true;
+                pthread_cond_broadcast(&m->cond);
+        }
+        pthread_mutex_unlock(&m->lock);
+        return 0;
+}
+
+static void *informer_thread(void *userdata) {
+        struct mgr *m = userdata;
+        struct mk_kube_informer_opts io = {.field_selector = m->field_selector, .cancel = m->cancel};
+        struct mk_error e = {0};
+        int r = mk_kube_informer_run(m->k, "/api/v1/nodes", &io, on_node, m, &e);
+        pthread_mutex_lock(&m->lock);
+        m->informer_done = true;
+        m->informer_r = r;
+        m->informer_e = e;
+        pthread_cond_broadcast(&m->cond);
+        pthread_mutex_unlock(&m->lock);
+        return NULL;
+}
+
+static bool node_name_valid(const char *s) {
+        size_t n = strlen(s);
+        if (n == 0 || n > MK_MAX_NODE_NAME)
+                return false;
+        for (const char *p = s; *p; p++)
+                if (!strchr("abcdefghijklmnopqrstuvwxyz0123456789.-", *p))
+                        return false;
+        return true;
+}
+
+int mk_manager_run(struct mk_kube *k, const struct mk_config *c, const struct mk_hooks *h,
+                   const struct mk_service_settings *clients, const struct mk_manager_opts *o) {
+        if (!o->node || !node_name_valid(o->node))
+                return log_error_errno(-EINVAL, "Invalid node name '%s'", o->node ? o->node : "");
+        atomic_bool own_cancel = false;
+        struct mgr m = {.k = k, .c = c, .h = h, .clients = clients, .o = o,
+                        .cancel = o->cancel ? o->cancel : &own_cancel};
+        snprintf(m.node_path, sizeof(m.node_path), "/api/v1/nodes/%s", o->node);
+        snprintf(m.field_selector, sizeof(m.field_selector), "metadata.name=%s", o->node);
+        const char *root = o->host_root && *o->host_root ? o->host_root : "/";
+        char etc[4096], state[4096];
+        int w1 = snprintf(etc, sizeof(etc), "%s/etc/migkit", root);
+        int w2 = snprintf(state, sizeof(state), "%s/var/lib/migkit", root);
+        if (w1 < 0 || (size_t) w1 >= sizeof(etc) || w2 < 0 || (size_t) w2 >= sizeof(state))
+                return log_error_errno(-ENAMETOOLONG, "Host root path too long");
+        int r = mk_service_paths_init(etc, state, &m.paths);
+        if (r < 0)
+                return log_error_errno(r, "Out of memory");
+        pthread_mutex_init(&m.lock, NULL);
+        pthread_cond_init(&m.cond, NULL);
+
+        pthread_t th;
+        r = -pthread_create(&th, NULL, informer_thread, &m);
+        if (r < 0) {
+                mk_service_paths_done(&m.paths);
+                return log_error_errno(r, "Cannot start the node watch: %m");
+        }
+        log_info("Watching node '%s' for %s", o->node, MK_MANAGER_CONFIG_LABEL);
+
+        unsigned initial = o->backoff_initial_s ? o->backoff_initial_s : MK_MANAGER_DEFAULT_BACKOFF_INITIAL_S;
+        unsigned maxb = o->backoff_max_s ? o->backoff_max_s : MK_MANAGER_DEFAULT_BACKOFF_MAX_S;
+        unsigned failures = 0;
+        struct timespec retry_at = {0};
+        int ret = 0;
+        for (;;) {
+                pthread_mutex_lock(&m.lock);
+                char *name = NULL;
+                bool go = false;
+                for (;;) {
+                        if (atomic_load(m.cancel) || m.informer_done)
+                                break;
+                        struct timespec now;
+                        clock_gettime(CLOCK_MONOTONIC, &now);
+                        bool retry_due = failures > 0 && (now.tv_sec > retry_at.tv_sec ||
+                                                          (now.tv_sec == retry_at.tv_sec &&
+                                                           now.tv_nsec >= retry_at.tv_nsec));
+                        if (m.seen_node && (m.changed || retry_due)) {
+                                go = true;
+                                break;
+                        }
+                        struct timespec until;
+                        clock_gettime(CLOCK_REALTIME, &until);
+                        until.tv_nsec += 500 * 1000 * 1000;
+                        if (until.tv_nsec >= 1000000000) {
+                                until.tv_sec++;
+                                until.tv_nsec -= 1000000000;
+                        }
+                        pthread_cond_timedwait(&m.cond, &m.lock, &until);
+                }
+                if (go) {
+                        if (m.changed)
+                                failures = 0; /* a new label value: a new run, not a retry */
+                        m.changed = false;
+                        name = m.desired ? strdup(m.desired) : NULL;
+                        if (m.desired && !name)
+                                go = false;
+                }
+                bool informer_done = m.informer_done;
+                pthread_mutex_unlock(&m.lock);
+                if (!go) {
+                        if (informer_done && !atomic_load(m.cancel)) {
+                                char buf[MK_ERROR_MSG_MAX + 2 * MK_ERROR_LOC_MAX];
+                                ret = log_error_errno(m.informer_r < 0 ? m.informer_r : -EIO,
+                                                      "Watch of node '%s' ended: %s", o->node,
+                                                      mk_error_format(&m.informer_e, buf, sizeof(buf)));
+                        }
+                        break;
+                }
+                r = reconcile(&m, name);
+                restart_clients(&m); /* never left stopped, whatever the path */
+                m.run_config = NULL;
+                if (r < 0) {
+                        failures++;
+                        unsigned b = mk_manager_backoff_s(failures, initial, maxb);
+                        clock_gettime(CLOCK_MONOTONIC, &retry_at);
+                        retry_at.tv_sec += b;
+                        log_info("Will retry MIG config '%s' in %u s (failure %u in a row), or on a label change",
+                                 name ? name : "", b, failures);
+                } else
+                        failures = 0;
+                free(name);
+        }
+        atomic_store(m.cancel, true);
+        pthread_join(th, NULL);
+        pthread_cond_destroy(&m.cond);
+        pthread_mutex_destroy(&m.lock);
+        free(m.desired);
+        free(m.node_uid);
+        strv_free(m.stopped);
+        mk_service_paths_done(&m.paths);
+        return ret;
+}
+
+int mk_manager_publish_config(struct mk_kube *k, const char *ns, const char *node, const char *pod_name,
+                              const char *yaml, struct mk_error *e) {
+        if (!node_name_valid(node) || !node_name_valid(ns))
+                return mk_error_set(e, -EINVAL, "Invalid node or namespace name");
+        char name[MK_MAX_NODE_NAME + 16], path[2 * MK_MAX_NODE_NAME + 64];
+        snprintf(name, sizeof(name), "%s-mig-config", node);
+        json_t *cm = json_pack("{s:s,s:s,s:{s:s,s:s,s:{s:s,s:s}},s:{s:s}}", "apiVersion", "v1", "kind", "ConfigMap",
+                               "metadata", "name", name, "namespace", ns, "labels",
+                               "app.kubernetes.io/component", "nvidia-mig-manager", "nvidia.com/node-name", node,
+                               "data", "config.yaml", yaml);
+        if (!cm)
+                return mk_error_set(e, -ENOMEM, "Out of memory");
+        if (pod_name && *pod_name && node_name_valid(pod_name)) {
+                json_t *pod = NULL;
+                snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods/%s", ns, pod_name);
+                if (mk_kube_get(k, path, &pod, NULL) >= 0) {
+                        const char *uid = json_string_value(json_object_get(json_object_get(pod, "metadata"), "uid"));
+                        if (uid)
+                                json_object_set_new(json_object_get(cm, "metadata"), "ownerReferences",
+                                                    json_pack("[{s:s,s:s,s:s,s:s}]", "apiVersion", "v1", "kind",
+                                                              "Pod", "name", pod_name, "uid", uid));
+                        json_decref(pod);
+                }
+        }
+        snprintf(path, sizeof(path), "/api/v1/namespaces/%s/configmaps", ns);
+        int r = mk_kube_post(k, path, cm, NULL, e);
+        if (r == -EEXIST) {
+                snprintf(path, sizeof(path), "/api/v1/namespaces/%s/configmaps/%s", ns, name);
+                json_t *patch = json_pack("{s:O,s:O}", "metadata", json_object_get(cm, "metadata"), "data",
+                                          json_object_get(cm, "data"));
+                json_object_del(json_object_get(patch, "metadata"), "namespace");
+                r = patch ? mk_kube_patch(k, path, MK_KUBE_PATCH_MERGE, patch, NULL, e) : -ENOMEM;
+                json_decref(patch);
+        }
+        json_decref(cm);
+        return r;
+}
