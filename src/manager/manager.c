@@ -139,24 +139,6 @@ json_t *mk_manager_restore_patch(const json_t *labels, const json_t *paused) {
         return json_pack("{s:o,s:o}", "labels", l, "annotations", a);
 }
 
-static bool resources_request_nvidia(const json_t *containers) {
-        size_t i;
-        json_t *c;
-        json_array_foreach(containers, i, c) {
-                const json_t *res = json_object_get(c, "resources");
-                static const char *const kinds[] = {"requests", "limits"};
-                for (size_t k = 0; k < ELEMENTSOF(kinds); k++) {
-                        const char *key;
-                        json_t *v;
-                        json_t *m = json_object_get(res, kinds[k]);
-                        if (!json_is_object(m))
-                                continue;
-                        json_object_foreach(m, key, v) if (strncmp(key, "nvidia.com/", 11) == 0) return true;
-                }
-        }
-        return false;
-}
-
 bool mk_manager_pod_is_gpu_client(const json_t *pod, const char *own_pod_name) {
         const json_t *md = json_object_get(pod, "metadata");
         const char *name = json_string_value(json_object_get(md, "name"));
@@ -165,10 +147,10 @@ bool mk_manager_pod_is_gpu_client(const json_t *pod, const char *own_pod_name) {
         const char *phase = json_string_value(json_object_get(json_object_get(pod, "status"), "phase"));
         if (phase && (streq(phase, "Succeeded") || streq(phase, "Failed")))
                 return false;
-        const json_t *spec = json_object_get(pod, "spec");
-        if (resources_request_nvidia(json_object_get(spec, "containers")) ||
-            resources_request_nvidia(json_object_get(spec, "initContainers")))
-                return true;
+        /* Only the GPU operator's components: user workloads are never waited
+         * for, so those on GPUs the plan keeps are not disturbed; one on a GPU
+         * that changes holds its MIG device, NVML refuses to destroy it, and
+         * the run fails and retries with backoff. */
         const char *app = json_string_value(json_object_get(json_object_get(md, "labels"), "app"));
         for (size_t i = 0; app && i < ELEMENTSOF(gpu_component_apps); i++)
                 if (streq(app, gpu_component_apps[i]))

@@ -87,10 +87,10 @@ json_t *mk_manager_restore_patch(const json_t *labels, const json_t *paused);
  * gives an empty array (new reference). */
 json_t *mk_manager_paused_from_annotations(const json_t *annotations);
 
-/* Does this Pod count as a GPU pod that must leave before a change: not
- * finished (phase Succeeded/Failed), not being our own pod, and either a
- * container or init container requests or limits an nvidia.com/ resource,
- * or its "app" label is one of the GPU operator's components. */
+/* Does this Pod count as a GPU component that must leave before a change:
+ * not finished (phase Succeeded/Failed), not our own pod, and its "app"
+ * label is one of the GPU operator's components. User workloads (pods that
+ * merely request nvidia.com/ resources) are never waited for. */
 bool mk_manager_pod_is_gpu_client(const json_t *pod, const char *own_pod_name);
 
 /* Backoff after `failures` failed runs in a row (>= 1): initial doubling to max. */

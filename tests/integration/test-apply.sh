@@ -47,6 +47,11 @@ mig-configs:
         "1g.5gb": 2
         "2g.10gb": 1
         "3c.3g.20gb": 1
+  all-3g:
+    - devices: all
+      mig-enabled: true
+      mig-devices:
+        "3g.20gb": 2
   shared:
     - devices: all
       mig-enabled: true
@@ -274,3 +279,26 @@ set -e
 [ "$rc" -eq 1 ] && grep -Eq "broken.yaml:[0-9]+:[0-9]+: " "$tmp/err" || fail "YAML syntax error: $(cat "$tmp/err")"
 printf 'version: v2\nmig-configs: {}\n' | { mk apply -f - >/dev/null 2>"$tmp/err" && fail "v2 accepted" || true; }
 grep -q "unknown version: v2" "$tmp/err" || fail "stdin config with a bad version: $(cat "$tmp/err")"
+
+# A workload on a MIG device that must go is never killed: NVML refuses
+# (IN_USE), apply fails naming it, the other GPUs still converge; once the
+# process is gone, a re-run finishes. A workload on a kept device is left alone.
+mk apply -f "$cfg" -c all-balanced >/dev/null
+read -r gi ci < <("$MIGKIT_SIM_BIN" show --json | python3 -c '
+import json,sys; g=json.load(sys.stdin)["gpus"][0]
+x=[i for i in g["gpu_instances"] if i["profile_name"]=="2g.10gb"][0]; print(x["id"], x["compute_instances"][0]["id"])')
+pid=$("$MIGKIT_SIM_BIN" process add --gpu 0 --gi "$gi" --ci "$ci" | grep -o '[0-9]\+' | tail -1)
+set +e
+mk apply -f "$cfg" -c all-3g >/dev/null 2>"$tmp/err"; rc=$?
+set -e
+[ "$rc" -eq 1 ] || fail "busy MIG device: exit $rc"
+grep -q "GPU 0: failed to destroy compute instance .*In use by another client" "$tmp/err" || fail "busy message: $(cat "$tmp/err")"
+"$MIGKIT_SIM_BIN" show --json | python3 -c '
+import json,sys; s=json.load(sys.stdin)
+assert s["gpus"][0]["processes"], "the workload was killed"
+for g in s["gpus"][1:]:
+    names = sorted(i["profile_name"] for i in g["gpu_instances"])
+    assert names == ["3g.20gb", "3g.20gb"], (g["index"], names)'
+"$MIGKIT_SIM_BIN" process remove --pid "$pid" >/dev/null
+mk apply -f "$cfg" -c all-3g >/dev/null || fail "re-run after the workload ended"
+mk assert -f "$cfg" -c all-3g >/dev/null || fail "all-3g not applied"

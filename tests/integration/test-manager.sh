@@ -183,12 +183,12 @@ grep -q "no config named 'no-such-config'" "$tmp/mgr.log" || fail "unknown confi
 wait_for failed 5
 expect_restored failed "after an unknown config"
 
-step "a GPU pod that never leaves: the wait times out, failed, labels restored; retried once it is gone"
+step "a GPU component pod that never leaves: the wait times out, failed, labels restored; retried once it is gone; a user GPU workload never blocks"
 kc apply -f - >/dev/null <<EOF
 apiVersion: v1
 kind: Pod
 metadata:
-  name: cuda-job
+  name: cuda-user
   namespace: default
 spec:
   nodeName: $node
@@ -198,6 +198,19 @@ spec:
     image: cuda:none
     resources:
       limits: {nvidia.com/gpu: 1}
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: cuda-job
+  namespace: default
+  labels: {app: nvidia-device-plugin-daemonset}
+spec:
+  nodeName: $node
+  tolerations: [{operator: Exists}]
+  containers:
+  - name: c
+    image: device-plugin:none
 EOF
 select_config all-3g
 wait_for pending 15
@@ -209,8 +222,9 @@ grep -q 'Timed out after 3 s waiting for 1 GPU pod(s)' "$tmp/mgr.log" || fail "t
 mk assert -f "$cfg" -c all-balanced >/dev/null || fail "layout changed although the wait failed"
 kc delete pod cuda-job -n default --grace-period=0 --force >/dev/null 2>&1
 wait_for success 30
-mk assert -f "$cfg" -c all-3g >/dev/null || fail "all-3g not applied after the retry"
+mk assert -f "$cfg" -c all-3g >/dev/null || fail "all-3g not applied after the retry (the user pod must not block)"
 expect_restored success "after the retry"
+kc delete pod cuda-user -n default --grace-period=0 --force >/dev/null 2>&1
 grep -q 'Will retry MIG config' "$tmp/mgr.log" || fail "no retry logged"
 
 step "manager killed mid-change: the next one finishes and restores"
@@ -249,13 +263,12 @@ kind: Pod
 metadata:
   name: cuda-job-2
   namespace: default
+  labels: {app: nvidia-dcgm-exporter}
 spec:
   nodeName: $node
   containers:
   - name: c
-    image: cuda:none
-    resources:
-      limits: {nvidia.com/gpu: 1}
+    image: dcgm-exporter:none
 EOF
 select_config all-balanced
 for _ in $(seq 50); do node_view | grep "state=pending $paused" >/dev/null && break; sleep 0.2; done

@@ -123,18 +123,16 @@ static void test_gpu_pod(void **state) {
                 bool want;
         } rows[] = {
                 {"{\"metadata\":{\"name\":\"a\"},\"spec\":{\"containers\":[{\"name\":\"c\"}]}}", false},
+                /* user workloads are never waited for, whatever they request */
                 {"{\"metadata\":{\"name\":\"a\"},\"spec\":{\"containers\":[{\"resources\":"
                  "{\"limits\":{\"nvidia.com/gpu\":\"1\"}}}]}}",
-                 true},
+                 false},
                 {"{\"metadata\":{\"name\":\"a\"},\"spec\":{\"containers\":[{\"resources\":"
                  "{\"requests\":{\"nvidia.com/mig-1g.5gb\":\"1\",\"cpu\":\"1\"}}}]}}",
-                 true},
-                {"{\"metadata\":{\"name\":\"a\"},\"spec\":{\"initContainers\":[{\"resources\":"
-                 "{\"limits\":{\"nvidia.com/gpu\":\"1\"}}}],\"containers\":[{}]}}",
-                 true},
-                /* finished pods hold no GPU */
-                {"{\"metadata\":{\"name\":\"a\"},\"status\":{\"phase\":\"Succeeded\"},\"spec\":{\"containers\":"
-                 "[{\"resources\":{\"limits\":{\"nvidia.com/gpu\":\"1\"}}}]}}",
+                 false},
+                /* a finished component pod is gone already */
+                {"{\"metadata\":{\"name\":\"dp\",\"labels\":{\"app\":\"gpu-feature-discovery\"}},"
+                 "\"status\":{\"phase\":\"Succeeded\"},\"spec\":{\"containers\":[{}]}}",
                  false},
                 /* the GPU operator's components, by app label */
                 {"{\"metadata\":{\"name\":\"dp\",\"labels\":{\"app\":\"nvidia-device-plugin-daemonset\"}},"
