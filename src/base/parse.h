@@ -3,8 +3,8 @@
  * the whole string is consumed; no leading or trailing blanks; unsigned
  * parsers take no sign ("-1" and "+1" are -EINVAL); signed parsers take an
  * optional leading '-' but no '+'; out of range is -ERANGE; empty, NULL or
- * garbage is -EINVAL. *ret is written only on success. Never use atoi(),
- * sscanf() or an unchecked strtol() instead (STYLE.md habit 12). */
+ * garbage is -EINVAL. *ret is written only on success. Never use atoi,
+ * sscanf or an unchecked strtol instead (STYLE.md habit 12). */
 #pragma once
 
 #include <stdbool.h>
