@@ -54,3 +54,4 @@ int cli_assert(int argc, char **argv);
 int cli_plan(int argc, char **argv);
 int cli_service(int argc, char **argv);
 int cli_manager(int argc, char **argv);
+int cli_labels(int argc, char **argv);

@@ -25,6 +25,7 @@ static void help(void) {
                "  plan                  Show what apply would do, without doing it\n"
                "  service               Node service: boot-time apply, selection, reboot marker\n"
                "  manager               Kubernetes MIG manager: follow the node's nvidia.com/mig.config label\n"
+               "  labels                GPU feature discovery labels of this node (key=value)\n"
                "\n"
                "Global options:\n"
                "  --simulate MACHINE    Run against the NVML simulator, on a simulated MACHINE\n"
@@ -210,6 +211,7 @@ int main(int argc, char **argv) {
                 {"plan", cli_plan},
                 {"service", cli_service},
                 {"manager", cli_manager},
+                {"labels", cli_labels},
         };
         const char *cmd = argv[optind];
         if (streq(cmd, "help")) {

@@ -1,0 +1,513 @@
+/* Device plugin / GFD v1 config file (plugin-config.h; device-plugin.md §4.3). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/dynbuf.h"
+#include "base/macro.h"
+#include "spec/plugin-config.h"
+#include "spec/yaml.h"
+
+static const char *const mig_strategy_table[_MK_MIG_STRATEGY_MAX] = {
+        [MK_MIG_STRATEGY_NONE] = "none",
+        [MK_MIG_STRATEGY_SINGLE] = "single",
+        [MK_MIG_STRATEGY_MIXED] = "mixed",
+};
+
+const char *mk_mig_strategy_to_string(enum mk_mig_strategy s) {
+        return s >= 0 && s < _MK_MIG_STRATEGY_MAX ? mig_strategy_table[s] : NULL;
+}
+
+enum mk_mig_strategy mk_mig_strategy_from_string(const char *s) {
+        for (int i = 0; s && i < _MK_MIG_STRATEGY_MAX; i++)
+                if (streq(s, mig_strategy_table[i]))
+                        return (enum mk_mig_strategy) i;
+        return _MK_MIG_STRATEGY_INVALID;
+}
+
+static const char *const sharing_table[_MK_SHARING_MAX] = {
+        [MK_SHARING_NONE] = "none",
+        [MK_SHARING_TIME_SLICING] = "time-slicing",
+        [MK_SHARING_MPS] = "mps",
+};
+
+const char *mk_sharing_strategy_to_string(enum mk_sharing_strategy s) {
+        return s >= 0 && s < _MK_SHARING_MAX ? sharing_table[s] : NULL;
+}
+
+enum mk_sharing_strategy mk_sharing_strategy_from_string(const char *s) {
+        for (int i = 0; s && i < _MK_SHARING_MAX; i++)
+                if (streq(s, sharing_table[i]))
+                        return (enum mk_sharing_strategy) i;
+        return _MK_SHARING_INVALID;
+}
+
+static void resource_done(struct mk_shared_resource *r) {
+        free(r->name);
+        free(r->rename);
+        strv_free(r->devices);
+        *r = (struct mk_shared_resource) {0};
+}
+
+static void resources_free(struct mk_shared_resource *l, size_t n) {
+        for (size_t i = 0; l && i < n; i++)
+                resource_done(&l[i]);
+        free(l);
+}
+
+struct mk_plugin_config *mk_plugin_config_free(struct mk_plugin_config *c) {
+        if (!c)
+                return NULL;
+        free(c->file);
+        resources_free(c->resources, c->n_resources);
+        free(c);
+        return NULL;
+}
+
+const struct mk_shared_resource *mk_plugin_config_find(const struct mk_plugin_config *c, const char *name) {
+        for (size_t i = 0; c && i < c->n_resources; i++)
+                if (streq(c->resources[i].name, name))
+                        return &c->resources[i];
+        return NULL;
+}
+
+/* One sharing block (timeSlicing or mps) as parsed. */
+struct sharing_block {
+        bool present;
+        bool rename_by_default;
+        bool has_fail_requests;
+        bool fail_requests;
+        struct mk_shared_resource *resources;
+        size_t n_resources;
+};
+
+static void sharing_block_done(struct sharing_block *b) {
+        resources_free(b->resources, b->n_resources);
+        *b = (struct sharing_block) {0};
+}
+
+static int get_str(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, const char *what, char **ret) {
+        struct mk_yaml_scalar v;
+        int r = mk_yaml_resolve(c, n, &v);
+        if (r < 0)
+                return r;
+        if (v.type != MK_YAML_STR)
+                return mk_yaml_error(c, n, "%s must be a string, not %s", what, mk_yaml_type_json(v.type));
+        if (strlen(n->value) != n->len)
+                return mk_yaml_error(c, n, "%s contains a NUL byte", what);
+        char *s = strdup(n->value);
+        if (!s)
+                return mk_yaml_error_code(c, -ENOMEM, n, "out of memory");
+        *ret = s;
+        return 0;
+}
+
+static int get_bool(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, bool *ret) {
+        struct mk_yaml_scalar v;
+        int r = mk_yaml_resolve(c, n, &v);
+        if (r < 0)
+                return r;
+        if (v.type != MK_YAML_BOOL)
+                return mk_yaml_error(c, n, "must be true or false, not %s", mk_yaml_type_json(v.type));
+        *ret = v.b;
+        return 0;
+}
+
+/* Loads a mapping, refusing keys outside `known` (strict). */
+static int load_map(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, const char *what,
+                    const char *const *known, struct mk_yaml_map *ret) {
+        struct mk_yaml_scalar v;
+        int r = mk_yaml_resolve(c, n, &v);
+        if (r < 0)
+                return r;
+        if (v.type != MK_YAML_MAP)
+                return mk_yaml_error(c, n, "%s must be a mapping, not %s", what, mk_yaml_type_json(v.type));
+        r = mk_yaml_map_load(c, n, ret);
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < ret->n; i++) {
+                bool ok = false;
+                for (const char *const *k = known; *k && !ok; k++)
+                        ok = streq(*k, ret->pairs[i].name);
+                if (!ok) {
+                        size_t old = mk_yaml_path_push_key(c, ret->pairs[i].name);
+                        r = mk_yaml_error(c, ret->pairs[i].key, "unknown field '%s'", ret->pairs[i].name);
+                        mk_yaml_path_pop(c, old);
+                        mk_yaml_map_done(ret);
+                        return r;
+                }
+        }
+        return 0;
+}
+
+/* Kubernetes' DNS-1123 subdomain: lower-case alphanumerics, '-' and '.',
+ * starting and ending alphanumeric. */
+static bool dns_subdomain_valid(const char *s) {
+        size_t n = strlen(s);
+        if (n == 0 || n > 253)
+                return false;
+        for (size_t i = 0; i < n; i++) {
+                char ch = s[i];
+                bool alnum = (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9');
+                if (!alnum && ((i == 0 || i == n - 1) || (ch != '-' && ch != '.')))
+                        return false;
+        }
+        return true;
+}
+
+/* A resource name as upstream's ResourceName: "nvidia.com/" added when
+ * missing, at most MK_MAX_RESOURCE_NAME bytes, DNS subdomain after the '/'. */
+static int get_resource_name(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, const char *what, char **ret) {
+        static const char prefix[] = "nvidia.com/";
+        _cleanup_free_ char *s = NULL;
+        int r = get_str(c, n, what, &s);
+        if (r < 0)
+                return r;
+        const char *base = strneq(s, prefix, strlen(prefix)) ? s + strlen(prefix) : s;
+        if (strchr(base, '/'))
+                return mk_yaml_error(c, n, "invalid resource name '%s': only the 'nvidia.com/' prefix is allowed", s);
+        if (!dns_subdomain_valid(base))
+                return mk_yaml_error(c, n,
+                                     "invalid resource name '%s': want lower-case letters, digits, '-' and '.', "
+                                     "starting and ending with a letter or digit",
+                                     s);
+        if (strlen(prefix) + strlen(base) > MK_MAX_RESOURCE_NAME)
+                return mk_yaml_error(c, n, "resource name '%s%s' longer than %u characters", prefix, base,
+                                     MK_MAX_RESOURCE_NAME);
+        char *full = NULL;
+        if (asprintf(&full, "%s%s", prefix, base) < 0)
+                return mk_yaml_error_code(c, -ENOMEM, n, "out of memory");
+        *ret = full;
+        return 0;
+}
+
+/* A replicas count: an integer >= 2 (1 would be no sharing; upstream rejects it). */
+static int get_replicas(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, unsigned *ret) {
+        struct mk_yaml_scalar v;
+        int r = mk_yaml_resolve(c, n, &v);
+        if (r < 0)
+                return r;
+        if (v.type != MK_YAML_INT)
+                return mk_yaml_error(c, n, "replicas must be an integer, not %s", mk_yaml_type_json(v.type));
+        if (v.is_unsigned || v.i < 2)
+                return mk_yaml_error(c, n, "replicas must be at least 2");
+        if (v.i > (int64_t) MK_MAX_SHARING_REPLICAS)
+                return mk_yaml_error(c, n, "replicas must be at most %u", MK_MAX_SHARING_REPLICAS);
+        *ret = (unsigned) v.i;
+        return 0;
+}
+
+static bool all_digits(const char *s) {
+        if (!*s)
+                return false;
+        for (; *s; s++)
+                if (*s < '0' || *s > '9')
+                        return false;
+        return true;
+}
+
+/* A device reference: GPU index "0", MIG index "0:1", "GPU-<uuid>",
+ * "MIG-<uuid>" or the legacy "MIG-GPU-<uuid>/<gi>/<ci>". */
+static bool device_ref_valid(const char *s) {
+        if (all_digits(s))
+                return strlen(s) <= 10;
+        const char *colon = strchr(s, ':');
+        if (colon) {
+                _cleanup_free_ char *a = strndup(s, (size_t) (colon - s));
+                return a && all_digits(a) && all_digits(colon + 1) && strlen(a) <= 10 && strlen(colon + 1) <= 10;
+        }
+        if (strneq(s, "GPU-", 4) || strneq(s, "MIG-", 4)) {
+                if (!s[4] || strlen(s) > 128)
+                        return false;
+                for (const char *p = s; *p; p++)
+                        if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-/", *p))
+                                return false;
+                return true;
+        }
+        return false;
+}
+
+static int get_devices(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, struct mk_shared_resource *res) {
+        struct mk_yaml_scalar v;
+        int r = mk_yaml_resolve(c, n, &v);
+        if (r < 0)
+                return r;
+        if (v.type == MK_YAML_STR) {
+                if (!streq(n->value, "all"))
+                        return mk_yaml_error(c, n, "devices must be \"all\", a count or a list, not '%s'", n->value);
+                res->devices_all = true;
+                return 0;
+        }
+        if (v.type == MK_YAML_INT) {
+                if (v.is_unsigned || v.i < 1 || v.i > (int64_t) MK_MAX_SHARED_DEVICES)
+                        return mk_yaml_error(c, n, "a devices count must be between 1 and %u", MK_MAX_SHARED_DEVICES);
+                res->devices_all = false;
+                res->devices_count = (unsigned) v.i;
+                return 0;
+        }
+        if (v.type != MK_YAML_SEQ)
+                return mk_yaml_error(c, n, "devices must be \"all\", a count or a list, not %s",
+                                     mk_yaml_type_json(v.type));
+        if (n->n_items == 0)
+                return mk_yaml_error(c, n, "devices must not be an empty list");
+        if (n->n_items > MK_MAX_SHARED_DEVICES)
+                return mk_yaml_error(c, n, "too many devices (at most %u)", MK_MAX_SHARED_DEVICES);
+        _cleanup_strv_free_ char **l = calloc(n->n_items + 1, sizeof(char *));
+        if (!l)
+                return mk_yaml_error_code(c, -ENOMEM, n, "out of memory");
+        for (size_t i = 0; i < n->n_items; i++) {
+                const struct mk_yaml_node *it = n->items[i];
+                size_t old = mk_yaml_path_push_index(c, i);
+                struct mk_yaml_scalar iv;
+                r = mk_yaml_resolve(c, it, &iv);
+                if (r < 0)
+                        return r;
+                if (iv.type == MK_YAML_INT) {
+                        if (iv.is_unsigned || iv.i < 0 || iv.i > (int64_t) UINT32_MAX)
+                                return mk_yaml_error(c, it, "invalid GPU index");
+                        if (asprintf(&l[i], "%lld", (long long) iv.i) < 0) {
+                                l[i] = NULL;
+                                return mk_yaml_error_code(c, -ENOMEM, it, "out of memory");
+                        }
+                } else {
+                        r = get_str(c, it, "a device", &l[i]);
+                        if (r < 0)
+                                return r;
+                        if (!device_ref_valid(l[i]))
+                                return mk_yaml_error(c, it,
+                                                     "invalid device '%s' (want a GPU index, \"GPU:MIG\" index, "
+                                                     "GPU-<uuid> or MIG-<uuid>)",
+                                                     l[i]);
+                }
+                for (size_t k = 0; k < i; k++)
+                        if (streq(l[k], l[i]))
+                                return mk_yaml_error(c, it, "device '%s' is listed twice", l[i]);
+                mk_yaml_path_pop(c, old);
+        }
+        res->devices_all = false;
+        res->n_devices = n->n_items;
+        res->devices = TAKE_PTR(l);
+        return 0;
+}
+
+static int parse_resource(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, struct mk_shared_resource *res) {
+        static const char *const known[] = {"name", "rename", "devices", "replicas", NULL};
+        _cleanup_yaml_map_done_ struct mk_yaml_map m = {0};
+        int r = load_map(c, n, "a shared resource", known, &m);
+        if (r < 0)
+                return r;
+        res->devices_all = true;
+        for (size_t i = 0; i < m.n; i++) {
+                const char *k = m.pairs[i].name;
+                const struct mk_yaml_node *v = m.pairs[i].value;
+                size_t old = mk_yaml_path_push_key(c, k);
+                if (streq(k, "name"))
+                        r = get_resource_name(c, v, "name", &res->name);
+                else if (streq(k, "rename"))
+                        r = get_resource_name(c, v, "rename", &res->rename);
+                else if (streq(k, "devices"))
+                        r = get_devices(c, v, res);
+                else
+                        r = get_replicas(c, v, &res->replicas);
+                if (r < 0)
+                        return r;
+                mk_yaml_path_pop(c, old);
+        }
+        if (!res->name)
+                return mk_yaml_error(c, n, "missing required field 'name'");
+        if (res->replicas == 0)
+                return mk_yaml_error(c, n, "missing required field 'replicas'");
+        return 0;
+}
+
+static int parse_sharing_block(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, struct sharing_block *b) {
+        static const char *const known[] = {"renameByDefault", "failRequestsGreaterThanOne", "resources", NULL};
+        _cleanup_yaml_map_done_ struct mk_yaml_map m = {0};
+        int r = load_map(c, n, "a sharing block", known, &m);
+        if (r < 0)
+                return r;
+        b->present = true;
+        const struct mk_yaml_node *list = NULL;
+        for (size_t i = 0; i < m.n; i++) {
+                const char *k = m.pairs[i].name;
+                const struct mk_yaml_node *v = m.pairs[i].value;
+                size_t old = mk_yaml_path_push_key(c, k);
+                if (streq(k, "renameByDefault"))
+                        r = get_bool(c, v, &b->rename_by_default);
+                else if (streq(k, "failRequestsGreaterThanOne")) {
+                        r = get_bool(c, v, &b->fail_requests);
+                        b->has_fail_requests = true;
+                } else {
+                        struct mk_yaml_scalar sv;
+                        r = mk_yaml_resolve(c, v, &sv);
+                        if (r >= 0 && sv.type != MK_YAML_SEQ)
+                                r = mk_yaml_error(c, v, "resources must be a list, not %s", mk_yaml_type_json(sv.type));
+                        if (r >= 0 && v->n_items > MK_MAX_SHARED_RESOURCES)
+                                r = mk_yaml_error(c, v, "too many resources (at most %u)", MK_MAX_SHARED_RESOURCES);
+                        if (r >= 0)
+                                list = v;
+                }
+                if (r < 0)
+                        return r;
+                mk_yaml_path_pop(c, old);
+        }
+        if (!list)
+                return mk_yaml_error(c, n, "missing required field 'resources'");
+        b->resources = calloc(list->n_items ? list->n_items : 1, sizeof(*b->resources));
+        if (!b->resources)
+                return mk_yaml_error_code(c, -ENOMEM, n, "out of memory");
+        size_t old = mk_yaml_path_push_key(c, "resources");
+        for (size_t i = 0; i < list->n_items; i++) {
+                size_t old2 = mk_yaml_path_push_index(c, i);
+                b->n_resources = i + 1; /* freed by the caller from here on */
+                r = parse_resource(c, list->items[i], &b->resources[i]);
+                if (r < 0)
+                        return r;
+                if (b->rename_by_default && !b->resources[i].rename &&
+                    asprintf(&b->resources[i].rename, "%s.shared", b->resources[i].name) < 0) {
+                        b->resources[i].rename = NULL;
+                        return mk_yaml_error_code(c, -ENOMEM, list->items[i], "out of memory");
+                }
+                if (b->resources[i].rename && strlen(b->resources[i].rename) > MK_MAX_RESOURCE_NAME)
+                        return mk_yaml_error(c, list->items[i], "resource name '%s' longer than %u characters",
+                                             b->resources[i].rename, MK_MAX_RESOURCE_NAME);
+                mk_yaml_path_pop(c, old2);
+        }
+        mk_yaml_path_pop(c, old);
+        return 0;
+}
+
+static int parse_sharing(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, struct mk_plugin_config *cfg) {
+        static const char *const known[] = {"timeSlicing", "mps", NULL};
+        _cleanup_yaml_map_done_ struct mk_yaml_map m = {0};
+        int r = load_map(c, n, "sharing", known, &m);
+        if (r < 0)
+                return r;
+        struct sharing_block ts = {0}, mps = {0};
+        for (size_t i = 0; i < m.n && r >= 0; i++) {
+                size_t old = mk_yaml_path_push_key(c, m.pairs[i].name);
+                r = parse_sharing_block(c, m.pairs[i].value, streq(m.pairs[i].name, "mps") ? &mps : &ts);
+                if (r >= 0)
+                        mk_yaml_path_pop(c, old);
+        }
+        if (r < 0) {
+                sharing_block_done(&ts);
+                sharing_block_done(&mps);
+                return r;
+        }
+        /* Upstream (§4.3): a present mps block supplies the list; the strategy
+         * is mps / time-slicing when that list shares anything. */
+        struct sharing_block *active = mps.present ? &mps : &ts;
+        cfg->sharing = active->n_resources == 0 ? MK_SHARING_NONE
+                       : mps.present            ? MK_SHARING_MPS
+                                                : MK_SHARING_TIME_SLICING;
+        cfg->rename_by_default = active->rename_by_default;
+        cfg->fail_requests_greater_than_one = active->has_fail_requests ? active->fail_requests : mps.present;
+        cfg->resources = TAKE_PTR(active->resources);
+        cfg->n_resources = active->n_resources;
+        active->n_resources = 0;
+        sharing_block_done(&ts);
+        sharing_block_done(&mps);
+        return 0;
+}
+
+static int parse_flags(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, struct mk_plugin_config *cfg) {
+        /* Upstream's keys (§4.2, §4.3); only migStrategy matters here. */
+        static const char *const known[] = {"migStrategy",     "failOnInitError",   "nvidiaDriverRoot",
+                                            "nvidiaDevRoot",   "mpsRoot",           "gdrcopyEnabled",
+                                            "gdsEnabled",      "mofedEnabled",      "useNodeFeatureAPI",
+                                            "deviceDiscoveryStrategy", "plugin",    "gfd",
+                                            NULL};
+        static const char *const plugin_known[] = {"passDeviceSpecs",     "deviceListStrategy", "deviceIDStrategy",
+                                                   "cdiAnnotationPrefix", "nvidiaCTKPath",      "containerDriverRoot",
+                                                   "sharedDevicesAllocationPolicy", NULL};
+        static const char *const gfd_known[] = {"oneshot", "noTimestamp", "sleepInterval", "outputFile",
+                                                "machineTypeFile", NULL};
+        _cleanup_yaml_map_done_ struct mk_yaml_map m = {0};
+        int r = load_map(c, n, "flags", known, &m);
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < m.n; i++) {
+                const char *k = m.pairs[i].name;
+                const struct mk_yaml_node *v = m.pairs[i].value;
+                size_t old = mk_yaml_path_push_key(c, k);
+                if (streq(k, "migStrategy")) {
+                        _cleanup_free_ char *s = NULL;
+                        r = get_str(c, v, "migStrategy", &s);
+                        if (r >= 0) {
+                                enum mk_mig_strategy st = mk_mig_strategy_from_string(s);
+                                if (st < 0)
+                                        r = mk_yaml_error(c, v, "unknown MIG strategy '%s' (none, single or mixed)",
+                                                          s);
+                                cfg->mig_strategy = st;
+                                cfg->has_mig_strategy = true;
+                        }
+                } else if (streq(k, "plugin") || streq(k, "gfd")) {
+                        _cleanup_yaml_map_done_ struct mk_yaml_map sub = {0};
+                        r = load_map(c, v, k, streq(k, "plugin") ? plugin_known : gfd_known, &sub);
+                }
+                if (r < 0)
+                        return r;
+                mk_yaml_path_pop(c, old);
+        }
+        return 0;
+}
+
+static int parse_top(struct mk_yaml_ctx *c, const struct mk_yaml_node *root, struct mk_plugin_config *cfg) {
+        static const char *const known[] = {"version", "flags", "resources", "sharing", "imex", NULL};
+        if (!root)
+                return 0; /* an empty file is an empty v1 config */
+        _cleanup_yaml_map_done_ struct mk_yaml_map m = {0};
+        int r = load_map(c, root, "the document", known, &m);
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < m.n; i++) {
+                const char *k = m.pairs[i].name;
+                const struct mk_yaml_node *v = m.pairs[i].value;
+                size_t old = mk_yaml_path_push_key(c, k);
+                if (streq(k, "version")) {
+                        _cleanup_free_ char *ver = NULL;
+                        r = get_str(c, v, "version", &ver);
+                        if (r >= 0 && !streq(ver, "v1"))
+                                r = mk_yaml_error(c, v, "unsupported version '%s' (want v1)", ver);
+                } else if (streq(k, "flags"))
+                        r = parse_flags(c, v, cfg);
+                else if (streq(k, "sharing"))
+                        r = parse_sharing(c, v, cfg);
+                /* resources (ignored upstream too) and imex: accepted, unused here. */
+                if (r < 0)
+                        return r;
+                mk_yaml_path_pop(c, old);
+        }
+        return 0;
+}
+
+int mk_plugin_config_parse(const char *data, size_t len, const char *file, struct mk_plugin_config **ret,
+                           struct mk_error *e) {
+        struct mk_yaml_ctx c = {.file = file ? file : "<input>", .e = e};
+        if (len > MK_MAX_PLUGIN_CONFIG_BYTES)
+                return mk_error_set_at(e, -E2BIG, c.file, 0, 0, "'%s' is larger than %u bytes", c.file,
+                                       MK_MAX_PLUGIN_CONFIG_BYTES);
+        _cleanup_(mk_yaml_doc_freep) struct mk_yaml_doc *doc = NULL;
+        int r = mk_yaml_parse(data ? data : "", data ? len : 0, c.file, &doc, e);
+        if (r < 0)
+                return r;
+        _cleanup_(mk_plugin_config_freep) struct mk_plugin_config *cfg = calloc(1, sizeof(*cfg));
+        if (!cfg || !(cfg->file = strdup(c.file)))
+                return mk_error_set_at(e, -ENOMEM, c.file, 0, 0, "out of memory");
+        r = parse_top(&c, doc->root, cfg);
+        if (r < 0)
+                return r;
+        *ret = TAKE_PTR(cfg);
+        return 0;
+}
+
+int mk_plugin_config_load(const char *path, struct mk_plugin_config **ret, struct mk_error *e) {
+        _cleanup_free_ char *data = NULL;
+        size_t len = 0;
+        int r = mk_read_file(path, MK_MAX_PLUGIN_CONFIG_BYTES, &data, &len, e);
+        if (r < 0)
+                return r;
+        return mk_plugin_config_parse(data, len, path, ret, e);
+}
