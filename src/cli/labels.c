@@ -132,7 +132,7 @@ int cli_labels(int argc, char **argv) {
                 .snapshot = s,
                 .strategy = strategy,
                 .config = cfg,
-                .cuda_driver_version = 0, /* not in the snapshot: CUDA labels left out (docs/labels.md) */
+                .cuda_driver_version = s->cuda_driver_version,
                 .machine_type = machine ? machine : "unknown",
                 .timestamp = no_timestamp ? 0 : (uint64_t) time(NULL),
         };

@@ -93,6 +93,7 @@ struct mk_gpu {
 struct mk_snapshot {
         char driver_version[80];
         char nvml_version[80];
+        unsigned cuda_driver_version;   /* e.g. 12040 for CUDA 12.4; 0 when NVML cannot tell */
         struct mk_gpu *gpus;
         size_t n_gpus;
 };

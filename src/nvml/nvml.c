@@ -647,6 +647,10 @@ int mk_nvml_snapshot(struct mk_nvml *n, struct mk_snapshot **ret, struct mk_erro
         r = n->s.nvmlSystemGetNVMLVersion(s->nvml_version, sizeof(s->nvml_version));
         if (r != NVML_SUCCESS)
                 return nvml_fail(n, e, r, "Failed to read the NVML version");
+        int cuda = 0;
+        if (n->s.nvmlSystemGetCudaDriverVersion && n->s.nvmlSystemGetCudaDriverVersion(&cuda) == NVML_SUCCESS &&
+            cuda > 0)
+                s->cuda_driver_version = (unsigned) cuda;
         s->driver_version[sizeof(s->driver_version) - 1] = 0;
         s->nvml_version[sizeof(s->nvml_version) - 1] = 0;
 
