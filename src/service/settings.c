@@ -169,17 +169,6 @@ static int get_list(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, bool un
         return 0;
 }
 
-static int get_bool(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, bool *ret) {
-        struct mk_yaml_scalar v;
-        int r = mk_yaml_resolve(c, n, &v);
-        if (r < 0)
-                return r;
-        if (v.type != MK_YAML_BOOL)
-                return mk_yaml_error(c, n, "must be true or false, not %s", mk_yaml_type_json(v.type));
-        *ret = v.b;
-        return 0;
-}
-
 static int get_duration(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, uint64_t *ret) {
         struct mk_yaml_scalar v;
         int r = mk_yaml_resolve(c, n, &v);
@@ -202,46 +191,10 @@ static int get_duration(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, uin
         return 0;
 }
 
-/* Loads a mapping, refusing keys outside `known` (strict). */
-static int load_map(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, const char *what,
-                    const char *const *known, struct mk_yaml_map *ret) {
-        struct mk_yaml_scalar v;
-        int r = mk_yaml_resolve(c, n, &v);
-        if (r < 0)
-                return r;
-        if (v.type != MK_YAML_MAP)
-                return mk_yaml_error(c, n, "%s must be a mapping, not %s", what, mk_yaml_type_json(v.type));
-        r = mk_yaml_map_load(c, n, ret);
-        if (r < 0)
-                return r;
-        for (size_t i = 0; i < ret->n; i++) {
-                bool ok = false;
-                for (const char *const *k = known; *k && !ok; k++)
-                        ok = streq(*k, ret->pairs[i].name);
-                if (!ok) {
-                        size_t old = mk_yaml_path_push_key(c, ret->pairs[i].name);
-                        char list[256] = "";
-                        size_t used = 0;
-                        for (const char *const *k = known; *k; k++) {
-                                int m = snprintf(list + used, sizeof(list) - used, "%s%s", used ? ", " : "", *k);
-                                if (m < 0 || (size_t) m >= sizeof(list) - used)
-                                        break;
-                                used += (size_t) m;
-                        }
-                        r = mk_yaml_error(c, ret->pairs[i].key, "unknown field '%s' (known: %s)", ret->pairs[i].name,
-                                          list);
-                        mk_yaml_path_pop(c, old);
-                        mk_yaml_map_done(ret);
-                        return r;
-                }
-        }
-        return 0;
-}
-
 static int parse_clients(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, struct mk_service_settings *s) {
         static const char *const known[] = {"systemd-services", "container-images", NULL};
         _cleanup_yaml_map_done_ struct mk_yaml_map m = {0};
-        int r = load_map(c, n, "gpu-clients", known, &m);
+        int r = mk_yaml_map_load_known(c, n, "gpu-clients", known, true, &m);
         if (r < 0)
                 return r;
         for (size_t i = 0; i < m.n; i++) {
@@ -270,7 +223,7 @@ static int parse_clients(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, st
 static int parse_timeouts(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, struct mk_service_settings *s) {
         static const char *const known[] = {"stop", "start", "apply", NULL};
         _cleanup_yaml_map_done_ struct mk_yaml_map m = {0};
-        int r = load_map(c, n, "timeouts", known, &m);
+        int r = mk_yaml_map_load_known(c, n, "timeouts", known, true, &m);
         if (r < 0)
                 return r;
         for (size_t i = 0; i < m.n; i++) {
@@ -292,7 +245,7 @@ static int parse_top(struct mk_yaml_ctx *c, const struct mk_yaml_node *root, str
         if (!root)
                 return mk_yaml_error(c, NULL, "empty file: want at least 'version: v1'");
         _cleanup_yaml_map_done_ struct mk_yaml_map m = {0};
-        int r = load_map(c, root, "the document", known, &m);
+        int r = mk_yaml_map_load_known(c, root, "the document", known, true, &m);
         if (r < 0)
                 return r;
         bool have_version = false;
@@ -309,7 +262,7 @@ static int parse_top(struct mk_yaml_ctx *c, const struct mk_yaml_node *root, str
                 } else if (streq(k, "gpu-clients"))
                         r = parse_clients(c, v, s);
                 else if (streq(k, "reboot"))
-                        r = get_bool(c, v, &s->reboot);
+                        r = mk_yaml_get_bool(c, v, &s->reboot);
                 else
                         r = parse_timeouts(c, v, s);
                 if (r < 0)

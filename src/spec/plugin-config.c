@@ -103,44 +103,6 @@ static int get_str(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, const ch
         return 0;
 }
 
-static int get_bool(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, bool *ret) {
-        struct mk_yaml_scalar v;
-        int r = mk_yaml_resolve(c, n, &v);
-        if (r < 0)
-                return r;
-        if (v.type != MK_YAML_BOOL)
-                return mk_yaml_error(c, n, "must be true or false, not %s", mk_yaml_type_json(v.type));
-        *ret = v.b;
-        return 0;
-}
-
-/* Loads a mapping, refusing keys outside `known` (strict). */
-static int load_map(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, const char *what,
-                    const char *const *known, struct mk_yaml_map *ret) {
-        struct mk_yaml_scalar v;
-        int r = mk_yaml_resolve(c, n, &v);
-        if (r < 0)
-                return r;
-        if (v.type != MK_YAML_MAP)
-                return mk_yaml_error(c, n, "%s must be a mapping, not %s", what, mk_yaml_type_json(v.type));
-        r = mk_yaml_map_load(c, n, ret);
-        if (r < 0)
-                return r;
-        for (size_t i = 0; i < ret->n; i++) {
-                bool ok = false;
-                for (const char *const *k = known; *k && !ok; k++)
-                        ok = streq(*k, ret->pairs[i].name);
-                if (!ok) {
-                        size_t old = mk_yaml_path_push_key(c, ret->pairs[i].name);
-                        r = mk_yaml_error(c, ret->pairs[i].key, "unknown field '%s'", ret->pairs[i].name);
-                        mk_yaml_path_pop(c, old);
-                        mk_yaml_map_done(ret);
-                        return r;
-                }
-        }
-        return 0;
-}
-
 /* Kubernetes' DNS-1123 subdomain: lower-case alphanumerics, '-' and '.',
  * starting and ending alphanumeric. */
 static bool dns_subdomain_valid(const char *s) {
@@ -294,7 +256,7 @@ static int get_devices(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, stru
 static int parse_resource(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, struct mk_shared_resource *res) {
         static const char *const known[] = {"name", "rename", "devices", "replicas", NULL};
         _cleanup_yaml_map_done_ struct mk_yaml_map m = {0};
-        int r = load_map(c, n, "a shared resource", known, &m);
+        int r = mk_yaml_map_load_known(c, n, "a shared resource", known, false, &m);
         if (r < 0)
                 return r;
         res->devices_all = true;
@@ -324,7 +286,7 @@ static int parse_resource(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, s
 static int parse_sharing_block(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, struct sharing_block *b) {
         static const char *const known[] = {"renameByDefault", "failRequestsGreaterThanOne", "resources", NULL};
         _cleanup_yaml_map_done_ struct mk_yaml_map m = {0};
-        int r = load_map(c, n, "a sharing block", known, &m);
+        int r = mk_yaml_map_load_known(c, n, "a sharing block", known, false, &m);
         if (r < 0)
                 return r;
         b->present = true;
@@ -334,9 +296,9 @@ static int parse_sharing_block(struct mk_yaml_ctx *c, const struct mk_yaml_node 
                 const struct mk_yaml_node *v = m.pairs[i].value;
                 size_t old = mk_yaml_path_push_key(c, k);
                 if (streq(k, "renameByDefault"))
-                        r = get_bool(c, v, &b->rename_by_default);
+                        r = mk_yaml_get_bool(c, v, &b->rename_by_default);
                 else if (streq(k, "failRequestsGreaterThanOne")) {
-                        r = get_bool(c, v, &b->fail_requests);
+                        r = mk_yaml_get_bool(c, v, &b->fail_requests);
                         b->has_fail_requests = true;
                 } else {
                         struct mk_yaml_scalar sv;
@@ -381,7 +343,7 @@ static int parse_sharing_block(struct mk_yaml_ctx *c, const struct mk_yaml_node 
 static int parse_sharing(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, struct mk_plugin_config *cfg) {
         static const char *const known[] = {"timeSlicing", "mps", NULL};
         _cleanup_yaml_map_done_ struct mk_yaml_map m = {0};
-        int r = load_map(c, n, "sharing", known, &m);
+        int r = mk_yaml_map_load_known(c, n, "sharing", known, false, &m);
         if (r < 0)
                 return r;
         struct sharing_block ts = {0}, mps = {0};
@@ -425,7 +387,7 @@ static int parse_flags(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, stru
         static const char *const gfd_known[] = {"oneshot", "noTimestamp", "sleepInterval", "outputFile",
                                                 "machineTypeFile", NULL};
         _cleanup_yaml_map_done_ struct mk_yaml_map m = {0};
-        int r = load_map(c, n, "flags", known, &m);
+        int r = mk_yaml_map_load_known(c, n, "flags", known, false, &m);
         if (r < 0)
                 return r;
         for (size_t i = 0; i < m.n; i++) {
@@ -445,7 +407,7 @@ static int parse_flags(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, stru
                         }
                 } else if (streq(k, "plugin") || streq(k, "gfd")) {
                         _cleanup_yaml_map_done_ struct mk_yaml_map sub = {0};
-                        r = load_map(c, v, k, streq(k, "plugin") ? plugin_known : gfd_known, &sub);
+                        r = mk_yaml_map_load_known(c, v, k, streq(k, "plugin") ? plugin_known : gfd_known, false, &sub);
                 }
                 if (r < 0)
                         return r;
@@ -459,7 +421,7 @@ static int parse_top(struct mk_yaml_ctx *c, const struct mk_yaml_node *root, str
         if (!root)
                 return 0; /* an empty file is an empty v1 config */
         _cleanup_yaml_map_done_ struct mk_yaml_map m = {0};
-        int r = load_map(c, root, "the document", known, &m);
+        int r = mk_yaml_map_load_known(c, root, "the document", known, false, &m);
         if (r < 0)
                 return r;
         for (size_t i = 0; i < m.n; i++) {

@@ -952,3 +952,50 @@ void mk_yaml_map_done(struct mk_yaml_map *m) {
         free(m->pairs);
         *m = (struct mk_yaml_map){0};
 }
+
+int mk_yaml_map_load_known(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, const char *what,
+                           const char *const *known, bool list_known, struct mk_yaml_map *ret) {
+        struct mk_yaml_scalar v;
+        int r = mk_yaml_resolve(c, n, &v);
+        if (r < 0)
+                return r;
+        if (v.type != MK_YAML_MAP)
+                return mk_yaml_error(c, n, "%s must be a mapping, not %s", what, mk_yaml_type_json(v.type));
+        r = mk_yaml_map_load(c, n, ret);
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < ret->n; i++) {
+                bool ok = false;
+                for (const char *const *k = known; *k && !ok; k++)
+                        ok = streq(*k, ret->pairs[i].name);
+                if (!ok) {
+                        size_t old = mk_yaml_path_push_key(c, ret->pairs[i].name);
+                        char list[256] = "";
+                        size_t used = 0;
+                        for (const char *const *k = known; *k; k++) {
+                                int m = snprintf(list + used, sizeof(list) - used, "%s%s", used ? ", " : "", *k);
+                                if (m < 0 || (size_t) m >= sizeof(list) - used)
+                                        break;
+                                used += (size_t) m;
+                        }
+                        r = list_known ? mk_yaml_error(c, ret->pairs[i].key, "unknown field '%s' (known: %s)",
+                                                       ret->pairs[i].name, list)
+                                       : mk_yaml_error(c, ret->pairs[i].key, "unknown field '%s'", ret->pairs[i].name);
+                        mk_yaml_path_pop(c, old);
+                        mk_yaml_map_done(ret);
+                        return r;
+                }
+        }
+        return 0;
+}
+
+int mk_yaml_get_bool(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, bool *ret) {
+        struct mk_yaml_scalar v;
+        int r = mk_yaml_resolve(c, n, &v);
+        if (r < 0)
+                return r;
+        if (v.type != MK_YAML_BOOL)
+                return mk_yaml_error(c, n, "must be true or false, not %s", mk_yaml_type_json(v.type));
+        *ret = v.b;
+        return 0;
+}

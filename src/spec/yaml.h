@@ -132,3 +132,14 @@ struct mk_yaml_map {
 int mk_yaml_map_load(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, struct mk_yaml_map *ret);
 void mk_yaml_map_done(struct mk_yaml_map *m);
 #define _cleanup_yaml_map_done_ _cleanup_(mk_yaml_map_done)
+
+/* Loads mapping `n` (named `what` in the error when it is something else)
+ * and refuses any key outside the NULL-terminated `known` list with
+ * "unknown field '<k>'", followed by " (known: a, b)" when list_known. On
+ * failure `ret` is left empty. For the strict formats (service.yaml, the
+ * plugin config). */
+int mk_yaml_map_load_known(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, const char *what,
+                           const char *const *known, bool list_known, struct mk_yaml_map *ret);
+
+/* A YAML boolean (YAML 1.1 forms), else "must be true or false, not <type>". */
+int mk_yaml_get_bool(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, bool *ret);
