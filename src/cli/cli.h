@@ -55,3 +55,5 @@ int cli_plan(int argc, char **argv);
 int cli_service(int argc, char **argv);
 int cli_manager(int argc, char **argv);
 int cli_labels(int argc, char **argv);
+int cli_device_plugin(int argc, char **argv);
+int cli_scheduler(int argc, char **argv);

@@ -26,6 +26,8 @@ static void help(void) {
                "  service               Node service: boot-time apply, selection, reboot marker\n"
                "  manager               Kubernetes MIG manager: follow the node's nvidia.com/mig.config label\n"
                "  labels                GPU feature discovery labels of this node (key=value)\n"
+               "  device-plugin         Kubernetes device plugin (kubelet v1beta1 API) for GPUs and MIG devices\n"
+               "  scheduler             kube-scheduler extender: dynamic MIG placement for gpumem requests\n"
                "\n"
                "Global options:\n"
                "  --simulate MACHINE    Run against the NVML simulator, on a simulated MACHINE\n"
@@ -212,6 +214,8 @@ int main(int argc, char **argv) {
                 {"service", cli_service},
                 {"manager", cli_manager},
                 {"labels", cli_labels},
+                {"device-plugin", cli_device_plugin},
+                {"scheduler", cli_scheduler},
         };
         const char *cmd = argv[optind];
         if (streq(cmd, "help")) {

@@ -26,6 +26,8 @@ struct mk_snapshot *mk_snapshot_free(struct mk_snapshot *s) {
         for (size_t i = 0; i < s->n_gpus; i++)
                 mk_gpu_done(&s->gpus[i]);
         free(s->gpus);
+        free(s->nvlinks);
+        free(s->pcie_level);
         free(s);
         return NULL;
 }

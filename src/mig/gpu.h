@@ -96,6 +96,14 @@ struct mk_snapshot {
         unsigned cuda_driver_version;   /* e.g. 12040 for CUDA 12.4; 0 when NVML cannot tell */
         struct mk_gpu *gpus;
         size_t n_gpus;
+        /* Interconnect, n_gpus × n_gpus row-major (entry [i * n_gpus + j]),
+         * NULL when NVML could not tell. `nvlinks`: active NVLinks joining GPU
+         * i to GPU j (directly or through NVSwitch; 0 = none). `pcie_level`:
+         * NVML topology level of the pair's common PCIe ancestor
+         * (nvmlGpuTopologyLevel_t: 0 internal, 10 single switch, 20 multiple
+         * switches, 30 host bridge, 40 NUMA node, 50 system). */
+        unsigned *nvlinks;
+        unsigned *pcie_level;
 };
 
 void mk_gpu_done(struct mk_gpu *g);
