@@ -48,7 +48,8 @@ struct mk_shared_resource {
         unsigned devices_count; /* devices: N (the first N devices); 0 when not a count */
         char **devices;         /* devices: [...] as strings ("0", "0:1", "GPU-…", "MIG-…"), NULL-terminated or NULL */
         size_t n_devices;
-        unsigned replicas;      /* >= 2 */
+        unsigned replicas;      /* >= 2 from the file; >= 1 from --resource-config (1 = renamed, not shared) */
+        bool replicas_auto;     /* --resource-config replicas -1: per device, its memory MiB / 1000 (§5.1); replicas 0 */
 };
 
 struct mk_plugin_config {
@@ -74,6 +75,21 @@ struct mk_plugin_config *mk_plugin_config_free(struct mk_plugin_config *c);
 static inline void mk_plugin_config_freep(struct mk_plugin_config **c) {
         mk_plugin_config_free(*c);
 }
+
+#define MK_MAX_RESOURCE_CONFIG_BYTES 65536u /* the --resource-config string */
+
+/* Parses the iktos fork's --resource-config string (§5.1): comma-separated
+ * `<name>:<rename>:<replicas>` entries, blanks around parts trimmed, empty
+ * entries skipped; names short or prefixed ("gpu", "nvidia.com/mig-1g.10gb"),
+ * checked as in the file; replicas >= 1 or -1 (auto). Gives a config with
+ * the time-slicing strategy (none when every entry has replicas 1), each
+ * entry with devices "all" and `rename` NULL when it equals `name`. Unlike
+ * the fork, resources not listed stay advertised, unshared. Errors: -EINVAL
+ * naming the entry (1-based) and the part, -E2BIG over
+ * MK_MAX_RESOURCE_CONFIG_BYTES or MK_MAX_SHARED_RESOURCES entries. *ret only
+ * on success; `file` of the result is "--resource-config". */
+int mk_plugin_config_parse_resource_config(const char *s, struct mk_plugin_config **ret, struct mk_error *e)
+        _nonnull_(1, 2) _wur_;
 
 /* The first active shared resource named `name` (full name), or NULL. */
 const struct mk_shared_resource *mk_plugin_config_find(const struct mk_plugin_config *c, const char *name);

@@ -1,0 +1,66 @@
+/* Allocate for one container (shared/reference/device-plugin.md §4.6–§4.8,
+ * §5.2): requested ids in, the envs, mounts, device specs, annotations and
+ * CDI devices the kubelet hands the runtime out. Plain structs; the daemon
+ * converts. Pure but for one random UUID per CDI annotation key. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "base/error.h"
+#include "base/macro.h"
+#include "mig/gpu.h"
+#include "plugin/resources.h"
+
+#define MK_DP_MAX_REQUEST_IDS 4096u /* ids in one container request */
+
+struct mk_dp_kv {
+        char *key, *value;
+};
+struct mk_dp_mount {
+        char *container_path, *host_path;
+        bool read_only;
+};
+struct mk_dp_devspec {
+        char *container_path, *host_path, *permissions;
+};
+struct mk_dp_response {
+        struct mk_dp_kv *envs;            /* in the order added; keys unique */
+        size_t n_envs;
+        struct mk_dp_mount *mounts;
+        size_t n_mounts;
+        struct mk_dp_devspec *devices;
+        size_t n_devices;
+        struct mk_dp_kv *annotations;
+        size_t n_annotations;
+        char **cdi_devices;               /* fully qualified CDI names, "k8s.device-plugin.nvidia.com/gpu=GPU-…" */
+        size_t n_cdi_devices;
+};
+
+/* One container of an Allocate. Validates the ids (an unknown id or more
+ * than MK_DP_MAX_REQUEST_IDS: -EINVAL naming it; a shared resource with
+ * failRequestsGreaterThanOne and more than one id: -EINVAL "maximum request
+ * size for shared resources is 1; found N"), maps replicas to their base
+ * devices (deduplicated, request order kept; with the index id strategy
+ * also in request order, unlike upstream's map order), then per
+ * o->list_strategies: envvar NVIDIA_VISIBLE_DEVICES=<ids>; volume-mounts
+ * NVIDIA_VISIBLE_DEVICES=/var/run/nvidia-container-devices and one /dev/null
+ * mount per id; cdi-annotations one annotation
+ * "<prefix>nvidia-device-plugin_<uuid>" = "<kind>=<id>,…"; cdi-cri the CDI
+ * names. NVIDIA_GDS/MOFED/GDRCOPY=enabled when on. With pass_device_specs
+ * (and not only CDI strategies): /dev/nvidiactl, /dev/nvidia-uvm,
+ * /dev/nvidia-uvm-tools, /dev/nvidia-modeset (each when present under the
+ * host's dev root; all when o->host is NULL), then per requested replica
+ * (not deduplicated, as upstream) /dev/nvidia<minor> and for MIG the GI and
+ * CI access caps /dev/nvidia-caps/nvidia-cap<N> (-EINVAL naming the device
+ * when mig-minors lacked them). Host paths are <dev_root>/dev/... .
+ * *ret is written only on success; release it with mk_dp_response_done(). */
+int mk_dp_allocate(const struct mk_snapshot *s, const struct mk_dp_resource *r, const char *const *ids, size_t n_ids,
+                   const struct mk_dp_options *o, struct mk_dp_response *ret, struct mk_error *e)
+        _nonnull_(2, 5, 6) _wur_;
+
+/* Frees the contents and zeroes *r; accepts an already-done response. */
+void mk_dp_response_done(struct mk_dp_response *r);
+
+/* The value of env / annotation `key` in r, or NULL (for tests and logs). */
+const char *mk_dp_response_env(const struct mk_dp_response *r, const char *key);
