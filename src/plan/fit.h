@@ -1,0 +1,142 @@
+/* MIG fitting for dynamic scheduling: given the state of a node's GPUs (the
+ * profiles allowed on each, with their placements, and the instances that
+ * exist or are reserved), which profile, placement and GPUs a pod's request
+ * gets, and how good the node is for it. Fragmentation-aware: among the
+ * feasible placements it takes the one that destroys the least of the free
+ * space larger requests could still use (docs/scheduler-fit.md gives the
+ * formulas). Pure: no I/O, no NVML, no allocation, no globals; safe to call
+ * from many threads at once on shared inputs. Decisions take microseconds.
+ *
+ * Units: placements in memory units (mk_gi_profile.placements, 8 or 4 per
+ * GPU), memory in MiB, cores in percent of the whole GPU's SMs. */
+#pragma once
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/error.h"
+#include "base/macro.h"
+#include "mig/gpu.h"
+#include "mig/layout.h"
+
+#define MK_FIT_MAX_UNITS 32u         /* memory units of one GPU (placement masks are 32-bit) */
+#define MK_FIT_MAX_NODE_GPUS 64u     /* GPUs of one node */
+#define MK_FIT_MAX_REQUEST_GPUS 16u  /* GPUs of one request (HAMi's per-container device cap) */
+#define MK_FIT_MAX_PROFILES 64u      /* allowed profiles of one GPU */
+#define MK_FIT_MAX_INSTANCES 64u     /* existing + reserved instances of one GPU */
+
+enum mk_fit_policy {
+        MK_FIT_BINPACK,                 /* fill used nodes / GPUs first */
+        MK_FIT_SPREAD,                  /* prefer empty nodes / GPUs */
+        _MK_FIT_POLICY_MAX,
+        _MK_FIT_POLICY_INVALID = -EINVAL,
+};
+/* "binpack", "spread" (HAMi's annotation values; from_string is case-insensitive). */
+const char *mk_fit_policy_to_string(enum mk_fit_policy p);
+enum mk_fit_policy mk_fit_policy_from_string(const char *s);
+
+/* An instance that exists or is reserved on a GPU. Its profile need not be
+ * among the allowed ones (config changes do not free space). */
+struct mk_fit_instance {
+        unsigned profile_id;            /* driver GI profile id (mk_gi_profile.id); counts against max_count */
+        unsigned slices;                /* compute slices it holds */
+        struct mk_placement placement;  /* memory units */
+};
+
+/* One GPU as the node inventory describes it. Borrowed pointers; nothing is
+ * copied or kept. */
+struct mk_fit_gpu {
+        const struct mk_gi_profile *profiles;  /* the profiles ALLOWED here (config filtered), with placements */
+        size_t n_profiles;
+        unsigned memory_units;          /* placement units of the GPU: 8, or 4 on A30-class parts */
+        unsigned slices;                /* compute slices of the GPU (7 or 4); 0: the largest allowed profile's */
+        uint64_t memory_mib;            /* whole-GPU memory, the base of a memory percentage */
+        unsigned multiprocessors;       /* SMs of the full-GPU profile, the base of cores percent;
+                                         * 0: the largest allowed profile's */
+        const struct mk_fit_instance *used;    /* existing + reserved instances */
+        size_t n_used;
+        bool unavailable;               /* never chosen: unhealthy, cordoned, excluded by type/UUID,
+                                         * MIG disabled, or in use as a whole GPU */
+};
+
+/* Node-level resources, as kube-scheduler counts them. */
+struct mk_fit_node_resources {
+        uint64_t cpu_allocatable_milli, cpu_requested_milli;   /* requested: by the pods already there */
+        uint64_t memory_allocatable_bytes, memory_requested_bytes;
+};
+
+struct mk_fit_node {
+        const struct mk_fit_gpu *gpus;
+        size_t n_gpus;                  /* <= MK_FIT_MAX_NODE_GPUS */
+        const struct mk_fit_node_resources *resources;  /* NULL: CPU and memory not considered */
+};
+
+/* What one container asks for: `gpus` distinct GPUs, one MIG instance on
+ * each, each with at least the memory and cores asked. */
+struct mk_fit_request {
+        unsigned gpus;                  /* 1..MK_FIT_MAX_REQUEST_GPUS */
+        uint64_t mem_mib;               /* per GPU; 0: use mem_percent */
+        unsigned mem_percent;           /* of the GPU's memory_mib, 1..100, used when mem_mib is 0; 100, or
+                                         * 0 with mem_mib 0: the whole GPU (a profile covering every unit) */
+        unsigned cores_percent;         /* 0..100: floor on the profile's core share, ceil(SMs * 100 /
+                                         * multiprocessors) (HAMi's `core`); 0: no floor */
+        const char *variant;            /* NULL or "": only profiles without attributes; else exactly this
+                                         * attribute suffix: "+me", "+me.all", "+gfx", "-me" */
+        uint64_t cpu_milli;             /* the pod's CPU and memory requests (whole pod), checked and scored */
+        uint64_t memory_bytes;          /* against mk_fit_node.resources when that is set */
+};
+
+/* One instance the request gets. */
+struct mk_fit_choice {
+        unsigned gpu;                           /* index into mk_fit_node.gpus */
+        const struct mk_gi_profile *profile;    /* points into that GPU's profiles */
+        struct mk_placement placement;          /* memory units; one of the profile's placements */
+};
+
+struct mk_fit_result {
+        struct mk_fit_choice choices[MK_FIT_MAX_REQUEST_GPUS];
+        size_t n_choices;               /* == request gpus */
+        double score;                   /* node score in [0, 100], higher is better for the node policy; it
+                                         * INCLUDES this request's allocation */
+        double fragmentation;           /* the node's fragmentation after the allocation, [0, 1] */
+};
+
+/* Fits one request on one node. Each of `req->gpus` distinct available GPUs
+ * gets one instance: the smallest allowed profile (by memory, then compute
+ * slices) meeting memory, cores and variant that has a free placement on
+ * enough GPUs, at the placement losing the least free capacity; GPUs are
+ * ordered by that loss, then by `gpu_policy`. The node score follows
+ * `node_policy`. For a pod with several containers, call once per container
+ * with the earlier choices added to the GPUs' `used`.
+ * Returns 0 and fills *ret; -ENOSPC when the request does not fit (the reason
+ * in `e`, naming the request); -EINVAL for a malformed request or node
+ * (request out of range, unit counts or placements out of range, caps
+ * exceeded). *ret is written only on success. */
+int mk_fit_node(const struct mk_fit_node *node, const struct mk_fit_request *req, enum mk_fit_policy node_policy,
+                enum mk_fit_policy gpu_policy, struct mk_fit_result *ret, struct mk_error *e) _nonnull_(1, 2, 5);
+
+/* Checks a GPU description once, when the inventory is read: unit and slice
+ * counts, every placement inside the GPU, no two used instances overlapping,
+ * caps. 0 or -EINVAL with the reason in `e` (mk_fit_node stays safe on bad
+ * input, but only rejects it with a terse message). */
+int mk_fit_gpu_validate(const struct mk_fit_gpu *g, struct mk_error *e) _nonnull_(1);
+
+/* The memory units held by `g`'s used instances, as a bit mask. */
+uint32_t mk_fit_used_mask(const struct mk_fit_gpu *g) _nonnull_(1);
+
+/* The free placements of profile `p` on `g`: bit i set when the placement
+ * p->placements[i] overlaps no used instance and the GPU still has the
+ * compute slices and the per-profile instance count (max_count) for it.
+ * 0 when none (or when `g` is unavailable). */
+uint64_t mk_fit_free_placements(const struct mk_fit_gpu *g, const struct mk_gi_profile *p) _nonnull_(1, 2);
+
+/* Fragmentation of a GPU in [0, 1]: the share of its free capacity that the
+ * allowed profiles can no longer use because free units are split, 1 -
+ * C(free) / C_ideal(free units), where C is the capacity value of
+ * docs/scheduler-fit.md. 0 for an empty, a full or an unavailable GPU. */
+double mk_fit_gpu_fragmentation(const struct mk_fit_gpu *g) _nonnull_(1);
+
+/* The profile's core share as `cores_percent` compares it, ceil(SMs * 100 / GPU SMs). */
+unsigned mk_fit_profile_cores(const struct mk_fit_gpu *g, const struct mk_gi_profile *p) _nonnull_(1, 2);
