@@ -1,0 +1,592 @@
+/* Unit tests of plan/fit: hand-built A100-80GB and H100-80GB profile tables
+ * (shared/reference/mig-profiles.md §4.3, §4.4; placements §3.1; memory and
+ * SMs as the simulator's catalog has them), GPU states and requests as data
+ * with the expected choice, infeasible and malformed cases, policies, and the
+ * fragmentation metric. */
+#include <errno.h>
+#include <inttypes.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "mig/gpu.h"
+#include "mig/profile.h"
+#include "plan/fit.h"
+
+/* --- GPU models as data -------------------------------------------------------- */
+
+struct gi_row {
+        const char *name;
+        unsigned id, slices, units, max_count;
+        uint64_t memory_mib;
+        unsigned sms;
+        unsigned starts; /* bit s set: placement start s is valid (§3.1) */
+};
+
+static const struct gi_row a100_80gb_rows[] = {
+        {"1g.10gb", 19, 1, 1, 7, 9728, 14, 0x7f},
+        {"1g.10gb+me", 20, 1, 1, 1, 9728, 14, 0x7f},
+        {"1g.20gb", 15, 1, 2, 4, 19968, 14, 0x55},
+        {"2g.20gb", 14, 2, 2, 3, 19968, 28, 0x15},
+        {"3g.40gb", 9, 3, 4, 2, 40192, 42, 0x11},
+        {"4g.40gb", 5, 4, 4, 1, 40192, 56, 0x01},
+        {"7g.80gb", 0, 7, 8, 1, 80384, 98, 0x01},
+};
+
+static const struct gi_row h100_80gb_rows[] = {
+        {"1g.10gb", 19, 1, 1, 7, 9984, 16, 0x7f},
+        {"1g.10gb+me", 20, 1, 1, 1, 9984, 16, 0x7f},
+        {"1g.20gb", 15, 1, 2, 4, 20096, 26, 0x55},
+        {"2g.20gb", 14, 2, 2, 3, 20096, 32, 0x15},
+        {"3g.40gb", 9, 3, 4, 2, 40448, 60, 0x11},
+        {"4g.40gb", 5, 4, 4, 1, 40448, 64, 0x01},
+        {"7g.80gb", 0, 7, 8, 1, 81152, 132, 0x01},
+};
+
+#define MAX_PROFILES 8
+#define MAX_GPUS 4
+
+struct model {
+        struct mk_gi_profile profiles[MAX_PROFILES];
+        struct mk_placement placements[MAX_PROFILES][8];
+        size_t n_profiles;
+        uint64_t memory_mib;
+};
+
+static struct model a100, h100;
+
+static void model_build(struct model *m, const struct gi_row *rows, size_t n, uint64_t memory_mib) {
+        memset(m, 0, sizeof *m);
+        for (size_t i = 0; i < n; i++) {
+                struct mk_gi_profile *p = &m->profiles[i];
+                p->id = rows[i].id;
+                p->slices = rows[i].slices;
+                p->max_count = rows[i].max_count;
+                p->memory_mib = rows[i].memory_mib;
+                p->multiprocessors = rows[i].sms;
+                p->named = true;
+                snprintf(p->name, sizeof p->name, "%s", rows[i].name);
+                assert_int_equal(mk_profile_name_parse(rows[i].name, &p->pname, NULL), 0);
+                for (unsigned s = 0; s < 8; s++)
+                        if (rows[i].starts & (1u << s))
+                                m->placements[i][p->n_placements++] = (struct mk_placement) {s, rows[i].units};
+                p->placements = m->placements[i];
+        }
+        m->n_profiles = n;
+        m->memory_mib = memory_mib;
+}
+
+static int setup(void **state) {
+        (void) state;
+        model_build(&a100, a100_80gb_rows, sizeof a100_80gb_rows / sizeof a100_80gb_rows[0], 81920);
+        model_build(&h100, h100_80gb_rows, sizeof h100_80gb_rows / sizeof h100_80gb_rows[0], 81559);
+        return 0;
+}
+
+/* --- GPU states written as text ------------------------------------------------
+ * A GPU: "" (empty), "-" (unavailable), or instances "3g.40gb@4 1g.10gb@6".
+ * Allowed profiles: NULL (all of the model's) or names "1g.10gb 2g.20gb". */
+
+struct node_buf {
+        struct mk_fit_gpu gpus[MAX_GPUS];
+        struct mk_fit_instance used[MAX_GPUS][8];
+        struct mk_gi_profile allowed[MAX_PROFILES];
+        size_t n_allowed;
+};
+
+static const struct mk_gi_profile *model_find(const struct model *m, const char *name, size_t len) {
+        for (size_t i = 0; i < m->n_profiles; i++)
+                if (strlen(m->profiles[i].name) == len && strncmp(m->profiles[i].name, name, len) == 0)
+                        return &m->profiles[i];
+        fail_msg("no profile '%.*s'", (int) len, name);
+        return NULL;
+}
+
+static void node_build(struct node_buf *b, const struct model *m, const char *allowed, const char *const *gpus,
+                       size_t n_gpus, struct mk_fit_node *ret) {
+        memset(b, 0, sizeof *b);
+        if (!allowed) {
+                memcpy(b->allowed, m->profiles, sizeof m->profiles);
+                b->n_allowed = m->n_profiles;
+        } else {
+                for (const char *s = allowed; *s;) {
+                        size_t l = strcspn(s, " ");
+                        b->allowed[b->n_allowed++] = *model_find(m, s, l);
+                        s += l;
+                        s += strspn(s, " ");
+                }
+        }
+        assert_true(n_gpus <= MAX_GPUS);
+        for (size_t i = 0; i < n_gpus; i++) {
+                struct mk_fit_gpu *g = &b->gpus[i];
+                *g = (struct mk_fit_gpu) {
+                        .profiles = b->allowed,
+                        .n_profiles = b->n_allowed,
+                        .memory_units = 8,
+                        .slices = 7,
+                        .memory_mib = m->memory_mib,
+                        .used = b->used[i],
+                };
+                if (streq(gpus[i], "-")) {
+                        g->unavailable = true;
+                        continue;
+                }
+                for (const char *s = gpus[i]; *s;) {
+                        size_t l = strcspn(s, "@");
+                        const struct mk_gi_profile *p = model_find(m, s, l);
+                        s += l + 1;
+                        char *end;
+                        unsigned long start = strtoul(s, &end, 10);
+                        assert_true(end != s);
+                        b->used[i][g->n_used++] = (struct mk_fit_instance) {
+                                .profile_id = p->id,
+                                .slices = p->slices,
+                                .placement = {(unsigned) start, p->placements[0].size},
+                        };
+                        s = end + strspn(end, " ");
+                }
+        }
+        *ret = (struct mk_fit_node) {.gpus = b->gpus, .n_gpus = n_gpus};
+}
+
+/* "0:1g.10gb@6 1:2g.20gb@0", or "ENOSPC" / "EINVAL". */
+static void result_format(int r, const struct mk_fit_result *res, char *buf, size_t size) {
+        if (r == -ENOSPC) {
+                snprintf(buf, size, "ENOSPC");
+                return;
+        }
+        if (r == -EINVAL) {
+                snprintf(buf, size, "EINVAL");
+                return;
+        }
+        if (r < 0) {
+                snprintf(buf, size, "error %d", r);
+                return;
+        }
+        size_t k = 0;
+        buf[0] = 0;
+        for (size_t i = 0; i < res->n_choices && k < size; i++)
+                k += (size_t) snprintf(buf + k, size - k, "%s%u:%s@%u", i ? " " : "", res->choices[i].gpu,
+                                       res->choices[i].profile->name, res->choices[i].placement.start);
+}
+
+/* --- choices as data ------------------------------------------------------------ */
+
+struct fit_case {
+        const char *what;
+        const struct model *model;
+        const char *allowed;
+        const char *gpus[MAX_GPUS];
+        size_t n_gpus;
+        struct mk_fit_request req;
+        enum mk_fit_policy gpu_policy;
+        const char *expect;
+};
+
+#define GIB(x) ((uint64_t) (x) * 1024)
+#define REQ(...) ((struct mk_fit_request) {.gpus = 1, __VA_ARGS__})
+#define REQN(n, ...) ((struct mk_fit_request) {.gpus = (n), __VA_ARGS__})
+
+static const struct fit_case cases[] = {
+        /* Placement: the loss of free capacity decides, keeping aligned blocks whole. */
+        {"1g on an empty A100 goes to unit 6 (no 2g can use 6-7)", &a100, "1g.10gb 2g.20gb 3g.40gb 4g.40gb 7g.80gb",
+         {""}, 1, REQ(.mem_mib = GIB(9)), MK_FIT_BINPACK, "0:1g.10gb@6"},
+        {"second 1g fills the same 2-unit block's buddy", &a100, "1g.10gb 2g.20gb 3g.40gb 4g.40gb 7g.80gb",
+         {"1g.10gb@6"}, 1, REQ(.mem_mib = GIB(9)), MK_FIT_BINPACK, "0:1g.10gb@5"},
+        {"third 1g stays in the upper half", &a100, "1g.10gb 2g.20gb 3g.40gb 4g.40gb 7g.80gb",
+         {"1g.10gb@6 1g.10gb@5"}, 1, REQ(.mem_mib = GIB(9)), MK_FIT_BINPACK, "0:1g.10gb@4"},
+        {"1g with the upper half full goes to the lower half's top", &a100, "1g.10gb 2g.20gb 3g.40gb 4g.40gb 7g.80gb",
+         {"3g.40gb@4"}, 1, REQ(.mem_mib = GIB(9)), MK_FIT_BINPACK, "0:1g.10gb@3"},
+        {"2g on an empty GPU goes to 4 (keeps the 4g/3g block at 0)", &a100, "1g.10gb 2g.20gb 3g.40gb 4g.40gb 7g.80gb",
+         {""}, 1, REQ(.mem_mib = GIB(19)), MK_FIT_BINPACK, "0:2g.20gb@4"},
+        {"2g next to a 2g", &a100, "1g.10gb 2g.20gb 3g.40gb 4g.40gb 7g.80gb", {"2g.20gb@4"}, 1,
+         REQ(.mem_mib = GIB(19)), MK_FIT_BINPACK, "0:2g.20gb@2"},
+        {"3g on an empty GPU goes to 4 (4g stays possible)", &a100, NULL, {""}, 1, REQ(.mem_mib = GIB(39)),
+         MK_FIT_BINPACK, "0:3g.40gb@4"},
+        {"3g with 3g@4 taken goes to 0", &a100, NULL, {"3g.40gb@4"}, 1, REQ(.mem_mib = GIB(39)), MK_FIT_BINPACK,
+         "0:3g.40gb@0"},
+        {"whole GPU: 7g at 0", &a100, NULL, {""}, 1, REQ(.mem_mib = 0), MK_FIT_BINPACK, "0:7g.80gb@0"},
+        {"100% is the whole GPU", &a100, NULL, {""}, 1, REQ(.mem_percent = 100), MK_FIT_BINPACK, "0:7g.80gb@0"},
+        {"memory just over the 3g's needs the 7g", &a100, NULL, {""}, 1, REQ(.mem_mib = 40193), MK_FIT_BINPACK,
+         "0:7g.80gb@0"},
+        {"percent: 20% of 80 GiB = 16384 MiB -> 1g.20gb", &a100, NULL, {""}, 1, REQ(.mem_percent = 20),
+         MK_FIT_BINPACK, "0:1g.20gb@6"},
+        {"percent: 25% of 80 GiB = 20480 MiB > 2g's 19968 -> 3g", &a100, NULL, {""}, 1, REQ(.mem_percent = 25),
+         MK_FIT_BINPACK, "0:3g.40gb@4"},
+
+        /* Double-memory 1g: a 20 GB request takes 1g.20gb (one slice, and unit 7 usable). */
+        {"20 GB on an empty H100 takes 1g.20gb at 6", &h100, NULL, {""}, 1, REQ(.mem_mib = GIB(19)), MK_FIT_BINPACK,
+         "0:1g.20gb@6"},
+        {"20 GB next to 2g@0 2g@2 2g@4: only 1g.20gb@6 fits", &h100, NULL, {"2g.20gb@0 2g.20gb@2 2g.20gb@4"}, 1,
+         REQ(.mem_mib = GIB(19)), MK_FIT_BINPACK, "0:1g.20gb@6"},
+        {"without 1g.20gb, 2g.20gb@0,2,4 full: no 20 GB room", &h100, "1g.10gb 2g.20gb 3g.40gb 4g.40gb 7g.80gb",
+         {"2g.20gb@0 2g.20gb@2 2g.20gb@4"}, 1, REQ(.mem_mib = GIB(19)), MK_FIT_BINPACK, "ENOSPC"},
+        {"10 GB never takes 1g.20gb while 1g.10gb fits", &h100, NULL, {"1g.20gb@6"}, 1, REQ(.mem_mib = GIB(9)),
+         MK_FIT_BINPACK, "0:1g.10gb@5"},
+        {"10 GB takes 1g.20gb when no 1g.10gb is allowed", &h100, "1g.20gb 2g.20gb 7g.80gb", {""}, 1,
+         REQ(.mem_mib = GIB(9)), MK_FIT_BINPACK, "0:1g.20gb@6"},
+        {"cores 20%: 1g.10gb has 13% (16/132), 1g.20gb 20% (26/132)", &h100, NULL, {""}, 1,
+         REQ(.mem_mib = GIB(9), .cores_percent = 20), MK_FIT_BINPACK, "0:1g.20gb@6"},
+        {"cores 21%: 2g.20gb (25%)", &h100, NULL, {""}, 1, REQ(.mem_mib = GIB(9), .cores_percent = 21),
+         MK_FIT_BINPACK, "0:2g.20gb@4"},
+        {"cores 100%: only the 7g", &h100, NULL, {""}, 1, REQ(.mem_mib = GIB(9), .cores_percent = 100),
+         MK_FIT_BINPACK, "0:7g.80gb@0"},
+
+        /* +me: only when asked, and one per GPU. */
+        {"+me asked: 1g.10gb+me at 6", &h100, NULL, {""}, 1, REQ(.mem_mib = GIB(9), .variant = "+me"),
+         MK_FIT_BINPACK, "0:1g.10gb+me@6"},
+        {"+me asked, one exists: the next GPU", &h100, NULL, {"1g.10gb+me@6", ""}, 2,
+         REQ(.mem_mib = GIB(9), .variant = "+me"), MK_FIT_BINPACK, "1:1g.10gb+me@6"},
+        {"+me asked, every GPU has one", &h100, NULL, {"1g.10gb+me@6"}, 1, REQ(.mem_mib = GIB(9), .variant = "+me"),
+         MK_FIT_BINPACK, "ENOSPC"},
+        {"+me asked, not allowed here", &h100, "1g.10gb 2g.20gb", {""}, 1, REQ(.mem_mib = GIB(9), .variant = "+me"),
+         MK_FIT_BINPACK, "ENOSPC"},
+        {"plain request never takes +me", &h100, "1g.10gb+me 7g.80gb", {""}, 1, REQ(.mem_mib = GIB(9)),
+         MK_FIT_BINPACK, "0:7g.80gb@0"},
+        {"an unknown variant matches nothing", &h100, NULL, {""}, 1, REQ(.mem_mib = GIB(9), .variant = "+gfx"),
+         MK_FIT_BINPACK, "ENOSPC"},
+
+        /* Infeasible. */
+        {"seven 1g: unit 7 alone is useless", &a100, NULL, {"1g.10gb@0 1g.10gb@1 1g.10gb@2 1g.10gb@3 1g.10gb@4 1g.10gb@5 1g.10gb@6"},
+         1, REQ(.mem_mib = GIB(9)), MK_FIT_BINPACK, "ENOSPC"},
+        {"whole GPU on a used GPU", &a100, NULL, {"1g.10gb@6"}, 1, REQ(.mem_percent = 100), MK_FIT_BINPACK,
+         "ENOSPC"},
+        {"more memory than any profile", &a100, NULL, {""}, 1, REQ(.mem_mib = 90000), MK_FIT_BINPACK, "ENOSPC"},
+        {"unavailable GPUs are never chosen", &a100, NULL, {"-", "-"}, 2, REQ(.mem_mib = GIB(9)), MK_FIT_BINPACK,
+         "ENOSPC"},
+        {"two GPUs asked, one fits", &a100, NULL, {"", "7g.80gb@0"}, 2, REQN(2, .mem_mib = GIB(9)),
+         MK_FIT_BINPACK, "ENOSPC"},
+        {"3g free at 0 but 4g held at 0 blocks it", &a100, NULL, {"4g.40gb@0"}, 1, REQ(.mem_mib = GIB(39)),
+         MK_FIT_BINPACK, "0:3g.40gb@4"},
+        {"3g and 4g both placed: no 3g", &a100, NULL, {"4g.40gb@0 3g.40gb@4"}, 1, REQ(.mem_mib = GIB(39)),
+         MK_FIT_BINPACK, "ENOSPC"},
+
+        /* GPU choice and policies. */
+        {"binpack: the GPU where the 1g destroys least (a hole next to a 1g)", &a100, NULL,
+         {"", "1g.10gb@6", "3g.40gb@4"}, 3, REQ(.mem_mib = GIB(9)), MK_FIT_BINPACK, "1:1g.10gb@5"},
+        {"binpack, 2 GPUs: the two least-loss GPUs", &a100, NULL, {"", "1g.10gb@6", "3g.40gb@4"}, 3,
+         REQN(2, .mem_mib = GIB(9)), MK_FIT_BINPACK, "1:1g.10gb@5 2:1g.10gb@3"},
+        {"spread: the emptiest GPU first", &a100, NULL, {"1g.10gb@6", "", "3g.40gb@4"}, 3, REQ(.mem_mib = GIB(9)),
+         MK_FIT_SPREAD, "1:1g.10gb@6"},
+        {"spread, 2 GPUs: emptiest two", &a100, NULL, {"1g.10gb@6", "", "3g.40gb@4"}, 3,
+         REQN(2, .mem_mib = GIB(9)), MK_FIT_SPREAD, "1:1g.10gb@6 0:1g.10gb@5"},
+        {"ties: lower GPU index", &a100, NULL, {"", ""}, 2, REQ(.mem_mib = GIB(9)), MK_FIT_BINPACK, "0:1g.10gb@6"},
+        {"used instances of profiles not allowed still hold space", &a100, "1g.10gb", {"7g.80gb@0", ""}, 2,
+         REQ(.mem_mib = GIB(9)), MK_FIT_BINPACK, "1:1g.10gb@6"},
+
+        /* Malformed requests. */
+        {"zero GPUs", &a100, NULL, {""}, 1, REQN(0, .mem_mib = 1), MK_FIT_BINPACK, "EINVAL"},
+        {"17 GPUs", &a100, NULL, {""}, 1, REQN(17, .mem_mib = 1), MK_FIT_BINPACK, "EINVAL"},
+        {"101 percent", &a100, NULL, {""}, 1, REQ(.mem_percent = 101), MK_FIT_BINPACK, "EINVAL"},
+        {"101 percent cores", &a100, NULL, {""}, 1, REQ(.mem_mib = 1, .cores_percent = 101), MK_FIT_BINPACK,
+         "EINVAL"},
+};
+
+static void test_cases(void **state) {
+        (void) state;
+        int failures = 0;
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+                const struct fit_case *c = &cases[i];
+                struct node_buf b;
+                struct mk_fit_node node;
+                node_build(&b, c->model, c->allowed, c->gpus, c->n_gpus, &node);
+                struct mk_fit_result res;
+                memset(&res, 0xAA, sizeof res);
+                struct mk_error e = {};
+                int r = mk_fit_node(&node, &c->req, MK_FIT_BINPACK, c->gpu_policy, &res, &e);
+                char got[256];
+                result_format(r, &res, got, sizeof got);
+                if (!streq(got, c->expect)) {
+                        print_error("case '%s': expected '%s', got '%s' (%s)\n", c->what, c->expect, got, e.msg);
+                        failures++;
+                }
+                if (r < 0 && !e.msg[0]) {
+                        print_error("case '%s': failure without a message\n", c->what);
+                        failures++;
+                }
+                if (r == 0 && (res.score < 0 || res.score > 100 || res.fragmentation < 0 || res.fragmentation > 1)) {
+                        print_error("case '%s': score %f / fragmentation %f out of range\n", c->what, res.score,
+                                    res.fragmentation);
+                        failures++;
+                }
+        }
+        assert_int_equal(failures, 0);
+}
+
+/* Every choice is legal: on an available GPU, at one of the profile's
+ * placements, overlapping nothing, within slices and counts; distinct GPUs. */
+static void test_random_states_legal(void **state) {
+        (void) state;
+        unsigned seed = 12345;
+        for (int iter = 0; iter < 3000; iter++) {
+                struct node_buf b;
+                const char *gpus[MAX_GPUS] = {"", "", "", ""};
+                struct mk_fit_node node;
+                const struct model *m = iter % 2 ? &a100 : &h100;
+                node_build(&b, m, NULL, gpus, MAX_GPUS, &node);
+                /* Fill each GPU with random legal instances by fitting random requests. */
+                for (size_t gi = 0; gi < MAX_GPUS; gi++) {
+                        b.gpus[gi].unavailable = (rand_r(&seed) % 10) == 0;
+                        for (int k = 0; k < 6; k++) {
+                                struct mk_fit_gpu one = b.gpus[gi];
+                                one.unavailable = false;
+                                struct mk_fit_node n1 = {.gpus = &one, .n_gpus = 1};
+                                static const uint64_t sizes[] = {GIB(9), GIB(19), GIB(39), 0};
+                                struct mk_fit_request rq = {.gpus = 1, .mem_mib = sizes[rand_r(&seed) % 4]};
+                                struct mk_fit_result res;
+                                if (mk_fit_node(&n1, &rq, MK_FIT_BINPACK, MK_FIT_BINPACK, &res, NULL) == 0)
+                                        b.used[gi][b.gpus[gi].n_used++] = (struct mk_fit_instance) {
+                                                .profile_id = res.choices[0].profile->id,
+                                                .slices = res.choices[0].profile->slices,
+                                                .placement = res.choices[0].placement,
+                                        };
+                        }
+                        assert_int_equal(mk_fit_gpu_validate(&b.gpus[gi], NULL), 0);
+                }
+                struct mk_fit_request rq = {
+                        .gpus = 1 + (unsigned) (rand_r(&seed) % 3),
+                        .mem_mib = GIB(1 + rand_r(&seed) % 40),
+                        .cores_percent = (unsigned) (rand_r(&seed) % 3 == 0 ? rand_r(&seed) % 60 : 0),
+                        .variant = rand_r(&seed) % 5 == 0 ? "+me" : NULL,
+                };
+                struct mk_fit_result res;
+                int r = mk_fit_node(&node, &rq, iter % 3 ? MK_FIT_BINPACK : MK_FIT_SPREAD,
+                                    iter % 2 ? MK_FIT_SPREAD : MK_FIT_BINPACK, &res, NULL);
+                if (r == -ENOSPC)
+                        continue;
+                assert_int_equal(r, 0);
+                assert_int_equal(res.n_choices, rq.gpus);
+                for (size_t k = 0; k < res.n_choices; k++) {
+                        const struct mk_fit_choice *c = &res.choices[k];
+                        assert_true(c->gpu < MAX_GPUS);
+                        struct mk_fit_gpu *g = &b.gpus[c->gpu];
+                        assert_false(g->unavailable);
+                        for (size_t j = 0; j < k; j++)
+                                assert_int_not_equal(res.choices[j].gpu, c->gpu);
+                        assert_true(c->profile->memory_mib >= rq.mem_mib);
+                        assert_true(mk_fit_profile_cores(g, c->profile) >= rq.cores_percent);
+                        bool listed = false;
+                        for (size_t i = 0; i < c->profile->n_placements; i++)
+                                listed |= c->profile->placements[i].start == c->placement.start &&
+                                          c->profile->placements[i].size == c->placement.size;
+                        assert_true(listed);
+                        g->used = b.used[c->gpu];
+                        b.used[c->gpu][g->n_used++] = (struct mk_fit_instance) {
+                                .profile_id = c->profile->id,
+                                .slices = c->profile->slices,
+                                .placement = c->placement,
+                        };
+                        struct mk_error e = {};
+                        if (mk_fit_gpu_validate(g, &e) < 0)
+                                fail_msg("iteration %d: illegal choice: %s", iter, e.msg);
+                        unsigned me = 0;
+                        for (size_t i = 0; i < g->n_used; i++)
+                                me += g->used[i].profile_id == 20;
+                        assert_true(me <= 1);
+                }
+        }
+}
+
+/* The node score includes the pod: binpack prefers the fuller node, spread the emptier. */
+static void test_node_policy(void **state) {
+        (void) state;
+        struct node_buf b1, b2;
+        struct mk_fit_node empty, used;
+        node_build(&b1, &a100, NULL, (const char *const[]) {"", ""}, 2, &empty);
+        node_build(&b2, &a100, NULL, (const char *const[]) {"3g.40gb@4", ""}, 2, &used);
+        struct mk_fit_request rq = {.gpus = 1, .mem_mib = GIB(9)};
+        struct mk_fit_result re, ru;
+        assert_int_equal(mk_fit_node(&empty, &rq, MK_FIT_BINPACK, MK_FIT_BINPACK, &re, NULL), 0);
+        assert_int_equal(mk_fit_node(&used, &rq, MK_FIT_BINPACK, MK_FIT_BINPACK, &ru, NULL), 0);
+        if (!(ru.score > re.score))
+                fail_msg("binpack: used node %f should beat empty node %f", ru.score, re.score);
+        assert_int_equal(mk_fit_node(&empty, &rq, MK_FIT_SPREAD, MK_FIT_BINPACK, &re, NULL), 0);
+        assert_int_equal(mk_fit_node(&used, &rq, MK_FIT_SPREAD, MK_FIT_BINPACK, &ru, NULL), 0);
+        if (!(re.score > ru.score))
+                fail_msg("spread: empty node %f should beat used node %f", re.score, ru.score);
+
+        /* The score includes the pod: a full-GPU pod on a one-GPU empty node
+         * leaves it fully used, binpack 100% utilisation. */
+        struct node_buf b3;
+        struct mk_fit_node one;
+        node_build(&b3, &a100, NULL, (const char *const[]) {""}, 1, &one);
+        struct mk_fit_request whole = {.gpus = 1, .mem_percent = 100};
+        struct mk_fit_result rw;
+        assert_int_equal(mk_fit_node(&one, &whole, MK_FIT_BINPACK, MK_FIT_BINPACK, &rw, NULL), 0);
+        assert_true(rw.score > 60);
+        assert_true(rw.fragmentation == 0);
+}
+
+static void test_node_resources(void **state) {
+        (void) state;
+        struct node_buf b;
+        struct mk_fit_node node;
+        node_build(&b, &a100, NULL, (const char *const[]) {""}, 1, &node);
+        struct mk_fit_node_resources r = {
+                .cpu_allocatable_milli = 4000, .cpu_requested_milli = 3500,
+                .memory_allocatable_bytes = UINT64_C(1) << 34, .memory_requested_bytes = 0,
+        };
+        node.resources = &r;
+        struct mk_fit_request rq = {.gpus = 1, .mem_mib = GIB(9), .cpu_milli = 1000};
+        struct mk_fit_result res;
+        struct mk_error e = {};
+        assert_int_equal(mk_fit_node(&node, &rq, MK_FIT_BINPACK, MK_FIT_BINPACK, &res, &e), -ENOSPC);
+        assert_non_null(strstr(e.msg, "Insufficient cpu"));
+        rq.cpu_milli = 500;
+        assert_int_equal(mk_fit_node(&node, &rq, MK_FIT_BINPACK, MK_FIT_BINPACK, &res, NULL), 0);
+        double busy = res.score;
+        r.cpu_requested_milli = 0;
+        assert_int_equal(mk_fit_node(&node, &rq, MK_FIT_BINPACK, MK_FIT_BINPACK, &res, NULL), 0);
+        if (!(busy > res.score))
+                fail_msg("binpack: CPU-busy node %f should beat idle node %f", busy, res.score);
+        rq.memory_bytes = (UINT64_C(1) << 34) + 1;
+        assert_int_equal(mk_fit_node(&node, &rq, MK_FIT_BINPACK, MK_FIT_BINPACK, &res, &e), -ENOSPC);
+        assert_non_null(strstr(e.msg, "Insufficient memory"));
+}
+
+static void test_failure_messages(void **state) {
+        (void) state;
+        struct node_buf b;
+        struct mk_fit_node node;
+        node_build(&b, &a100, NULL, (const char *const[]) {"7g.80gb@0"}, 1, &node);
+        struct mk_fit_request rq = {.gpus = 1, .mem_mib = 12345};
+        struct mk_fit_result res = {.n_choices = 99};
+        struct mk_error e = {};
+        assert_int_equal(mk_fit_node(&node, &rq, MK_FIT_BINPACK, MK_FIT_BINPACK, &res, &e), -ENOSPC);
+        assert_non_null(strstr(e.msg, "12345 MiB"));
+        assert_int_equal(res.n_choices, 99); /* untouched on failure */
+}
+
+struct frag_case {
+        const char *gpu;
+        double expect;
+};
+
+/* A100 without 1g.20gb/+me: capacity C = 1*M_1g + 2*M_2g + 4*M_3g + 4*M_4g + 8*M_7g. */
+static void test_fragmentation(void **state) {
+        (void) state;
+        static const struct frag_case fc[] = {
+                {"", 0},
+                {"7g.80gb@0", 0},
+                /* free 1-7: C = 6 + 2*2 + 4 = 14; ideal free 0-6: 6 + 6 + 4 + 4 = 20 */
+                {"1g.10gb@0", 1 - 14.0 / 20},
+                /* free 0-5: C = 6 + 6 + 4 + 4 = 20 = ideal */
+                {"1g.10gb@6", 0},
+                /* free 0-3: C = 4 + 4 + 4 + 4 = 16 = ideal */
+                {"3g.40gb@4", 0},
+                /* free 7 but no compute slice left: nothing usable either way */
+                {"1g.10gb@0 1g.10gb@1 1g.10gb@2 1g.10gb@3 1g.10gb@4 1g.10gb@5 1g.10gb@6", 0},
+                /* free 1, 2, 5, 6, 7 with 4 slices: C = 4 (1g only); ideal free 0-4: 4 + 2*2 + 4 + 4 = 16 */
+                {"1g.10gb@0 1g.10gb@3 1g.10gb@4", 1 - 4.0 / 16},
+        };
+        for (size_t i = 0; i < sizeof fc / sizeof fc[0]; i++) {
+                struct node_buf b;
+                struct mk_fit_node node;
+                node_build(&b, &a100, "1g.10gb 2g.20gb 3g.40gb 4g.40gb 7g.80gb", (const char *const[]) {fc[i].gpu}, 1,
+                           &node);
+                double f = mk_fit_gpu_fragmentation(&b.gpus[0]);
+                if (f < fc[i].expect - 1e-9 || f > fc[i].expect + 1e-9)
+                        fail_msg("fragmentation of '%s': expected %f, got %f", fc[i].gpu, fc[i].expect, f);
+        }
+}
+
+static void test_free_placements(void **state) {
+        (void) state;
+        struct node_buf b;
+        struct mk_fit_node node;
+        node_build(&b, &h100, NULL, (const char *const[]) {"3g.40gb@4 1g.10gb@0"}, 1, &node);
+        /* allowed order as h100_80gb_rows: 1g, 1g+me, 1g.20gb, 2g, 3g, 4g, 7g */
+        assert_int_equal(mk_fit_free_placements(&b.gpus[0], &b.allowed[0]), 0x0e);   /* 1g at 1, 2, 3 */
+        assert_int_equal(mk_fit_free_placements(&b.gpus[0], &b.allowed[2]), 0x02);   /* 1g.20gb at 2 */
+        assert_int_equal(mk_fit_free_placements(&b.gpus[0], &b.allowed[3]), 0x02);   /* 2g at 2 */
+        assert_int_equal(mk_fit_free_placements(&b.gpus[0], &b.allowed[4]), 0);      /* 3g: 0 overlaps the 1g */
+        assert_int_equal(mk_fit_used_mask(&b.gpus[0]), 0xf1);
+        b.gpus[0].slices = 4; /* 3g + 1g hold all 4 slices now */
+        assert_int_equal(mk_fit_free_placements(&b.gpus[0], &b.allowed[0]), 0);
+        b.gpus[0].unavailable = true;
+        b.gpus[0].slices = 7;
+        assert_int_equal(mk_fit_free_placements(&b.gpus[0], &b.allowed[0]), 0);
+        assert_int_equal(mk_fit_profile_cores(&b.gpus[0], &b.allowed[2]), 20); /* ceil(26 * 100 / 132) */
+        assert_int_equal(mk_fit_profile_cores(&b.gpus[0], &b.allowed[3]), 25);
+}
+
+static void test_slices_limit(void **state) {
+        (void) state;
+        struct node_buf b;
+        struct mk_fit_node node;
+        node_build(&b, &a100, NULL, (const char *const[]) {"2g.20gb@0"}, 1, &node);
+        b.gpus[0].slices = 2;
+        struct mk_fit_request rq = {.gpus = 1, .mem_mib = GIB(9)};
+        struct mk_fit_result res;
+        assert_int_equal(mk_fit_node(&node, &rq, MK_FIT_BINPACK, MK_FIT_BINPACK, &res, NULL), -ENOSPC);
+        b.gpus[0].slices = 3;
+        assert_int_equal(mk_fit_node(&node, &rq, MK_FIT_BINPACK, MK_FIT_BINPACK, &res, NULL), 0);
+}
+
+static void test_validate(void **state) {
+        (void) state;
+        struct node_buf b;
+        struct mk_fit_node node;
+        struct mk_error e = {};
+        node_build(&b, &a100, NULL, (const char *const[]) {"3g.40gb@4 1g.10gb@6"}, 1, &node);
+        assert_int_equal(mk_fit_gpu_validate(&b.gpus[0], &e), -EINVAL);
+        assert_non_null(strstr(e.msg, "overlaps"));
+
+        node_build(&b, &a100, NULL, (const char *const[]) {"1g.10gb@7"}, 1, &node);
+        assert_int_equal(mk_fit_gpu_validate(&b.gpus[0], NULL), 0);
+        b.used[0][0].placement = (struct mk_placement) {8, 1};
+        assert_int_equal(mk_fit_gpu_validate(&b.gpus[0], &e), -EINVAL);
+        assert_non_null(strstr(e.msg, "outside"));
+        struct mk_fit_request rq = {.gpus = 1, .mem_mib = GIB(9)};
+        struct mk_fit_result res;
+        assert_int_equal(mk_fit_node(&node, &rq, MK_FIT_BINPACK, MK_FIT_BINPACK, &res, &e), -EINVAL);
+
+        node_build(&b, &a100, NULL, (const char *const[]) {""}, 1, &node);
+        b.gpus[0].memory_units = 4; /* placements past unit 3 no longer fit in the GPU */
+        assert_int_equal(mk_fit_gpu_validate(&b.gpus[0], &e), -EINVAL);
+        assert_non_null(strstr(e.msg, "outside the GPU's 4 memory units"));
+        assert_int_equal(mk_fit_node(&node, &rq, MK_FIT_BINPACK, MK_FIT_BINPACK, &res, NULL), -EINVAL);
+        b.gpus[0].memory_units = 0;
+        assert_int_equal(mk_fit_gpu_validate(&b.gpus[0], NULL), -EINVAL);
+        b.gpus[0].memory_units = 33;
+        assert_int_equal(mk_fit_gpu_validate(&b.gpus[0], NULL), -EINVAL);
+        b.gpus[0].memory_units = 8;
+        b.allowed[1].id = b.allowed[0].id;
+        assert_int_equal(mk_fit_gpu_validate(&b.gpus[0], &e), -EINVAL);
+        assert_non_null(strstr(e.msg, "twice"));
+
+        struct mk_fit_node big = {.gpus = b.gpus, .n_gpus = MK_FIT_MAX_NODE_GPUS + 1};
+        assert_int_equal(mk_fit_node(&big, &rq, MK_FIT_BINPACK, MK_FIT_BINPACK, &res, NULL), -EINVAL);
+}
+
+static void test_policy_strings(void **state) {
+        (void) state;
+        assert_int_equal(mk_fit_policy_from_string("binpack"), MK_FIT_BINPACK);
+        assert_int_equal(mk_fit_policy_from_string("Spread"), MK_FIT_SPREAD);
+        assert_int_equal(mk_fit_policy_from_string("mutex"), -EINVAL);
+        assert_int_equal(mk_fit_policy_from_string(NULL), -EINVAL);
+        assert_string_equal(mk_fit_policy_to_string(MK_FIT_SPREAD), "spread");
+        assert_null(mk_fit_policy_to_string(_MK_FIT_POLICY_MAX));
+}
+
+int main(void) {
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_cases),
+                cmocka_unit_test(test_random_states_legal),
+                cmocka_unit_test(test_node_policy),
+                cmocka_unit_test(test_node_resources),
+                cmocka_unit_test(test_failure_messages),
+                cmocka_unit_test(test_fragmentation),
+                cmocka_unit_test(test_free_placements),
+                cmocka_unit_test(test_slices_limit),
+                cmocka_unit_test(test_validate),
+                cmocka_unit_test(test_policy_strings),
+        };
+        return cmocka_run_group_tests(tests, setup, NULL);
+}
