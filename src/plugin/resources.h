@@ -88,8 +88,9 @@ struct mk_dp_device {
 struct mk_dp_resource {
         char name[64];               /* "nvidia.com/gpu", "nvidia.com/mig-1g.10gb", a rename, ... */
         char endpoint[128];          /* socket file name: "nvidia-gpu.sock", "nvidia-mig-1g.10gb.sock" (§1.3) */
-        struct mk_dp_device *devices;
+        struct mk_dp_device *devices; /* snapshot order: GPU, GI, CI, then replica */
         size_t n_devices;
+        size_t *by_id;               /* positions in devices[] sorted by id (strcmp), for lookups */
         unsigned replicas;           /* 0/1 = not shared; for "auto" replicas the largest count of one device */
         bool shared;                 /* devices carry "::k" ids (sharing configured for them) */
         bool fail_requests_greater_than_one;

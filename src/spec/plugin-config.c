@@ -6,6 +6,7 @@
 
 #include "base/dynbuf.h"
 #include "base/macro.h"
+#include "base/parse.h"
 #include "spec/plugin-config.h"
 #include "spec/yaml.h"
 
@@ -119,28 +120,41 @@ static bool dns_subdomain_valid(const char *s) {
 }
 
 /* A resource name as upstream's ResourceName: "nvidia.com/" added when
- * missing, at most MK_MAX_RESOURCE_NAME bytes, DNS subdomain after the '/'. */
-static int get_resource_name(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, const char *what, char **ret) {
+ * missing, at most MK_MAX_RESOURCE_NAME bytes, DNS subdomain after the '/'.
+ * 0 with the full name in *ret, -ENOMEM, or -EINVAL with *ret_why set. */
+static int resource_name_full(const char *s, char **ret, const char **ret_why) {
         static const char prefix[] = "nvidia.com/";
+        const char *base = strneq(s, prefix, strlen(prefix)) ? s + strlen(prefix) : s;
+        if (strchr(base, '/')) {
+                *ret_why = "only the 'nvidia.com/' prefix is allowed";
+                return -EINVAL;
+        }
+        if (!dns_subdomain_valid(base)) {
+                *ret_why = "want lower-case letters, digits, '-' and '.', starting and ending with a letter or digit";
+                return -EINVAL;
+        }
+        if (strlen(prefix) + strlen(base) > MK_MAX_RESOURCE_NAME) {
+                *ret_why = "longer than 63 characters with the 'nvidia.com/' prefix";
+                return -EINVAL;
+        }
+        char *full = NULL;
+        if (asprintf(&full, "%s%s", prefix, base) < 0)
+                return -ENOMEM;
+        *ret = full;
+        return 0;
+}
+
+static int get_resource_name(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, const char *what, char **ret) {
         _cleanup_free_ char *s = NULL;
         int r = get_str(c, n, what, &s);
         if (r < 0)
                 return r;
-        const char *base = strneq(s, prefix, strlen(prefix)) ? s + strlen(prefix) : s;
-        if (strchr(base, '/'))
-                return mk_yaml_error(c, n, "invalid resource name '%s': only the 'nvidia.com/' prefix is allowed", s);
-        if (!dns_subdomain_valid(base))
-                return mk_yaml_error(c, n,
-                                     "invalid resource name '%s': want lower-case letters, digits, '-' and '.', "
-                                     "starting and ending with a letter or digit",
-                                     s);
-        if (strlen(prefix) + strlen(base) > MK_MAX_RESOURCE_NAME)
-                return mk_yaml_error(c, n, "resource name '%s%s' longer than %u characters", prefix, base,
-                                     MK_MAX_RESOURCE_NAME);
-        char *full = NULL;
-        if (asprintf(&full, "%s%s", prefix, base) < 0)
+        const char *why = NULL;
+        r = resource_name_full(s, ret, &why);
+        if (r == -ENOMEM)
                 return mk_yaml_error_code(c, -ENOMEM, n, "out of memory");
-        *ret = full;
+        if (r < 0)
+                return mk_yaml_error(c, n, "invalid resource name '%s': %s", s, why);
         return 0;
 }
 
@@ -472,4 +486,128 @@ int mk_plugin_config_load(const char *path, struct mk_plugin_config **ret, struc
         if (r < 0)
                 return r;
         return mk_plugin_config_parse(data, len, path, ret, e);
+}
+
+/* Trims blanks at both ends of [*b, *e). */
+static void trim(const char **b, const char **e) {
+        while (*b < *e && (**b == ' ' || **b == '\t'))
+                (*b)++;
+        while (*e > *b && ((*e)[-1] == ' ' || (*e)[-1] == '\t'))
+                (*e)--;
+}
+
+/* One "<name>:<rename>:<replicas>" entry, already trimmed, into res. */
+static int parse_rc_entry(const char *b, const char *end, unsigned no, struct mk_shared_resource *res,
+                          struct mk_error *e) {
+        const char *parts[3][2];
+        unsigned n = 0;
+        const char *p = b;
+        for (;;) {
+                const char *c = memchr(p, ':', (size_t) (end - p));
+                if (n == 3)
+                        return mk_error_set_field(e, -EINVAL, "--resource-config",
+                                                  "entry %u '%.*s': want <name>:<rename>:<replicas>, found more "
+                                                  "than 3 ':'-separated parts",
+                                                  no, (int) (end - b), b);
+                parts[n][0] = p;
+                parts[n][1] = c ? c : end;
+                trim(&parts[n][0], &parts[n][1]);
+                n++;
+                if (!c)
+                        break;
+                p = c + 1;
+        }
+        if (n != 3)
+                return mk_error_set_field(e, -EINVAL, "--resource-config",
+                                          "entry %u '%.*s': want <name>:<rename>:<replicas>, found %u part%s", no,
+                                          (int) (end - b), b, n, n == 1 ? "" : "s");
+        static const char *const what[3] = {"name", "rename", "replicas"};
+        _cleanup_free_ char *v[3] = {NULL, NULL, NULL};
+        for (unsigned i = 0; i < 3; i++) {
+                if (parts[i][1] == parts[i][0])
+                        return mk_error_set_field(e, -EINVAL, "--resource-config", "entry %u '%.*s': empty %s", no,
+                                                  (int) (end - b), b, what[i]);
+                v[i] = strndup(parts[i][0], (size_t) (parts[i][1] - parts[i][0]));
+                if (!v[i])
+                        return mk_error_set(e, -ENOMEM, "out of memory");
+                if (strlen(v[i]) != (size_t) (parts[i][1] - parts[i][0]))
+                        return mk_error_set_field(e, -EINVAL, "--resource-config", "entry %u: NUL byte in %s", no,
+                                                  what[i]);
+        }
+        _cleanup_free_ char *name = NULL, *rename = NULL;
+        for (unsigned i = 0; i < 2; i++) {
+                const char *why = NULL;
+                int r = resource_name_full(v[i], i == 0 ? &name : &rename, &why);
+                if (r == -ENOMEM)
+                        return mk_error_set(e, r, "out of memory");
+                if (r < 0)
+                        return mk_error_set_field(e, r, "--resource-config", "entry %u: invalid %s '%s': %s", no,
+                                                  what[i], v[i], why);
+        }
+        int replicas = 0;
+        if (mk_parse_int(v[2], &replicas) < 0 || (replicas < 1 && replicas != -1) ||
+            replicas > (int) MK_MAX_SHARING_REPLICAS)
+                return mk_error_set_field(e, -EINVAL, "--resource-config",
+                                          "entry %u: replicas '%s' is not -1 (auto) or an integer from 1 to %u", no,
+                                          v[2], MK_MAX_SHARING_REPLICAS);
+        *res = (struct mk_shared_resource) {
+                .name = TAKE_PTR(name),
+                .devices_all = true,
+                .replicas = replicas > 0 ? (unsigned) replicas : 0,
+                .replicas_auto = replicas == -1,
+        };
+        if (!streq(res->name, rename))
+                res->rename = TAKE_PTR(rename);
+        return 0;
+}
+
+int mk_plugin_config_parse_resource_config(const char *s, struct mk_plugin_config **ret, struct mk_error *e) {
+        size_t len = strnlen(s, MK_MAX_RESOURCE_CONFIG_BYTES + 1);
+        if (len > MK_MAX_RESOURCE_CONFIG_BYTES)
+                return mk_error_set_field(e, -E2BIG, "--resource-config", "longer than %u bytes",
+                                          MK_MAX_RESOURCE_CONFIG_BYTES);
+        _cleanup_(mk_plugin_config_freep) struct mk_plugin_config *cfg = calloc(1, sizeof(*cfg));
+        if (!cfg || !(cfg->file = strdup("--resource-config")))
+                return mk_error_set(e, -ENOMEM, "out of memory");
+        cfg->sharing = MK_SHARING_NONE;
+        const char *p = s, *end = s + len;
+        unsigned no = 0;
+        while (p <= end) {
+                const char *c = memchr(p, ',', (size_t) (end - p));
+                const char *b = p, *eb = c ? c : end;
+                p = eb + 1;
+                no++;
+                trim(&b, &eb);
+                if (b == eb) {
+                        if (!c)
+                                break;
+                        continue;
+                }
+                if (cfg->n_resources >= MK_MAX_SHARED_RESOURCES)
+                        return mk_error_set_field(e, -E2BIG, "--resource-config", "more than %u entries",
+                                                  MK_MAX_SHARED_RESOURCES);
+                struct mk_shared_resource *l =
+                        realloc(cfg->resources, (cfg->n_resources + 1) * sizeof(*cfg->resources));
+                if (!l)
+                        return mk_error_set(e, -ENOMEM, "out of memory");
+                cfg->resources = l;
+                struct mk_shared_resource res = {0};
+                int r = parse_rc_entry(b, eb, no, &res, e);
+                if (r < 0)
+                        return r;
+                for (size_t i = 0; i < cfg->n_resources; i++)
+                        if (streq(cfg->resources[i].name, res.name)) {
+                                mk_error_set_field(e, -EINVAL, "--resource-config",
+                                                   "entry %u: resource '%s' listed twice", no, res.name);
+                                resource_done(&res);
+                                return -EINVAL;
+                        }
+                cfg->resources[cfg->n_resources++] = res;
+                if (res.replicas_auto || res.replicas > 1)
+                        cfg->sharing = MK_SHARING_TIME_SLICING;
+                if (!c)
+                        break;
+        }
+        *ret = TAKE_PTR(cfg);
+        return 0;
 }

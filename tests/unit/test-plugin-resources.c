@@ -1,0 +1,371 @@
+/* Unit tests for plugin/resources: the device plugin's resources as data.
+ * Each case is a hand-built node, a MIG strategy and an optional sharing
+ * config (YAML or a --resource-config string); the resources it must give
+ * (one line each: "name: device indices", replicas as "0::1"), or the error
+ * substring it must fail with. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/dynbuf.h"
+#include "base/error.h"
+#include "base/host.h"
+#include "base/macro.h"
+#include "mig/gpu.h"
+#include "plugin/resources.h"
+#include "spec/plugin-config.h"
+
+#include "../fixtures/plugin/snap.h"
+
+#define MIG MK_MIG_ENABLED
+#define OFF MK_MIG_DISABLED
+
+/* "nvidia.com/gpu: 0 1 | nvidia.com/mig-1g.5gb: 1:0 1:1" */
+static char *dump(const struct mk_dp_resources *rs) {
+        struct mk_buf b;
+        mk_buf_init(&b, 1 << 20);
+        for (size_t i = 0; i < rs->n; i++) {
+                const struct mk_dp_resource *r = &rs->r[i];
+                assert_int_equal(mk_buf_printf(&b, "%s%s:", i ? " | " : "", r->name), 0);
+                for (size_t j = 0; j < r->n_devices; j++) {
+                        const struct mk_dp_device *d = &r->devices[j];
+                        if (!streq(d->id, d->base_id))
+                                assert_int_equal(mk_buf_printf(&b, " %s::%u", d->index, d->replica), 0);
+                        else
+                                assert_int_equal(mk_buf_printf(&b, " %s", d->index), 0);
+                }
+        }
+        return mk_buf_take(&b);
+}
+
+struct rcase {
+        const char *name;
+        struct snap_gpu gpus[5];
+        enum mk_mig_strategy strategy;
+        const char *config;     /* YAML, or "rc:<resource-config string>" */
+        const char *want;       /* dump, or "error: <substring>" */
+};
+
+static const struct rcase cases[] = {
+        {"none: whole GPUs, MIG or not", {{"a100", MIG, "1g.5gb*2"}, {"a100", OFF, NULL}, {"t4", OFF, NULL}},
+         MK_MIG_STRATEGY_NONE, NULL, "nvidia.com/gpu: 0 1 2"},
+        {"empty node", {{0}}, MK_MIG_STRATEGY_MIXED, NULL, ""},
+        {"single without MIG-enabled GPUs behaves as none", {{"a100", OFF, NULL}, {"t4", OFF, NULL}}, MK_MIG_STRATEGY_SINGLE,
+         NULL, "nvidia.com/gpu: 0 1"},
+        {"single: MIG devices as nvidia.com/gpu", {{"a100", MIG, "1g.5gb*3"}, {"a100", MIG, "1g.5gb*2"}},
+         MK_MIG_STRATEGY_SINGLE, NULL, "nvidia.com/gpu: 0:0 0:1 0:2 1:0 1:1"},
+        {"single: a CI smaller than its GI is fine", {{"a100", MIG, "1c.3g.20gb*2"}}, MK_MIG_STRATEGY_SINGLE, NULL,
+         "nvidia.com/gpu: 0:0 0:1"},
+        {"single: two types", {{"a100", MIG, "1g.5gb,2g.10gb"}}, MK_MIG_STRATEGY_SINGLE, NULL,
+         "error: more than one MIG device type present on node: '1g.5gb' on GPU 0 and '2g.10gb' on GPU 0"},
+        {"single: same name, other model", {{"a100-80", MIG, "1g.10gb"}, {"h100", MIG, "1g.10gb"}},
+         MK_MIG_STRATEGY_SINGLE, NULL, "error: more than one MIG device type present on node"},
+        {"single: MIG GPU without devices", {{"a100", MIG, "1g.5gb"}, {"a100", MIG, ""}}, MK_MIG_STRATEGY_SINGLE,
+         NULL, "error: GPU 1 has no MIG devices configured"},
+        {"single: MIG and full GPUs mixed", {{"a100", MIG, "1g.5gb"}, {"a100", OFF, NULL}}, MK_MIG_STRATEGY_SINGLE, NULL,
+         "error: GPU 1: MIG is disabled while other GPUs have it enabled"},
+        {"single: non-MIG-capable GPU beside MIG", {{"a100", MIG, "1g.5gb"}, {"t4", OFF, NULL}}, MK_MIG_STRATEGY_SINGLE,
+         NULL, "error: same migEnabled value"},
+        {"mixed: per profile, full GPUs as gpu",
+         {{"a100", MIG, "3g.20gb,1g.5gb*2,2g.10gb"}, {"a100", OFF, NULL}, {"a100", MIG, "1g.5gb"}, {"t4", OFF, NULL}},
+         MK_MIG_STRATEGY_MIXED, NULL,
+         "nvidia.com/gpu: 1 3 | nvidia.com/mig-1g.5gb: 0:1 0:2 2:0 | nvidia.com/mig-2g.10gb: 0:3 | "
+         "nvidia.com/mig-3g.20gb: 0:0"},
+        {"mixed: +me becomes .me", {{"a100-80", MIG, "1g.10gb+me,1g.10gb"}}, MK_MIG_STRATEGY_MIXED, NULL,
+         "nvidia.com/mig-1g.10gb: 0:1 | nvidia.com/mig-1g.10gb.me: 0:0"},
+        {"mixed: MIG GPU without devices only warns", {{"a100", MIG, ""}, {"a100", OFF, NULL}}, MK_MIG_STRATEGY_MIXED,
+         NULL, "nvidia.com/gpu: 1"},
+        {"mixed: CI smaller than GI", {{"a100", MIG, "1g.5gb"}, {"a100", MIG, "1c.3g.20gb"}},
+         MK_MIG_STRATEGY_MIXED, NULL, "error: GPU 1: MIG profile '1c.3g.20gb' does not match any resource patterns"},
+        {"time-slicing replicas", {{"a100", OFF, NULL}, {"a100", OFF, NULL}}, MK_MIG_STRATEGY_NONE,
+         "sharing:\n  timeSlicing:\n    resources:\n    - {name: nvidia.com/gpu, replicas: 3}\n",
+         "nvidia.com/gpu: 0::0 0::1 0::2 1::0 1::1 1::2"},
+        {"renameByDefault", {{"a100", OFF, NULL}}, MK_MIG_STRATEGY_NONE,
+         "sharing:\n  timeSlicing:\n    renameByDefault: true\n    resources:\n    - {name: gpu, replicas: 2}\n",
+         "nvidia.com/gpu.shared: 0::0 0::1"},
+        {"devices list splits a resource", {{"a100", OFF, NULL}, {"a100", OFF, NULL}, {"a100", OFF, NULL}}, MK_MIG_STRATEGY_NONE,
+         "sharing:\n  timeSlicing:\n    resources:\n    - {name: gpu, rename: gpu-shared, devices: [\"2\", "
+         "GPU-00000000-0000-0000-0000-000000000000], replicas: 2}\n",
+         "nvidia.com/gpu: 1 | nvidia.com/gpu-shared: 0::0 0::1 2::0 2::1"},
+        {"devices count, then all the rest", {{"a100", OFF, NULL}, {"a100", OFF, NULL}, {"a100", OFF, NULL}}, MK_MIG_STRATEGY_NONE,
+         "sharing:\n  timeSlicing:\n    resources:\n    - {name: gpu, rename: big, devices: 1, replicas: 4}\n"
+         "    - {name: gpu, replicas: 2}\n",
+         "nvidia.com/big: 0::0 0::1 0::2 0::3 | nvidia.com/gpu: 1::0 1::1 2::0 2::1"},
+        {"mixed: sharing one profile, by MIG index and by parent", {{"a100", MIG, "1g.5gb*2"}, {"a100", MIG, "1g.5gb"}},
+         MK_MIG_STRATEGY_MIXED,
+         "sharing:\n  timeSlicing:\n    resources:\n    - {name: mig-1g.5gb, devices: [\"0:1\", \"1\"], replicas: 2}\n",
+         "nvidia.com/mig-1g.5gb: 0:0 0:1::0 0:1::1 1:0::0 1:0::1"},
+        {"sharing entry for a resource the node lacks", {{"a100", OFF, NULL}}, MK_MIG_STRATEGY_NONE,
+         "sharing:\n  timeSlicing:\n    resources:\n    - {name: mig-1g.5gb, devices: [\"0:0\"], replicas: 2}\n",
+         "nvidia.com/gpu: 0"},
+        {"devices entry naming nothing", {{"a100", OFF, NULL}}, MK_MIG_STRATEGY_NONE,
+         "sharing:\n  timeSlicing:\n    resources:\n    - {name: gpu, devices: [\"0\", \"5\"], replicas: 2}\n",
+         "error: sharing.timeSlicing.resources[0].devices[1]: '5' names no device of 'nvidia.com/gpu'"},
+        {"one device in two entries", {{"a100", OFF, NULL}, {"a100", OFF, NULL}}, MK_MIG_STRATEGY_NONE,
+         "sharing:\n  timeSlicing:\n    resources:\n    - {name: gpu, devices: [\"0\"], replicas: 2}\n"
+         "    - {name: gpu, rename: b, devices: [\"1\", \"0\"], replicas: 3}\n",
+         "error: sharing.timeSlicing.resources[1]: device 'GPU-00000000-0000-0000-0000-000000000000' (index 0) is "
+         "already taken by entry 0"},
+        {"mps with MIG", {{"a100", MIG, "1g.5gb"}}, MK_MIG_STRATEGY_SINGLE,
+         "sharing:\n  mps:\n    resources:\n    - {name: gpu, replicas: 2}\n",
+         "error: MPS sharing is not supported with MIG devices"},
+        {"mps with mixed", {{"a100", OFF, NULL}}, MK_MIG_STRATEGY_MIXED,
+         "sharing:\n  mps:\n    resources:\n    - {name: gpu, replicas: 2}\n",
+         "error: MPS sharing is not supported with the mixed MIG strategy"},
+        {"mps on whole GPUs", {{"a100", OFF, NULL}}, MK_MIG_STRATEGY_NONE,
+         "sharing:\n  mps:\n    resources:\n    - {name: gpu, replicas: 2}\n", "nvidia.com/gpu: 0::0 0::1"},
+        {"resource-config: rename and replicas", {{"a100", MIG, "3g.20gb,1g.5gb"}, {"a100", OFF, NULL}},
+         MK_MIG_STRATEGY_MIXED, "rc:gpu:sharedgpu:2, mig-3g.20gb:small:1",
+         "nvidia.com/mig-1g.5gb: 0:1 | nvidia.com/sharedgpu: 1::0 1::1 | nvidia.com/small: 0:0"},
+        {"resource-config: auto replicas by memory (MIG: its own)", {{"a100", MIG, "1g.5gb"}, {"t4", OFF, NULL}},
+         MK_MIG_STRATEGY_MIXED, "rc:mig-1g.5gb:mig-1g.5gb:-1,gpu:gpu-mem:-1",
+         "nvidia.com/gpu-mem: 1::0 1::1 1::2 1::3 1::4 1::5 1::6 1::7 1::8 1::9 1::10 1::11 1::12 1::13 1::14 | "
+         "nvidia.com/mig-1g.5gb: 0:0::0 0:0::1 0:0::2 0:0::3"},
+};
+
+static struct mk_plugin_config *load_config(const char *text) {
+        if (!text)
+                return NULL;
+        struct mk_error e = {0};
+        struct mk_plugin_config *c = NULL;
+        int r = strneq(text, "rc:", 3) ? mk_plugin_config_parse_resource_config(text + 3, &c, &e)
+                                       : mk_plugin_config_parse(text, strlen(text), "config.yaml", &c, &e);
+        if (r < 0)
+                fail_msg("config '%s': %s", text, e.msg);
+        return c;
+}
+
+static void test_cases(void **state) {
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                const struct rcase *t = &cases[i];
+                _cleanup_(mk_snapshot_freep) struct mk_snapshot *s = snap_build(t->gpus);
+                assert_non_null(s);
+                _cleanup_(mk_plugin_config_freep) struct mk_plugin_config *cfg = load_config(t->config);
+                struct mk_dp_options o;
+                mk_dp_options_init(&o);
+                o.mig_strategy = t->strategy;
+                o.config = cfg;
+                struct mk_error e = {0};
+                _cleanup_(mk_dp_resources_freep) struct mk_dp_resources *rs = NULL;
+                int r = mk_dp_resources_build(s, &o, &rs, &e);
+                if (strneq(t->want, "error: ", 7)) {
+                        if (r >= 0)
+                                fail_msg("case '%s': built, want %s", t->name, t->want);
+                        assert_int_equal(r, -EINVAL);
+                        assert_null(rs);
+                        if (!strstr(e.msg, t->want + 7))
+                                fail_msg("case '%s':\n got: %s\nwant: %s", t->name, e.msg, t->want + 7);
+                        continue;
+                }
+                if (r < 0)
+                        fail_msg("case '%s': %s", t->name, e.msg);
+                _cleanup_free_ char *got = dump(rs);
+                if (!streq(got, t->want))
+                        fail_msg("case '%s':\n got: %s\nwant: %s", t->name, got, t->want);
+        }
+}
+
+static void host_init(struct mk_host *h) {
+        const char *src = getenv("MIGKIT_SOURCE_DIR");
+        assert_non_null(src);
+        *h = (struct mk_host) {0};
+        assert_true(asprintf(&h->sysfs_root, "%s/tests/fixtures/plugin/sys", src) > 0);
+        assert_true(asprintf(&h->proc_root, "%s/tests/fixtures/plugin/proc", src) > 0);
+        assert_true(asprintf(&h->dev_root, "%s/tests/fixtures/plugin/dev", src) > 0);
+}
+
+/* Ids, endpoints, NUMA from sysfs, caps from mig-minors, memory. */
+static void test_device_fields(void **state) {
+        const struct snap_gpu gpus[] = {{"a100", MIG, "1g.5gb,3g.20gb"}, {"a100", MIG, "1g.5gb"}, {"a100", OFF, NULL}, {0}};
+        _cleanup_(mk_snapshot_freep) struct mk_snapshot *s = snap_build(gpus);
+        assert_non_null(s);
+        _cleanup_(mk_host_done) struct mk_host h;
+        host_init(&h);
+        struct mk_dp_options o;
+        mk_dp_options_init(&o);
+        o.mig_strategy = MK_MIG_STRATEGY_MIXED;
+        o.host = &h;
+        struct mk_error e = {0};
+        _cleanup_(mk_dp_resources_freep) struct mk_dp_resources *rs = NULL;
+        assert_int_equal(mk_dp_resources_build(s, &o, &rs, &e), 0);
+        assert_int_equal(rs->n, 3);
+
+        const struct mk_dp_resource *gpu = mk_dp_resources_find(rs, "nvidia.com/gpu");
+        assert_non_null(gpu);
+        assert_string_equal(gpu->endpoint, "nvidia-gpu.sock");
+        assert_int_equal(gpu->n_devices, 1);
+        assert_string_equal(gpu->devices[0].id, "GPU-00000002-0000-0000-0000-000000000000");
+        assert_string_equal(gpu->devices[0].index, "2");
+        assert_int_equal(gpu->devices[0].numa_node, -1); /* sysfs says -1 */
+        assert_false(gpu->devices[0].mig);
+        assert_true(gpu->devices[0].healthy);
+        assert_int_equal(gpu->devices[0].memory_bytes, 40960ull << 20);
+
+        const struct mk_dp_resource *m1 = mk_dp_resources_find(rs, "nvidia.com/mig-1g.5gb");
+        assert_non_null(m1);
+        assert_string_equal(m1->endpoint, "nvidia-mig-1g.5gb.sock");
+        assert_int_equal(m1->n_devices, 2);
+        const struct mk_dp_device *d = &m1->devices[1];
+        assert_string_equal(d->id, "MIG-00000001-0000-0000-0000-000000000100");
+        assert_string_equal(d->base_id, d->id);
+        assert_string_equal(d->gpu_uuid, "GPU-00000001-0000-0000-0000-000000000000");
+        assert_string_equal(d->index, "1:0");
+        assert_int_equal(d->gpu, 1);
+        assert_int_equal(d->gi_id, 1);
+        assert_int_equal(d->ci_id, 0);
+        assert_int_equal(d->gi_cap, 147); /* gpu1/gi1/access */
+        assert_int_equal(d->ci_cap, 148); /* gpu1/gi1/ci0/access */
+        assert_int_equal(d->numa_node, 1);
+        assert_int_equal(d->memory_bytes, 4864ull << 20);
+        assert_int_equal(m1->devices[0].numa_node, 0);
+        assert_int_equal(m1->devices[0].gi_cap, 12);
+        assert_int_equal(m1->devices[0].ci_cap, 13);
+        assert_ptr_equal(mk_dp_resource_find_device(m1, d->id), d);
+        assert_null(mk_dp_resource_find_device(m1, "MIG-nope"));
+        assert_null(mk_dp_resources_find(rs, "nvidia.com/mig-7g.40gb"));
+
+        /* Without host roots: caps and NUMA unknown, not an error. */
+        o.host = NULL;
+        _cleanup_(mk_dp_resources_freep) struct mk_dp_resources *rs2 = NULL;
+        assert_int_equal(mk_dp_resources_build(s, &o, &rs2, &e), 0);
+        m1 = mk_dp_resources_find(rs2, "nvidia.com/mig-1g.5gb");
+        assert_int_equal(m1->devices[0].gi_cap, -1);
+        assert_int_equal(m1->devices[0].numa_node, -1);
+}
+
+static void test_health(void **state) {
+        const struct snap_gpu gpus[] = {{"a100", MIG, "1g.5gb*2,3g.20gb"}, {"a100", OFF, NULL}, {0}};
+        _cleanup_(mk_snapshot_freep) struct mk_snapshot *s = snap_build(gpus);
+        assert_non_null(s);
+        _cleanup_(mk_plugin_config_freep) struct mk_plugin_config *cfg =
+                load_config("sharing:\n  timeSlicing:\n    resources:\n    - {name: mig-1g.5gb, replicas: 3}\n");
+        struct mk_dp_options o;
+        mk_dp_options_init(&o);
+        o.mig_strategy = MK_MIG_STRATEGY_MIXED;
+        o.config = cfg;
+        struct mk_error e = {0};
+        _cleanup_(mk_dp_resources_freep) struct mk_dp_resources *rs = NULL;
+        assert_int_equal(mk_dp_resources_build(s, &o, &rs, &e), 0);
+        const struct mk_dp_resource *m1 = mk_dp_resources_find(rs, "nvidia.com/mig-1g.5gb");
+        assert_int_equal(m1->n_devices, 6);
+        assert_true(m1->shared);
+        assert_int_equal(m1->replicas, 3);
+        /* An Xid on GI 2: its three replicas, nothing else (upstream marks one, #1929). */
+        assert_int_equal(mk_dp_resources_set_health(rs, 0, 2, UINT32_MAX, false), 3);
+        for (size_t i = 0; i < m1->n_devices; i++)
+                assert_int_equal(m1->devices[i].healthy, m1->devices[i].gi_id != 2);
+        assert_int_equal(mk_dp_resources_set_health(rs, 0, 2, 0, false), 0); /* already */
+        /* The whole GPU 0: the other GI's replicas and the 3g device. */
+        assert_int_equal(mk_dp_resources_set_health(rs, 0, UINT32_MAX, UINT32_MAX, false), 4);
+        assert_false(mk_dp_resources_find(rs, "nvidia.com/mig-3g.20gb")->devices[0].healthy);
+        assert_true(mk_dp_resources_find(rs, "nvidia.com/gpu")->devices[0].healthy);
+        /* Recovery: back to healthy. */
+        assert_int_equal(mk_dp_resources_set_health(rs, 0, UINT32_MAX, UINT32_MAX, true), 7);
+        assert_int_equal(mk_dp_resources_set_health(rs, 9, UINT32_MAX, UINT32_MAX, false), 0);
+        assert_int_equal(mk_dp_resources_set_health(NULL, 0, UINT32_MAX, UINT32_MAX, false), 0);
+}
+
+static void test_strings(void **state) {
+        unsigned bits = 0;
+        struct mk_error e = {0};
+        assert_int_equal(mk_dp_list_strategies_parse("envvar", &bits, &e), 0);
+        assert_int_equal(bits, MK_DP_LIST_ENVVAR);
+        assert_int_equal(mk_dp_list_strategies_parse(" volume-mounts , cdi-cri,cdi-annotations", &bits, &e), 0);
+        assert_int_equal(bits, MK_DP_LIST_VOLUME_MOUNTS | MK_DP_LIST_CDI_CRI | MK_DP_LIST_CDI_ANNOTATIONS);
+        bits = 77;
+        assert_int_equal(mk_dp_list_strategies_parse("envvar,cdi", &bits, &e), -EINVAL);
+        assert_int_equal(bits, 77);
+        assert_non_null(strstr(e.msg, "'cdi'"));
+        assert_int_equal(mk_dp_list_strategies_parse("", &bits, &e), -EINVAL);
+        assert_int_equal(mk_dp_list_strategies_parse("envvar,", &bits, &e), -EINVAL);
+        assert_int_equal(mk_dp_list_strategy_from_string("cdi-cri"), MK_DP_LIST_CDI_CRI);
+        assert_int_equal(mk_dp_list_strategy_from_string("CDI-CRI"), -EINVAL);
+        assert_string_equal(mk_dp_list_strategy_to_string(MK_DP_LIST_VOLUME_MOUNTS), "volume-mounts");
+        assert_null(mk_dp_list_strategy_to_string(3));
+        assert_int_equal(mk_dp_id_strategy_from_string("index"), MK_DP_ID_INDEX);
+        assert_int_equal(mk_dp_id_strategy_from_string("indices"), _MK_DP_ID_INVALID);
+        assert_string_equal(mk_dp_id_strategy_to_string(MK_DP_ID_UUID), "uuid");
+        assert_null(mk_dp_id_strategy_to_string(_MK_DP_ID_MAX));
+        assert_null(mk_dp_resources_free(NULL));
+}
+
+/* Snapshot faults a broken NVML could give: never a crash, an error naming the GPU. */
+static void test_bad_snapshots(void **state) {
+        const struct snap_gpu gpus[] = {{"a100", MIG, "1g.5gb"}, {"a100", OFF, NULL}, {0}};
+        struct mk_dp_options o;
+        mk_dp_options_init(&o);
+        o.mig_strategy = MK_MIG_STRATEGY_MIXED;
+        struct mk_error e = {0};
+        struct mk_dp_resources *rs = NULL;
+        {
+                _cleanup_(mk_snapshot_freep) struct mk_snapshot *s = snap_build(gpus);
+                s->gpus[0].gis[0].cis[0].uuid[0] = 0;
+                assert_int_equal(mk_dp_resources_build(s, &o, &rs, &e), -EINVAL);
+                assert_non_null(strstr(e.msg, "GPU 0: MIG device GI 1 CI 0 has no UUID"));
+        }
+        {
+                _cleanup_(mk_snapshot_freep) struct mk_snapshot *s = snap_build(gpus);
+                s->gpus[0].gis[0].profile_id = 77;
+                assert_int_equal(mk_dp_resources_build(s, &o, &rs, &e), -EINVAL);
+                assert_non_null(strstr(e.msg, "GPU instance profile 77"));
+        }
+        {
+                _cleanup_(mk_snapshot_freep) struct mk_snapshot *s = snap_build(gpus);
+                snprintf(s->gpus[1].uuid, sizeof(s->gpus[1].uuid), "%s", s->gpus[0].uuid);
+                s->gpus[0].mig_current = MK_MIG_DISABLED;
+                assert_int_equal(mk_dp_resources_build(s, &o, &rs, &e), -EINVAL);
+                assert_non_null(strstr(e.msg, "appears twice"));
+        }
+        {
+                _cleanup_(mk_snapshot_freep) struct mk_snapshot *s = snap_build(gpus);
+                s->gpus[1].uuid[0] = 0;
+                assert_int_equal(mk_dp_resources_build(s, &o, &rs, &e), -EINVAL);
+                assert_non_null(strstr(e.msg, "GPU 1: NVML reported no UUID"));
+        }
+        o.mig_strategy = (enum mk_mig_strategy) 9;
+        {
+                _cleanup_(mk_snapshot_freep) struct mk_snapshot *s = snap_build(gpus);
+                assert_int_equal(mk_dp_resources_build(s, &o, &rs, &e), -EINVAL);
+        }
+        assert_null(rs);
+}
+
+/* Over the device cap: -E2BIG, not a truncated list. */
+static void test_device_cap(void **state) {
+        struct snap_gpu gpus[80];
+        for (size_t i = 0; i < 79; i++)
+                gpus[i] = (struct snap_gpu) {"a100", OFF, NULL};
+        gpus[79] = (struct snap_gpu) {0};
+        _cleanup_(mk_snapshot_freep) struct mk_snapshot *s = snap_build(gpus);
+        assert_non_null(s);
+        _cleanup_(mk_plugin_config_freep) struct mk_plugin_config *cfg =
+                load_config("sharing:\n  timeSlicing:\n    resources:\n    - {name: gpu, replicas: 1024}\n");
+        struct mk_dp_options o;
+        mk_dp_options_init(&o);
+        o.config = cfg;
+        struct mk_error e = {0};
+        struct mk_dp_resources *rs = NULL;
+        assert_int_equal(mk_dp_resources_build(s, &o, &rs, &e), -E2BIG);
+        assert_null(rs);
+        assert_non_null(strstr(e.msg, "more than 65536 devices"));
+}
+
+int main(void) {
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_cases),
+                cmocka_unit_test(test_device_fields),
+                cmocka_unit_test(test_health),
+                cmocka_unit_test(test_strings),
+                cmocka_unit_test(test_bad_snapshots),
+                cmocka_unit_test(test_device_cap),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
