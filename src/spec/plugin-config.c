@@ -121,7 +121,8 @@ static bool dns_subdomain_valid(const char *s) {
 
 /* A resource name as upstream's ResourceName: "nvidia.com/" added when
  * missing, at most MK_MAX_RESOURCE_NAME bytes, DNS subdomain after the '/'.
- * 0 with the full name in *ret, -ENOMEM, or -EINVAL with *ret_why set. */
+ * 0 with the full name in *ret, -ENOMEM, -E2BIG when too long, or -EINVAL
+ * with *ret_why set. */
 static int resource_name_full(const char *s, char **ret, const char **ret_why) {
         static const char prefix[] = "nvidia.com/";
         const char *base = strneq(s, prefix, strlen(prefix)) ? s + strlen(prefix) : s;
@@ -133,10 +134,8 @@ static int resource_name_full(const char *s, char **ret, const char **ret_why) {
                 *ret_why = "want lower-case letters, digits, '-' and '.', starting and ending with a letter or digit";
                 return -EINVAL;
         }
-        if (strlen(prefix) + strlen(base) > MK_MAX_RESOURCE_NAME) {
-                *ret_why = "longer than 63 characters with the 'nvidia.com/' prefix";
-                return -EINVAL;
-        }
+        if (strlen(prefix) + strlen(base) > MK_MAX_RESOURCE_NAME)
+                return -E2BIG; /* callers name the full name */
         char *full = NULL;
         if (asprintf(&full, "%s%s", prefix, base) < 0)
                 return -ENOMEM;
@@ -153,6 +152,9 @@ static int get_resource_name(struct mk_yaml_ctx *c, const struct mk_yaml_node *n
         r = resource_name_full(s, ret, &why);
         if (r == -ENOMEM)
                 return mk_yaml_error_code(c, -ENOMEM, n, "out of memory");
+        if (r == -E2BIG)
+                return mk_yaml_error(c, n, "resource name 'nvidia.com/%s' longer than %u characters",
+                                     strneq(s, "nvidia.com/", 11) ? s + 11 : s, MK_MAX_RESOURCE_NAME);
         if (r < 0)
                 return mk_yaml_error(c, n, "invalid resource name '%s': %s", s, why);
         return 0;
@@ -540,6 +542,11 @@ static int parse_rc_entry(const char *b, const char *end, unsigned no, struct mk
                 int r = resource_name_full(v[i], i == 0 ? &name : &rename, &why);
                 if (r == -ENOMEM)
                         return mk_error_set(e, r, "out of memory");
+                if (r == -E2BIG)
+                        return mk_error_set_field(e, -EINVAL, "--resource-config",
+                                                  "entry %u: %s '%s' longer than %u characters with the "
+                                                  "'nvidia.com/' prefix",
+                                                  no, what[i], v[i], MK_MAX_RESOURCE_NAME);
                 if (r < 0)
                         return mk_error_set_field(e, r, "--resource-config", "entry %u: invalid %s '%s': %s", no,
                                                   what[i], v[i], why);

@@ -37,7 +37,8 @@ static char *dump(const struct mk_plugin_config *c) {
                 else
                         for (size_t k = 0; k < r->n_devices; k++)
                                 assert_int_equal(mk_buf_printf(&b, "%s%s", k ? "," : "", r->devices[k]), 0);
-                assert_int_equal(mk_buf_printf(&b, " replicas=%u]", r->replicas), 0);
+                assert_int_equal(mk_buf_printf(&b, " replicas=%u%s]", r->replicas, r->replicas_auto ? "(auto)" : ""),
+                                 0);
         }
         return mk_buf_take(&b);
 }
@@ -220,6 +221,77 @@ static void test_load(void **state) {
         assert_non_null(strstr(e.msg, "/nonexistent/config.yaml"));
 }
 
+/* --resource-config (the iktos fork's string, reference §5.1). */
+static const struct valid_case rc_valid[] = {
+        {"fork example", "gpu:sharedgpu:4,mig-3g.20gb:small:2",
+         "mig=- sharing=time-slicing fail1=0 [nvidia.com/gpu>nvidia.com/sharedgpu devices=all replicas=4]"
+         " [nvidia.com/mig-3g.20gb>nvidia.com/small devices=all replicas=2]"},
+        {"helm default, auto", "gpu:gpu-mem-gb:-1",
+         "mig=- sharing=time-slicing fail1=0 [nvidia.com/gpu>nvidia.com/gpu-mem-gb devices=all replicas=0(auto)]"},
+        {"blanks, empty entries, prefixes, same name", " , nvidia.com/gpu : gpu : 3 ,,",
+         "mig=- sharing=time-slicing fail1=0 [nvidia.com/gpu>- devices=all replicas=3]"},
+        {"rename only", "gpu:big:1", "mig=- sharing=none fail1=0 [nvidia.com/gpu>nvidia.com/big devices=all replicas=1]"},
+        {"empty string", "", "mig=- sharing=none fail1=0"},
+};
+
+static const struct { const char *name, *in, *want; } rc_invalid[] = {
+        {"two parts", "gpu:4", "--resource-config: entry 1 'gpu:4': want <name>:<rename>:<replicas>, found 2 parts"},
+        {"four parts", "gpu:a:4,gpu:b:c:1", "entry 2 'gpu:b:c:1': want <name>:<rename>:<replicas>, found more"},
+        {"empty rename", "gpu::4", "entry 1 'gpu::4': empty rename"},
+        {"replicas 0", "gpu:a:0", "entry 1: replicas '0' is not -1 (auto) or an integer from 1 to 1024"},
+        {"replicas -2", "gpu:a:-2", "replicas '-2' is not -1"},
+        {"replicas word", "gpu:a:four", "replicas 'four' is not"},
+        {"replicas huge", "gpu:a:99999999999", "replicas '99999999999' is not"},
+        {"bad name", "GPU:a:2", "entry 1: invalid name 'GPU': want lower-case"},
+        {"other prefix", "gpu:amd.com/gpu:2", "entry 1: invalid rename 'amd.com/gpu': only the 'nvidia.com/' prefix"},
+        {"long rename", "gpu:gpu-aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa:2",
+         "entry 1: rename 'gpu-aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa' longer than 63 characters"},
+        {"listed twice", "gpu:a:2,nvidia.com/gpu:b:3", "entry 2: resource 'nvidia.com/gpu' listed twice"},
+};
+
+static void test_resource_config(void **state) {
+        for (size_t i = 0; i < ELEMENTSOF(rc_valid); i++) {
+                struct mk_error e = {0};
+                _cleanup_(mk_plugin_config_freep) struct mk_plugin_config *c = NULL;
+                if (mk_plugin_config_parse_resource_config(rc_valid[i].yaml, &c, &e) < 0)
+                        fail_msg("case '%s': %s", rc_valid[i].name, e.msg);
+                assert_string_equal(c->file, "--resource-config");
+                _cleanup_free_ char *got = dump(c);
+                if (!streq(got, rc_valid[i].want))
+                        fail_msg("case '%s':\n got: %s\nwant: %s", rc_valid[i].name, got, rc_valid[i].want);
+        }
+        for (size_t i = 0; i < ELEMENTSOF(rc_invalid); i++) {
+                struct mk_error e = {0};
+                struct mk_plugin_config *c = NULL;
+                int r = mk_plugin_config_parse_resource_config(rc_invalid[i].in, &c, &e);
+                if (r >= 0) {
+                        mk_plugin_config_free(c);
+                        fail_msg("case '%s': parsed, want error '%s'", rc_invalid[i].name, rc_invalid[i].want);
+                }
+                assert_int_equal(r, -EINVAL);
+                assert_null(c);
+                char buf[1024];
+                mk_error_format(&e, buf, sizeof(buf));
+                if (!strstr(buf, rc_invalid[i].want))
+                        fail_msg("case '%s':\n got: %s\nwant: %s", rc_invalid[i].name, buf, rc_invalid[i].want);
+        }
+        /* Caps: bytes, entries. */
+        struct mk_buf b;
+        mk_buf_init(&b, 1 << 20);
+        for (unsigned i = 0; i <= MK_MAX_SHARED_RESOURCES; i++)
+                assert_int_equal(mk_buf_printf(&b, "g%u:g%u:2,", i, i), 0);
+        struct mk_error e = {0};
+        struct mk_plugin_config *c = NULL;
+        assert_int_equal(mk_plugin_config_parse_resource_config(mk_buf_str(&b), &c, &e), -E2BIG);
+        assert_non_null(strstr(e.msg, "more than 256 entries"));
+        mk_buf_reset(&b);
+        while (b.len <= MK_MAX_RESOURCE_CONFIG_BYTES)
+                assert_int_equal(mk_buf_puts(&b, ",,,,,,,,"), 0);
+        assert_int_equal(mk_plugin_config_parse_resource_config(mk_buf_str(&b), &c, &e), -E2BIG);
+        assert_null(c);
+        mk_buf_done(&b);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_valid),
@@ -227,6 +299,7 @@ int main(void) {
                 cmocka_unit_test(test_caps),
                 cmocka_unit_test(test_strings_and_find),
                 cmocka_unit_test(test_load),
+                cmocka_unit_test(test_resource_config),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
