@@ -67,6 +67,13 @@ MKSIM_EXPORT int mksim_process_remove(unsigned pid);
  * NVML event sets registered for Xid on that GPU before this call see it. */
 MKSIM_EXPORT int mksim_xid(unsigned gpu, unsigned gi, unsigned ci, unsigned long long xid);
 
+/* Makes GPU `gpu` fall off the bus (lost = 1) or come back (lost = 0).
+ * While lost, every NVML call on the GPU or its MIG devices (handle look-up
+ * by index, UUID or bus id included) returns NVML_ERROR_GPU_IS_LOST, and
+ * nvmlEventSetWait_v2 on a set with the GPU registered returns it too. A
+ * reboot brings every GPU back; a GPU reset does not. -ENODEV bad index. */
+MKSIM_EXPORT int mksim_gpu_set_lost(unsigned gpu, int lost);
+
 /* Arms a fault: the n-th call (n >= 1, counted from now, across processes) of
  * the NVML function `function` returns `nvml_error` without doing anything,
  * then the fault disarms. -EINVAL unknown function name, n == 0 or error 0. */

@@ -129,6 +129,20 @@ static const struct sim_gi_profile b200_profiles[] = {
         GI(E_7G, 0, 7, 8, 1, 182528, 144, 14, 7, 0, 7, 1, S_0, false),
 };
 
+/* §4.5 H100 NVL 94 GB [names only]. UNVERIFIED: every memory size (chosen
+ * so the names come out 1g.12gb, 1g.24gb, 2g.24gb, 3g.47gb, 4g.47gb,
+ * 7g.94gb on a 95830 MiB board), ids (the common mapping), SMs and engine
+ * counts (as H100 80GB HBM3). */
+static const struct sim_gi_profile h100_nvl_profiles[] = {
+        GI(E_1G, 19, 1, 1, 7, 11520, 16, 1, 1, 0, 1, 0, S_1G, false),
+        GI(E_1GME, 20, 1, 1, 1, 11520, 16, 1, 1, 0, 1, 1, S_1G, true),
+        GI(E_1G2, 15, 1, 2, 4, 23296, 26, 1, 1, 0, 1, 0, S_1G2, false),
+        GI(E_2G, 14, 2, 2, 3, 23296, 32, 2, 2, 0, 2, 0, S_2G, false),
+        GI(E_3G, 9, 3, 4, 2, 46848, 60, 3, 3, 0, 3, 0, S_3G, false),
+        GI(E_4G, 5, 4, 4, 1, 46848, 64, 4, 4, 0, 4, 0, S_0, false),
+        GI(E_7G, 0, 7, 8, 1, 94464, 132, 8, 7, 0, 7, 1, S_0, false),
+};
+
 #define PROFILES(p) .profiles = (p), .n_profiles = ELEMENTSOF(p)
 
 /* Subsystem ids are UNVERIFIED for every model (one plausible board each). */
@@ -140,46 +154,83 @@ static const struct sim_model models[] = {
         { .key = "a100-40gb", .name = "NVIDIA A100-SXM4-40GB", .pci_device_id = 0x20B010DE,
           .pci_subsystem_id = 0x145F10DE, .arch = NVML_DEVICE_ARCH_AMPERE, .cc_major = 8, .cc_minor = 0,
           .memory_mib = 40960, .compute_slices = 7, .memory_units = 8, .mode_persistent = true,
-          PROFILES(a100_40_profiles) },
+          .nvlinks = 12, PROFILES(a100_40_profiles) },
         { .key = "a100-80gb", .name = "NVIDIA A100-SXM4-80GB", .pci_device_id = 0x20B210DE,
           .pci_subsystem_id = 0x147F10DE, .arch = NVML_DEVICE_ARCH_AMPERE, .cc_major = 8, .cc_minor = 0,
           .memory_mib = 81920, .compute_slices = 7, .memory_units = 8, .mode_persistent = true,
-          PROFILES(a100_80_profiles) },
+          .nvlinks = 12, PROFILES(a100_80_profiles) },
         { .key = "h100-80gb", .name = "NVIDIA H100 80GB HBM3", .pci_device_id = 0x233010DE,
           .pci_subsystem_id = 0x16C110DE, .arch = NVML_DEVICE_ARCH_HOPPER, .cc_major = 9, .cc_minor = 0,
           .memory_mib = 81559, .compute_slices = 7, .memory_units = 8, .mode_persistent = false,
-          PROFILES(h100_80_profiles) },
+          .nvlinks = 18, PROFILES(h100_80_profiles) },
+        /* H100 NVL: a PCIe card; 12 NvLinks (the 600 GB/s bridge bandwidth at
+         * 50 GB/s per NVLink 4 link) to the bridged neighbour. Board memory
+         * 95830 MiB and subsystem id UNVERIFIED. */
+        { .key = "h100-nvl", .name = "NVIDIA H100 NVL", .pci_device_id = 0x232110DE,
+          .pci_subsystem_id = 0x183910DE, .arch = NVML_DEVICE_ARCH_HOPPER, .cc_major = 9, .cc_minor = 0,
+          .memory_mib = 95830, .compute_slices = 7, .memory_units = 8, .mode_persistent = false,
+          .nvlinks = 12, .nvlink_bridge = true, PROFILES(h100_nvl_profiles) },
         { .key = "h200-141gb", .name = "NVIDIA H200", .pci_device_id = 0x233510DE,
           .pci_subsystem_id = 0x18A210DE, .arch = NVML_DEVICE_ARCH_HOPPER, .cc_major = 9, .cc_minor = 0,
           .memory_mib = 143771, .compute_slices = 7, .memory_units = 8, .mode_persistent = false,
-          PROFILES(h200_profiles) },
+          .nvlinks = 18, PROFILES(h200_profiles) },
         { .key = "gh200-144gb", .name = "NVIDIA GH200 144G HBM3e", .pci_device_id = 0x234810DE,
           .pci_subsystem_id = 0x18B010DE, .arch = NVML_DEVICE_ARCH_HOPPER, .cc_major = 9, .cc_minor = 0,
           .memory_mib = 147000 /* UNVERIFIED, see gh200_profiles */, .compute_slices = 7, .memory_units = 8,
-          .mode_persistent = false, PROFILES(gh200_profiles) },
+          .mode_persistent = false, .nvlinks = 18, PROFILES(gh200_profiles) },
         { .key = "b200", .name = "NVIDIA B200", .pci_device_id = 0x290110DE, .pci_subsystem_id = 0x199910DE,
           .arch = NVML_DEVICE_ARCH_BLACKWELL, .cc_major = 10, .cc_minor = 0, .memory_mib = 183359,
-          .compute_slices = 7, .memory_units = 8, .mode_persistent = false, PROFILES(b200_profiles) },
+          .compute_slices = 7, .memory_units = 8, .mode_persistent = false, .nvlinks = 18,
+          PROFILES(b200_profiles) },
         { .key = "t4", .name = "Tesla T4", .pci_device_id = 0x1EB810DE, .pci_subsystem_id = 0x12A210DE,
           .arch = NVML_DEVICE_ARCH_TURING, .cc_major = 7, .cc_minor = 5, .memory_mib = 15360,
           .compute_slices = 0, .memory_units = 0, .mode_persistent = false, .profiles = NULL, .n_profiles = 0 },
 };
 
+/* NVSwitch systems. Links per GPU: A100 12, H100/H200/B200 18 (product
+ * briefs). Their spread over the switch chips (DGX A100: 6 chips, 2 links
+ * each; HGX H100/H200: 4 chips, 5+4+4+5; DGX B200: 2 chips, 9+9) and the
+ * switch PCI ids are UNVERIFIED. The PCIe level of GPUs 2k, 2k+1 is
+ * UNVERIFIED too (DGX A100: two levels of PCIe switches, PXB; the others: one
+ * switch, PIX); groups of 4 share a NUMA node and the two halves sit on the
+ * two CPU sockets (topo.c). */
+static const unsigned char dgx_a100_spread[] = { 2, 2, 2, 2, 2, 2 };
+static const unsigned char hgx_h100_spread[] = { 5, 4, 4, 5 };
+static const unsigned char dgx_b200_spread[] = { 9, 9 };
+static const struct sim_topology dgx_a100_topology = {
+        .switches = 6, .links_per_switch = dgx_a100_spread, .switch_pci_device_id = 0x1AF110DE,
+        .pair_level = NVML_TOPOLOGY_MULTIPLE,
+};
+static const struct sim_topology hgx_h100_topology = {
+        .switches = 4, .links_per_switch = hgx_h100_spread, .switch_pci_device_id = 0x22A310DE,
+        .pair_level = NVML_TOPOLOGY_SINGLE,
+};
+static const struct sim_topology dgx_b200_topology = {
+        .switches = 2, .links_per_switch = dgx_b200_spread, .switch_pci_device_id = 0,
+        .pair_level = NVML_TOPOLOGY_SINGLE,
+};
+
 static const struct sim_machine machines[] = {
-        { "dgx-a100", "DGX A100: 8 x NVIDIA A100-SXM4-40GB", "a100-40gb*8" },
-        { "dgx-h100", "DGX H100: 8 x NVIDIA H100 80GB HBM3", "h100-80gb*8" },
-        { "hgx-h200", "HGX H200: 8 x NVIDIA H200", "h200-141gb*8" },
-        { "dgx-b200", "DGX B200: 8 x NVIDIA B200", "b200*8" },
-        { "mixed-a100", "4 x NVIDIA A100-SXM4-40GB + 4 x NVIDIA A100-SXM4-80GB", "a100-40gb*4,a100-80gb*4" },
+        { "dgx-a100", "DGX A100: 8 x NVIDIA A100-SXM4-40GB, NVSwitch (12 NvLinks per GPU)", "a100-40gb*8",
+          &dgx_a100_topology },
+        { "dgx-h100", "DGX H100: 8 x NVIDIA H100 80GB HBM3, NVSwitch (18 NvLinks per GPU)", "h100-80gb*8",
+          &hgx_h100_topology },
+        { "hgx-h200", "HGX H200: 8 x NVIDIA H200, NVSwitch (18 NvLinks per GPU)", "h200-141gb*8", &hgx_h100_topology },
+        { "dgx-b200", "DGX B200: 8 x NVIDIA B200, NVSwitch (18 NVLink 5 links per GPU)", "b200*8",
+          &dgx_b200_topology },
+        { "mixed-a100", "4 x NVIDIA A100-SXM4-40GB + 4 x NVIDIA A100-SXM4-80GB, NVSwitch", "a100-40gb*4,a100-80gb*4",
+          &dgx_a100_topology },
+        { "h100-nvl-pairs", "4 x NVIDIA H100 NVL, NVLink bridges (0,1) and (2,3)", "h100-nvl*4", NULL },
         /* One single-GPU machine per model, named like the model. */
-        { "a30-24gb", "1 x NVIDIA A30", "a30-24gb" },
-        { "a100-40gb", "1 x NVIDIA A100-SXM4-40GB", "a100-40gb" },
-        { "a100-80gb", "1 x NVIDIA A100-SXM4-80GB", "a100-80gb" },
-        { "h100-80gb", "1 x NVIDIA H100 80GB HBM3", "h100-80gb" },
-        { "h200-141gb", "1 x NVIDIA H200", "h200-141gb" },
-        { "gh200-144gb", "1 x NVIDIA GH200 144G HBM3e", "gh200-144gb" },
-        { "b200", "1 x NVIDIA B200", "b200" },
-        { "t4", "1 x Tesla T4 (no MIG)", "t4" },
+        { "a30-24gb", "1 x NVIDIA A30", "a30-24gb", NULL },
+        { "a100-40gb", "1 x NVIDIA A100-SXM4-40GB", "a100-40gb", NULL },
+        { "a100-80gb", "1 x NVIDIA A100-SXM4-80GB", "a100-80gb", NULL },
+        { "h100-80gb", "1 x NVIDIA H100 80GB HBM3", "h100-80gb", NULL },
+        { "h100-nvl", "1 x NVIDIA H100 NVL (no bridge)", "h100-nvl", NULL },
+        { "h200-141gb", "1 x NVIDIA H200", "h200-141gb", NULL },
+        { "gh200-144gb", "1 x NVIDIA GH200 144G HBM3e", "gh200-144gb", NULL },
+        { "b200", "1 x NVIDIA B200", "b200", NULL },
+        { "t4", "1 x Tesla T4 (no MIG)", "t4", NULL },
 };
 
 const struct sim_model *sim_model_find(const char *key) {

@@ -39,6 +39,8 @@ struct sim_model {
         unsigned compute_slices; /* 7 or 4; 0 when the model has no MIG */
         unsigned memory_units;   /* 8 or 4 */
         bool mode_persistent;    /* Ampere: MIG mode survives reboot, changes need a reset */
+        unsigned nvlinks;        /* NvLinks of the part (0: none, every link query NOT_SUPPORTED) */
+        bool nvlink_bridge;      /* PCIe card whose links go to a bridge to the next card of its kind */
         const struct sim_gi_profile *profiles;
         size_t n_profiles;
 };
@@ -52,10 +54,20 @@ struct sim_ci_profile {
         unsigned align;          /* placement starts are multiples of this */
 };
 
+/* Interconnect of a named machine (topo.c). Custom machines get none:
+ * PCIe only, plus NVLink bridges between consecutive bridge-capable cards. */
+struct sim_topology {
+        unsigned switches;          /* NVSwitch chips every GPU links to (0: none) */
+        const unsigned char *links_per_switch; /* [switches]: links of each GPU to switch s, in link order */
+        unsigned switch_pci_device_id;         /* (device << 16) | vendor of the switch, 0 unknown */
+        unsigned pair_level;        /* nvmlGpuTopologyLevel_t of GPUs 2k and 2k+1 (one PCIe switch tree) */
+};
+
 struct sim_machine {
         const char *name;
         const char *description;
         const char *gpus;        /* custom-machine syntax: "a100-40gb*4,a100-80gb*4" */
+        const struct sim_topology *topology; /* NULL: the custom-machine rule */
 };
 
 const struct sim_model *sim_model_find(const char *key);

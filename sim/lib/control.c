@@ -221,6 +221,19 @@ int mksim_xid(unsigned gpu, unsigned gi, unsigned ci, unsigned long long xid) {
         return end(&s, 0);
 }
 
+int mksim_gpu_set_lost(unsigned gpu, int lost) {
+        struct sim_session s;
+
+        int r = begin(&s, true);
+        if (r < 0)
+                return r;
+        r = check_gpu(s.state, gpu);
+        if (r < 0)
+                return end(&s, r);
+        s.state->gpus[gpu].lost = lost != 0;
+        return end(&s, 0);
+}
+
 static bool nvml_function_known(const char *name) {
 #define X(fn, ret, args) if (streq(name, #fn)) return true;
         MK_NVML_FUNCTIONS(X)

@@ -328,6 +328,7 @@ void sim_machine_reboot(struct sim_state *st) {
                 g->procs = NULL;
                 g->n_procs = 0;
                 g->n_gis = 0;
+                g->lost = false; /* back on the bus after a power cycle */
                 if (g->model->mode_persistent)
                         g->mig_current = g->mig_pending;
                 else

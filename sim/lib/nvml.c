@@ -17,6 +17,7 @@
 #include "lib/catalog.h"
 #include "lib/mig.h"
 #include "lib/state.h"
+#include "lib/topo.h"
 #include "lib/util.h"
 #include "mksim.h"
 #include "nvml/nvml-abi.h"
@@ -393,6 +394,8 @@ static nvmlReturn_t resolve_device(struct call *c, nvmlDevice_t device, struct d
         if (device->gpu >= c->st->n_gpus)
                 return NVML_ERROR_INVALID_ARGUMENT;
         *ret = (struct dev) { .index = device->gpu, .g = &c->st->gpus[device->gpu] };
+        if (ret->g->lost)
+                return NVML_ERROR_GPU_IS_LOST;
         if (device->gi != SIM_ID_NONE) {
                 ret->mig = true;
                 ret->gi = sim_gpu_find_gi(ret->g, device->gi);
@@ -423,6 +426,8 @@ static nvmlReturn_t resolve_gi(struct call *c, nvmlGpuInstance_t h, struct gih *
                 return NVML_ERROR_INVALID_ARGUMENT;
         ret->index = h->gpu;
         ret->g = &c->st->gpus[h->gpu];
+        if (ret->g->lost)
+                return NVML_ERROR_GPU_IS_LOST;
         ret->gi = sim_gpu_find_gi(ret->g, h->gi);
         if (!ret->gi)
                 return NVML_ERROR_INVALID_ARGUMENT;
@@ -440,6 +445,8 @@ static nvmlReturn_t resolve_ci(struct call *c, nvmlComputeInstance_t h, struct c
                 return NVML_ERROR_INVALID_ARGUMENT;
         ret->gi.index = h->gpu;
         ret->gi.g = &c->st->gpus[h->gpu];
+        if (ret->gi.g->lost)
+                return NVML_ERROR_GPU_IS_LOST;
         ret->gi.gi = sim_gpu_find_gi(ret->gi.g, h->gi);
         ret->ci = ret->gi.gi ? sim_gi_find_ci(ret->gi.gi, h->ci) : NULL;
         if (!ret->ci)
@@ -625,6 +632,8 @@ nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t *dev
         CALL_BEGIN(&c, false);
         if (!device || index >= c.st->n_gpus)
                 return call_end(&c, NVML_ERROR_INVALID_ARGUMENT);
+        if (c.st->gpus[index].lost)
+                return call_end(&c, NVML_ERROR_GPU_IS_LOST);
         nvmlDevice_t d = intern_device(index, SIM_ID_NONE, SIM_ID_NONE);
         if (!d)
                 return call_end(&c, NVML_ERROR_MEMORY);
@@ -653,6 +662,8 @@ nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t *device) {
                                         if (!d)
                                                 return call_end(&c, NVML_ERROR_MEMORY);
                                 }
+                if (d && g->lost)
+                        return call_end(&c, NVML_ERROR_GPU_IS_LOST);
                 if (d) {
                         *device = d;
                         return call_end(&c, NVML_SUCCESS);
@@ -707,6 +718,8 @@ nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(const char *pciBusId, nvmlDevice_t
                 return call_end(&c, NVML_ERROR_INVALID_ARGUMENT);
         for (size_t i = 0; i < c.st->n_gpus; i++)
                 if (dom == 0 && dv == 0 && fn == 0 && c.st->gpus[i].bus == bus) {
+                        if (c.st->gpus[i].lost)
+                                return call_end(&c, NVML_ERROR_GPU_IS_LOST);
                         nvmlDevice_t d = intern_device((unsigned) i, SIM_ID_NONE, SIM_ID_NONE);
                         if (!d)
                                 return call_end(&c, NVML_ERROR_MEMORY);
@@ -1706,6 +1719,17 @@ nvmlReturn_t nvmlDeviceGetSupportedEventTypes(nvmlDevice_t device, unsigned long
         return call_end(&c, r);
 }
 
+/* Whether a GPU registered in `set` has fallen off the bus. */
+static bool set_has_lost_gpu(const struct sim_state *st, nvmlEventSet_t set) {
+        bool lost = false;
+
+        pthread_mutex_lock(&lib_mutex);
+        for (size_t i = 0; i < st->n_gpus && i < SIM_MAX_GPUS; i++)
+                lost = lost || (set->reg[i].mask && st->gpus[i].lost);
+        pthread_mutex_unlock(&lib_mutex);
+        return lost;
+}
+
 /* The first queued event for `set`, if any; called inside a session. */
 static bool next_event(const struct sim_state *st, nvmlEventSet_t set, nvmlEventData_t *data) {
         bool found = false;
@@ -1747,6 +1771,8 @@ nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t *data, unsi
         CALL_BEGIN(&c, false);
         if (!known(&event_sets, set) || !data)
                 return call_end(&c, NVML_ERROR_INVALID_ARGUMENT);
+        if (set_has_lost_gpu(c.st, set))
+                return call_end(&c, NVML_ERROR_GPU_IS_LOST);
         if (next_event(c.st, set, data))
                 return call_end(&c, NVML_SUCCESS);
         _cleanup_free_ char *path = strdup(c.path);
@@ -1772,6 +1798,10 @@ nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t *data, unsi
                         sim_session_end(&ss);
                         return NVML_ERROR_INVALID_ARGUMENT; /* freed meanwhile */
                 }
+                if (set_has_lost_gpu(ss.state, set)) {
+                        sim_session_end(&ss);
+                        return NVML_ERROR_GPU_IS_LOST;
+                }
                 bool found = next_event(ss.state, set, data);
                 sim_session_end(&ss);
                 if (found)
@@ -1791,6 +1821,88 @@ nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set) {
         if (ok)
                 free(set);
         return call_end(&c, ok ? NVML_SUCCESS : NVML_ERROR_INVALID_ARGUMENT);
+}
+
+/* ---- topology (topo.c) ----
+ *
+ * nvml.h: the NvLink queries take a link 0..NVML_NVLINK_MAX_LINKS-1 and
+ * return INVALID_ARGUMENT for a bad device or link or a NULL pointer,
+ * NOT_SUPPORTED when the device lacks the feature. A link the part does not
+ * have is NOT_SUPPORTED (go-gpuallocator loops over all 18 links and skips
+ * exactly that on 12-link A100s). Remote queries on an inactive link are
+ * NOT_SUPPORTED (UNVERIFIED: real drivers' answer undocumented). MIG device
+ * handles: NOT_SUPPORTED, as for the other GPU-level queries. */
+
+static nvmlReturn_t resolve_link(struct call *c, nvmlDevice_t device, unsigned link, const void *out,
+                                 bool need_active, struct sim_link *ret) {
+        struct dev d;
+        nvmlReturn_t r = resolve_gpu(c, device, &d);
+        if (r != NVML_SUCCESS)
+                return r;
+        if (!out || link >= NVML_NVLINK_MAX_LINKS)
+                return NVML_ERROR_INVALID_ARGUMENT;
+        if (!sim_topo_link(c->st, d.index, link, ret))
+                return NVML_ERROR_NOT_SUPPORTED;
+        if (need_active && !ret->active)
+                return NVML_ERROR_NOT_SUPPORTED;
+        return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t device, unsigned int link, nvmlEnableState_t *isActive) {
+        struct call c;
+        struct sim_link l;
+
+        CALL_BEGIN(&c, false);
+        nvmlReturn_t r = resolve_link(&c, device, link, isActive, false, &l);
+        if (r == NVML_SUCCESS)
+                *isActive = l.active ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
+        return call_end(&c, r);
+}
+
+nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t device, unsigned int link, nvmlPciInfo_t *pci) {
+        struct call c;
+        struct sim_link l;
+
+        CALL_BEGIN(&c, false);
+        nvmlReturn_t r = resolve_link(&c, device, link, pci, true, &l);
+        if (r != NVML_SUCCESS)
+                return call_end(&c, r);
+        memset(pci, 0, sizeof(*pci));
+        snprintf(pci->busIdLegacy, sizeof(pci->busIdLegacy), "%04X:%02X:%02X.0", 0u, l.remote_bus, 0u);
+        snprintf(pci->busId, sizeof(pci->busId), "%08X:%02X:%02X.0", 0u, l.remote_bus, 0u);
+        pci->bus = l.remote_bus;
+        pci->pciDeviceId = l.remote_pci_device_id;
+        return call_end(&c, NVML_SUCCESS);
+}
+
+nvmlReturn_t nvmlDeviceGetNvLinkRemoteDeviceType(nvmlDevice_t device, unsigned int link,
+                                                 nvmlIntNvLinkDeviceType_t *pNvLinkDeviceType) {
+        struct call c;
+        struct sim_link l;
+
+        CALL_BEGIN(&c, false);
+        nvmlReturn_t r = resolve_link(&c, device, link, pNvLinkDeviceType, true, &l);
+        if (r == NVML_SUCCESS)
+                *pNvLinkDeviceType = (nvmlIntNvLinkDeviceType_t) l.remote_type;
+        return call_end(&c, r);
+}
+
+/* Two GPUs' closest common PCIe ancestor. The same GPU twice gives INTERNAL
+ * (UNVERIFIED; nvidia-smi topo prints "X" there). */
+nvmlReturn_t nvmlDeviceGetTopologyCommonAncestor(nvmlDevice_t device1, nvmlDevice_t device2,
+                                                 nvmlGpuTopologyLevel_t *pathInfo) {
+        struct call c;
+        struct dev a, b;
+
+        CALL_BEGIN(&c, false);
+        nvmlReturn_t r = resolve_gpu(&c, device1, &a);
+        if (r == NVML_SUCCESS)
+                r = resolve_gpu(&c, device2, &b);
+        if (r == NVML_SUCCESS && !pathInfo)
+                r = NVML_ERROR_INVALID_ARGUMENT;
+        if (r == NVML_SUCCESS)
+                *pathInfo = (nvmlGpuTopologyLevel_t) sim_topo_pcie_level(c.st, a.index, b.index);
+        return call_end(&c, r);
 }
 
 static void registry_free(struct registry *r) {

@@ -155,6 +155,8 @@ json_t *sim_state_to_json(const struct sim_state *s, bool describe) {
                 json_object_set_new(o, "bus_id", json_string(g->bus_id));
                 json_object_set_new(o, "mig_current", json_integer(g->mig_current));
                 json_object_set_new(o, "mig_pending", json_integer(g->mig_pending));
+                if (g->lost) /* only when set: older state files stay valid */
+                        json_object_set_new(o, "lost", json_true());
                 for (unsigned j = 0; j < g->n_gis; j++) {
                         const struct sim_gi *gi = &g->gis[j];
                         const struct sim_gi_profile *p = sim_gi_profile_by_enum(m, gi->profile);
@@ -386,6 +388,10 @@ static int read_gpu(struct reader *rd, json_t *o, struct sim_gpu *g) {
         GET_U(rd, o, "mig_pending", 1, g->mig_pending);
         if (!sim_model_has_mig(g->model) && (g->mig_current || g->mig_pending))
                 return bad(rd, "MIG mode set on a GPU without MIG");
+        json_t *lost = json_object_get(o, "lost");
+        if (lost && !json_is_boolean(lost))
+                return bad(rd, "'lost' must be true or false");
+        g->lost = lost && json_is_true(lost);
 
         json_t *gis = json_object_get(o, "gpu_instances");
         if (!json_is_array(gis) || json_array_size(gis) > SIM_MAX_GI)

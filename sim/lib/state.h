@@ -52,6 +52,7 @@ struct sim_gpu {
         char bus_id[32];         /* "00000000:07:00.0" */
         unsigned bus;
         unsigned mig_current, mig_pending;
+        bool lost;               /* fallen off the bus: calls on it return GPU_IS_LOST */
         struct sim_gi gis[SIM_MAX_GI];
         unsigned n_gis;          /* sorted by id */
         struct sim_process *procs;

@@ -39,7 +39,10 @@ static const char usage_text[] =
         "  fault crash-after N           exit(137) after the N-th next mutating NVML call\n"
         "  fault clear                   disarm all faults\n"
         "  reset --gpu I[,J...]          reset GPUs (applies pending MIG mode, destroys instances)\n"
-        "  reboot                        reboot the machine\n"
+        "  reboot                        reboot the machine (lost GPUs come back)\n"
+        "  lose --gpu I                  the GPU falls off the bus: NVML calls on it return\n"
+        "                                NVML_ERROR_GPU_IS_LOST\n"
+        "  recover --gpu I               the lost GPU answers again\n"
         "\n"
         "Options:\n"
         "  --state FILE                  state file (default: $MIGKIT_SIM_STATE,\n"
@@ -131,7 +134,8 @@ static int show_human(const char *text) {
         }
         printf("Machine: %s (state %s)\n", js(root, "machine"), mksim_state_path());
         json_array_foreach(json_object_get(root, "gpus"), i, g) {
-                printf("GPU %zu: %s (UUID: %s)\n", i, js(g, "name"), js(g, "uuid"));
+                printf("GPU %zu: %s (UUID: %s)%s\n", i, js(g, "name"), js(g, "uuid"),
+                       json_is_true(json_object_get(g, "lost")) ? " LOST (fallen off the bus)" : "");
                 printf("  Bus %s, %llu MiB, ", js(g, "bus_id"), ju(g, "memory_mib"));
                 if (json_is_true(json_object_get(g, "mig_capable")))
                         printf("MIG current %s, pending %s\n", mode_name(ju(g, "mig_current")),
@@ -423,6 +427,31 @@ static int cmd_reset(int argc, char **argv) {
         return status;
 }
 
+/* `lose --gpu I` and `recover --gpu I`. */
+static int cmd_lost(int argc, char **argv) {
+        bool lose = strcmp(argv[0], "lose") == 0;
+        const char *idx = NULL;
+        unsigned gpu;
+
+        for (int i = 1; i < argc; i++) {
+                if (strcmp(argv[i], "--gpu") == 0 && i + 1 < argc)
+                        idx = argv[++i];
+                else if (strncmp(argv[i], "--gpu=", 6) == 0)
+                        idx = argv[i] + 6;
+                else
+                        return usage_error("%s: unexpected argument '%s'", argv[0], argv[i]);
+        }
+        if (!idx)
+                return usage_error("%s: --gpu I is required", argv[0]);
+        if (!parse_uint(idx, &gpu))
+                return usage_error("%s: invalid GPU index '%s'", argv[0], idx);
+        int r = mksim_gpu_set_lost(gpu, lose);
+        if (r < 0)
+                return fail(r, lose ? "cannot lose the GPU" : "cannot recover the GPU");
+        printf("GPU %u %s\n", gpu, lose ? "lost" : "recovered");
+        return EXIT_SUCCESS;
+}
+
 static int cmd_reboot(int argc, char **argv) {
         if (argc > 1)
                 return usage_error("reboot: unexpected argument '%s'", argv[1]);
@@ -461,6 +490,7 @@ int main(int argc, char **argv) {
                 { "create", cmd_create }, { "show", cmd_show },       { "machines", cmd_machines },
                 { "models", cmd_models }, { "process", cmd_process }, { "xid", cmd_xid },
                 { "fault", cmd_fault },   { "reset", cmd_reset },     { "reboot", cmd_reboot },
+                { "lose", cmd_lost },     { "recover", cmd_lost },
         };
         if (strcmp(argv[i], "help") == 0) {
                 fputs(usage_text, stdout);

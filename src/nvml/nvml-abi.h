@@ -131,6 +131,37 @@ typedef unsigned int nvmlDeviceArchitecture_t;
 #define nvmlEventMigConfigChange 0x0000000000000100LL
 #define nvmlEventTypeNone 0x0000000000000000LL
 
+/* Generic enable/disable (nvmlDeviceGetNvLinkState's isActive). */
+typedef enum nvmlEnableState_enum {
+        NVML_FEATURE_DISABLED = 0,
+        NVML_FEATURE_ENABLED = 1
+} nvmlEnableState_t;
+
+/* Highest NvLink count of any GPU: the link argument of the NvLink queries
+ * runs 0..NVML_NVLINK_MAX_LINKS-1 (nvml.h of CUDA 12.x: 18; CUDA 11: 12).
+ * Links a GPU lacks answer NVML_ERROR_NOT_SUPPORTED (what go-gpuallocator's
+ * loop over all 18 relies on, as A100s have 12). */
+#define NVML_NVLINK_MAX_LINKS 18
+
+/* nvmlDeviceGetNvLinkRemoteDeviceType */
+typedef enum nvmlIntNvLinkDeviceType_enum {
+        NVML_NVLINK_DEVICE_TYPE_GPU = 0x00,
+        NVML_NVLINK_DEVICE_TYPE_IBMNPU = 0x01,
+        NVML_NVLINK_DEVICE_TYPE_SWITCH = 0x02,
+        NVML_NVLINK_DEVICE_TYPE_UNKNOWN = 0xFF
+} nvmlIntNvLinkDeviceType_t;
+
+/* nvmlDeviceGetTopologyCommonAncestor: the closest common PCIe ancestor of
+ * two GPUs; the values are spaced on purpose (nvml.h). */
+typedef enum nvmlGpuLevel_enum {
+        NVML_TOPOLOGY_INTERNAL = 0,    /* one board (e.g. Tesla K80) */
+        NVML_TOPOLOGY_SINGLE = 10,     /* a single PCIe switch */
+        NVML_TOPOLOGY_MULTIPLE = 20,   /* several PCIe switches, no host bridge */
+        NVML_TOPOLOGY_HOSTBRIDGE = 30, /* the same host bridge */
+        NVML_TOPOLOGY_NODE = 40,       /* the same NUMA node, several host bridges */
+        NVML_TOPOLOGY_SYSTEM = 50      /* across NUMA nodes (SMP interconnect) */
+} nvmlGpuTopologyLevel_t;
+
 typedef struct nvmlPciInfo_st {
         char busIdLegacy[NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE];
         unsigned int domain;
@@ -316,6 +347,11 @@ _Static_assert(sizeof(nvmlComputeInstanceProfileInfo_v3_t) == 140, "nvmlComputeI
 _Static_assert(nvmlComputeInstanceProfileInfo_v2 == 0x02000088, "CI info v2 version word");
 _Static_assert(nvmlComputeInstanceProfileInfo_v3 == 0x0300008C, "CI info v3 version word");
 _Static_assert(sizeof(nvmlComputeInstanceInfo_t) == 32, "nvmlComputeInstanceInfo_t size");
+_Static_assert(sizeof(nvmlEnableState_t) == 4, "nvmlEnableState_t size");
+_Static_assert(sizeof(nvmlIntNvLinkDeviceType_t) == 4, "nvmlIntNvLinkDeviceType_t size");
+_Static_assert(sizeof(nvmlGpuTopologyLevel_t) == 4, "nvmlGpuTopologyLevel_t size");
+_Static_assert(offsetof(nvmlEventData_t, eventData) == 16, "nvmlEventData_t.eventData");
+_Static_assert(offsetof(nvmlEventData_t, gpuInstanceId) == 24, "nvmlEventData_t.gpuInstanceId");
 
 /* Function types, one per exported symbol we use. The symbol name is the
  * string in the table of nvml/nvml.c and the function name in sim/. */
@@ -408,7 +444,15 @@ _Static_assert(sizeof(nvmlComputeInstanceInfo_t) == 32, "nvmlComputeInstanceInfo
                                                            unsigned long long *eventTypes))                    \
         X(nvmlEventSetWait_v2, nvmlReturn_t, (nvmlEventSet_t set, nvmlEventData_t *data,                      \
                                               unsigned int timeoutms))                                         \
-        X(nvmlEventSetFree, nvmlReturn_t, (nvmlEventSet_t set))
+        X(nvmlEventSetFree, nvmlReturn_t, (nvmlEventSet_t set))                                                \
+        X(nvmlDeviceGetTopologyCommonAncestor, nvmlReturn_t,                                                   \
+          (nvmlDevice_t device1, nvmlDevice_t device2, nvmlGpuTopologyLevel_t *pathInfo))                      \
+        X(nvmlDeviceGetNvLinkState, nvmlReturn_t, (nvmlDevice_t device, unsigned int link,                    \
+                                                   nvmlEnableState_t *isActive))                               \
+        X(nvmlDeviceGetNvLinkRemotePciInfo_v2, nvmlReturn_t, (nvmlDevice_t device, unsigned int link,         \
+                                                              nvmlPciInfo_t *pci))                             \
+        X(nvmlDeviceGetNvLinkRemoteDeviceType, nvmlReturn_t,                                                   \
+          (nvmlDevice_t device, unsigned int link, nvmlIntNvLinkDeviceType_t *pNvLinkDeviceType))
 
 #ifdef __cplusplus
 }

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "base/log.h"
 #include "base/macro.h"
@@ -42,6 +43,11 @@ static const char *const optional_symbols[] = {
         "nvmlDeviceGetSupportedEventTypes",
         "nvmlEventSetWait_v2",
         "nvmlEventSetFree",
+        /* Interconnect (snapshot matrices; without them the matrices are NULL). */
+        "nvmlDeviceGetTopologyCommonAncestor",
+        "nvmlDeviceGetNvLinkState",
+        "nvmlDeviceGetNvLinkRemotePciInfo_v2",
+        "nvmlDeviceGetNvLinkRemoteDeviceType",
 };
 
 static bool symbol_optional(const char *name) {
@@ -636,6 +642,100 @@ static int read_gpu(struct mk_nvml *n, unsigned index, struct mk_gpu *g, struct 
         return 0;
 }
 
+/* NvLinks of GPU `i`: counts of direct links to each other GPU (by bus id)
+ * into direct[0..n_gpus), and links to NVSwitch chips into *ret_switch.
+ * Links the GPU lacks answer NOT_SUPPORTED (skipped, as go-gpuallocator
+ * does); INVALID_ARGUMENT ends the walk (a library with fewer links than
+ * NVML_NVLINK_MAX_LINKS). Other failures: negative errno. */
+static int read_gpu_links(struct mk_nvml *n, const struct mk_snapshot *s, nvmlDevice_t dev, size_t i,
+                          unsigned *direct, unsigned *ret_switch) {
+        unsigned sw = 0;
+        for (unsigned l = 0; l < NVML_NVLINK_MAX_LINKS; l++) {
+                nvmlEnableState_t active = NVML_FEATURE_DISABLED;
+                nvmlReturn_t r = n->s.nvmlDeviceGetNvLinkState(dev, l, &active);
+                if (r == NVML_ERROR_NOT_SUPPORTED)
+                        continue;
+                if (r == NVML_ERROR_INVALID_ARGUMENT)
+                        break;
+                if (r != NVML_SUCCESS)
+                        return nvml_fail(n, NULL, r, "GPU %zu: NvLink %u state", i, l);
+                if (active != NVML_FEATURE_ENABLED)
+                        continue;
+                if (n->s.nvmlDeviceGetNvLinkRemoteDeviceType) {
+                        nvmlIntNvLinkDeviceType_t type = NVML_NVLINK_DEVICE_TYPE_UNKNOWN;
+                        r = n->s.nvmlDeviceGetNvLinkRemoteDeviceType(dev, l, &type);
+                        if (r == NVML_SUCCESS && type == NVML_NVLINK_DEVICE_TYPE_SWITCH) {
+                                sw++;
+                                continue;
+                        }
+                        if (r != NVML_SUCCESS && r != NVML_ERROR_NOT_SUPPORTED)
+                                return nvml_fail(n, NULL, r, "GPU %zu: NvLink %u remote device type", i, l);
+                }
+                nvmlPciInfo_t pci = {0};
+                r = n->s.nvmlDeviceGetNvLinkRemotePciInfo_v2(dev, l, &pci);
+                if (r == NVML_ERROR_NOT_SUPPORTED)
+                        continue;
+                if (r != NVML_SUCCESS)
+                        return nvml_fail(n, NULL, r, "GPU %zu: NvLink %u remote PCI information", i, l);
+                pci.busId[sizeof(pci.busId) - 1] = 0;
+                for (size_t j = 0; j < s->n_gpus; j++)
+                        if (j != i && strcasecmp(pci.busId, s->gpus[j].bus_id) == 0)
+                                direct[j]++;
+        }
+        *ret_switch = sw;
+        return 0;
+}
+
+/* Fills s->nvlinks and s->pcie_level when the library can tell; each stays
+ * NULL otherwise (older libraries, NOT_SUPPORTED, a failing query). Never
+ * fails the snapshot: the interconnect only ranks allocations. */
+static void read_topology(struct mk_nvml *n, struct mk_snapshot *s) {
+        size_t g = s->n_gpus;
+        if (g == 0)
+                return;
+        _cleanup_free_ nvmlDevice_t *devs = calloc(g, sizeof(*devs));
+        _cleanup_free_ unsigned *links = calloc(g * g, sizeof(*links));
+        _cleanup_free_ unsigned *level = calloc(g * g, sizeof(*level));
+        _cleanup_free_ unsigned *sw = calloc(g, sizeof(*sw));
+        if (!devs || !links || !level || !sw)
+                return;
+        for (size_t i = 0; i < g; i++)
+                if (n->s.nvmlDeviceGetHandleByIndex_v2((unsigned) i, &devs[i]) != NVML_SUCCESS)
+                        return;
+
+        bool have_links = n->s.nvmlDeviceGetNvLinkState && n->s.nvmlDeviceGetNvLinkRemotePciInfo_v2;
+        for (size_t i = 0; i < g && have_links; i++)
+                if (read_gpu_links(n, s, devs[i], i, &links[i * g], &sw[i]) < 0)
+                        have_links = false;
+        if (have_links) {
+                /* NVSwitch: every GPU with switch links reaches every other
+                 * one; the pair gets the links the poorer side has. */
+                for (size_t i = 0; i < g; i++)
+                        for (size_t j = 0; j < g; j++)
+                                if (i != j && sw[i] > 0 && sw[j] > 0)
+                                        links[i * g + j] += MIN(sw[i], sw[j]);
+                s->nvlinks = TAKE_PTR(links);
+        }
+
+        bool have_level = n->s.nvmlDeviceGetTopologyCommonAncestor != NULL;
+        for (size_t i = 0; i < g && have_level; i++)
+                for (size_t j = i + 1; j < g && have_level; j++) {
+                        nvmlGpuTopologyLevel_t lv = NVML_TOPOLOGY_SYSTEM;
+                        nvmlReturn_t r = n->s.nvmlDeviceGetTopologyCommonAncestor(devs[i], devs[j], &lv);
+                        if (r != NVML_SUCCESS) {
+                                log_debug_area("nvml", "GPUs %zu and %zu: no common PCIe ancestor (%s), ignoring",
+                                               i, j, mk_nvml_return_name(r));
+                                have_level = false;
+                        }
+                        level[i * g + j] = level[j * g + i] = (unsigned) lv;
+                }
+        if (have_level) {
+                for (size_t i = 0; i < g; i++)
+                        level[i * g + i] = NVML_TOPOLOGY_INTERNAL;
+                s->pcie_level = TAKE_PTR(level);
+        }
+}
+
 int mk_nvml_snapshot(struct mk_nvml *n, struct mk_snapshot **ret, struct mk_error *e) {
         _cleanup_(mk_snapshot_freep) struct mk_snapshot *s = calloc(1, sizeof(*s));
         if (!s)
@@ -671,6 +771,7 @@ int mk_nvml_snapshot(struct mk_nvml *n, struct mk_snapshot **ret, struct mk_erro
                 if (q < 0)
                         return q;
         }
+        read_topology(n, s);
         *ret = TAKE_PTR(s);
         return 0;
 }
@@ -810,5 +911,137 @@ int mk_nvml_destroy_gi(struct mk_nvml *n, unsigned gpu, unsigned gi_id, struct m
         nvmlReturn_t r = n->s.nvmlGpuInstanceDestroy(gi);
         if (r != NVML_SUCCESS)
                 return nvml_fail(n, e, r, "GPU %u: failed to destroy GPU instance %u", gpu, gi_id);
+        return 0;
+}
+
+/* ---- events ---- */
+
+struct mk_nvml_events {
+        struct mk_nvml *n;
+        nvmlEventSet_t set;
+        size_t n_gpus;
+        nvmlDevice_t *devs;   /* NULL where no handle */
+        int *status;          /* per GPU: 0 registered, negative errno otherwise */
+};
+
+struct mk_nvml_events *mk_nvml_events_close(struct mk_nvml_events *ev) {
+        if (!ev)
+                return NULL;
+        if (ev->set)
+                (void) ev->n->s.nvmlEventSetFree(ev->set);
+        free(ev->devs);
+        free(ev->status);
+        free(ev);
+        return NULL;
+}
+
+int mk_nvml_events_open(struct mk_nvml *n, const struct mk_snapshot *s, struct mk_nvml_events **ret,
+                        struct mk_error *e) {
+        if (!n->s.nvmlEventSetCreate || !n->s.nvmlDeviceRegisterEvents || !n->s.nvmlEventSetWait_v2 ||
+            !n->s.nvmlEventSetFree)
+                return mk_error_set(e, -EOPNOTSUPP, "The NVML library '%s' has no event API", n->path);
+
+        _cleanup_(mk_nvml_events_closep) struct mk_nvml_events *ev = calloc(1, sizeof(*ev));
+        if (!ev)
+                return mk_error_set(e, -ENOMEM, "Out of memory");
+        ev->n = n;
+        ev->n_gpus = s->n_gpus;
+        ev->devs = calloc(s->n_gpus ? s->n_gpus : 1, sizeof(*ev->devs));
+        ev->status = calloc(s->n_gpus ? s->n_gpus : 1, sizeof(*ev->status));
+        if (!ev->devs || !ev->status)
+                return mk_error_set(e, -ENOMEM, "Out of memory");
+        nvmlReturn_t r = n->s.nvmlEventSetCreate(&ev->set);
+        if (r != NVML_SUCCESS) {
+                ev->set = NULL;
+                return nvml_fail(n, e, r, "Failed to create an NVML event set");
+        }
+        for (size_t i = 0; i < s->n_gpus; i++) {
+                unsigned idx = s->gpus[i].index;
+                nvmlDevice_t dev;
+                r = n->s.nvmlDeviceGetHandleByIndex_v2(idx, &dev);
+                if (r != NVML_SUCCESS) {
+                        ev->status[i] = nvml_fail(n, NULL, r, "GPU %u: failed to get a handle for events", idx);
+                        continue;
+                }
+                /* As upstream: Xid and ECC, masked with what the GPU supports. */
+                unsigned long long want = nvmlEventTypeXidCriticalError | nvmlEventTypeDoubleBitEccError |
+                                          nvmlEventTypeSingleBitEccError;
+                unsigned long long supported = nvmlEventTypeXidCriticalError;
+                if (n->s.nvmlDeviceGetSupportedEventTypes) {
+                        r = n->s.nvmlDeviceGetSupportedEventTypes(dev, &supported);
+                        if (r != NVML_SUCCESS) {
+                                ev->status[i] = nvml_fail(n, NULL, r, "GPU %u: failed to read supported events",
+                                                          idx);
+                                continue;
+                        }
+                }
+                if ((want & supported) == 0) {
+                        ev->status[i] = -EOPNOTSUPP;
+                        continue;
+                }
+                r = n->s.nvmlDeviceRegisterEvents(dev, want & supported, ev->set);
+                if (r != NVML_SUCCESS) {
+                        ev->status[i] = nvml_fail(n, NULL, r, "GPU %u: failed to register for events", idx);
+                        continue;
+                }
+                ev->devs[i] = dev;
+        }
+        *ret = TAKE_PTR(ev);
+        return 0;
+}
+
+int mk_nvml_events_gpu_status(const struct mk_nvml_events *ev, size_t i) {
+        return i < ev->n_gpus ? ev->status[i] : -ENODEV;
+}
+
+int mk_nvml_events_wait(struct mk_nvml_events *ev, unsigned timeout_ms, struct mk_nvml_event *ret,
+                        struct mk_error *e) {
+        struct mk_nvml *n = ev->n;
+        nvmlEventData_t data = {0};
+        nvmlReturn_t r = n->s.nvmlEventSetWait_v2(ev->set, &data, timeout_ms);
+        if (r == NVML_ERROR_TIMEOUT)
+                return 0;
+        if (r != NVML_SUCCESS)
+                return nvml_fail(n, e, r, "Failed to wait for NVML events");
+
+        unsigned gpu = UINT32_MAX;
+        for (size_t i = 0; i < ev->n_gpus && gpu == UINT32_MAX; i++)
+                if (ev->devs[i] && ev->devs[i] == data.device)
+                        gpu = (unsigned) i;
+        if (gpu == UINT32_MAX && data.device) {
+                unsigned idx;
+                if (n->s.nvmlDeviceGetIndex(data.device, &idx) == NVML_SUCCESS && idx < ev->n_gpus)
+                        gpu = idx;
+        }
+        *ret = (struct mk_nvml_event){.gpu = gpu,
+                                      .type = data.eventType,
+                                      .xid = data.eventData,
+                                      .gi_id = data.gpuInstanceId,
+                                      .ci_id = data.computeInstanceId};
+        return 1;
+}
+
+int mk_nvml_device_check(struct mk_nvml *n, unsigned gpu, unsigned gi_id, unsigned ci_id, struct mk_error *e) {
+        nvmlDevice_t dev;
+        nvmlReturn_t r = n->s.nvmlDeviceGetHandleByIndex_v2(gpu, &dev);
+        if (r != NVML_SUCCESS)
+                return nvml_fail(n, e, r, "GPU %u: failed to get a handle", gpu);
+        nvmlMemory_t mem;
+        r = n->s.nvmlDeviceGetMemoryInfo(dev, &mem);
+        if (r != NVML_SUCCESS)
+                return nvml_fail(n, e, r, "GPU %u: failed to read memory information", gpu);
+        if (gi_id == UINT32_MAX)
+                return 0;
+        nvmlGpuInstance_t gi;
+        r = n->s.nvmlDeviceGetGpuInstanceById(dev, gi_id, &gi);
+        if (r != NVML_SUCCESS)
+                return nvml_fail(n, e, r, "GPU %u: failed to find GPU instance %u", gpu, gi_id);
+        if (ci_id == UINT32_MAX)
+                return 0;
+        nvmlComputeInstance_t ci;
+        r = n->s.nvmlGpuInstanceGetComputeInstanceById(gi, ci_id, &ci);
+        if (r != NVML_SUCCESS)
+                return nvml_fail(n, e, r, "GPU %u: failed to find compute instance %u of GPU instance %u", gpu,
+                                 ci_id, gi_id);
         return 0;
 }

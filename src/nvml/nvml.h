@@ -70,3 +70,48 @@ int mk_nvml_ci_profile_id(struct mk_nvml *n, unsigned gpu, unsigned gi_id, unsig
 /* Mutating NVML calls made through this handle (set mode, create, destroy),
  * successful or not: for benchmarks and tests. */
 unsigned long mk_nvml_mutations(const struct mk_nvml *n);
+
+/* --- Events, for the device plugin's health thread. The functions below
+ * may run in one thread while others use the same struct mk_nvml for
+ * read-only queries (NVML is thread-safe; so is the simulator). --- */
+
+/* An event set registered, on every GPU of the snapshot, for critical Xid
+ * errors and the ECC events the GPU supports. */
+struct mk_nvml_events;
+
+/* Creates the set and registers each GPU. A GPU that cannot be registered
+ * does not fail the call: mk_nvml_events_gpu_status() tells. Fails with
+ * -EOPNOTSUPP when the library has no event API, or NVML's error when the
+ * set cannot be created. Free with mk_nvml_events_close(). */
+int mk_nvml_events_open(struct mk_nvml *n, const struct mk_snapshot *s, struct mk_nvml_events **ret,
+                        struct mk_error *e);
+
+/* Registration of the i-th snapshot GPU: 0 registered, -EOPNOTSUPP events
+ * not supported on it, another negative errno when registration failed
+ * (-ENXIO: GPU lost). */
+int mk_nvml_events_gpu_status(const struct mk_nvml_events *ev, size_t i);
+
+struct mk_nvml_event {
+        unsigned gpu;                 /* snapshot index; UINT32_MAX when NVML named an unknown device */
+        unsigned long long type;      /* nvmlEventType* bit */
+        unsigned long long xid;       /* eventData: the Xid for nvmlEventTypeXidCriticalError */
+        unsigned gi_id, ci_id;        /* the MIG device; UINT32_MAX when the event is for the whole GPU */
+};
+
+/* Waits up to timeout_ms: 1 with an event in *ret, 0 on timeout, negative
+ * errno on failure (-ENXIO: a registered GPU is lost; the set then keeps
+ * failing, reopen it without that GPU). */
+int mk_nvml_events_wait(struct mk_nvml_events *ev, unsigned timeout_ms, struct mk_nvml_event *ret,
+                        struct mk_error *e);
+
+/* Frees the set. Accepts NULL, returns NULL. */
+struct mk_nvml_events *mk_nvml_events_close(struct mk_nvml_events *ev);
+static inline void mk_nvml_events_closep(struct mk_nvml_events **ev) {
+        mk_nvml_events_close(*ev);
+}
+
+/* A cheap liveness check of GPU `gpu` (NVML index), or of its MIG device
+ * (gi_id, ci_id; UINT32_MAX for "the whole GPU" / "the GPU instance"):
+ * the handle, its memory information, the instance look-ups. 0 when it
+ * answers, else NVML's error (-ENXIO: GPU lost). */
+int mk_nvml_device_check(struct mk_nvml *n, unsigned gpu, unsigned gi_id, unsigned ci_id, struct mk_error *e);

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dlfcn.h>
 #include <ftw.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -183,6 +184,166 @@ static void test_snapshot_dgx_h100_names(void **state) {
         }
 }
 
+/* ---- interconnect ---- */
+
+/* Opens `machine` and snapshots it; both freed by the caller. */
+static struct mk_snapshot *snapshot_of(const char *machine, struct mk_nvml **ret_n) {
+        const char *lib = sim_lib();
+        use_machine(machine);
+        struct mk_error e = {0};
+        struct mk_nvml *n = NULL;
+        if (mk_nvml_open(lib, &n, &e) < 0)
+                fail_msg("open %s: %s", machine, e.msg);
+        struct mk_snapshot *s = NULL;
+        if (mk_nvml_snapshot(n, &s, &e) < 0)
+                fail_msg("snapshot %s: %s", machine, e.msg);
+        *ret_n = n;
+        return s;
+}
+
+/* Compares a whole matrix, printing the first difference. */
+static void check_matrix(const char *what, const unsigned *got, const unsigned *want, size_t g) {
+        assert_non_null(got);
+        for (size_t i = 0; i < g; i++)
+                for (size_t j = 0; j < g; j++)
+                        if (got[i * g + j] != want[i * g + j])
+                                fail_msg("%s[%zu][%zu] = %u, expected %u", what, i, j, got[i * g + j],
+                                         want[i * g + j]);
+}
+
+static void test_topology_nvswitch(void **state) {
+        static const struct {
+                const char *machine;
+                unsigned links, pair_level;
+        } t[] = {
+                {"dgx-a100", 12, 20}, {"dgx-h100", 18, 10}, {"hgx-h200", 18, 10}, {"dgx-b200", 18, 10},
+        };
+        for (size_t k = 0; k < ELEMENTSOF(t); k++) {
+                struct mk_nvml *n;
+                _cleanup_(mk_snapshot_freep) struct mk_snapshot *s = snapshot_of(t[k].machine, &n);
+                assert_int_equal(s->n_gpus, 8);
+                unsigned links[64], level[64];
+                for (size_t i = 0; i < 8; i++)
+                        for (size_t j = 0; j < 8; j++) {
+                                /* Every pair through the switches; PCIe: pairs, sockets of 4. */
+                                links[i * 8 + j] = i == j ? 0 : t[k].links;
+                                level[i * 8 + j] = i == j            ? 0
+                                                   : i / 2 == j / 2 ? t[k].pair_level
+                                                   : i / 4 == j / 4 ? 40
+                                                                    : 50;
+                        }
+                check_matrix(t[k].machine, s->nvlinks, links, 8);
+                check_matrix(t[k].machine, s->pcie_level, level, 8);
+                mk_nvml_close(n);
+        }
+}
+
+static void test_topology_bridge_pairs(void **state) {
+        struct mk_nvml *n;
+        _cleanup_(mk_snapshot_freep) struct mk_snapshot *s = snapshot_of("h100-nvl-pairs", &n);
+        assert_int_equal(s->n_gpus, 4);
+        assert_string_equal(s->gpus[0].name, "NVIDIA H100 NVL");
+        static const unsigned links[16] = {
+                0, 12, 0, 0, /**/ 12, 0, 0, 0, /**/ 0, 0, 0, 12, /**/ 0, 0, 12, 0,
+        };
+        static const unsigned level[16] = {
+                0, 10, 40, 40, /**/ 10, 0, 40, 40, /**/ 40, 40, 0, 10, /**/ 40, 40, 10, 0,
+        };
+        check_matrix("nvlinks", s->nvlinks, links, 4);
+        check_matrix("pcie_level", s->pcie_level, level, 4);
+        mk_nvml_close(n);
+
+        /* An odd card out has no partner; other SXM parts in a custom list
+         * have their links inactive. */
+        _cleanup_(mk_snapshot_freep) struct mk_snapshot *c = snapshot_of("h100-nvl*3,a100-40gb*2", &n);
+        static const unsigned links5[25] = {
+                0, 12, 0, 0, 0, /**/ 12, 0, 0, 0, 0, /**/ 0, 0, 0, 0, 0, /**/ 0, 0, 0, 0, 0, /**/ 0, 0, 0, 0, 0,
+        };
+        check_matrix("nvlinks", c->nvlinks, links5, 5);
+        mk_nvml_close(n);
+}
+
+static void test_topology_single_gpu(void **state) {
+        static const char *const machines[] = {"a100-40gb", "t4", "h100-nvl"};
+        for (size_t k = 0; k < ELEMENTSOF(machines); k++) {
+                struct mk_nvml *n;
+                _cleanup_(mk_snapshot_freep) struct mk_snapshot *s = snapshot_of(machines[k], &n);
+                assert_int_equal(s->n_gpus, 1);
+                static const unsigned zero[1] = {0};
+                check_matrix(machines[k], s->nvlinks, zero, 1);
+                check_matrix(machines[k], s->pcie_level, zero, 1);
+                mk_nvml_close(n);
+        }
+}
+
+/* ---- events and the liveness check ---- */
+
+static void *sim_control(const char *name) {
+        void *dl = dlopen(sim_lib(), RTLD_NOW | RTLD_LOCAL); /* the library mk_nvml_open loaded */
+        assert_non_null(dl);
+        void *f = dlsym(dl, name);
+        assert_non_null(f);
+        dlclose(dl);
+        return f;
+}
+
+static void test_events_and_check(void **state) {
+        int (*sim_xid)(unsigned, unsigned, unsigned, unsigned long long) = sim_control("mksim_xid");
+        int (*sim_lost)(unsigned, int) = sim_control("mksim_gpu_set_lost");
+        struct mk_nvml *n;
+        _cleanup_(mk_snapshot_freep) struct mk_snapshot *s = snapshot_of("dgx-h100", &n);
+        struct mk_error e = {0};
+
+        /* A MIG device on GPU 1 (Hopper: the mode applies at once). */
+        bool pending = true;
+        unsigned gi, ci;
+        assert_int_equal(mk_nvml_set_mig_mode(n, 1, true, &pending, &e), 0);
+        assert_false(pending);
+        assert_int_equal(mk_nvml_create_gi(n, 1, 19, (struct mk_placement){0, 1}, &gi, &e), 0);
+        assert_int_equal(mk_nvml_create_ci(n, 1, gi, 0, (struct mk_placement){0, 1}, &ci, &e), 0);
+
+        struct mk_nvml_events *ev = NULL;
+        assert_int_equal(mk_nvml_events_open(n, s, &ev, &e), 0);
+        for (size_t i = 0; i < s->n_gpus; i++)
+                assert_int_equal(mk_nvml_events_gpu_status(ev, i), 0);
+        struct mk_nvml_event got;
+        assert_int_equal(mk_nvml_events_wait(ev, 0, &got, &e), 0);
+
+        assert_int_equal(sim_xid(3, UINT32_MAX, UINT32_MAX, 79), 0);
+        assert_int_equal(sim_xid(1, gi, ci, 94), 0);
+        assert_int_equal(mk_nvml_events_wait(ev, 5000, &got, &e), 1);
+        assert_int_equal(got.gpu, 3);
+        assert_int_equal(got.type, nvmlEventTypeXidCriticalError);
+        assert_int_equal(got.xid, 79);
+        assert_int_equal(got.gi_id, UINT32_MAX);
+        assert_int_equal(got.ci_id, UINT32_MAX);
+        assert_int_equal(mk_nvml_events_wait(ev, 5000, &got, &e), 1);
+        assert_int_equal(got.gpu, 1);
+        assert_int_equal(got.xid, 94);
+        assert_int_equal(got.gi_id, gi);
+        assert_int_equal(got.ci_id, ci);
+
+        assert_int_equal(mk_nvml_device_check(n, 1, UINT32_MAX, UINT32_MAX, &e), 0);
+        assert_int_equal(mk_nvml_device_check(n, 1, gi, ci, &e), 0);
+        assert_int_equal(mk_nvml_device_check(n, 1, gi, ci + 1, &e), -ENOENT);
+        assert_int_equal(mk_nvml_device_check(n, 2, gi, ci, &e), -EOPNOTSUPP); /* no MIG there */
+
+        /* A lost GPU: the check says so, the wait fails, a new set skips it. */
+        assert_int_equal(sim_lost(5, 1), 0);
+        assert_int_equal(mk_nvml_device_check(n, 5, UINT32_MAX, UINT32_MAX, &e), -ENXIO);
+        assert_non_null(strstr(e.msg, "NVML_ERROR_GPU_IS_LOST"));
+        assert_int_equal(mk_nvml_events_wait(ev, 100, &got, &e), -ENXIO);
+        ev = mk_nvml_events_close(ev);
+        assert_int_equal(mk_nvml_events_open(n, s, &ev, &e), 0);
+        assert_int_equal(mk_nvml_events_gpu_status(ev, 5), -ENXIO);
+        assert_int_equal(mk_nvml_events_gpu_status(ev, 4), 0);
+        assert_int_equal(mk_nvml_events_wait(ev, 0, &got, &e), 0);
+        assert_int_equal(sim_lost(5, 0), 0);
+        assert_int_equal(mk_nvml_device_check(n, 5, UINT32_MAX, UINT32_MAX, &e), 0);
+        assert_null(mk_nvml_events_close(ev));
+        mk_nvml_close(n);
+}
+
 static int setup(void **state) {
         return mkdtemp(state_dir) ? 0 : -1;
 }
@@ -204,6 +365,10 @@ int main(void) {
                 cmocka_unit_test(test_snapshot_a100),
                 cmocka_unit_test(test_snapshot_non_mig_gpu),
                 cmocka_unit_test(test_snapshot_dgx_h100_names),
+                cmocka_unit_test(test_topology_nvswitch),
+                cmocka_unit_test(test_topology_bridge_pairs),
+                cmocka_unit_test(test_topology_single_gpu),
+                cmocka_unit_test(test_events_and_check),
         };
         return cmocka_run_group_tests_name("nvml", tests, setup, teardown);
 }
