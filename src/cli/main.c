@@ -31,7 +31,7 @@ static void help(void) {
                "\n"
                "Global options:\n"
                "  --simulate MACHINE    Run against the NVML simulator, on a simulated MACHINE\n"
-               "                        (dgx-a100, dgx-h100, hgx-h200, dgx-b200, mixed-a100, a100-40gb,\n"
+               "                        (dgx-a100, dgx-h100, hgx-h200, dgx-b200, mixed-a100, h100-nvl-pairs,\n"
                "                        h100-80gb, ..., or a list like 'a100-40gb*4,h100-80gb*4')\n"
                "                        with a state file of its own that persists between runs\n"
                "  -d, --debug           Debug logging (env MIG_PARTED_DEBUG)\n"
