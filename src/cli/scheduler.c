@@ -1,9 +1,278 @@
-/* `migkit scheduler`: placeholder until the command lands (being built now). */
+/* migkit scheduler: dynamic MIG scheduling (docs/scheduler.md).
+ *   serve      the kube-scheduler extender (filter, prioritize, bind)
+ *   node       the node agent (inventory, creation and clean-up of instances)
+ *   inventory  print what the node agent would publish
+ *   check      validate a scheduler config file */
+#include <getopt.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
+#include "base/log.h"
+#include "base/macro.h"
+#include "base/parse.h"
 #include "cli/cli.h"
+#include "kube/kube.h"
+#include "kube/kubeconfig.h"
+#include "sched/agent.h"
+#include "sched/extender.h"
+#include "sched/inventory.h"
+#include "sched/server.h"
+#include "spec/sched-config.h"
+
+static atomic_bool sched_cancel;
+
+static void on_signal(int sig) {
+        (void) sig;
+        atomic_store(&sched_cancel, true);
+}
+
+static void help(void) {
+        printf("Usage: migkit scheduler COMMAND [OPTIONS]\n"
+               "\n"
+               "Dynamic MIG: a kube-scheduler extender that reserves MIG instances for pods asking\n"
+               "nvidia.com/gpu with nvidia.com/gpumem, and a node agent that creates them.\n"
+               "\n"
+               "Commands:\n"
+               "  serve       Run the extender (POST /filter, /prioritize, /bind; GET /healthz, /readyz, /metrics)\n"
+               "  node        Run the node agent: publish the node's inventory, create reserved instances,\n"
+               "              destroy instances of finished pods after a grace period\n"
+               "  inventory   Print the inventory this node would publish (JSON)\n"
+               "  check FILE  Validate a scheduler config file\n"
+               "\n"
+               "Options:\n"
+               "  -c, --config PATH          Scheduler config (allowed profiles per GPU model, node modes)\n"
+               "                             [MIGKIT_SCHEDULER_CONFIG]; default: every profile allowed\n"
+               "      --kubeconfig PATH      Kubeconfig [KUBECONFIG]; default: in-cluster\n"
+               "  serve:\n"
+               "      --address ADDR         IPv4 address to listen on (0.0.0.0)\n"
+               "      --port PORT            Port (8888; 0: any free port, printed on stdout)\n"
+               "      --threads N            HTTP worker threads (4)\n"
+               "  node, inventory:\n"
+               "  -n, --node-name NAME       This node [NODE_NAME], required for node\n"
+               "      --grace DURATION       Orphan instances live this long before destruction (30s)\n"
+               "      --resync DURATION      Full pass at least this often (30s)\n"
+               "      --once                 One pass, then exit\n"
+               "      --no-kube              inventory: do not read pods from the apiserver\n");
+}
+
+static const char *env(const char *name) {
+        const char *v = secure_getenv(name);
+        return v && *v ? v : NULL;
+}
+
+static int make_kube(const char *kubeconfig, struct mk_kube **ret) {
+        struct mk_error e = {0};
+        _cleanup_(mk_kube_config_done) struct mk_kube_config kc = {0};
+        int r = kubeconfig ? mk_kube_config_from_kubeconfig(kubeconfig, NULL, &kc, &e)
+                           : mk_kube_config_load(NULL, &kc, &e);
+        if (r < 0 || mk_kube_new(&kc, NULL, ret, &e) < 0) {
+                (void) cli_fail(&e);
+                return -EINVAL;
+        }
+        return 0;
+}
+
+static int parse_duration_s(const char *what, const char *v, unsigned *ret) {
+        uint64_t ms;
+        if (mk_parse_duration_ms(v, &ms) < 0 || ms > 86400000ull) {
+                fprintf(stderr, "Error: invalid %s '%s' (a duration such as 30s or 2m, at most 24h)\n", what, v);
+                return -EINVAL;
+        }
+        *ret = (unsigned) ((ms + 999) / 1000);
+        return 0;
+}
+
+static void install_signals(void) {
+        struct sigaction sa = {.sa_handler = on_signal};
+        sigemptyset(&sa.sa_mask);
+        (void) sigaction(SIGTERM, &sa, NULL);
+        (void) sigaction(SIGINT, &sa, NULL);
+}
+
+static int do_serve(struct mk_sched_config *cfg, const char *kubeconfig, const char *address, unsigned port,
+                    unsigned threads) {
+        _cleanup_kube_free_ struct mk_kube *k = NULL;
+        if (make_kube(kubeconfig, &k) < 0)
+                return MK_EXIT_FAILURE;
+        _cleanup_(mk_sched_freep) struct mk_sched *s = NULL;
+        if (mk_sched_new(cfg, &s) < 0) {
+                log_error("Out of memory");
+                return MK_EXIT_FAILURE;
+        }
+        install_signals();
+        struct mk_sched_server_opts so = {.address = address, .port = port, .threads = threads, .sched = s, .kube = k};
+        struct mk_sched_server *srv = NULL;
+        struct mk_error e = {0};
+        if (mk_sched_server_start(&so, &srv, &e) < 0)
+                return cli_fail(&e);
+        log_info("Extender listening on %s:%u", address ? address : "0.0.0.0", mk_sched_server_port(srv));
+        printf("listening on port %u\n", mk_sched_server_port(srv));
+        fflush(stdout);
+        int ret = MK_EXIT_OK;
+        while (!atomic_load(&sched_cancel)) {
+                const char *f = mk_sched_server_failed(srv);
+                if (f) {
+                        log_error("%s", f);
+                        ret = MK_EXIT_FAILURE;
+                        break;
+                }
+                usleep(200 * 1000);
+        }
+        mk_sched_server_stop(srv);
+        return ret;
+}
+
+static int do_node(struct mk_sched_config *cfg, const char *kubeconfig, const char *node, unsigned grace,
+                   unsigned resync, bool once) {
+        _cleanup_kube_free_ struct mk_kube *k = NULL;
+        if (make_kube(kubeconfig, &k) < 0)
+                return MK_EXIT_FAILURE;
+        install_signals();
+        struct mk_sched_agent_opts o = {.node = node, .kube = k, .cfg = cfg, .grace_s = grace, .resync_s = resync,
+                                        .cancel = &sched_cancel, .once = once};
+        struct mk_sched_agent_pass pass = {0};
+        struct mk_error e = {0};
+        log_info("Node agent for '%s' starting (grace %us)", node, grace);
+        int r = mk_sched_agent_run(&o, &pass, &e);
+        if (r == -ECANCELED || (once && r >= 0))
+                return pass.failed ? MK_EXIT_FAILURE : MK_EXIT_OK;
+        return cli_fail(&e);
+}
+
+static int do_inventory(struct mk_sched_config *cfg, const char *kubeconfig, const char *node, bool no_kube) {
+        _cleanup_kube_free_ struct mk_kube *k = NULL;
+        if (!no_kube && make_kube(kubeconfig, &k) < 0)
+                return MK_EXIT_FAILURE;
+        struct mk_sched_agent_opts o = {.node = node, .kube = k, .cfg = cfg};
+        _cleanup_(mk_inventory_freep) struct mk_inventory *inv = NULL;
+        struct mk_error e = {0};
+        if (mk_sched_agent_inventory(&o, &inv, &e) < 0)
+                return cli_fail(&e);
+        _cleanup_free_ char *v = NULL;
+        if (mk_inventory_format(inv, &v, &e) < 0)
+                return cli_fail(&e);
+        json_error_t je;
+        json_t *j = json_loads(v, 0, &je);
+        if (!j)
+                return MK_EXIT_FAILURE;
+        cli_print_json(stdout, j);
+        json_decref(j);
+        return MK_EXIT_OK;
+}
 
 int cli_scheduler(int argc, char **argv) {
-        fprintf(stderr, "migkit scheduler: not built yet\n");
-        return 1;
+        enum { ARG_KUBECONFIG = 0x100, ARG_ADDRESS, ARG_PORT, ARG_THREADS, ARG_GRACE, ARG_RESYNC, ARG_ONCE, ARG_NO_KUBE };
+        static const struct option opts[] = {
+                {"help", no_argument, NULL, 'h'},
+                {"config", required_argument, NULL, 'c'},
+                {"kubeconfig", required_argument, NULL, ARG_KUBECONFIG},
+                {"address", required_argument, NULL, ARG_ADDRESS},
+                {"port", required_argument, NULL, ARG_PORT},
+                {"threads", required_argument, NULL, ARG_THREADS},
+                {"node-name", required_argument, NULL, 'n'},
+                {"grace", required_argument, NULL, ARG_GRACE},
+                {"resync", required_argument, NULL, ARG_RESYNC},
+                {"once", no_argument, NULL, ARG_ONCE},
+                {"no-kube", no_argument, NULL, ARG_NO_KUBE},
+                {},
+        };
+        if (argc < 2 || streq(argv[1], "-h") || streq(argv[1], "--help")) {
+                help();
+                return argc < 2 ? MK_EXIT_USAGE : MK_EXIT_OK;
+        }
+        const char *cmd = argv[1];
+        if (!streq(cmd, "serve") && !streq(cmd, "node") && !streq(cmd, "inventory") && !streq(cmd, "check")) {
+                fprintf(stderr, "Error: unknown scheduler command '%s' (serve, node, inventory, check)\n", cmd);
+                return MK_EXIT_USAGE;
+        }
+        const char *config = env("MIGKIT_SCHEDULER_CONFIG"), *kubeconfig = env("KUBECONFIG");
+        const char *address = NULL, *node = env("NODE_NAME");
+        unsigned port = 8888, threads = 4, grace = MK_AGENT_DEFAULT_GRACE_S, resync = MK_AGENT_DEFAULT_RESYNC_S;
+        bool once = false, no_kube = false;
+        uint32_t u;
+        int c;
+        optind = 2;
+        while ((c = getopt_long(argc, argv, "hc:n:", opts, NULL)) >= 0) {
+                switch (c) {
+                case 'h':
+                        help();
+                        return MK_EXIT_OK;
+                case 'c':
+                        config = optarg;
+                        break;
+                case 'n':
+                        node = optarg;
+                        break;
+                case ARG_KUBECONFIG:
+                        kubeconfig = optarg;
+                        break;
+                case ARG_ADDRESS:
+                        address = optarg;
+                        break;
+                case ARG_PORT:
+                        if (mk_parse_u32(optarg, &u) < 0 || u > 65535) {
+                                fprintf(stderr, "Error: invalid --port '%s'\n", optarg);
+                                return MK_EXIT_USAGE;
+                        }
+                        port = u;
+                        break;
+                case ARG_THREADS:
+                        if (mk_parse_u32(optarg, &u) < 0 || u < 1 || u > 256) {
+                                fprintf(stderr, "Error: invalid --threads '%s' (1..256)\n", optarg);
+                                return MK_EXIT_USAGE;
+                        }
+                        threads = u;
+                        break;
+                case ARG_GRACE:
+                        if (parse_duration_s("--grace", optarg, &grace) < 0)
+                                return MK_EXIT_USAGE;
+                        break;
+                case ARG_RESYNC:
+                        if (parse_duration_s("--resync", optarg, &resync) < 0 || resync == 0)
+                                return MK_EXIT_USAGE;
+                        break;
+                case ARG_ONCE:
+                        once = true;
+                        break;
+                case ARG_NO_KUBE:
+                        no_kube = true;
+                        break;
+                default:
+                        return MK_EXIT_USAGE;
+                }
+        }
+        if (streq(cmd, "check")) {
+                if (optind != argc - 1) {
+                        fprintf(stderr, "Error: check takes one config file\n");
+                        return MK_EXIT_USAGE;
+                }
+                config = argv[optind];
+        } else if (optind != argc) {
+                fprintf(stderr, "Error: unexpected argument '%s'\n", argv[optind]);
+                return MK_EXIT_USAGE;
+        }
+        _cleanup_(mk_sched_config_freep) struct mk_sched_config *cfg = NULL;
+        struct mk_error e = {0};
+        if (mk_sched_config_load(config, &cfg, &e) < 0)
+                return cli_fail(&e);
+        if (streq(cmd, "check")) {
+                printf("%s: %zu model entries, %zu nodes\n", config, cfg->n_models, cfg->n_nodes);
+                return MK_EXIT_OK;
+        }
+        if (streq(cmd, "serve"))
+                return do_serve(cfg, kubeconfig, address, port, threads);
+        if (!node) {
+                if (streq(cmd, "node")) {
+                        fprintf(stderr, "Error: --node-name (or NODE_NAME) is required\n");
+                        return MK_EXIT_USAGE;
+                }
+                node = "localhost";
+        }
+        if (streq(cmd, "node"))
+                return do_node(cfg, kubeconfig, node, grace, resync, once);
+        return do_inventory(cfg, kubeconfig, node, no_kube);
 }

@@ -1,0 +1,513 @@
+/* The node agent of dynamic MIG (agent.h). */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <jansson.h>
+
+#include "base/log.h"
+#include "base/macro.h"
+#include "kube/informer.h"
+#include "kube/kube.h"
+#include "mig/gpu.h"
+#include "nvml/nvml.h"
+#include "sched/agent.h"
+#include "sched/claim.h"
+#include "sched/inventory.h"
+#include "spec/sched-config.h"
+
+struct orphan {
+        char gpu[MK_UUID_MAX];
+        unsigned gi_id;
+        struct mk_placement placement;
+        int64_t since;
+        bool seen;
+};
+
+/* A pod of this node with a reservation, and what it currently records. */
+struct pod_claim {
+        struct mk_claim claim;
+        char *devices_ann;      /* migkit.io/mig-devices as found, NULL when absent */
+};
+
+struct agent {
+        const struct mk_sched_agent_opts *o;
+        struct mk_nvml *nvml;
+        pthread_mutex_t lock;
+        pthread_cond_t cond;
+        bool dirty;
+        struct orphan *orphans;
+        size_t n_orphans;
+        char *published;        /* the inventory value last published */
+        char *fail_msg;
+};
+
+static int64_t now_s(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        return (int64_t) ts.tv_sec;
+}
+
+static void pod_claims_free(struct pod_claim *p, size_t n) {
+        for (size_t i = 0; p && i < n; i++)
+                free(p[i].devices_ann);
+        free(p);
+}
+
+struct list_ctx {
+        const char *node;
+        struct pod_claim *claims;
+        size_t n, alloc;
+};
+
+static int on_pod_item(json_t *item, void *userdata) {
+        struct list_ctx *c = userdata;
+        struct mk_claim *cl = calloc(1, sizeof(*cl));
+        if (!cl)
+                return -ENOMEM;
+        struct mk_error e = {0};
+        int has = mk_claim_from_pod(item, cl, &e);
+        if (has < 0) {
+                const char *name = json_string_value(json_object_get(json_object_get(item, "metadata"), "name"));
+                log_warning("Pod '%s' on this node has a malformed reservation (%s), ignoring", name ? name : "?",
+                            e.msg);
+        }
+        if (has <= 0 || !streq(cl->node, c->node)) {
+                free(cl);
+                return 0;
+        }
+        if (c->n == c->alloc) {
+                size_t na = c->alloc ? c->alloc * 2 : 16;
+                struct pod_claim *p = realloc(c->claims, na * sizeof(*p));
+                if (!p) {
+                        free(cl);
+                        return -ENOMEM;
+                }
+                c->claims = p;
+                c->alloc = na;
+        }
+        const char *devs = json_string_value(
+                json_object_get(json_object_get(json_object_get(item, "metadata"), "annotations"), MK_ANN_DEVICES));
+        c->claims[c->n] = (struct pod_claim) {.claim = *cl, .devices_ann = devs ? strdup(devs) : NULL};
+        c->n++;
+        free(cl);
+        return 0;
+}
+
+static int list_claims(struct agent *a, struct pod_claim **ret, size_t *ret_n, struct mk_error *e) {
+        struct list_ctx c = {.node = a->o->node};
+        *ret = NULL;
+        *ret_n = 0;
+        if (!a->o->kube)
+                return 0;
+        char sel[MK_K8S_NAME_MAX + 32];
+        snprintf(sel, sizeof(sel), "spec.nodeName=%s", a->o->node);
+        struct mk_kube_list_opts lo = {.field_selector = sel};
+        int r = mk_kube_list_each(a->o->kube, "/api/v1/pods", &lo, on_pod_item, &c, NULL, e);
+        if (r < 0) {
+                pod_claims_free(c.claims, c.n);
+                return r;
+        }
+        *ret = c.claims;
+        *ret_n = c.n;
+        return 0;
+}
+
+static const struct mk_gpu *gpu_by_uuid(const struct mk_snapshot *s, const char *uuid) {
+        for (size_t i = 0; i < s->n_gpus; i++)
+                if (streq(s->gpus[i].uuid, uuid))
+                        return &s->gpus[i];
+        return NULL;
+}
+
+static const struct mk_gi *gi_at(const struct mk_gpu *g, unsigned profile_id, struct mk_placement p) {
+        for (size_t i = 0; i < g->n_gis; i++)
+                if (g->gis[i].profile_id == profile_id && g->gis[i].placement.start == p.start &&
+                    g->gis[i].placement.size == p.size)
+                        return &g->gis[i];
+        return NULL;
+}
+
+static bool reserved(const struct pod_claim *claims, size_t n, const char *gpu, const struct mk_gi *gi) {
+        for (size_t c = 0; c < n; c++) {
+                if (!claims[c].claim.active)
+                        continue;
+                for (size_t d = 0; d < claims[c].claim.n_devices; d++) {
+                        const struct mk_claim_device *cd = &claims[c].claim.devices[d];
+                        if (streq(cd->gpu, gpu) && cd->profile_id == gi->profile_id &&
+                            cd->placement.start == gi->placement.start && cd->placement.size == gi->placement.size)
+                                return true;
+                }
+        }
+        return false;
+}
+
+/* Creates the GI of `d` and one compute instance spanning it; rolls the GI
+ * back when the CI cannot be made. */
+static int create_instance(struct agent *a, const struct mk_gpu *g, const struct mk_claim_device *d,
+                           struct mk_error *e) {
+        const struct mk_gi_profile *p = mk_gpu_profile_by_id(g, d->profile_id);
+        if (!p)
+                return mk_error_set(e, -EINVAL, "GPU %u has no GPU instance profile id %u (%s)", g->index,
+                                    d->profile_id, d->profile);
+        if (g->mig_current != MK_MIG_ENABLED)
+                return mk_error_set(e, -EOPNOTSUPP, "GPU %u has MIG disabled", g->index);
+        for (size_t i = 0; i < g->n_gis; i++)
+                if (mk_placement_overlaps(g->gis[i].placement, d->placement))
+                        return mk_error_set(e, -EBUSY,
+                                            "GPU %u: placement %u:%u overlaps GPU instance %u, waiting for it to go",
+                                            g->index, d->placement.start, d->placement.size, g->gis[i].id);
+        const struct mk_ci_profile *cp = NULL;
+        for (size_t i = 0; i < p->n_ci_profiles; i++)
+                if (p->ci_profiles[i].slices == p->slices)
+                        cp = &p->ci_profiles[i];
+        if (!cp)
+                return mk_error_set(e, -EINVAL, "profile %s has no full-size compute instance profile", p->name);
+        unsigned gi_id, ci_id, ci_profile_id = cp->id;
+        int r = mk_nvml_create_gi(a->nvml, g->index, p->id, d->placement, &gi_id, e);
+        if (r < 0)
+                return r;
+        if (!cp->queried)
+                r = mk_nvml_ci_profile_id(a->nvml, g->index, gi_id, cp->nvml_enum, &ci_profile_id, e);
+        if (r >= 0)
+                r = mk_nvml_create_ci(a->nvml, g->index, gi_id, ci_profile_id,
+                                      (struct mk_placement) {.start = 0, .size = cp->slices}, &ci_id, e);
+        if (r < 0) {
+                struct mk_error re = {0};
+                if (mk_nvml_destroy_gi(a->nvml, g->index, gi_id, &re) < 0)
+                        log_warning("GPU %u: cannot roll back GPU instance %u: %s", g->index, gi_id, re.msg);
+                return r;
+        }
+        log_info("GPU %u: created %s at %u:%u (GPU instance %u)", g->index, p->name, d->placement.start,
+                 d->placement.size, gi_id);
+        return 0;
+}
+
+static int destroy_instance(struct agent *a, const struct mk_gpu *g, const struct mk_gi *gi, struct mk_error *e) {
+        for (size_t i = 0; i < gi->n_cis; i++) {
+                int r = mk_nvml_destroy_ci(a->nvml, g->index, gi->id, gi->cis[i].id, e);
+                if (r < 0)
+                        return r;
+        }
+        int r = mk_nvml_destroy_gi(a->nvml, g->index, gi->id, e);
+        if (r >= 0)
+                log_info("GPU %u: destroyed orphan GPU instance %u at %u:%u", g->index, gi->id, gi->placement.start,
+                         gi->placement.size);
+        return r;
+}
+
+static struct orphan *orphan_find(struct agent *a, const char *gpu, const struct mk_gi *gi) {
+        for (size_t i = 0; i < a->n_orphans; i++)
+                if (streq(a->orphans[i].gpu, gpu) && a->orphans[i].gi_id == gi->id &&
+                    a->orphans[i].placement.start == gi->placement.start &&
+                    a->orphans[i].placement.size == gi->placement.size)
+                        return &a->orphans[i];
+        return NULL;
+}
+
+static int orphan_add(struct agent *a, const char *gpu, const struct mk_gi *gi, int64_t now) {
+        struct orphan *o = realloc(a->orphans, (a->n_orphans + 1) * sizeof(*o));
+        if (!o)
+                return -ENOMEM;
+        a->orphans = o;
+        o = &a->orphans[a->n_orphans++];
+        *o = (struct orphan) {.gi_id = gi->id, .placement = gi->placement, .since = now, .seen = true};
+        snprintf(o->gpu, sizeof(o->gpu), "%s", gpu);
+        return 0;
+}
+
+/* Writes migkit.io/mig-devices on pods whose instances all exist. */
+static int record_devices(struct agent *a, const struct mk_snapshot *s, struct pod_claim *pc,
+                          struct mk_sched_agent_pass *pass) {
+        json_t *arr = json_array();
+        if (!arr)
+                return -ENOMEM;
+        for (size_t d = 0; d < pc->claim.n_devices; d++) {
+                const struct mk_claim_device *cd = &pc->claim.devices[d];
+                const struct mk_gpu *g = gpu_by_uuid(s, cd->gpu);
+                const struct mk_gi *gi = g ? gi_at(g, cd->profile_id, cd->placement) : NULL;
+                if (!gi || gi->n_cis == 0 || !gi->cis[0].uuid[0]) {
+                        json_decref(arr);
+                        return 0; /* not all there yet */
+                }
+                json_array_append_new(arr, json_string(gi->cis[0].uuid));
+        }
+        _cleanup_free_ char *v = json_dumps(arr, JSON_COMPACT);
+        json_decref(arr);
+        if (!v)
+                return -ENOMEM;
+        if (pc->devices_ann && streq(pc->devices_ann, v))
+                return 0;
+        char path[2 * MK_K8S_NAME_MAX + 64];
+        snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods/%s", pc->claim.namespace, pc->claim.name);
+        json_t *ch = json_pack("{s:s}", MK_ANN_DEVICES, v);
+        struct mk_error e = {0};
+        int r = ch ? mk_kube_patch_metadata(a->o->kube, path, "annotations", ch, NULL, &e) : -ENOMEM;
+        json_decref(ch);
+        if (r < 0) {
+                log_warning("Cannot record the MIG devices of pod %s/%s: %s", pc->claim.namespace, pc->claim.name,
+                            e.msg);
+                pass->failed++;
+                return 0;
+        }
+        log_info("Pod %s/%s: MIG devices %s", pc->claim.namespace, pc->claim.name, v);
+        pass->pods_patched++;
+        return 0;
+}
+
+static int publish(struct agent *a, const struct mk_snapshot *s, const struct pod_claim *pcs, size_t n,
+                   struct mk_sched_agent_pass *pass, struct mk_error *e) {
+        struct mk_claim *claims = calloc(n + 1, sizeof(*claims));
+        if (!claims)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++)
+                claims[i] = pcs[i].claim;
+        struct mk_inventory *inv = NULL;
+        int r = mk_inventory_from_snapshot(s, a->o->cfg, a->o->node, claims, n, &inv, e);
+        free(claims);
+        if (r < 0)
+                return r;
+        char *v = NULL;
+        r = mk_inventory_format(inv, &v, e);
+        mk_inventory_free(inv);
+        if (r < 0)
+                return r;
+        if (a->published && streq(a->published, v)) {
+                free(v);
+                return 0;
+        }
+        if (a->o->kube) {
+                char path[MK_K8S_NAME_MAX + 32];
+                snprintf(path, sizeof(path), "/api/v1/nodes/%s", a->o->node);
+                json_t *ch = json_pack("{s:s}", MK_ANN_INVENTORY, v);
+                r = ch ? mk_kube_patch_metadata(a->o->kube, path, "annotations", ch, NULL, e) : -ENOMEM;
+                json_decref(ch);
+                if (r < 0) {
+                        free(v);
+                        return r;
+                }
+        }
+        free(a->published);
+        a->published = v;
+        pass->inventory_published = true;
+        return 0;
+}
+
+static int pass_run(struct agent *a, struct mk_sched_agent_pass *pass, struct mk_error *e) {
+        *pass = (struct mk_sched_agent_pass) {0};
+        struct pod_claim *pcs = NULL;
+        size_t n = 0;
+        int r = list_claims(a, &pcs, &n, e);
+        if (r < 0)
+                return r;
+        struct mk_snapshot *s = NULL;
+        r = mk_nvml_snapshot(a->nvml, &s, e);
+        if (r < 0)
+                goto out;
+        /* Create what is reserved and missing. */
+        bool changed = false;
+        for (size_t c = 0; c < n; c++) {
+                if (!pcs[c].claim.active)
+                        continue;
+                for (size_t d = 0; d < pcs[c].claim.n_devices; d++) {
+                        const struct mk_claim_device *cd = &pcs[c].claim.devices[d];
+                        const struct mk_gpu *g = gpu_by_uuid(s, cd->gpu);
+                        struct mk_error ce = {0};
+                        if (!g) {
+                                log_warning("Pod %s/%s reserves GPU '%s', which this node does not have",
+                                            pcs[c].claim.namespace, pcs[c].claim.name, cd->gpu);
+                                pass->failed++;
+                                continue;
+                        }
+                        if (gi_at(g, cd->profile_id, cd->placement))
+                                continue;
+                        if (create_instance(a, g, cd, &ce) < 0) {
+                                log_warning("Pod %s/%s: cannot create %s at %u:%u on GPU %u: %s",
+                                            pcs[c].claim.namespace, pcs[c].claim.name, cd->profile,
+                                            cd->placement.start, cd->placement.size, g->index, ce.msg);
+                                pass->failed++;
+                                continue;
+                        }
+                        pass->created++;
+                        changed = true;
+                        /* Later creations must see this one. */
+                        mk_snapshot_free(s);
+                        s = NULL;
+                        if ((r = mk_nvml_snapshot(a->nvml, &s, e)) < 0)
+                                goto out;
+                }
+        }
+        /* Destroy orphans after the grace period. */
+        int64_t now = now_s();
+        for (size_t i = 0; i < a->n_orphans; i++)
+                a->orphans[i].seen = false;
+        for (size_t i = 0; i < s->n_gpus; i++) {
+                const struct mk_gpu *g = &s->gpus[i];
+                for (size_t k = 0; k < g->n_gis; k++) {
+                        const struct mk_gi *gi = &g->gis[k];
+                        if (reserved(pcs, n, g->uuid, gi))
+                                continue;
+                        struct orphan *o = orphan_find(a, g->uuid, gi);
+                        if (!o) {
+                                if ((r = orphan_add(a, g->uuid, gi, now)) < 0)
+                                        goto out;
+                                o = &a->orphans[a->n_orphans - 1];
+                        }
+                        o->seen = true;
+                        if (now - o->since < (int64_t) a->o->grace_s) {
+                                pass->orphans_waiting++;
+                                continue;
+                        }
+                        struct mk_error de = {0};
+                        if (destroy_instance(a, g, gi, &de) < 0) {
+                                log_warning("GPU %u: cannot destroy orphan GPU instance %u: %s", g->index, gi->id,
+                                            de.msg);
+                                pass->failed++;
+                                continue;
+                        }
+                        o->seen = false;
+                        pass->destroyed++;
+                        changed = true;
+                }
+        }
+        size_t k = 0;
+        for (size_t i = 0; i < a->n_orphans; i++)
+                if (a->orphans[i].seen)
+                        a->orphans[k++] = a->orphans[i];
+        a->n_orphans = k;
+        if (changed) {
+                mk_snapshot_free(s);
+                s = NULL;
+                if ((r = mk_nvml_snapshot(a->nvml, &s, e)) < 0)
+                        goto out;
+        }
+        for (size_t c = 0; a->o->kube && c < n; c++)
+                if (pcs[c].claim.active && (r = record_devices(a, s, &pcs[c], pass)) < 0)
+                        goto out;
+        r = publish(a, s, pcs, n, pass, e);
+out:
+        mk_snapshot_free(s);
+        pod_claims_free(pcs, n);
+        return r;
+}
+
+static int on_pod_event(enum mk_kube_event_type type, json_t *object, json_t *old, void *userdata) {
+        (void) type;
+        (void) object;
+        (void) old;
+        struct agent *a = userdata;
+        pthread_mutex_lock(&a->lock);
+        a->dirty = true;
+        pthread_cond_signal(&a->cond);
+        pthread_mutex_unlock(&a->lock);
+        return 0;
+}
+
+static void *informer_main(void *p) {
+        struct agent *a = p;
+        char sel[MK_K8S_NAME_MAX + 32];
+        snprintf(sel, sizeof(sel), "spec.nodeName=%s", a->o->node);
+        struct mk_kube_informer_opts io = {.field_selector = sel, .cancel = a->o->cancel};
+        struct mk_error e = {0};
+        int r = mk_kube_informer_run(a->o->kube, "/api/v1/pods", &io, on_pod_event, a, &e);
+        if (r < 0 && r != -ECANCELED)
+                log_error("Pod informer of node '%s' ended: %s", a->o->node, e.msg);
+        return NULL;
+}
+
+static int agent_open(struct agent *a, const struct mk_sched_agent_opts *o, struct mk_error *e) {
+        *a = (struct agent) {.o = o};
+        pthread_mutex_init(&a->lock, NULL);
+        pthread_cond_init(&a->cond, NULL);
+        return mk_nvml_open(o->nvml_lib, &a->nvml, e);
+}
+
+static void agent_close(struct agent *a) {
+        a->nvml = mk_nvml_close(a->nvml);
+        free(a->orphans);
+        free(a->published);
+        pthread_mutex_destroy(&a->lock);
+        pthread_cond_destroy(&a->cond);
+}
+
+int mk_sched_agent_run(const struct mk_sched_agent_opts *o, struct mk_sched_agent_pass *ret_last,
+                       struct mk_error *e) {
+        struct agent a;
+        int r = agent_open(&a, o, e);
+        if (r < 0) {
+                agent_close(&a);
+                return r;
+        }
+        struct mk_sched_agent_pass pass = {0};
+        r = pass_run(&a, &pass, e);
+        if (r < 0 || o->once) {
+                if (ret_last)
+                        *ret_last = pass;
+                agent_close(&a);
+                return r;
+        }
+        pthread_t th;
+        bool started = o->kube && pthread_create(&th, NULL, informer_main, &a) == 0;
+        unsigned resync = o->resync_s ? o->resync_s : MK_AGENT_DEFAULT_RESYNC_S;
+        unsigned failures = 0;
+        while (!(o->cancel && atomic_load(o->cancel))) {
+                /* Wake on a pod change, every second while orphans wait, else at resync. */
+                unsigned wait_s = pass.orphans_waiting || pass.failed || failures ? 1 : resync;
+                struct timespec ts;
+                clock_gettime(CLOCK_REALTIME, &ts);
+                int64_t deadline = ts.tv_sec + wait_s;
+                pthread_mutex_lock(&a.lock);
+                while (!a.dirty && !(o->cancel && atomic_load(o->cancel))) {
+                        clock_gettime(CLOCK_REALTIME, &ts);
+                        if (ts.tv_sec >= deadline)
+                                break;
+                        struct timespec until = {.tv_sec = ts.tv_sec + 1, .tv_nsec = ts.tv_nsec};
+                        pthread_cond_timedwait(&a.cond, &a.lock, &until);
+                }
+                a.dirty = false;
+                pthread_mutex_unlock(&a.lock);
+                if (o->cancel && atomic_load(o->cancel))
+                        break;
+                struct mk_error pe = {0};
+                r = pass_run(&a, &pass, &pe);
+                if (r < 0) {
+                        failures++;
+                        log_warning("Pass failed, retrying: %s", pe.msg);
+                } else
+                        failures = 0;
+        }
+        if (started)
+                pthread_join(th, NULL);
+        if (ret_last)
+                *ret_last = pass;
+        agent_close(&a);
+        return -ECANCELED;
+}
+
+int mk_sched_agent_inventory(const struct mk_sched_agent_opts *o, struct mk_inventory **ret, struct mk_error *e) {
+        struct agent a;
+        int r = agent_open(&a, o, e);
+        struct pod_claim *pcs = NULL;
+        size_t n = 0;
+        struct mk_snapshot *s = NULL;
+        struct mk_claim *claims = NULL;
+        if (r >= 0)
+                r = list_claims(&a, &pcs, &n, e);
+        if (r >= 0)
+                r = mk_nvml_snapshot(a.nvml, &s, e);
+        if (r >= 0 && !(claims = calloc(n + 1, sizeof(*claims))))
+                r = -ENOMEM;
+        for (size_t i = 0; r >= 0 && i < n; i++)
+                claims[i] = pcs[i].claim;
+        if (r >= 0)
+                r = mk_inventory_from_snapshot(s, o->cfg, o->node, claims, n, ret, e);
+        free(claims);
+        mk_snapshot_free(s);
+        pod_claims_free(pcs, n);
+        agent_close(&a);
+        return r;
+}

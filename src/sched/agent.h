@@ -1,0 +1,58 @@
+/* `migkit scheduler node`: the node side of dynamic MIG. On its node it
+ *   - follows the pods bound there (an informer on spec.nodeName) and their
+ *     reservations (claim.h);
+ *   - creates each reserved GPU instance at its explicit placement, with one
+ *     compute instance spanning it, and records the MIG device UUIDs on the
+ *     pod (migkit.io/mig-devices);
+ *   - destroys instances no active pod reserves once they have been orphans
+ *     for the grace period (pods deleted, Succeeded or Failed);
+ *   - publishes the inventory (inventory.h) on its Node when it changes.
+ * It owns every MIG instance on the node's MIG-enabled GPUs (do not run the
+ * MIG manager on the same node). State lives only in the apiserver and NVML:
+ * a restarted agent rebuilds it (orphan timers restart, so nothing is
+ * destroyed early). A failed pod LIST skips the pass: nothing is destroyed
+ * on partial knowledge. NVML goes through nvml/ only. */
+#pragma once
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "base/error.h"
+#include "base/macro.h"
+
+struct mk_kube;
+struct mk_sched_config;
+struct mk_inventory;
+
+#define MK_AGENT_DEFAULT_GRACE_S 30
+#define MK_AGENT_DEFAULT_RESYNC_S 30
+
+struct mk_sched_agent_opts {
+        const char *node;
+        struct mk_kube *kube;                   /* NULL: no apiserver (inventory only, no pods) */
+        const struct mk_sched_config *cfg;
+        const char *nvml_lib;                   /* NULL: MIGKIT_NVML_LIB or the default */
+        unsigned grace_s;                       /* orphan instances live this long; 0: destroy at once */
+        unsigned resync_s;                      /* full pass at least this often; 0: the default */
+        atomic_bool *cancel;
+        bool once;                              /* one pass, then return */
+};
+
+/* What one pass did (for logs and tests). */
+struct mk_sched_agent_pass {
+        unsigned created, destroyed, pods_patched, failed;
+        bool inventory_published;
+        unsigned orphans_waiting;
+};
+
+/* Runs passes until cancelled (-ECANCELED) or, with `once`, one pass.
+ * Per-instance failures are logged and retried next pass; a failure to
+ * start (NVML, the first pod list) is returned. */
+int mk_sched_agent_run(const struct mk_sched_agent_opts *o, struct mk_sched_agent_pass *ret_last,
+                       struct mk_error *e) _nonnull_(1) _wur_;
+
+/* The inventory of this node right now (NVML snapshot + the pods'
+ * reservations when kube is set), for `migkit scheduler inventory`. */
+int mk_sched_agent_inventory(const struct mk_sched_agent_opts *o, struct mk_inventory **ret, struct mk_error *e)
+        _nonnull_(1, 2) _wur_;

@@ -1,0 +1,759 @@
+/* The extender's cache and decisions (extender.h). */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/log.h"
+#include "base/macro.h"
+#include "plan/fit.h"
+#include "sched/extender.h"
+#include "sched/inventory.h"
+#include "sched/json.h"
+#include "spec/sched-config.h"
+
+/* --- a small string-keyed hash table --- */
+
+struct entry {
+        char *key;
+        void *value;
+        struct entry *next;
+};
+
+struct table {
+        struct entry **buckets;
+        size_t n_buckets, n;
+};
+
+static uint64_t hash_str(const char *s) {
+        uint64_t h = 1469598103934665603ull; /* FNV-1a */
+        for (; *s; s++)
+                h = (h ^ (unsigned char) *s) * 1099511628211ull;
+        return h;
+}
+
+static void *table_get(const struct table *t, const char *key) {
+        if (!t->n_buckets)
+                return NULL;
+        for (struct entry *e = t->buckets[hash_str(key) & (t->n_buckets - 1)]; e; e = e->next)
+                if (streq(e->key, key))
+                        return e->value;
+        return NULL;
+}
+
+static int table_grow(struct table *t) {
+        size_t nb = t->n_buckets ? t->n_buckets * 2 : 64;
+        struct entry **b = calloc(nb, sizeof(*b));
+        if (!b)
+                return -ENOMEM;
+        for (size_t i = 0; i < t->n_buckets; i++)
+                for (struct entry *e = t->buckets[i], *next; e; e = next) {
+                        next = e->next;
+                        size_t k = hash_str(e->key) & (nb - 1);
+                        e->next = b[k];
+                        b[k] = e;
+                }
+        free(t->buckets);
+        t->buckets = b;
+        t->n_buckets = nb;
+        return 0;
+}
+
+/* Inserts a new key (the caller checked it is absent). */
+static int table_put(struct table *t, const char *key, void *value) {
+        if (t->n + 1 > t->n_buckets && table_grow(t) < 0)
+                return -ENOMEM;
+        struct entry *e = calloc(1, sizeof(*e));
+        if (!e || !(e->key = strdup(key))) {
+                free(e);
+                return -ENOMEM;
+        }
+        size_t k = hash_str(key) & (t->n_buckets - 1);
+        e->value = value;
+        e->next = t->buckets[k];
+        t->buckets[k] = e;
+        t->n++;
+        return 0;
+}
+
+/* Removes a key and returns its value (NULL when absent). */
+static void *table_del(struct table *t, const char *key) {
+        if (!t->n_buckets)
+                return NULL;
+        for (struct entry **p = &t->buckets[hash_str(key) & (t->n_buckets - 1)]; *p; p = &(*p)->next)
+                if (streq((*p)->key, key)) {
+                        struct entry *e = *p;
+                        void *v = e->value;
+                        *p = e->next;
+                        free(e->key);
+                        free(e);
+                        t->n--;
+                        return v;
+                }
+        return NULL;
+}
+
+static void table_clear(struct table *t, void (*free_value)(void *)) {
+        for (size_t i = 0; i < t->n_buckets; i++)
+                for (struct entry *e = t->buckets[i], *next; e; e = next) {
+                        next = e->next;
+                        if (free_value)
+                                free_value(e->value);
+                        free(e->key);
+                        free(e);
+                }
+        free(t->buckets);
+        *t = (struct table) {0};
+}
+
+/* --- the cache --- */
+
+struct pod_entry {
+        struct mk_claim claim;
+        bool pending;                   /* made by our bind, not yet observed on the pod */
+        int64_t pending_since;
+};
+
+struct node_entry {
+        char *name;
+        struct mk_inventory *inv;       /* NULL when absent or malformed */
+        char reason[MK_ERROR_MSG_MAX];  /* why inv is NULL */
+        struct pod_entry **claims;      /* reservations on this node (borrowed from the pod table) */
+        size_t n_claims, alloc_claims;
+};
+
+struct mk_sched {
+        const struct mk_sched_config *cfg;
+        pthread_rwlock_t lock;
+        struct table nodes;             /* name -> node_entry */
+        struct table pods;              /* uid -> pod_entry (pods with a reservation only) */
+        struct mk_sched_stats stats;
+};
+
+static void node_entry_free(void *p) {
+        struct node_entry *n = p;
+        if (!n)
+                return;
+        mk_inventory_free(n->inv);
+        free(n->claims);
+        free(n->name);
+        free(n);
+}
+
+int mk_sched_new(const struct mk_sched_config *cfg, struct mk_sched **ret) {
+        struct mk_sched *s = calloc(1, sizeof(*s));
+        if (!s)
+                return -ENOMEM;
+        s->cfg = cfg;
+        if (pthread_rwlock_init(&s->lock, NULL) != 0) {
+                free(s);
+                return -ENOMEM;
+        }
+        *ret = s;
+        return 0;
+}
+
+struct mk_sched *mk_sched_free(struct mk_sched *s) {
+        if (!s)
+                return NULL;
+        table_clear(&s->nodes, node_entry_free);
+        table_clear(&s->pods, free);
+        pthread_rwlock_destroy(&s->lock);
+        free(s);
+        return NULL;
+}
+
+struct mk_sched_stats *mk_sched_stats(struct mk_sched *s) {
+        return &s->stats;
+}
+
+void mk_sched_counts(struct mk_sched *s, size_t *ret_nodes, size_t *ret_claims) {
+        pthread_rwlock_rdlock(&s->lock);
+        *ret_nodes = s->nodes.n;
+        *ret_claims = s->pods.n;
+        pthread_rwlock_unlock(&s->lock);
+}
+
+static struct node_entry *node_get_or_add(struct mk_sched *s, const char *name) {
+        struct node_entry *n = table_get(&s->nodes, name);
+        if (n)
+                return n;
+        n = calloc(1, sizeof(*n));
+        if (!n || !(n->name = strdup(name)) || table_put(&s->nodes, name, n) < 0) {
+                node_entry_free(n);
+                return NULL;
+        }
+        snprintf(n->reason, sizeof(n->reason), "node has no %s annotation (is 'migkit scheduler node' running there?)",
+                 MK_ANN_INVENTORY);
+        return n;
+}
+
+static void node_unlink_claim(struct mk_sched *s, struct pod_entry *p) {
+        struct node_entry *n = table_get(&s->nodes, p->claim.node);
+        for (size_t i = 0; n && i < n->n_claims; i++)
+                if (n->claims[i] == p) {
+                        n->claims[i] = n->claims[--n->n_claims];
+                        return;
+                }
+}
+
+static int node_link_claim(struct mk_sched *s, struct pod_entry *p) {
+        struct node_entry *n = node_get_or_add(s, p->claim.node);
+        if (!n)
+                return -ENOMEM;
+        if (n->n_claims == n->alloc_claims) {
+                size_t na = n->alloc_claims ? n->alloc_claims * 2 : 8;
+                struct pod_entry **c = realloc(n->claims, na * sizeof(*c));
+                if (!c)
+                        return -ENOMEM;
+                n->claims = c;
+                n->alloc_claims = na;
+        }
+        n->claims[n->n_claims++] = p;
+        return 0;
+}
+
+static void pod_drop(struct mk_sched *s, const char *uid) {
+        struct pod_entry *p = table_del(&s->pods, uid);
+        if (p) {
+                node_unlink_claim(s, p);
+                free(p);
+        }
+}
+
+/* Replaces the pod's entry with `c` (pending or observed). */
+static int pod_set(struct mk_sched *s, const struct mk_claim *c, bool pending, int64_t now) {
+        pod_drop(s, c->uid);
+        struct pod_entry *p = calloc(1, sizeof(*p));
+        if (!p)
+                return -ENOMEM;
+        p->claim = *c;
+        p->pending = pending;
+        p->pending_since = now;
+        if (table_put(&s->pods, c->uid, p) < 0) {
+                free(p);
+                return -ENOMEM;
+        }
+        if (node_link_claim(s, p) < 0) {
+                table_del(&s->pods, c->uid);
+                free(p);
+                return -ENOMEM;
+        }
+        return 0;
+}
+
+static const char *annotation(const json_t *o, const char *key) {
+        return json_string_value(json_object_get(json_object_get(json_object_get(o, "metadata"), "annotations"), key));
+}
+
+/* The inventory of a Node object: 0 with *ret (NULL when absent, reason set). */
+static int node_inventory(const json_t *node, struct mk_inventory **ret, char *reason, size_t size) {
+        const char *v = annotation(node, MK_ANN_INVENTORY);
+        *ret = NULL;
+        if (!v) {
+                snprintf(reason, size, "node has no %s annotation (is 'migkit scheduler node' running there?)",
+                         MK_ANN_INVENTORY);
+                return 0;
+        }
+        struct mk_error e = {0};
+        char buf[MK_ERROR_MSG_MAX + MK_ERROR_LOC_MAX + 8];
+        if (mk_inventory_parse(v, strlen(v), ret, &e) < 0) {
+                snprintf(reason, size, "malformed %s annotation: %s", MK_ANN_INVENTORY,
+                         mk_error_format(&e, buf, sizeof(buf)));
+                *ret = NULL;
+        }
+        return 0;
+}
+
+int mk_sched_node_event(struct mk_sched *s, enum mk_kube_event_type type, const json_t *node) {
+        const char *name = json_string_value(json_object_get(json_object_get(node, "metadata"), "name"));
+        if (!name)
+                return 0;
+        struct mk_inventory *inv = NULL;
+        char reason[MK_ERROR_MSG_MAX];
+        if (type != MK_KUBE_EVENT_DELETED)
+                (void) node_inventory(node, &inv, reason, sizeof(reason));
+        pthread_rwlock_wrlock(&s->lock);
+        int r = 0;
+        if (type == MK_KUBE_EVENT_DELETED) {
+                struct node_entry *n = table_get(&s->nodes, name);
+                if (n && n->n_claims == 0)
+                        node_entry_free(table_del(&s->nodes, name));
+                else if (n) {
+                        n->inv = mk_inventory_free(n->inv);
+                        snprintf(n->reason, sizeof(n->reason), "node was deleted");
+                }
+        } else {
+                struct node_entry *n = node_get_or_add(s, name);
+                if (!n)
+                        r = -ENOMEM;
+                else {
+                        mk_inventory_free(n->inv);
+                        n->inv = TAKE_PTR(inv);
+                        if (!n->inv)
+                                snprintf(n->reason, sizeof(n->reason), "%s", reason);
+                }
+        }
+        pthread_rwlock_unlock(&s->lock);
+        mk_inventory_free(inv);
+        if (r < 0)
+                log_debug_area("sched", "Node '%s': out of memory", name);
+        return r;
+}
+
+int mk_sched_pod_event(struct mk_sched *s, enum mk_kube_event_type type, const json_t *pod) {
+        struct mk_claim *c = calloc(1, sizeof(*c));
+        if (!c)
+                return -ENOMEM;
+        struct mk_error e = {0};
+        int has = mk_claim_from_pod(pod, c, &e);
+        if (has < 0) {
+                char buf[MK_ERROR_MSG_MAX + MK_ERROR_LOC_MAX + 8];
+                log_debug_area("sched", "Pod ignored: %s", mk_error_format(&e, buf, sizeof(buf)));
+                free(c);
+                return 0;
+        }
+        int r = 0;
+        pthread_rwlock_wrlock(&s->lock);
+        struct pod_entry *old = table_get(&s->pods, c->uid);
+        if (type == MK_KUBE_EVENT_DELETED || (has > 0 && !c->active))
+                pod_drop(s, c->uid);
+        else if (has > 0)
+                r = pod_set(s, c, false, 0);
+        else if (old && !old->pending)
+                pod_drop(s, c->uid); /* the annotation was removed */
+        /* else: a pending reservation not visible yet stays */
+        pthread_rwlock_unlock(&s->lock);
+        free(c);
+        return r;
+}
+
+/* --- fitting one pod on one node --- */
+
+struct scratch {
+        struct mk_fit_gpu gpus[MK_FIT_MAX_NODE_GPUS];
+        struct mk_fit_instance used[MK_FIT_MAX_NODE_GPUS][MK_FIT_MAX_INSTANCES];
+};
+
+static int add_used(struct scratch *sc, size_t g, unsigned profile_id, unsigned slices, struct mk_placement p) {
+        struct mk_fit_gpu *fg = &sc->gpus[g];
+        for (size_t i = 0; i < fg->n_used; i++)
+                if (sc->used[g][i].placement.start == p.start && sc->used[g][i].placement.size == p.size)
+                        return 0;
+        if (fg->n_used >= MK_FIT_MAX_INSTANCES)
+                return -E2BIG;
+        sc->used[g][fg->n_used++] = (struct mk_fit_instance) {.profile_id = profile_id, .slices = slices, .placement = p};
+        return 0;
+}
+
+static bool pending_expired(const struct pod_entry *p, int64_t now) {
+        return p->pending && now > 0 && p->pending_since > 0 && now - p->pending_since > MK_SCHED_PENDING_TTL_S;
+}
+
+/* Fits `req` on the node; on success the score (0..100) and, when `claim`
+ * is set, its devices. `claims` may be NULL. Returns 0, -ENOSPC with the
+ * reason, or another error. */
+static int fit_pod(const struct mk_inventory *inv, struct pod_entry *const *claims, size_t n_claims,
+                   const struct mk_pod_request *req, const char *skip_uid, int64_t now, struct mk_claim *claim,
+                   double *ret_score, char *reason, size_t size) {
+        if (inv->n_gpus > MK_FIT_MAX_NODE_GPUS) {
+                snprintf(reason, size, "node has more than %u GPUs", MK_FIT_MAX_NODE_GPUS);
+                return -E2BIG;
+        }
+        struct scratch *sc = calloc(1, sizeof(*sc));
+        if (!sc)
+                return -ENOMEM;
+        int r = 0;
+        for (size_t g = 0; g < inv->n_gpus && r >= 0; g++) {
+                const struct mk_inv_gpu *ig = &inv->gpus[g];
+                sc->gpus[g] = (struct mk_fit_gpu) {
+                        .profiles = ig->profiles,
+                        .n_profiles = ig->n_profiles,
+                        .memory_units = ig->memory_units,
+                        .slices = ig->slices,
+                        .memory_mib = ig->memory_mib,
+                        .multiprocessors = ig->multiprocessors,
+                        .used = sc->used[g],
+                        .unavailable = !ig->mig_enabled || !mk_pod_request_gpu_type_ok(req, ig->model),
+                };
+                for (size_t i = 0; i < ig->n_instances && r >= 0; i++) {
+                        const struct mk_inv_instance *in = &ig->instances[i];
+                        if (skip_uid && streq(in->uid, skip_uid) && in->state == MK_INV_RESERVED)
+                                continue;
+                        r = add_used(sc, g, in->profile_id, in->slices, in->placement);
+                }
+                for (size_t c = 0; c < n_claims && r >= 0; c++) {
+                        const struct pod_entry *p = claims[c];
+                        if (!p->claim.active || (skip_uid && streq(p->claim.uid, skip_uid)) ||
+                            pending_expired(p, now))
+                                continue;
+                        for (size_t d = 0; d < p->claim.n_devices && r >= 0; d++)
+                                if (streq(p->claim.devices[d].gpu, ig->uuid))
+                                        r = add_used(sc, g, p->claim.devices[d].profile_id,
+                                                     p->claim.devices[d].slices, p->claim.devices[d].placement);
+                }
+        }
+        if (r < 0) {
+                snprintf(reason, size, "a GPU has more than %u instances", MK_FIT_MAX_INSTANCES);
+                free(sc);
+                return r;
+        }
+        enum mk_fit_policy np = req->node_policy[0] ? mk_fit_policy_from_string(req->node_policy) : MK_FIT_BINPACK;
+        enum mk_fit_policy gp = req->gpu_policy[0] ? mk_fit_policy_from_string(req->gpu_policy) : MK_FIT_SPREAD;
+        if ((int) np < 0)
+                np = MK_FIT_BINPACK;
+        if ((int) gp < 0)
+                gp = MK_FIT_SPREAD;
+        struct mk_fit_node fn = {.gpus = sc->gpus, .n_gpus = inv->n_gpus};
+        double score = 0;
+        size_t n_dev = 0;
+        for (size_t k = 0; k < req->n_containers; k++) {
+                const struct mk_pod_request_container *rc = &req->containers[k];
+                struct mk_fit_request fr = {
+                        .gpus = rc->gpus,
+                        .mem_mib = rc->mem_mib,
+                        .mem_percent = rc->mem_percent,
+                        .cores_percent = rc->cores_percent,
+                        .variant = req->variant,
+                        .cpu_milli = req->cpu_milli,
+                        .memory_bytes = req->memory_bytes,
+                };
+                struct mk_fit_result res;
+                struct mk_error e = {0};
+                r = mk_fit_node(&fn, &fr, np, gp, &res, &e);
+                if (r < 0) {
+                        if (req->n_containers > 1)
+                                snprintf(reason, size, "container %u: %.400s", rc->index, e.msg);
+                        else
+                                snprintf(reason, size, "%s", e.msg[0] ? e.msg : "does not fit");
+                        free(sc);
+                        return r;
+                }
+                score = res.score;
+                for (size_t i = 0; i < res.n_choices; i++) {
+                        const struct mk_fit_choice *ch = &res.choices[i];
+                        (void) add_used(sc, ch->gpu, ch->profile->id, ch->profile->slices, ch->placement);
+                        if (claim && n_dev < MK_MAX_CLAIM_DEVICES) {
+                                struct mk_claim_device *d = &claim->devices[n_dev];
+                                *d = (struct mk_claim_device) {
+                                        .container = rc->index,
+                                        .profile_id = ch->profile->id,
+                                        .slices = ch->profile->slices,
+                                        .placement = ch->placement,
+                                };
+                                snprintf(d->gpu, sizeof(d->gpu), "%s", inv->gpus[ch->gpu].uuid);
+                                snprintf(d->profile, sizeof(d->profile), "%s", ch->profile->name);
+                        }
+                        n_dev++;
+                }
+        }
+        if (claim)
+                claim->n_devices = MIN(n_dev, (size_t) MK_MAX_CLAIM_DEVICES);
+        *ret_score = score;
+        free(sc);
+        return 0;
+}
+
+/* --- the wire format --- */
+
+static json_t *filter_error(const char *fmt, ...) _printf_(1, 2);
+static json_t *filter_error(const char *fmt, ...) {
+        char msg[MK_ERROR_MSG_MAX];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof(msg), fmt, ap);
+        va_end(ap);
+        return json_pack("{s:n, s:n, s:{}, s:s}", "Nodes", "NodeNames", "FailedNodes", "Error", msg);
+}
+
+static int64_t now_s(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        return (int64_t) ts.tv_sec;
+}
+
+static uint64_t mono_ns(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t) ts.tv_sec * 1000000000ull + (uint64_t) ts.tv_nsec;
+}
+
+/* One node of a request: by name from the cache, or a Node object. */
+struct cand {
+        const char *name;
+        const json_t *object;           /* from Nodes; NULL with NodeNames */
+};
+
+static int get_candidates(const json_t *args, struct cand **ret, size_t *ret_n, bool *ret_names, char *err,
+                          size_t size) {
+        const json_t *names = mk_json_get_ci(args, "NodeNames");
+        const json_t *nodes = mk_json_get_ci(args, "Nodes");
+        const json_t *items = json_is_object(nodes) ? mk_json_get_ci(nodes, "items") : NULL;
+        bool by_name = json_is_array(names);
+        size_t n = by_name ? json_array_size(names) : json_is_array(items) ? json_array_size(items) : 0;
+        if (!by_name && !json_is_array(items)) {
+                snprintf(err, size, "ExtenderArgs has neither NodeNames nor Nodes.items");
+                return -EINVAL;
+        }
+        if (n > MK_MAX_EXTENDER_NODES) {
+                snprintf(err, size, "more than %u nodes in one request", MK_MAX_EXTENDER_NODES);
+                return -E2BIG;
+        }
+        struct cand *c = calloc(n + 1, sizeof(*c));
+        if (!c)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++) {
+                if (by_name)
+                        c[i].name = json_string_value(json_array_get(names, i));
+                else {
+                        c[i].object = json_array_get(items, i);
+                        c[i].name = json_string_value(json_object_get(json_object_get(c[i].object, "metadata"), "name"));
+                }
+                if (!c[i].name || strlen(c[i].name) >= MK_K8S_NAME_MAX) {
+                        snprintf(err, size, "node %zu has no valid name", i);
+                        free(c);
+                        return -EINVAL;
+                }
+        }
+        *ret = c;
+        *ret_n = n;
+        *ret_names = by_name;
+        return 0;
+}
+
+/* Evaluates one candidate: 0 feasible with *score, else <0 with reason. */
+static int eval_node(struct mk_sched *s, const struct cand *c, const struct mk_pod_request *req, const char *uid,
+                     int64_t now, double *score, char *reason, size_t size) {
+        enum mk_sched_mode mode = mk_sched_config_node_mode(s->cfg, c->name);
+        if (mode != MK_SCHED_MODE_MIG) {
+                snprintf(reason, size, "node is in operating mode '%s', not mig", mk_sched_mode_to_string(mode));
+                return -ENOSPC;
+        }
+        const struct node_entry *n = table_get(&s->nodes, c->name);
+        struct mk_inventory *own = NULL;
+        const struct mk_inventory *inv = n ? n->inv : NULL;
+        if (c->object) {
+                (void) node_inventory(c->object, &own, reason, size);
+                inv = own;
+                if (!inv)
+                        return -ENOSPC;
+        } else if (!n) {
+                snprintf(reason, size, "node is not in migkit's cache (not seen by its Node informer)");
+                return -ENOENT;
+        } else if (!inv) {
+                snprintf(reason, size, "%s", n->reason);
+                return -ENOSPC;
+        }
+        int r = fit_pod(inv, n ? n->claims : NULL, n ? n->n_claims : 0, req, uid, now, NULL, score, reason, size);
+        mk_inventory_free(own);
+        return r;
+}
+
+static int parse_pod(struct mk_sched *s, const json_t *args, struct mk_pod_request *req, const char **uid, char *err,
+                     size_t size) {
+        const json_t *pod = mk_json_get_ci(args, "Pod");
+        if (!json_is_object(pod)) {
+                snprintf(err, size, "ExtenderArgs has no Pod");
+                return -EINVAL;
+        }
+        *uid = json_string_value(json_object_get(json_object_get(pod, "metadata"), "uid"));
+        struct mk_error e = {0};
+        char buf[MK_ERROR_MSG_MAX + MK_ERROR_LOC_MAX + 8];
+        if (mk_pod_request_parse(pod, s->cfg, req, &e) < 0) {
+                snprintf(err, size, "pod request: %s", mk_error_format(&e, buf, sizeof(buf)));
+                return -EINVAL;
+        }
+        return 0;
+}
+
+json_t *mk_sched_filter(struct mk_sched *s, const json_t *args) {
+        atomic_fetch_add(&s->stats.filter, 1);
+        uint64_t t0 = mono_ns();
+        char err[MK_ERROR_MSG_MAX];
+        struct mk_pod_request *req = calloc(1, sizeof(*req));
+        struct cand *cands = NULL;
+        size_t n = 0;
+        bool by_name = true;
+        const char *uid = NULL;
+        if (!req)
+                return filter_error("out of memory");
+        if (parse_pod(s, args, req, &uid, err, sizeof(err)) < 0 ||
+            get_candidates(args, &cands, &n, &by_name, err, sizeof(err)) < 0) {
+                free(req);
+                atomic_fetch_add(&s->stats.errors, 1);
+                return filter_error("%s", err);
+        }
+        json_t *ok_names = json_array(), *ok_nodes = json_array(), *failed = json_object();
+        int64_t now = now_s();
+        size_t feasible = 0;
+        pthread_rwlock_rdlock(&s->lock);
+        for (size_t i = 0; i < n; i++) {
+                char reason[MK_ERROR_MSG_MAX] = "";
+                double score;
+                int r;
+                if (req->not_mig) {
+                        snprintf(reason, sizeof(reason), "pod asks %s '%s'; migkit schedules MIG instances only",
+                                 MK_ANN_VGPU_MODE, annotation(mk_json_get_ci(args, "Pod"), MK_ANN_VGPU_MODE));
+                        r = -ENOSPC;
+                } else if (req->n_containers == 0)
+                        r = 0;
+                else
+                        r = eval_node(s, &cands[i], req, uid, now, &score, reason, sizeof(reason));
+                if (r >= 0) {
+                        feasible++;
+                        if (by_name)
+                                json_array_append_new(ok_names, json_string(cands[i].name));
+                        else
+                                json_array_append(ok_nodes, (json_t *) cands[i].object);
+                } else {
+                        char msg[MK_ERROR_MSG_MAX + 16];
+                        snprintf(msg, sizeof(msg), "migkit: %s", reason);
+                        json_object_set_new(failed, cands[i].name, json_string(msg));
+                }
+        }
+        pthread_rwlock_unlock(&s->lock);
+        json_t *res = json_object();
+        if (by_name) {
+                json_object_set_new(res, "Nodes", json_null());
+                json_object_set_new(res, "NodeNames", ok_names);
+                json_decref(ok_nodes);
+        } else {
+                json_object_set_new(res, "Nodes", json_pack("{s:o}", "items", ok_nodes));
+                json_object_set_new(res, "NodeNames", json_null());
+                json_decref(ok_names);
+        }
+        json_object_set_new(res, "FailedNodes", failed);
+        json_object_set_new(res, "Error", json_string(""));
+        atomic_fetch_add(&s->stats.filter_ns_total, mono_ns() - t0);
+        atomic_fetch_add(&s->stats.filter_nodes_total, n);
+        atomic_fetch_add(&s->stats.feasible_total, feasible);
+        free(cands);
+        free(req);
+        return res;
+}
+
+json_t *mk_sched_prioritize(struct mk_sched *s, const json_t *args) {
+        atomic_fetch_add(&s->stats.prioritize, 1);
+        char err[MK_ERROR_MSG_MAX];
+        struct mk_pod_request *req = calloc(1, sizeof(*req));
+        struct cand *cands = NULL;
+        size_t n = 0;
+        bool by_name;
+        const char *uid = NULL;
+        json_t *list = json_array();
+        if (!req || parse_pod(s, args, req, &uid, err, sizeof(err)) < 0 ||
+            get_candidates(args, &cands, &n, &by_name, err, sizeof(err)) < 0) {
+                free(req);
+                atomic_fetch_add(&s->stats.errors, 1);
+                return list;
+        }
+        int64_t now = now_s();
+        pthread_rwlock_rdlock(&s->lock);
+        for (size_t i = 0; i < n; i++) {
+                char reason[MK_ERROR_MSG_MAX];
+                double score = 0;
+                if (req->n_containers == 0 || eval_node(s, &cands[i], req, uid, now, &score, reason, sizeof(reason)) < 0)
+                        score = 0;
+                long sc = (long) (score / 10.0 + 0.5); /* MaxExtenderPriority is 10 */
+                json_array_append_new(list, json_pack("{s:s, s:i}", "Host", cands[i].name, "Score",
+                                                      (int) MAX(0, MIN(10, sc))));
+        }
+        pthread_rwlock_unlock(&s->lock);
+        free(cands);
+        free(req);
+        return list;
+}
+
+int mk_bind_args_parse(const json_t *args, struct mk_bind_args *ret, struct mk_error *e) {
+        struct {
+                const char *key;
+                char *buf;
+                size_t size;
+        } f[] = {
+                {"PodName", ret->pod_name, sizeof(ret->pod_name)},
+                {"PodNamespace", ret->pod_namespace, sizeof(ret->pod_namespace)},
+                {"PodUID", ret->pod_uid, sizeof(ret->pod_uid)},
+                {"Node", ret->node, sizeof(ret->node)},
+        };
+        struct mk_bind_args tmp = {0};
+        char *bufs[] = {tmp.pod_name, tmp.pod_namespace, tmp.pod_uid, tmp.node};
+        if (!json_is_object(args))
+                return mk_error_set_field(e, -EINVAL, "ExtenderBindingArgs", "must be an object");
+        for (size_t i = 0; i < ELEMENTSOF(f); i++) {
+                const char *v = json_string_value(mk_json_get_ci(args, f[i].key));
+                if (!v || !*v)
+                        return mk_error_set_field(e, -EINVAL, f[i].key, "missing or not a string");
+                if (strlen(v) >= f[i].size || !mk_json_token_ok(v) || strchr(v, '/') || strchr(v, '?') ||
+                    strchr(v, '%') || strchr(v, '#'))
+                        return mk_error_set_field(e, -EINVAL, f[i].key, "not a valid name");
+                snprintf(bufs[i], f[i].size, "%s", v);
+        }
+        *ret = tmp;
+        return 0;
+}
+
+json_t *mk_bind_object(const struct mk_bind_args *a) {
+        return json_pack("{s:s, s:s, s:{s:s, s:s, s:s}, s:{s:s, s:s, s:s}}", "apiVersion", "v1", "kind", "Binding",
+                         "metadata", "name", a->pod_name, "namespace", a->pod_namespace, "uid", a->pod_uid, "target",
+                         "apiVersion", "v1", "kind", "Node", "name", a->node);
+}
+
+int mk_sched_reserve(struct mk_sched *s, const json_t *pod, const char *node, int64_t now, struct mk_claim *ret,
+                     struct mk_error *e) {
+        struct mk_claim *c = calloc(1, sizeof(*c));
+        struct mk_pod_request *req = calloc(1, sizeof(*req));
+        int r;
+        if (!c || !req) {
+                r = -ENOMEM;
+                goto out;
+        }
+        r = mk_claim_from_pod(pod, c, e);
+        if (r < 0)
+                goto out;
+        if (r > 0 && streq(c->node, node)) {
+                *ret = *c; /* a retried bind: keep what was reserved */
+                r = 0;
+                goto out;
+        }
+        if ((r = mk_pod_request_parse(pod, s->cfg, req, e)) < 0)
+                goto out;
+        c->n_devices = 0;
+        c->time = now;
+        c->active = true;
+        c->allocated = false;
+        snprintf(c->node, sizeof(c->node), "%s", node);
+        pthread_rwlock_wrlock(&s->lock);
+        struct node_entry *n = table_get(&s->nodes, node);
+        char reason[MK_ERROR_MSG_MAX];
+        double score;
+        if (req->not_mig)
+                r = mk_error_set(e, -ENOSPC, "pod asks %s other than mig", MK_ANN_VGPU_MODE);
+        else if (!n)
+                r = mk_error_set(e, -ENOENT, "node '%s' is not in migkit's cache", node);
+        else if (!n->inv)
+                r = mk_error_set(e, -ENOSPC, "node '%s': %s", node, n->reason);
+        else if (req->n_containers == 0)
+                r = 0;
+        else if ((r = fit_pod(n->inv, n->claims, n->n_claims, req, c->uid, now, c, &score, reason, sizeof(reason))) < 0)
+                r = mk_error_set(e, r, "node '%s': %s", node, reason);
+        if (r >= 0 && c->n_devices > 0)
+                r = pod_set(s, c, true, now);
+        pthread_rwlock_unlock(&s->lock);
+        if (r >= 0)
+                *ret = *c;
+out:
+        free(c);
+        free(req);
+        return r;
+}
+
+void mk_sched_unreserve(struct mk_sched *s, const char *uid) {
+        pthread_rwlock_wrlock(&s->lock);
+        struct pod_entry *p = table_get(&s->pods, uid);
+        if (p && p->pending)
+                pod_drop(s, uid);
+        pthread_rwlock_unlock(&s->lock);
+}

@@ -1,0 +1,82 @@
+/* The extender's decisions, kept apart from HTTP and the apiserver so they
+ * are tested as data: an in-memory cache of Nodes (their inventories) and of
+ * pods' reservations, fed by informers; filter and prioritize computed from
+ * it with plan/fit; the reservation step of bind. Wire format of
+ * k8s.io/kube-scheduler/extender/v1 (hami.md §2.2): input keys matched
+ * case-insensitively, output keys exactly as kube-scheduler's Go types name
+ * them, failures in the Error field.
+ *
+ * Threads: every function may be called from several threads at once (a
+ * read-write lock guards the cache; decisions hold the read side, events and
+ * reservations the write side for microseconds). No lock spans an apiserver
+ * call. */
+#pragma once
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "base/error.h"
+#include "base/macro.h"
+#include "kube/kube.h"
+#include "sched/claim.h"
+
+struct mk_sched_config;
+struct mk_sched;
+
+#define MK_MAX_EXTENDER_REQUEST (8u << 20)     /* one request body (ExtenderArgs with full Nodes can be large) */
+#define MK_MAX_EXTENDER_NODES 20000u           /* nodes in one request */
+#define MK_SCHED_PENDING_TTL_S 120             /* an unobserved in-memory reservation is dropped after this */
+
+struct mk_sched_stats {
+        atomic_ulong filter, prioritize, bind, bind_ok, bind_conflicts, bind_errors, errors;
+        atomic_ulong filter_ns_total, filter_nodes_total, feasible_total;
+};
+
+/* The cache. `cfg` is borrowed and must outlive it. */
+int mk_sched_new(const struct mk_sched_config *cfg, struct mk_sched **ret) _nonnull_(1, 2) _wur_;
+struct mk_sched *mk_sched_free(struct mk_sched *s);
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct mk_sched *, mk_sched_free);
+
+struct mk_sched_stats *mk_sched_stats(struct mk_sched *s) _nonnull_(1);
+/* Nodes and pods with reservations in the cache. */
+void mk_sched_counts(struct mk_sched *s, size_t *ret_nodes, size_t *ret_claims) _nonnull_(1, 2, 3);
+
+/* Informer callbacks (mk_kube_informer_fn compatible through a thin
+ * wrapper): a Node or Pod was added, modified or deleted. A Node with a
+ * malformed inventory is kept with the error as its filter reason. */
+int mk_sched_node_event(struct mk_sched *s, enum mk_kube_event_type type, const json_t *node) _nonnull_(1, 3);
+int mk_sched_pod_event(struct mk_sched *s, enum mk_kube_event_type type, const json_t *pod) _nonnull_(1, 3);
+
+/* POST /filter and /prioritize: `args` is the decoded ExtenderArgs. Always
+ * returns a response object (ExtenderFilterResult / HostPriorityList); a
+ * malformed request gives a result with Error set (filter) or an empty list. */
+json_t *mk_sched_filter(struct mk_sched *s, const json_t *args) _nonnull_(1);
+json_t *mk_sched_prioritize(struct mk_sched *s, const json_t *args) _nonnull_(1);
+
+/* ExtenderBindingArgs. */
+struct mk_bind_args {
+        char pod_name[MK_K8S_NAME_MAX];
+        char pod_namespace[MK_K8S_NAME_MAX];
+        char pod_uid[MK_K8S_UID_MAX];
+        char node[MK_K8S_NAME_MAX];
+};
+int mk_bind_args_parse(const json_t *args, struct mk_bind_args *ret, struct mk_error *e) _nonnull_(2) _wur_;
+
+/* The bind's decision: fits `pod` on `node` against the current cache
+ * (other pods' reservations, pending ones included) and records the result
+ * as an in-memory pending reservation, so a concurrent bind to the same
+ * node cannot get the same placement. `*ret` is the claim to write on the
+ * pod. A pod already holding a reservation on `node` gets it back
+ * unchanged (a retried bind). -ENOSPC with the reason when it no longer
+ * fits, -ENOENT for an unknown node. */
+int mk_sched_reserve(struct mk_sched *s, const json_t *pod, const char *node, int64_t now, struct mk_claim *ret,
+                     struct mk_error *e) _nonnull_(1, 2, 3, 5) _wur_;
+/* Drops the pending reservation of pod `uid` (a failed bind). */
+void mk_sched_unreserve(struct mk_sched *s, const char *uid) _nonnull_(1, 2);
+
+/* The Binding object that binds the pod to the node. */
+json_t *mk_bind_object(const struct mk_bind_args *a);

@@ -1,0 +1,91 @@
+/* The node inventory: what the node agent publishes on its Node in the
+ * annotation migkit.io/mig-inventory and the extender reads back. Versioned
+ * JSON, at most MK_MAX_INVENTORY_BYTES; format in docs/scheduler.md. Per
+ * GPU: uuid, index, model, memory, placement units, compute slices, SMs,
+ * whether MIG is on, the profiles the scheduler may create there (config
+ * filtered) with their placements, and every instance that exists or is
+ * reserved, with the pod that holds or reserves it. Pure: no I/O. */
+#pragma once
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/error.h"
+#include "base/macro.h"
+#include "mig/gpu.h"
+#include "sched/claim.h"
+
+struct mk_sched_config;
+
+#define MK_ANN_INVENTORY "migkit.io/mig-inventory"
+#define MK_INVENTORY_VERSION 1
+#define MK_MAX_INVENTORY_BYTES (64u << 10)     /* the annotation value */
+#define MK_MAX_INVENTORY_GPUS 64u              /* = MK_FIT_MAX_NODE_GPUS */
+#define MK_MAX_INVENTORY_PROFILES 64u          /* = MK_FIT_MAX_PROFILES */
+#define MK_MAX_INVENTORY_INSTANCES 64u         /* = MK_FIT_MAX_INSTANCES */
+#define MK_MAX_INVENTORY_PLACEMENTS 32u        /* placements of one profile */
+
+enum mk_inv_state {
+        MK_INV_CREATED,         /* exists, held by a pod */
+        MK_INV_RESERVED,        /* reserved by a pod, not created yet */
+        MK_INV_ORPHAN,          /* exists, no active pod holds it (destroyed after the grace period) */
+        _MK_INV_STATE_MAX,
+        _MK_INV_STATE_INVALID = -EINVAL,
+};
+const char *mk_inv_state_to_string(enum mk_inv_state s);       /* "created", "reserved", "orphan" */
+enum mk_inv_state mk_inv_state_from_string(const char *s);
+
+struct mk_inv_instance {
+        enum mk_inv_state state;
+        char profile[MK_PROFILE_NAME_MAX];
+        unsigned profile_id, slices;
+        struct mk_placement placement;
+        unsigned gi_id;                 /* UINT32_MAX when not created */
+        char mig_uuid[MK_UUID_MAX];     /* "" when not created */
+        char pod[2 * MK_K8S_NAME_MAX];  /* "namespace/name", "" for an orphan */
+        char uid[MK_K8S_UID_MAX];
+};
+
+struct mk_inv_gpu {
+        unsigned index;
+        char uuid[MK_UUID_MAX];
+        char model[MK_GPU_NAME_MAX];
+        uint64_t memory_mib;
+        unsigned memory_units, slices, multiprocessors;
+        bool mig_enabled;
+        struct mk_gi_profile *profiles; /* allowed profiles (no CI profiles); placements owned */
+        size_t n_profiles;
+        struct mk_inv_instance *instances;
+        size_t n_instances;
+};
+
+struct mk_inventory {
+        char node[MK_K8S_NAME_MAX];
+        struct mk_inv_gpu *gpus;
+        size_t n_gpus;
+};
+
+struct mk_inventory *mk_inventory_free(struct mk_inventory *inv);
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct mk_inventory *, mk_inventory_free);
+
+/* Builds the inventory of `node` from a snapshot: MIG-capable GPUs only;
+ * profiles the GPU reports, named, and allowed by `cfg` for its model;
+ * instances from the GPU instances, matched to the active claims by GPU and
+ * placement (unmatched ones are orphans); claims' devices not created yet
+ * are listed as reserved. -E2BIG over the caps. */
+int mk_inventory_from_snapshot(const struct mk_snapshot *s, const struct mk_sched_config *cfg, const char *node,
+                               const struct mk_claim *claims, size_t n_claims, struct mk_inventory **ret,
+                               struct mk_error *e) _nonnull_(1, 2, 3, 6) _wur_;
+
+/* The annotation value (compact JSON, keys in a fixed order, so an
+ * unchanged inventory gives the same bytes). -E2BIG over
+ * MK_MAX_INVENTORY_BYTES. */
+int mk_inventory_format(const struct mk_inventory *inv, char **ret, struct mk_error *e) _nonnull_(1, 2) _wur_;
+
+/* Parses an annotation value strictly (version, known fields, ranges,
+ * caps, placements inside the GPU, profile names that parse). -EINVAL with
+ * the field path in `e`, -E2BIG. */
+int mk_inventory_parse(const char *data, size_t len, struct mk_inventory **ret, struct mk_error *e)
+        _nonnull_(3) _wur_;

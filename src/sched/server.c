@@ -1,0 +1,417 @@
+/* The extender's HTTP server, informers and bind (server.h). */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <microhttpd.h>
+
+#include "base/dynbuf.h"
+#include "base/log.h"
+#include "base/macro.h"
+#include "kube/informer.h"
+#include "kube/kube.h"
+#include "sched/json.h"
+#include "sched/server.h"
+
+struct informer_thread {
+        struct mk_sched_server *srv;
+        const char *path;
+        bool pods;
+        pthread_t thread;
+        bool started;
+};
+
+struct mk_sched_server {
+        struct MHD_Daemon *mhd;
+        struct mk_sched *sched;
+        struct mk_kube *kube;
+        size_t max_request;
+        unsigned port;
+        atomic_bool cancel;
+        atomic_bool ready;
+        pthread_mutex_t fail_lock;
+        char failed[MK_ERROR_MSG_MAX];
+        struct informer_thread inf[2];
+};
+
+/* --- bind --- */
+
+static int get_pod(struct mk_kube *k, const char *path, json_t **ret, struct mk_error *e) {
+        return mk_kube_get(k, path, ret, e);
+}
+
+int mk_sched_bind(struct mk_sched *s, struct mk_kube *k, const struct mk_bind_args *a, struct mk_error *e) {
+        char path[2 * MK_K8S_NAME_MAX + 64];
+        snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods/%s", a->pod_namespace, a->pod_name);
+        struct mk_sched_stats *st = mk_sched_stats(s);
+        int r = -EBUSY;
+        for (unsigned attempt = 0; attempt < MK_SCHED_BIND_ATTEMPTS && r == -EBUSY; attempt++) {
+                json_t *pod = NULL;
+                r = get_pod(k, path, &pod, e);
+                if (r < 0)
+                        return r;
+                const json_t *md = json_object_get(pod, "metadata");
+                const char *uid = json_string_value(json_object_get(md, "uid"));
+                const char *rv = json_string_value(json_object_get(md, "resourceVersion"));
+                const char *old = json_string_value(
+                        json_object_get(json_object_get(md, "annotations"), MK_ANN_RESERVATION));
+                if (!uid || !streq(uid, a->pod_uid) || !rv) {
+                        json_decref(pod);
+                        return mk_error_set(e, -ESTALE, "pod %s/%s has uid '%s', not '%s' (recreated)",
+                                            a->pod_namespace, a->pod_name, uid ? uid : "", a->pod_uid);
+                }
+                struct mk_claim *c = calloc(1, sizeof(*c));
+                if (!c) {
+                        json_decref(pod);
+                        return -ENOMEM;
+                }
+                struct timespec ts;
+                clock_gettime(CLOCK_REALTIME, &ts);
+                r = mk_sched_reserve(s, pod, a->node, (int64_t) ts.tv_sec, c, e);
+                _cleanup_free_ char *value = NULL;
+                if (r >= 0 && c->n_devices > 0)
+                        r = mk_claim_reservation_format(c, &value);
+                if (r >= 0 && value && !(old && streq(old, value))) {
+                        json_t *patch = json_pack("{s:{s:s, s:{s:s}}}", "metadata", "resourceVersion", rv,
+                                                  "annotations", MK_ANN_RESERVATION, value);
+                        r = patch ? mk_kube_patch(k, path, MK_KUBE_PATCH_MERGE, patch, NULL, e) : -ENOMEM;
+                        json_decref(patch);
+                        if (r == -EBUSY) {
+                                atomic_fetch_add(&st->bind_conflicts, 1);
+                                log_debug_area("sched", "Pod %s/%s changed while binding, planning again",
+                                               a->pod_namespace, a->pod_name);
+                        }
+                        if (r < 0)
+                                mk_sched_unreserve(s, a->pod_uid);
+                }
+                free(c);
+                json_decref(pod);
+        }
+        if (r < 0)
+                return r;
+        json_t *binding = mk_bind_object(a);
+        if (!binding)
+                return -ENOMEM;
+        char bpath[sizeof(path) + 16];
+        snprintf(bpath, sizeof(bpath), "%s/binding", path);
+        r = mk_kube_post(k, bpath, binding, NULL, e);
+        json_decref(binding);
+        if (r < 0) {
+                mk_sched_unreserve(s, a->pod_uid);
+                json_t *ch = json_pack("{s:n}", MK_ANN_RESERVATION);
+                struct mk_error ue = {0};
+                if (ch && mk_kube_patch_metadata(k, path, "annotations", ch, NULL, &ue) < 0)
+                        log_debug_area("sched", "Cannot remove the reservation of %s/%s: %s", a->pod_namespace,
+                                       a->pod_name, ue.msg);
+                json_decref(ch);
+        }
+        return r;
+}
+
+/* --- metrics --- */
+
+char *mk_sched_metrics_text(struct mk_sched *s) {
+        struct mk_sched_stats *st = mk_sched_stats(s);
+        size_t nodes, claims;
+        mk_sched_counts(s, &nodes, &claims);
+        struct mk_buf b;
+        mk_buf_init(&b, 1u << 16);
+        int r = mk_buf_printf(
+                &b,
+                "# HELP migkit_scheduler_requests_total Extender requests by verb.\n"
+                "# TYPE migkit_scheduler_requests_total counter\n"
+                "migkit_scheduler_requests_total{verb=\"filter\"} %lu\n"
+                "migkit_scheduler_requests_total{verb=\"prioritize\"} %lu\n"
+                "migkit_scheduler_requests_total{verb=\"bind\"} %lu\n"
+                "# HELP migkit_scheduler_binds_total Binds by result.\n"
+                "# TYPE migkit_scheduler_binds_total counter\n"
+                "migkit_scheduler_binds_total{result=\"ok\"} %lu\n"
+                "migkit_scheduler_binds_total{result=\"error\"} %lu\n"
+                "# HELP migkit_scheduler_bind_conflicts_total Reservations re-planned after a conflict.\n"
+                "# TYPE migkit_scheduler_bind_conflicts_total counter\n"
+                "migkit_scheduler_bind_conflicts_total %lu\n"
+                "# HELP migkit_scheduler_request_errors_total Malformed extender requests.\n"
+                "# TYPE migkit_scheduler_request_errors_total counter\n"
+                "migkit_scheduler_request_errors_total %lu\n"
+                "# HELP migkit_scheduler_filter_seconds_total Time spent deciding filters.\n"
+                "# TYPE migkit_scheduler_filter_seconds_total counter\n"
+                "migkit_scheduler_filter_seconds_total %.9f\n"
+                "# HELP migkit_scheduler_filter_nodes_total Nodes evaluated by filters.\n"
+                "# TYPE migkit_scheduler_filter_nodes_total counter\n"
+                "migkit_scheduler_filter_nodes_total %lu\n"
+                "# HELP migkit_scheduler_filter_feasible_total Nodes found feasible by filters.\n"
+                "# TYPE migkit_scheduler_filter_feasible_total counter\n"
+                "migkit_scheduler_filter_feasible_total %lu\n"
+                "# HELP migkit_scheduler_nodes Nodes in the cache.\n"
+                "# TYPE migkit_scheduler_nodes gauge\n"
+                "migkit_scheduler_nodes %zu\n"
+                "# HELP migkit_scheduler_reservations Pods holding a reservation in the cache.\n"
+                "# TYPE migkit_scheduler_reservations gauge\n"
+                "migkit_scheduler_reservations %zu\n",
+                atomic_load(&st->filter), atomic_load(&st->prioritize), atomic_load(&st->bind),
+                atomic_load(&st->bind_ok), atomic_load(&st->bind_errors), atomic_load(&st->bind_conflicts),
+                atomic_load(&st->errors), (double) atomic_load(&st->filter_ns_total) / 1e9,
+                atomic_load(&st->filter_nodes_total), atomic_load(&st->feasible_total), nodes, claims);
+        if (r < 0) {
+                mk_buf_done(&b);
+                return NULL;
+        }
+        return mk_buf_take(&b);
+}
+
+/* --- HTTP --- */
+
+struct request {
+        struct mk_buf body;
+        bool too_large;
+};
+
+static enum MHD_Result respond(struct MHD_Connection *conn, unsigned status, const char *type, char *text) {
+        if (!text)
+                return MHD_NO;
+        struct MHD_Response *resp =
+                MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
+        if (!resp) {
+                free(text);
+                return MHD_NO;
+        }
+        MHD_add_response_header(resp, "Content-Type", type);
+        enum MHD_Result ret = MHD_queue_response(conn, status, resp);
+        MHD_destroy_response(resp);
+        return ret;
+}
+
+static enum MHD_Result respond_json(struct MHD_Connection *conn, json_t *v) {
+        char *s = v ? json_dumps(v, JSON_COMPACT) : NULL;
+        json_decref(v);
+        return respond(conn, MHD_HTTP_OK, "application/json", s);
+}
+
+static json_t *handle_bind(struct mk_sched_server *srv, const json_t *args) {
+        struct mk_sched_stats *st = mk_sched_stats(srv->sched);
+        atomic_fetch_add(&st->bind, 1);
+        struct mk_bind_args a;
+        struct mk_error e = {0};
+        char buf[MK_ERROR_MSG_MAX + MK_ERROR_LOC_MAX + 8];
+        int r = mk_bind_args_parse(args, &a, &e);
+        if (r >= 0 && !srv->kube)
+                r = mk_error_set(&e, -ENOTCONN, "no apiserver connection");
+        if (r >= 0)
+                r = mk_sched_bind(srv->sched, srv->kube, &a, &e);
+        if (r < 0) {
+                atomic_fetch_add(&st->bind_errors, 1);
+                log_warning("Bind of pod %s/%s to node '%s' failed: %s", a.pod_namespace, a.pod_name, a.node,
+                            mk_error_format(&e, buf, sizeof(buf)));
+                return json_pack("{s:s}", "Error", mk_error_format(&e, buf, sizeof(buf)));
+        }
+        atomic_fetch_add(&st->bind_ok, 1);
+        log_debug_area("sched", "Bound pod %s/%s to node '%s'", a.pod_namespace, a.pod_name, a.node);
+        return json_pack("{s:s}", "Error", "");
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
+                                  const char *version, const char *upload_data, size_t *upload_data_size,
+                                  void **con_cls) {
+        struct mk_sched_server *srv = cls;
+        (void) version;
+        if (streq(method, "GET")) {
+                if (streq(url, "/healthz"))
+                        return respond(conn, MHD_HTTP_OK, "text/plain", strdup("ok\n"));
+                if (streq(url, "/readyz"))
+                        return atomic_load(&srv->ready) ? respond(conn, MHD_HTTP_OK, "text/plain", strdup("ok\n"))
+                                                        : respond(conn, MHD_HTTP_SERVICE_UNAVAILABLE, "text/plain",
+                                                                  strdup("informers not synced\n"));
+                if (streq(url, "/metrics"))
+                        return respond(conn, MHD_HTTP_OK, "text/plain; version=0.0.4",
+                                       mk_sched_metrics_text(srv->sched));
+                return respond(conn, MHD_HTTP_NOT_FOUND, "text/plain", strdup("not found\n"));
+        }
+        bool known = streq(url, "/filter") || streq(url, "/prioritize") || streq(url, "/bind");
+        if (!streq(method, "POST") || !known)
+                return respond(conn, known ? MHD_HTTP_METHOD_NOT_ALLOWED : MHD_HTTP_NOT_FOUND, "text/plain",
+                               strdup(known ? "use POST\n" : "not found\n"));
+        struct request *rq = *con_cls;
+        if (!rq) {
+                rq = calloc(1, sizeof(*rq));
+                if (!rq)
+                        return MHD_NO;
+                mk_buf_init(&rq->body, srv->max_request);
+                *con_cls = rq;
+                return MHD_YES;
+        }
+        if (*upload_data_size > 0) {
+                if (!rq->too_large && mk_buf_append(&rq->body, upload_data, *upload_data_size) < 0)
+                        rq->too_large = true;
+                *upload_data_size = 0;
+                return MHD_YES;
+        }
+        if (rq->too_large) {
+                char *msg = NULL;
+                if (asprintf(&msg, "request body larger than %zu bytes\n", srv->max_request) < 0)
+                        msg = NULL;
+                return respond(conn, MHD_HTTP_CONTENT_TOO_LARGE, "text/plain", msg);
+        }
+        json_t *args = NULL;
+        struct mk_error e = {0};
+        if (mk_json_load(mk_buf_str(&rq->body), rq->body.len, srv->max_request, "request body", &args, &e) < 0) {
+                atomic_fetch_add(&mk_sched_stats(srv->sched)->errors, 1);
+                if (streq(url, "/prioritize"))
+                        return respond_json(conn, json_array());
+                return respond_json(conn, json_pack("{s:s}", "Error", e.msg));
+        }
+        json_t *res;
+        if (streq(url, "/filter"))
+                res = mk_sched_filter(srv->sched, args);
+        else if (streq(url, "/prioritize"))
+                res = mk_sched_prioritize(srv->sched, args);
+        else
+                res = handle_bind(srv, args);
+        json_decref(args);
+        return respond_json(conn, res);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls, enum MHD_RequestTerminationCode t) {
+        (void) cls;
+        (void) conn;
+        (void) t;
+        struct request *rq = *con_cls;
+        if (rq) {
+                mk_buf_done(&rq->body);
+                free(rq);
+                *con_cls = NULL;
+        }
+}
+
+/* --- informers --- */
+
+static int on_node(enum mk_kube_event_type type, json_t *object, json_t *old, void *userdata) {
+        (void) old;
+        struct mk_sched_server *srv = userdata;
+        return mk_sched_node_event(srv->sched, type, object) == -ENOMEM ? -ENOMEM : 0;
+}
+
+static int on_pod(enum mk_kube_event_type type, json_t *object, json_t *old, void *userdata) {
+        (void) old;
+        struct mk_sched_server *srv = userdata;
+        return mk_sched_pod_event(srv->sched, type, object) == -ENOMEM ? -ENOMEM : 0;
+}
+
+static void *informer_main(void *p) {
+        struct informer_thread *it = p;
+        struct mk_sched_server *srv = it->srv;
+        struct mk_kube_informer_opts o = {.cancel = &srv->cancel};
+        struct mk_error e = {0};
+        int r = mk_kube_informer_run(srv->kube, it->path, &o, it->pods ? on_pod : on_node, srv, &e);
+        if (r < 0 && r != -ECANCELED) {
+                char buf[MK_ERROR_MSG_MAX + MK_ERROR_LOC_MAX + 8];
+                pthread_mutex_lock(&srv->fail_lock);
+                snprintf(srv->failed, sizeof(srv->failed), "%s informer: %s", it->pods ? "Pod" : "Node",
+                         mk_error_format(&e, buf, sizeof(buf)));
+                pthread_mutex_unlock(&srv->fail_lock);
+        }
+        return NULL;
+}
+
+struct initial {
+        struct mk_sched *sched;
+        bool pods;
+};
+
+static int initial_item(json_t *item, void *userdata) {
+        struct initial *in = userdata;
+        int r = in->pods ? mk_sched_pod_event(in->sched, MK_KUBE_EVENT_ADDED, item)
+                         : mk_sched_node_event(in->sched, MK_KUBE_EVENT_ADDED, item);
+        return r == -ENOMEM ? r : 0;
+}
+
+int mk_sched_server_start(const struct mk_sched_server_opts *o, struct mk_sched_server **ret, struct mk_error *e) {
+        struct mk_sched_server *srv = calloc(1, sizeof(*srv));
+        if (!srv)
+                return -ENOMEM;
+        srv->sched = o->sched;
+        srv->kube = o->kube;
+        srv->max_request = o->max_request ? o->max_request : MK_MAX_EXTENDER_REQUEST;
+        pthread_mutex_init(&srv->fail_lock, NULL);
+        int r;
+        if (srv->kube) {
+                /* One LIST of each before serving, so the first filter already
+                 * sees every node and reservation; the informers then list
+                 * again and follow changes (events are idempotent). */
+                static const char *const paths[2] = {"/api/v1/nodes", "/api/v1/pods"};
+                for (int i = 0; i < 2; i++) {
+                        struct initial in = {.sched = srv->sched, .pods = i == 1};
+                        r = mk_kube_list_each(srv->kube, paths[i], NULL, initial_item, &in, NULL, e);
+                        if (r < 0)
+                                goto fail;
+                }
+        }
+        struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t) o->port)};
+        if (inet_pton(AF_INET, o->address ? o->address : "0.0.0.0", &sa.sin_addr) != 1) {
+                r = mk_error_set(e, -EINVAL, "invalid listen address '%s'", o->address);
+                goto fail;
+        }
+        srv->mhd = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG, 0, NULL, NULL,
+                                    on_request, srv, MHD_OPTION_SOCK_ADDR, (struct sockaddr *) &sa,
+                                    MHD_OPTION_THREAD_POOL_SIZE, (unsigned) (o->threads ? o->threads : 4),
+                                    MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_CONNECTION_TIMEOUT,
+                                    (unsigned) 60, MHD_OPTION_END);
+        if (!srv->mhd) {
+                r = mk_error_set(e, -EADDRINUSE, "cannot listen on %s:%u", o->address ? o->address : "0.0.0.0",
+                                 o->port);
+                goto fail;
+        }
+        const union MHD_DaemonInfo *di = MHD_get_daemon_info(srv->mhd, MHD_DAEMON_INFO_BIND_PORT);
+        srv->port = di ? di->port : o->port;
+        if (srv->kube) {
+                static const char *const paths[2] = {"/api/v1/nodes", "/api/v1/pods"};
+                for (int i = 0; i < 2; i++) {
+                        srv->inf[i] = (struct informer_thread) {.srv = srv, .path = paths[i], .pods = i == 1};
+                        if (pthread_create(&srv->inf[i].thread, NULL, informer_main, &srv->inf[i]) != 0) {
+                                r = mk_error_set(e, -EAGAIN, "cannot start the informer thread");
+                                goto fail;
+                        }
+                        srv->inf[i].started = true;
+                }
+        }
+        atomic_store(&srv->ready, true);
+        *ret = srv;
+        return 0;
+fail:
+        mk_sched_server_stop(srv);
+        return r;
+}
+
+unsigned mk_sched_server_port(const struct mk_sched_server *srv) {
+        return srv->port;
+}
+
+bool mk_sched_server_ready(const struct mk_sched_server *srv) {
+        return atomic_load(&((struct mk_sched_server *) srv)->ready);
+}
+
+const char *mk_sched_server_failed(struct mk_sched_server *srv) {
+        pthread_mutex_lock(&srv->fail_lock);
+        const char *f = srv->failed[0] ? srv->failed : NULL;
+        pthread_mutex_unlock(&srv->fail_lock);
+        return f;
+}
+
+struct mk_sched_server *mk_sched_server_stop(struct mk_sched_server *srv) {
+        if (!srv)
+                return NULL;
+        atomic_store(&srv->cancel, true);
+        for (int i = 0; i < 2; i++)
+                if (srv->inf[i].started)
+                        pthread_join(srv->inf[i].thread, NULL);
+        if (srv->mhd)
+                MHD_stop_daemon(srv->mhd);
+        pthread_mutex_destroy(&srv->fail_lock);
+        free(srv);
+        return NULL;
+}

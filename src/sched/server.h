@@ -1,0 +1,52 @@
+/* `migkit scheduler serve`: the kube-scheduler extender over HTTP
+ * (libmicrohttpd, a thread pool), with Node and Pod informers feeding the
+ * decision cache (extender.h) and bind carried out against the apiserver.
+ *
+ * Routes: POST /filter, /prioritize, /bind (bodies capped at max_request:
+ * 413 over it); GET /healthz, /readyz (200 once both informers listed),
+ * /metrics (Prometheus text). Any other path: 404. Extender failures are
+ * answered with HTTP 200 and the Error field, as kube-scheduler expects. */
+#pragma once
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "base/error.h"
+#include "base/macro.h"
+#include "sched/extender.h"
+
+struct mk_kube;
+struct mk_sched_server;
+
+#define MK_SCHED_BIND_ATTEMPTS 5       /* conflicts re-planned before bind gives up */
+
+struct mk_sched_server_opts {
+        const char *address;            /* IPv4 address to listen on; NULL: 0.0.0.0 */
+        unsigned port;                  /* 0: any free port (see mk_sched_server_port) */
+        unsigned threads;               /* 0: 4 */
+        size_t max_request;             /* 0: MK_MAX_EXTENDER_REQUEST */
+        struct mk_sched *sched;         /* borrowed */
+        struct mk_kube *kube;           /* borrowed; NULL: no informers, bind fails */
+};
+
+/* Starts the HTTP server and, with a client, the informers (threads). */
+int mk_sched_server_start(const struct mk_sched_server_opts *o, struct mk_sched_server **ret, struct mk_error *e)
+        _nonnull_(1, 2) _wur_;
+unsigned mk_sched_server_port(const struct mk_sched_server *srv) _nonnull_(1);
+/* True once both informers delivered their first LIST (always with no client). */
+bool mk_sched_server_ready(const struct mk_sched_server *srv) _nonnull_(1);
+/* An informer ended with a permanent error: its message, else NULL. */
+const char *mk_sched_server_failed(struct mk_sched_server *srv) _nonnull_(1);
+/* Stops the informers and the server. Accepts NULL. */
+struct mk_sched_server *mk_sched_server_stop(struct mk_sched_server *srv);
+
+/* The bind: read the pod, reserve (mk_sched_reserve), write the reservation
+ * annotation with a merge patch guarded by the pod's resourceVersion (a
+ * conflict re-plans, up to MK_SCHED_BIND_ATTEMPTS), then POST the Binding.
+ * A failed Binding drops the reservation (memory and annotation). */
+int mk_sched_bind(struct mk_sched *s, struct mk_kube *k, const struct mk_bind_args *a, struct mk_error *e)
+        _nonnull_(1, 2, 3) _wur_;
+
+/* The Prometheus text of the counters (malloc'd). */
+char *mk_sched_metrics_text(struct mk_sched *s) _nonnull_(1);

@@ -1,0 +1,488 @@
+/* The scheduler's device config (sched-config.h; hami.md §5.3, §7.1, §7.2). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "base/dynbuf.h"
+#include "base/macro.h"
+#include "spec/sched-config.h"
+#include "spec/yaml.h"
+
+static const char *const mode_table[_MK_SCHED_MODE_MAX] = {
+        [MK_SCHED_MODE_MIG] = "mig",
+        [MK_SCHED_MODE_HAMI_CORE] = "hami-core",
+        [MK_SCHED_MODE_DISABLED] = "disabled",
+};
+
+const char *mk_sched_mode_to_string(enum mk_sched_mode m) {
+        return m >= 0 && m < _MK_SCHED_MODE_MAX ? mode_table[m] : NULL;
+}
+
+enum mk_sched_mode mk_sched_mode_from_string(const char *s) {
+        for (int i = 0; s && i < _MK_SCHED_MODE_MAX; i++)
+                if (streq(s, mode_table[i]))
+                        return (enum mk_sched_mode) i;
+        return _MK_SCHED_MODE_INVALID;
+}
+
+static void model_done(struct mk_sched_model *m) {
+        strv_free(m->models);
+        free(m->profiles);
+        *m = (struct mk_sched_model) {0};
+}
+
+struct mk_sched_config *mk_sched_config_free(struct mk_sched_config *c) {
+        if (!c)
+                return NULL;
+        for (size_t i = 0; i < c->n_models; i++)
+                model_done(&c->models[i]);
+        free(c->models);
+        for (size_t i = 0; i < c->n_nodes; i++)
+                free(c->nodes[i].name);
+        free(c->nodes);
+        free(c->file);
+        free(c->resource_count);
+        free(c->resource_memory);
+        free(c->resource_memory_percentage);
+        free(c->resource_cores);
+        free(c);
+        return NULL;
+}
+
+static int get_str(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, const char *what, char **ret) {
+        struct mk_yaml_scalar v;
+        int r = mk_yaml_resolve(c, n, &v);
+        if (r < 0)
+                return r;
+        if (v.type != MK_YAML_STR)
+                return mk_yaml_error(c, n, "%s must be a string, not %s", what, mk_yaml_type_json(v.type));
+        if (strlen(n->value) != n->len)
+                return mk_yaml_error(c, n, "%s contains a NUL byte", what);
+        if (n->len == 0)
+                return mk_yaml_error(c, n, "%s must not be empty", what);
+        if (n->len > MK_MAX_SCHED_NAME)
+                return mk_yaml_error(c, n, "%s is longer than %u characters", what, MK_MAX_SCHED_NAME);
+        char *s = strdup(n->value);
+        if (!s)
+                return mk_yaml_error_code(c, -ENOMEM, n, "out of memory");
+        *ret = s;
+        return 0;
+}
+
+static int get_seq(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, const char *what, size_t max) {
+        if (n->kind != MK_YAML_SEQUENCE)
+                return mk_yaml_error(c, n, "%s must be a list", what);
+        if (n->n_items > max)
+                return mk_yaml_error_code(c, -E2BIG, n, "%s has more than %zu entries", what, max);
+        return 0;
+}
+
+static int get_models(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, struct mk_sched_model *m) {
+        int r = get_seq(c, n, "models", MK_MAX_SCHED_PROFILES);
+        if (r < 0)
+                return r;
+        if (n->n_items == 0)
+                return mk_yaml_error(c, n, "models must not be empty");
+        _cleanup_strv_free_ char **l = calloc(n->n_items + 1, sizeof(char *));
+        if (!l)
+                return mk_yaml_error_code(c, -ENOMEM, n, "out of memory");
+        for (size_t i = 0; i < n->n_items; i++) {
+                size_t old = mk_yaml_path_push_index(c, i);
+                r = get_str(c, n->items[i], "a model", &l[i]);
+                if (r < 0)
+                        return r;
+                mk_yaml_path_pop(c, old);
+        }
+        strv_free(m->models);
+        m->models = TAKE_PTR(l);
+        m->n_models = n->n_items;
+        return 0;
+}
+
+/* Adds a profile name (a GI profile: C == G), ignoring duplicates. */
+static int add_profile(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, struct mk_sched_model *m) {
+        _cleanup_free_ char *s = NULL;
+        int r = get_str(c, n, "a profile", &s);
+        if (r < 0)
+                return r;
+        struct mk_profile_name p;
+        struct mk_error pe = {0};
+        if (mk_profile_name_parse(s, &p, &pe) < 0)
+                return mk_yaml_error(c, n, "%s", pe.msg);
+        if (p.c != p.g)
+                return mk_yaml_error(c, n,
+                                     "'%s' is a compute-instance profile; name the GPU instance profile "
+                                     "(e.g. '%ug.%ugb')",
+                                     s, p.g, p.gb);
+        for (size_t i = 0; i < m->n_profiles; i++)
+                if (mk_profile_name_equal(&m->profiles[i], &p))
+                        return 0;
+        if (m->n_profiles >= MK_MAX_SCHED_PROFILES)
+                return mk_yaml_error_code(c, -E2BIG, n, "more than %u profiles", MK_MAX_SCHED_PROFILES);
+        struct mk_profile_name *np = realloc(m->profiles, (m->n_profiles + 1) * sizeof(*np));
+        if (!np)
+                return mk_yaml_error_code(c, -ENOMEM, n, "out of memory");
+        m->profiles = np;
+        m->profiles[m->n_profiles++] = p;
+        return 0;
+}
+
+static int get_profiles(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, struct mk_sched_model *m) {
+        int r = get_seq(c, n, "profiles", MK_MAX_SCHED_PROFILES);
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < n->n_items; i++) {
+                size_t old = mk_yaml_path_push_index(c, i);
+                r = add_profile(c, n->items[i], m);
+                if (r < 0)
+                        return r;
+                mk_yaml_path_pop(c, old);
+        }
+        return 0;
+}
+
+static int get_count(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, const char *what, unsigned max) {
+        struct mk_yaml_scalar v;
+        int r = mk_yaml_resolve(c, n, &v);
+        if (r < 0)
+                return r;
+        if (v.type != MK_YAML_INT)
+                return mk_yaml_error(c, n, "%s must be an integer, not %s", what, mk_yaml_type_json(v.type));
+        if (v.is_unsigned || v.i < 0 || v.i > (int64_t) max)
+                return mk_yaml_error(c, n, "%s must be between 0 and %u", what, max);
+        return 0;
+}
+
+/* One template of allowedGeometries: [{name, memory, count, core}]. */
+static int get_geometry(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, struct mk_sched_model *m) {
+        static const char *const known[] = {"name", "memory", "count", "core", NULL};
+        int r = get_seq(c, n, "a geometry", MK_MAX_SCHED_PROFILES);
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < n->n_items; i++) {
+                size_t old = mk_yaml_path_push_index(c, i);
+                _cleanup_yaml_map_done_ struct mk_yaml_map mm = {0};
+                r = mk_yaml_map_load_known(c, n->items[i], "a geometry entry", known, true, &mm);
+                if (r < 0)
+                        return r;
+                bool have_name = false;
+                for (size_t k = 0; k < mm.n; k++) {
+                        const char *key = mm.pairs[k].name;
+                        size_t o2 = mk_yaml_path_push_key(c, key);
+                        if (streq(key, "name")) {
+                                r = add_profile(c, mm.pairs[k].value, m);
+                                have_name = true;
+                        } else if (streq(key, "memory"))
+                                r = get_count(c, mm.pairs[k].value, "memory", 1u << 24);
+                        else if (streq(key, "count"))
+                                r = get_count(c, mm.pairs[k].value, "count", 64);
+                        else
+                                r = get_count(c, mm.pairs[k].value, "core", 100);
+                        if (r < 0)
+                                return r;
+                        mk_yaml_path_pop(c, o2);
+                }
+                if (!have_name)
+                        return mk_yaml_error(c, n->items[i], "a geometry entry needs a name");
+                mk_yaml_path_pop(c, old);
+        }
+        return 0;
+}
+
+/* allowedGeometries: HAMi's list of templates, or Volcano's named groups
+ * [{group, geometries: [...]}]. The allowed profiles are every name used. */
+static int get_geometries(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, struct mk_sched_model *m) {
+        static const char *const group_known[] = {"group", "geometries", NULL};
+        int r = get_seq(c, n, "allowedGeometries", MK_MAX_SCHED_PROFILES);
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < n->n_items; i++) {
+                const struct mk_yaml_node *t = n->items[i];
+                size_t old = mk_yaml_path_push_index(c, i);
+                if (t->kind == MK_YAML_MAPPING) {
+                        _cleanup_yaml_map_done_ struct mk_yaml_map mm = {0};
+                        r = mk_yaml_map_load_known(c, t, "a geometry group", group_known, true, &mm);
+                        for (size_t k = 0; r >= 0 && k < mm.n; k++) {
+                                size_t o2 = mk_yaml_path_push_key(c, mm.pairs[k].name);
+                                if (streq(mm.pairs[k].name, "group")) {
+                                        _cleanup_free_ char *g = NULL;
+                                        r = get_str(c, mm.pairs[k].value, "group", &g);
+                                } else
+                                        r = get_geometry(c, mm.pairs[k].value, m);
+                                if (r >= 0)
+                                        mk_yaml_path_pop(c, o2);
+                        }
+                } else
+                        r = get_geometry(c, t, m);
+                if (r < 0)
+                        return r;
+                mk_yaml_path_pop(c, old);
+        }
+        return 0;
+}
+
+/* A list of model entries; `geometries` selects HAMi's legacy form. */
+static int get_model_list(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, bool geometries,
+                          struct mk_sched_config *cfg) {
+        static const char *const known_profiles[] = {"models", "profiles", NULL};
+        static const char *const known_geometries[] = {"models", "allowedGeometries", NULL};
+        const char *what = geometries ? "knownMigGeometries" : "allowedProfiles";
+        int r = get_seq(c, n, what, MK_MAX_SCHED_MODELS);
+        if (r < 0)
+                return r;
+        if (cfg->n_models + n->n_items > MK_MAX_SCHED_MODELS)
+                return mk_yaml_error_code(c, -E2BIG, n, "more than %u model entries in all", MK_MAX_SCHED_MODELS);
+        struct mk_sched_model *nm = realloc(cfg->models, (cfg->n_models + n->n_items + 1) * sizeof(*nm));
+        if (!nm)
+                return mk_yaml_error_code(c, -ENOMEM, n, "out of memory");
+        cfg->models = nm;
+        for (size_t i = 0; i < n->n_items; i++) {
+                const struct mk_yaml_node *it = n->items[i];
+                size_t old = mk_yaml_path_push_index(c, i);
+                _cleanup_yaml_map_done_ struct mk_yaml_map mm = {0};
+                r = mk_yaml_map_load_known(c, it, "a model entry", geometries ? known_geometries : known_profiles,
+                                           true, &mm);
+                if (r < 0)
+                        return r;
+                struct mk_sched_model *m = &cfg->models[cfg->n_models];
+                *m = (struct mk_sched_model) {.line = it->line};
+                cfg->n_models++; /* owned by cfg from here, freed with it on failure */
+                bool have_profiles = false;
+                for (size_t k = 0; k < mm.n; k++) {
+                        const char *key = mm.pairs[k].name;
+                        size_t o2 = mk_yaml_path_push_key(c, key);
+                        if (streq(key, "models"))
+                                r = get_models(c, mm.pairs[k].value, m);
+                        else if (streq(key, "profiles")) {
+                                r = get_profiles(c, mm.pairs[k].value, m);
+                                have_profiles = true;
+                        } else {
+                                r = get_geometries(c, mm.pairs[k].value, m);
+                                have_profiles = true;
+                        }
+                        if (r < 0)
+                                return r;
+                        mk_yaml_path_pop(c, o2);
+                }
+                if (!m->models)
+                        return mk_yaml_error(c, it, "a model entry needs 'models'");
+                if (!have_profiles)
+                        return mk_yaml_error(c, it, "a model entry needs '%s'",
+                                             geometries ? "allowedGeometries" : "profiles");
+                mk_yaml_path_pop(c, old);
+        }
+        return 0;
+}
+
+/* nodeconfig: [{name, operatingmode, ...}]; HAMi's other per-node keys are
+ * accepted and ignored (they configure its device plugin). */
+static int get_nodes(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, struct mk_sched_config *cfg) {
+        int r = get_seq(c, n, "nodeconfig", MK_MAX_SCHED_NODES);
+        if (r < 0)
+                return r;
+        cfg->nodes = calloc(n->n_items + 1, sizeof(*cfg->nodes));
+        if (!cfg->nodes)
+                return mk_yaml_error_code(c, -ENOMEM, n, "out of memory");
+        for (size_t i = 0; i < n->n_items; i++) {
+                const struct mk_yaml_node *it = n->items[i];
+                size_t old = mk_yaml_path_push_index(c, i);
+                _cleanup_yaml_map_done_ struct mk_yaml_map mm = {0};
+                if (it->kind != MK_YAML_MAPPING)
+                        return mk_yaml_error(c, it, "a nodeconfig entry must be a mapping");
+                r = mk_yaml_map_load(c, it, &mm);
+                if (r < 0)
+                        return r;
+                struct mk_sched_node_config *nc = &cfg->nodes[cfg->n_nodes++];
+                nc->mode = MK_SCHED_MODE_MIG;
+                bool have_mode = false;
+                for (size_t k = 0; k < mm.n; k++) {
+                        const char *key = mm.pairs[k].name;
+                        size_t o2 = mk_yaml_path_push_key(c, key);
+                        if (streq(key, "name"))
+                                r = get_str(c, mm.pairs[k].value, "name", &nc->name);
+                        else if (streq(key, "operatingmode")) {
+                                _cleanup_free_ char *s = NULL;
+                                r = get_str(c, mm.pairs[k].value, "operatingmode", &s);
+                                if (r >= 0 && (int) (nc->mode = mk_sched_mode_from_string(s)) < 0)
+                                        r = mk_yaml_error(c, mm.pairs[k].value,
+                                                          "unknown operatingmode '%s' (mig, hami-core or disabled)",
+                                                          s);
+                                have_mode = true;
+                        }
+                        if (r < 0)
+                                return r;
+                        mk_yaml_path_pop(c, o2);
+                }
+                if (!nc->name)
+                        return mk_yaml_error(c, it, "a nodeconfig entry needs a name");
+                if (!have_mode)
+                        nc->mode = MK_SCHED_MODE_HAMI_CORE; /* HAMi's default mode */
+                for (size_t k = 0; k + 1 < cfg->n_nodes; k++)
+                        if (streq(cfg->nodes[k].name, nc->name))
+                                return mk_yaml_error(c, it, "node '%s' is listed twice", nc->name);
+                mk_yaml_path_pop(c, old);
+        }
+        return 0;
+}
+
+static int set_str(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, const char *what, char **field) {
+        char *s = NULL;
+        int r = get_str(c, n, what, &s);
+        if (r < 0)
+                return r;
+        free(*field);
+        *field = s;
+        return 0;
+}
+
+/* HAMi's `nvidia:` block: the keys we use; its many others are ignored. */
+static int get_nvidia(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, struct mk_sched_config *cfg) {
+        if (n->kind != MK_YAML_MAPPING)
+                return mk_yaml_error(c, n, "nvidia must be a mapping");
+        _cleanup_yaml_map_done_ struct mk_yaml_map mm = {0};
+        int r = mk_yaml_map_load(c, n, &mm);
+        if (r < 0)
+                return r;
+        for (size_t k = 0; k < mm.n; k++) {
+                const char *key = mm.pairs[k].name;
+                const struct mk_yaml_node *v = mm.pairs[k].value;
+                size_t old = mk_yaml_path_push_key(c, key);
+                if (streq(key, "knownMigGeometries"))
+                        r = get_model_list(c, v, true, cfg);
+                else if (streq(key, "migProfileAllowlist"))
+                        r = get_model_list(c, v, false, cfg);
+                else if (streq(key, "resourceCountName"))
+                        r = set_str(c, v, key, &cfg->resource_count);
+                else if (streq(key, "resourceMemoryName"))
+                        r = set_str(c, v, key, &cfg->resource_memory);
+                else if (streq(key, "resourceMemoryPercentageName"))
+                        r = set_str(c, v, key, &cfg->resource_memory_percentage);
+                else if (streq(key, "resourceCoreName"))
+                        r = set_str(c, v, key, &cfg->resource_cores);
+                if (r < 0)
+                        return r;
+                mk_yaml_path_pop(c, old);
+        }
+        return 0;
+}
+
+static int parse_top(struct mk_yaml_ctx *c, const struct mk_yaml_node *root, struct mk_sched_config *cfg) {
+        static const char *const known[] = {"version", "allowedProfiles", "nodeconfig", "resourceNames", NULL};
+        if (!root)
+                return 0;
+        if (root->kind != MK_YAML_MAPPING)
+                return mk_yaml_error(c, root, "the document must be a mapping");
+        _cleanup_yaml_map_done_ struct mk_yaml_map m = {0};
+        int r = mk_yaml_map_load(c, root, &m);
+        if (r < 0)
+                return r;
+        bool ours = false;
+        for (size_t i = 0; i < m.n; i++)
+                if (streq(m.pairs[i].name, "version"))
+                        ours = true;
+        if (ours) {
+                mk_yaml_map_done(&m);
+                r = mk_yaml_map_load_known(c, root, "the document", known, true, &m);
+                if (r < 0)
+                        return r;
+        }
+        for (size_t i = 0; i < m.n; i++) {
+                const char *k = m.pairs[i].name;
+                const struct mk_yaml_node *v = m.pairs[i].value;
+                size_t old = mk_yaml_path_push_key(c, k);
+                if (streq(k, "version")) {
+                        _cleanup_free_ char *ver = NULL;
+                        r = get_str(c, v, "version", &ver);
+                        if (r >= 0 && !streq(ver, "v1"))
+                                r = mk_yaml_error(c, v, "unsupported version '%s' (want v1)", ver);
+                } else if (streq(k, "allowedProfiles"))
+                        r = get_model_list(c, v, false, cfg);
+                else if (streq(k, "nodeconfig"))
+                        r = get_nodes(c, v, cfg);
+                else if (streq(k, "nvidia") || streq(k, "resourceNames"))
+                        r = get_nvidia(c, v, cfg);
+                /* HAMi form: other vendors' blocks are accepted and ignored. */
+                if (r < 0)
+                        return r;
+                mk_yaml_path_pop(c, old);
+        }
+        return 0;
+}
+
+static int default_str(char **field, const char *def) {
+        if (*field)
+                return 0;
+        *field = strdup(def);
+        return *field ? 0 : -ENOMEM;
+}
+
+int mk_sched_config_parse(const char *data, size_t len, const char *file, struct mk_sched_config **ret,
+                          struct mk_error *e) {
+        struct mk_yaml_ctx c = {.file = file ? file : "<input>", .e = e};
+        if (len > MK_MAX_SCHED_CONFIG_BYTES)
+                return mk_error_set_at(e, -E2BIG, c.file, 0, 0, "'%s' is larger than %u bytes", c.file,
+                                       MK_MAX_SCHED_CONFIG_BYTES);
+        _cleanup_(mk_yaml_doc_freep) struct mk_yaml_doc *doc = NULL;
+        int r = mk_yaml_parse(data ? data : "", data ? len : 0, c.file, &doc, e);
+        if (r < 0)
+                return r;
+        _cleanup_(mk_sched_config_freep) struct mk_sched_config *cfg = calloc(1, sizeof(*cfg));
+        if (!cfg || !(cfg->file = strdup(c.file)))
+                return mk_error_set_at(e, -ENOMEM, c.file, 0, 0, "out of memory");
+        r = parse_top(&c, doc->root, cfg);
+        if (r < 0)
+                return r;
+        if (default_str(&cfg->resource_count, "nvidia.com/gpu") < 0 ||
+            default_str(&cfg->resource_memory, "nvidia.com/gpumem") < 0 ||
+            default_str(&cfg->resource_memory_percentage, "nvidia.com/gpumem-percentage") < 0 ||
+            default_str(&cfg->resource_cores, "nvidia.com/gpucores") < 0)
+                return mk_error_set_at(e, -ENOMEM, c.file, 0, 0, "out of memory");
+        *ret = TAKE_PTR(cfg);
+        return 0;
+}
+
+int mk_sched_config_load(const char *path, struct mk_sched_config **ret, struct mk_error *e) {
+        if (!path)
+                return mk_sched_config_parse("", 0, "<default>", ret, e);
+        _cleanup_free_ char *data = NULL;
+        size_t len = 0;
+        int r = mk_read_file(path, MK_MAX_SCHED_CONFIG_BYTES, &data, &len, e);
+        if (r < 0)
+                return r;
+        return mk_sched_config_parse(data, len, path, ret, e);
+}
+
+static bool contains_ci(const char *hay, const char *needle) {
+        size_t n = strlen(needle), h = strlen(hay);
+        for (size_t i = 0; n <= h && i <= h - n; i++)
+                if (strncasecmp(hay + i, needle, n) == 0)
+                        return true;
+        return false;
+}
+
+const struct mk_sched_model *mk_sched_config_match(const struct mk_sched_config *c, const char *gpu_name) {
+        for (size_t i = 0; i < c->n_models; i++)
+                for (size_t k = 0; k < c->models[i].n_models; k++)
+                        if (contains_ci(gpu_name, c->models[i].models[k]))
+                                return &c->models[i];
+        return NULL;
+}
+
+bool mk_sched_config_allows(const struct mk_sched_config *c, const char *gpu_name, const struct mk_profile_name *p) {
+        if (c->n_models == 0)
+                return true;
+        const struct mk_sched_model *m = mk_sched_config_match(c, gpu_name);
+        for (size_t i = 0; m && i < m->n_profiles; i++)
+                if (mk_profile_name_equal(&m->profiles[i], p))
+                        return true;
+        return false;
+}
+
+enum mk_sched_mode mk_sched_config_node_mode(const struct mk_sched_config *c, const char *node) {
+        for (size_t i = 0; i < c->n_nodes; i++)
+                if (streq(c->nodes[i].name, node))
+                        return c->nodes[i].mode;
+        return MK_SCHED_MODE_MIG;
+}

@@ -1,0 +1,90 @@
+/* The scheduler's device config: which MIG profiles the dynamic scheduler
+ * may create on which GPU model, and which nodes it manages. Two forms are
+ * accepted in one file (docs/scheduler.md):
+ *
+ *   ours:   version: v1
+ *           allowedProfiles: [{models: [substrings], profiles: ["1g.10gb", "1g.10gb+me", ...]}]
+ *           nodeconfig: [{name: node, operatingmode: mig|hami-core|disabled}]
+ *   HAMi:   nvidia: {knownMigGeometries: [{models, allowedGeometries: [[{name, memory, count}]]}],
+ *                    migProfileAllowlist: [{models, profiles}], resource*Name: ...}
+ *           nodeconfig: [...]      (shared/reference/hami.md §5.3, §7.1, §7.2)
+ *
+ * Profiles are identified exactly by their canonical name (`1g.10gb`,
+ * `1g.20gb`, `1g.10gb+me` are three profiles), never by slice count.
+ * Models match the NVML GPU name as a case-insensitive substring; the first
+ * matching entry wins (HAMi's rule). Errors carry file:line:column. */
+#pragma once
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "base/error.h"
+#include "base/macro.h"
+#include "mig/profile.h"
+
+#define MK_MAX_SCHED_CONFIG_BYTES (1024u * 1024) /* the config file */
+#define MK_MAX_SCHED_MODELS 256u                 /* allowedProfiles / knownMigGeometries entries */
+#define MK_MAX_SCHED_PROFILES 64u                /* profiles of one entry */
+#define MK_MAX_SCHED_NODES 4096u                 /* nodeconfig entries */
+#define MK_MAX_SCHED_NAME 253u                   /* a node name or model substring */
+
+enum mk_sched_mode {
+        MK_SCHED_MODE_MIG,             /* dynamic MIG: the scheduler creates instances */
+        MK_SCHED_MODE_HAMI_CORE,       /* soft slicing: not ours, the node is skipped */
+        MK_SCHED_MODE_DISABLED,
+        _MK_SCHED_MODE_MAX,
+        _MK_SCHED_MODE_INVALID = -EINVAL,
+};
+/* "mig", "hami-core", "disabled". */
+const char *mk_sched_mode_to_string(enum mk_sched_mode m);
+enum mk_sched_mode mk_sched_mode_from_string(const char *s);
+
+struct mk_sched_model {
+        char **models;                  /* substrings, NULL-terminated */
+        size_t n_models;
+        struct mk_profile_name *profiles; /* canonical GI profile names (C == G) */
+        size_t n_profiles;
+        unsigned line;                  /* where the entry starts, for messages */
+};
+
+struct mk_sched_node_config {
+        char *name;
+        enum mk_sched_mode mode;
+};
+
+struct mk_sched_config {
+        char *file;
+        struct mk_sched_model *models;
+        size_t n_models;
+        struct mk_sched_node_config *nodes;
+        size_t n_nodes;
+        /* Resource names (HAMi's nvidia.resource*Name), defaults nvidia.com/gpu,
+         * nvidia.com/gpumem, nvidia.com/gpumem-percentage, nvidia.com/gpucores. */
+        char *resource_count, *resource_memory, *resource_memory_percentage, *resource_cores;
+};
+
+/* Parses `len` bytes. An empty document is a config with no model entries
+ * (every profile allowed) and default resource names. Errors: -EINVAL with
+ * file:line:column and field path, -E2BIG over MK_MAX_SCHED_CONFIG_BYTES,
+ * -ENOMEM. *ret is written only on success; free with mk_sched_config_free(). */
+int mk_sched_config_parse(const char *data, size_t len, const char *file, struct mk_sched_config **ret,
+                          struct mk_error *e) _nonnull_(4) _wur_;
+/* Reads and parses a file; NULL path gives the default (empty) config. */
+int mk_sched_config_load(const char *path, struct mk_sched_config **ret, struct mk_error *e) _nonnull_(2) _wur_;
+struct mk_sched_config *mk_sched_config_free(struct mk_sched_config *c);
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct mk_sched_config *, mk_sched_config_free);
+
+/* The first entry whose model substring occurs in `gpu_name` (case-
+ * insensitive), NULL when none does. */
+const struct mk_sched_model *mk_sched_config_match(const struct mk_sched_config *c, const char *gpu_name)
+        _nonnull_(1, 2);
+
+/* Whether a GPU named `gpu_name` may get profile `p`: with no model entries
+ * at all, every profile; else only the profiles of the matching entry (a
+ * GPU no entry matches gets none). */
+bool mk_sched_config_allows(const struct mk_sched_config *c, const char *gpu_name, const struct mk_profile_name *p)
+        _nonnull_(1, 2, 3);
+
+/* The node's operating mode: its nodeconfig entry's, else MIG. */
+enum mk_sched_mode mk_sched_config_node_mode(const struct mk_sched_config *c, const char *node) _nonnull_(1, 2);
