@@ -307,16 +307,58 @@ static void on_event(struct mk_health *h, const struct mk_nvml_event *ev) {
         mark_unhealthy(h, ev->gpu, ev->gi_id, ev->ci_id, ev->xid, why);
 }
 
-/* After a failed wait: which GPUs answer? Lost ones stay unhealthy; when
- * every GPU answers the failure is not attributable and, as upstream, every
- * GPU is marked unhealthy (they recover by the usual rule). */
-static void on_wait_failure(struct mk_health *h, const char *msg) {
-        bool any = false;
+/* Reports the GPUs whose registration failed, as upstream does; returns
+ * whether any did. */
+static bool check_registration(struct mk_health *h) {
+        bool failed = false;
         for (size_t g = 0; g < h->s->n_gpus; g++) {
-                if (gpu_lost(h, (unsigned) g)) {
-                        any = true;
+                int st = mk_nvml_events_gpu_status(h->ev, g);
+                if (st == -ENXIO) {
+                        mark_lost(h, (unsigned) g, "GPU is lost (fallen off the bus)");
+                        failed = true;
+                } else if (st < 0 && st != -EOPNOTSUPP) {
+                        if (!gpu_lost(h, (unsigned) g))
+                                mark_unhealthy(h, (unsigned) g, UINT32_MAX, UINT32_MAX, 0,
+                                               "cannot register for NVML events");
+                        failed = true;
+                } else if (st == -EOPNOTSUPP)
+                        log_debug_area(AREA, "GPU %zu: NVML events not supported, it stays healthy", g);
+        }
+        return failed;
+}
+
+static void mark_all(struct mk_health *h, const char *why) {
+        for (size_t g = 0; g < h->s->n_gpus; g++)
+                if (!gpu_lost(h, (unsigned) g))
+                        mark_unhealthy(h, (unsigned) g, UINT32_MAX, UINT32_MAX, 0, why);
+}
+
+/* (Re-)registers the snapshot's GPUs; GPUs that fail are reported. A set
+ * that cannot be created marks every GPU (nothing watches them) and is
+ * retried. Returns whether some GPU failed. */
+static bool open_events(struct mk_health *h) {
+        struct mk_error e = {0};
+        h->ev = mk_nvml_events_close(h->ev);
+        h->reopen = false;
+        int r = mk_nvml_events_open(h->n, h->s, &h->ev, &e);
+        if (r < 0) {
+                log_debug_area(AREA, "Cannot reopen NVML events: %s", e.msg);
+                mark_all(h, "NVML events unavailable");
+                h->reopen = true;
+                return true;
+        }
+        return check_registration(h);
+}
+
+/* After a failed wait (a registered GPU lost keeps every wait failing):
+ * register again at once, so lost GPUs show and are left out, then check
+ * the others. When every GPU answers, the failure is not attributable and,
+ * as upstream, every GPU is marked (they recover by the usual rule). */
+static void on_wait_failure(struct mk_health *h, const char *why) {
+        bool any = open_events(h);
+        for (size_t g = 0; g < h->s->n_gpus && !h->reopen; g++) {
+                if (gpu_lost(h, (unsigned) g) || mk_nvml_events_gpu_status(h->ev, g) < 0)
                         continue;
-                }
                 struct mk_error e = {0};
                 int r = mk_nvml_device_check(h->n, h->s->gpus[g].index, UINT32_MAX, UINT32_MAX, &e);
                 if (r == -ENXIO) {
@@ -328,37 +370,7 @@ static void on_wait_failure(struct mk_health *h, const char *msg) {
                 }
         }
         if (!any)
-                for (size_t g = 0; g < h->s->n_gpus; g++)
-                        mark_unhealthy(h, (unsigned) g, UINT32_MAX, UINT32_MAX, 0, msg);
-        h->reopen = true;
-}
-
-/* Reports the GPUs whose registration failed, as upstream does. */
-static void check_registration(struct mk_health *h) {
-        for (size_t g = 0; g < h->s->n_gpus; g++) {
-                int st = mk_nvml_events_gpu_status(h->ev, g);
-                if (st == -ENXIO)
-                        mark_lost(h, (unsigned) g, "GPU is lost (fallen off the bus)");
-                else if (st < 0 && st != -EOPNOTSUPP && !gpu_lost(h, (unsigned) g))
-                        mark_unhealthy(h, (unsigned) g, UINT32_MAX, UINT32_MAX, 0, "cannot register for NVML events");
-                else if (st == -EOPNOTSUPP)
-                        log_debug_area(AREA, "GPU %zu: NVML events not supported, it stays healthy", g);
-        }
-}
-
-/* (Re-)registers the snapshot's GPUs. */
-static void open_events(struct mk_health *h) {
-        struct mk_error e = {0};
-        h->ev = mk_nvml_events_close(h->ev);
-        h->reopen = false;
-        int r = mk_nvml_events_open(h->n, h->s, &h->ev, &e);
-        if (r < 0) {
-                log_debug_area(AREA, "Cannot reopen NVML events: %s", e.msg);
-                on_wait_failure(h, "NVML events unavailable");
-                h->reopen = true;
-                return;
-        }
-        check_registration(h);
+                mark_all(h, why);
 }
 
 /* The recovery rule. */
@@ -408,23 +420,32 @@ static unsigned next_wait_ms(struct mk_health *h) {
 
 static void *thread_main(void *userdata) {
         struct mk_health *h = userdata;
-        check_registration(h); /* of the set mk_health_start() opened */
+        unsigned failures = 0;
+
+        (void) check_registration(h); /* of the set mk_health_start() opened */
         while (!should_stop(h)) {
                 if (h->reopen) {
-                        pause_ms(h, MIN(h->o.recheck_ms, MK_HEALTH_WAIT_MS)); /* no busy loop on failures */
+                        if (failures > 0) /* no busy loop while NVML keeps failing */
+                                pause_ms(h, MIN(h->o.recheck_ms, MK_HEALTH_WAIT_MS));
                         if (should_stop(h))
                                 break;
-                        open_events(h);
+                        (void) open_events(h);
+                        failures = h->reopen ? failures + 1 : 0;
                 }
                 if (h->ev && !h->reopen) {
                         struct mk_nvml_event ev;
                         struct mk_error e = {0};
                         int r = mk_nvml_events_wait(h->ev, next_wait_ms(h), &ev, &e);
+                        if (r >= 0)
+                                failures = 0;
                         if (r > 0)
                                 on_event(h, &ev);
                         else if (r < 0) {
                                 log_debug_area(AREA, "%s", e.msg);
-                                on_wait_failure(h, "NVML event wait failed");
+                                if (failures++ > 0)
+                                        pause_ms(h, MIN(h->o.recheck_ms, MK_HEALTH_WAIT_MS));
+                                if (!should_stop(h))
+                                        on_wait_failure(h, "NVML event wait failed");
                         }
                 }
                 recheck(h);
