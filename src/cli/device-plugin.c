@@ -1,9 +1,279 @@
-/* `migkit device-plugin`: placeholder until the command lands (being built now). */
+/* `migkit device-plugin`: flags and environment as NVIDIA's device plugin
+ * (shared/reference/device-plugin.md §4.2), then plugin/daemon.h runs.
+ * Precedence: flag > environment > config file > default. */
+#include <getopt.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
+#include "base/error.h"
+#include "base/log.h"
+#include "base/macro.h"
+#include "base/parse.h"
 #include "cli/cli.h"
+#include "kube/kube.h"
+#include "kube/kubeconfig.h"
+#include "plugin/daemon.h"
+#include "plugin/resources.h"
+#include "spec/plugin-config.h"
+
+#define DEFAULT_MACHINE_TYPE_FILE "/sys/class/dmi/id/product_name"
+
+static void help(void) {
+        printf("Usage: migkit device-plugin [OPTIONS]\n"
+               "\n"
+               "Kubernetes device plugin (kubelet API v1beta1) for whole GPUs and MIG devices,\n"
+               "with GPU feature discovery labels. Runs until SIGTERM; SIGHUP reloads the\n"
+               "config and NVML. docs/device-plugin.md describes every option.\n"
+               "\n"
+               "  --mig-strategy S            none (default), single or mixed [MIG_STRATEGY]\n"
+               "  --fail-on-init-error BOOL   exit when NVML or the resources fail (default true);\n"
+               "                              false: log, serve nothing, retry [FAIL_ON_INIT_ERROR]\n"
+               "  --pass-device-specs BOOL    device nodes in Allocate answers (default false)\n"
+               "                              [PASS_DEVICE_SPECS]\n"
+               "  --device-list-strategy L    envvar (default), volume-mounts, cdi-annotations,\n"
+               "                              cdi-cri; a comma list combines [DEVICE_LIST_STRATEGY]\n"
+               "  --device-id-strategy S      uuid (default) or index [DEVICE_ID_STRATEGY]\n"
+               "  --nvidia-driver-root DIR    driver root on the host (default /) [NVIDIA_DRIVER_ROOT]\n"
+               "                              (alias --driver-root)\n"
+               "  --dev-root DIR              host prefix of /dev in device specs (default: the driver\n"
+               "                              root) [NVIDIA_DEV_ROOT] (alias --nvidia-dev-root)\n"
+               "  --cdi-annotation-prefix P   CDI annotation key prefix (default cdi.k8s.io/)\n"
+               "                              [CDI_ANNOTATION_PREFIX]\n"
+               "  --gds-enabled, --mofed-enabled, --gdrcopy-enabled BOOL\n"
+               "                              NVIDIA_GDS / NVIDIA_MOFED / NVIDIA_GDRCOPY=enabled in\n"
+               "                              Allocate answers [GDS_ENABLED, MOFED_ENABLED, GDRCOPY_ENABLED]\n"
+               "  --config-file FILE          v1 config: flags.migStrategy, sharing.timeSlicing /\n"
+               "                              sharing.mps; re-read on SIGHUP [CONFIG_FILE]\n"
+               "  --resource-config LIST      <name>:<rename>:<replicas>,... (replicas -1: one per\n"
+               "                              GB); replaces the config's sharing\n"
+               "                              [NVIDIA_DRIVER_RESOURCE_CONFIG]\n"
+               "  --device-plugin-path DIR    kubelet device plugin directory\n"
+               "                              (default " MK_DP_DEFAULT_PLUGIN_DIR ") [DEVICE_PLUGIN_PATH]\n"
+               "  --labels MODE               GPU feature labels: none (default), node (patch the Node\n"
+               "                              NODE_NAME) or nfd-file [MIGKIT_LABELS]\n"
+               "  --nfd-features-file FILE    where --labels nfd-file writes (default\n"
+               "                              " MK_DP_DEFAULT_NFD_FILE ") [GFD_OUTPUT_FILE]\n"
+               "  --node-name NAME            this node, for --labels node [NODE_NAME]\n"
+               "  --kubeconfig PATH           kubeconfig for --labels node [KUBECONFIG]; default in-cluster\n"
+               "  --machine-type-file FILE    source of nvidia.com/gpu.machine\n"
+               "                              (default " DEFAULT_MACHINE_TYPE_FILE ") [GFD_MACHINE_TYPE_FILE]\n"
+               "\n"
+               "Health: DP_DISABLE_HEALTHCHECKS, DP_ENABLE_HEALTHCHECKS (docs/device-plugin-health.md).\n");
+}
+
+static const char *env(const char *name) {
+        const char *v = secure_getenv(name);
+        return v && *v ? v : NULL;
+}
+
+static int parse_bool_opt(const char *what, const char *s, bool *ret) {
+        if (!s)
+                return 0;
+        if (mk_parse_bool(s, ret) < 0) {
+                fprintf(stderr, "Error: invalid %s '%s' (true or false)\n", what, s);
+                return -EINVAL;
+        }
+        return 0;
+}
 
 int cli_device_plugin(int argc, char **argv) {
-        fprintf(stderr, "migkit device-plugin: not built yet\n");
-        return 1;
+        enum {
+                OPT_MIG_STRATEGY = 0x100,
+                OPT_FAIL_ON_INIT_ERROR,
+                OPT_PASS_DEVICE_SPECS,
+                OPT_DEVICE_LIST_STRATEGY,
+                OPT_DEVICE_ID_STRATEGY,
+                OPT_DRIVER_ROOT,
+                OPT_DEV_ROOT,
+                OPT_CDI_PREFIX,
+                OPT_GDS,
+                OPT_MOFED,
+                OPT_GDRCOPY,
+                OPT_CONFIG_FILE,
+                OPT_RESOURCE_CONFIG,
+                OPT_PLUGIN_PATH,
+                OPT_LABELS,
+                OPT_NFD_FILE,
+                OPT_NODE_NAME,
+                OPT_KUBECONFIG,
+                OPT_MACHINE_TYPE_FILE,
+        };
+        static const struct option options[] = {
+                {"mig-strategy", required_argument, NULL, OPT_MIG_STRATEGY},
+                {"fail-on-init-error", required_argument, NULL, OPT_FAIL_ON_INIT_ERROR},
+                {"pass-device-specs", required_argument, NULL, OPT_PASS_DEVICE_SPECS},
+                {"device-list-strategy", required_argument, NULL, OPT_DEVICE_LIST_STRATEGY},
+                {"device-id-strategy", required_argument, NULL, OPT_DEVICE_ID_STRATEGY},
+                {"nvidia-driver-root", required_argument, NULL, OPT_DRIVER_ROOT},
+                {"driver-root", required_argument, NULL, OPT_DRIVER_ROOT},
+                {"dev-root", required_argument, NULL, OPT_DEV_ROOT},
+                {"nvidia-dev-root", required_argument, NULL, OPT_DEV_ROOT},
+                {"cdi-annotation-prefix", required_argument, NULL, OPT_CDI_PREFIX},
+                {"gds-enabled", required_argument, NULL, OPT_GDS},
+                {"mofed-enabled", required_argument, NULL, OPT_MOFED},
+                {"gdrcopy-enabled", required_argument, NULL, OPT_GDRCOPY},
+                {"config-file", required_argument, NULL, OPT_CONFIG_FILE},
+                {"resource-config", required_argument, NULL, OPT_RESOURCE_CONFIG},
+                {"device-plugin-path", required_argument, NULL, OPT_PLUGIN_PATH},
+                {"labels", required_argument, NULL, OPT_LABELS},
+                {"nfd-features-file", required_argument, NULL, OPT_NFD_FILE},
+                {"node-name", required_argument, NULL, OPT_NODE_NAME},
+                {"kubeconfig", required_argument, NULL, OPT_KUBECONFIG},
+                {"machine-type-file", required_argument, NULL, OPT_MACHINE_TYPE_FILE},
+                {"help", no_argument, NULL, 'h'},
+                {},
+        };
+        const char *mig_strategy = env("MIG_STRATEGY"), *fail_on_init = env("FAIL_ON_INIT_ERROR"),
+                   *pass_specs = env("PASS_DEVICE_SPECS"), *list_strategy = env("DEVICE_LIST_STRATEGY"),
+                   *id_strategy = env("DEVICE_ID_STRATEGY"), *driver_root = env("NVIDIA_DRIVER_ROOT"),
+                   *dev_root = env("NVIDIA_DEV_ROOT"), *cdi_prefix = env("CDI_ANNOTATION_PREFIX"),
+                   *gds = env("GDS_ENABLED"), *mofed = env("MOFED_ENABLED"), *gdrcopy = env("GDRCOPY_ENABLED"),
+                   *config_file = env("CONFIG_FILE"), *resource_config = env("NVIDIA_DRIVER_RESOURCE_CONFIG"),
+                   *plugin_path = env("DEVICE_PLUGIN_PATH"), *labels = env("MIGKIT_LABELS"),
+                   *nfd_file = env("GFD_OUTPUT_FILE"), *node_name = env("NODE_NAME"),
+                   *kubeconfig = env("KUBECONFIG"), *machine_file = env("GFD_MACHINE_TYPE_FILE");
+        int c;
+        while ((c = getopt_long(argc, argv, "h", options, NULL)) >= 0)
+                switch (c) {
+                case OPT_MIG_STRATEGY:
+                        mig_strategy = optarg;
+                        break;
+                case OPT_FAIL_ON_INIT_ERROR:
+                        fail_on_init = optarg;
+                        break;
+                case OPT_PASS_DEVICE_SPECS:
+                        pass_specs = optarg;
+                        break;
+                case OPT_DEVICE_LIST_STRATEGY:
+                        list_strategy = optarg;
+                        break;
+                case OPT_DEVICE_ID_STRATEGY:
+                        id_strategy = optarg;
+                        break;
+                case OPT_DRIVER_ROOT:
+                        driver_root = optarg;
+                        break;
+                case OPT_DEV_ROOT:
+                        dev_root = optarg;
+                        break;
+                case OPT_CDI_PREFIX:
+                        cdi_prefix = optarg;
+                        break;
+                case OPT_GDS:
+                        gds = optarg;
+                        break;
+                case OPT_MOFED:
+                        mofed = optarg;
+                        break;
+                case OPT_GDRCOPY:
+                        gdrcopy = optarg;
+                        break;
+                case OPT_CONFIG_FILE:
+                        config_file = optarg;
+                        break;
+                case OPT_RESOURCE_CONFIG:
+                        resource_config = optarg;
+                        break;
+                case OPT_PLUGIN_PATH:
+                        plugin_path = optarg;
+                        break;
+                case OPT_LABELS:
+                        labels = optarg;
+                        break;
+                case OPT_NFD_FILE:
+                        nfd_file = optarg;
+                        break;
+                case OPT_NODE_NAME:
+                        node_name = optarg;
+                        break;
+                case OPT_KUBECONFIG:
+                        kubeconfig = optarg;
+                        break;
+                case OPT_MACHINE_TYPE_FILE:
+                        machine_file = optarg;
+                        break;
+                case 'h':
+                        help();
+                        return MK_EXIT_OK;
+                default:
+                        return MK_EXIT_USAGE;
+                }
+        if (optind < argc) {
+                fprintf(stderr, "Error: unexpected argument '%s'\n", argv[optind]);
+                return MK_EXIT_USAGE;
+        }
+
+        struct mk_dp_daemon_options o = {
+                .fail_on_init_error = true,
+                .config_file = config_file,
+                .resource_config = resource_config,
+                .plugin_dir = plugin_path,
+                .nfd_features_file = nfd_file,
+                .node_name = node_name,
+                .machine_type_file = machine_file ? machine_file : DEFAULT_MACHINE_TYPE_FILE,
+        };
+        mk_dp_options_init(&o.dp);
+        struct mk_error e = {0};
+        if (mig_strategy) {
+                int s = mk_mig_strategy_from_string(mig_strategy);
+                if (s < 0) {
+                        fprintf(stderr, "Error: unknown MIG strategy '%s' (none, single or mixed)\n", mig_strategy);
+                        return MK_EXIT_USAGE;
+                }
+                o.dp.mig_strategy = (enum mk_mig_strategy) s;
+                o.mig_strategy_given = true;
+        }
+        if (list_strategy && mk_dp_list_strategies_parse(list_strategy, &o.dp.list_strategies, &e) < 0) {
+                fprintf(stderr, "Error: invalid device list strategy: %s\n", e.msg);
+                return MK_EXIT_USAGE;
+        }
+        if (id_strategy) {
+                int s = mk_dp_id_strategy_from_string(id_strategy);
+                if (s < 0) {
+                        fprintf(stderr, "Error: unknown device id strategy '%s' (uuid or index)\n", id_strategy);
+                        return MK_EXIT_USAGE;
+                }
+                o.dp.id_strategy = (enum mk_dp_id_strategy) s;
+        }
+        if (parse_bool_opt("--fail-on-init-error", fail_on_init, &o.fail_on_init_error) < 0 ||
+            parse_bool_opt("--pass-device-specs", pass_specs, &o.dp.pass_device_specs) < 0 ||
+            parse_bool_opt("--gds-enabled", gds, &o.dp.gds_enabled) < 0 ||
+            parse_bool_opt("--mofed-enabled", mofed, &o.dp.mofed_enabled) < 0 ||
+            parse_bool_opt("--gdrcopy-enabled", gdrcopy, &o.dp.gdrcopy_enabled) < 0)
+                return MK_EXIT_USAGE;
+        if (driver_root)
+                o.dp.driver_root = driver_root;
+        if (dev_root)
+                o.dp.dev_root = dev_root;
+        if (cdi_prefix)
+                o.dp.cdi_annotation_prefix = cdi_prefix;
+        o.labels = MK_DP_LABELS_NONE;
+        if (labels) {
+                int m = mk_dp_labels_mode_from_string(labels);
+                if (m < 0) {
+                        fprintf(stderr, "Error: unknown --labels '%s' (none, node or nfd-file)\n", labels);
+                        return MK_EXIT_USAGE;
+                }
+                o.labels = (enum mk_dp_labels_mode) m;
+        }
+
+        _cleanup_(mk_kube_config_done) struct mk_kube_config kc = {0};
+        _cleanup_kube_free_ struct mk_kube *k = NULL;
+        if (o.labels == MK_DP_LABELS_NODE) {
+                if (!node_name) {
+                        fprintf(stderr, "Error: --labels node needs --node-name or NODE_NAME\n");
+                        return MK_EXIT_USAGE;
+                }
+                int r = kubeconfig ? mk_kube_config_from_kubeconfig(kubeconfig, NULL, &kc, &e)
+                                   : mk_kube_config_load(NULL, &kc, &e);
+                if (r < 0 || mk_kube_new(&kc, NULL, &k, &e) < 0)
+                        return cli_fail(&e);
+                o.kube = k;
+        }
+
+        int r = mk_dp_daemon_run(&o, &e);
+        if (r < 0)
+                return cli_fail(&e);
+        return MK_EXIT_OK;
 }

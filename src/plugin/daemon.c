@@ -1,0 +1,1094 @@
+/* The device plugin daemon (daemon.h, docs/device-plugin.md,
+ * shared/reference/device-plugin.md §2, §4.1). Threads: the main thread
+ * runs the loop (signalfd, inotify, timers); gRPC's threads call the
+ * handlers below; the health monitor's thread calls on_health(); one
+ * registrar thread per start runs the Register calls, since the kubelet
+ * calls GetDevicePluginOptions back before it answers (§2.2). `lock`
+ * guards the snapshot and the resources against the handlers and the
+ * health callback; the main thread replaces them only with every server,
+ * the registrar and the monitor stopped. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/inotify.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "base/dynbuf.h"
+#include "base/error.h"
+#include "base/host.h"
+#include "base/log.h"
+#include "base/macro.h"
+#include "kube/kube.h"
+#include "nvml/nvml.h"
+#include "plugin/allocate.h"
+#include "plugin/daemon.h"
+#include "plugin/grpc.h"
+#include "plugin/health.h"
+#include "plugin/labels.h"
+#include "plugin/preferred.h"
+#include "plugin/resources.h"
+#include "proto/deviceplugin.pb-c.h"
+#include "spec/plugin-config.h"
+
+#define AREA "plugin"
+#define MK_DP_MAX_NODE_NAME 253
+#define MK_DP_MAX_LABEL_KEYS_BYTES (256u << 10) /* our annotation; the apiserver's cap on all annotations */
+
+static const char *const labels_mode_table[_MK_DP_LABELS_MODE_MAX] = {
+        [MK_DP_LABELS_NONE] = "none",
+        [MK_DP_LABELS_NODE] = "node",
+        [MK_DP_LABELS_NFD_FILE] = "nfd-file",
+};
+
+const char *mk_dp_labels_mode_to_string(enum mk_dp_labels_mode m) {
+        return m >= 0 && m < _MK_DP_LABELS_MODE_MAX ? labels_mode_table[m] : NULL;
+}
+
+enum mk_dp_labels_mode mk_dp_labels_mode_from_string(const char *s) {
+        if (!s)
+                return _MK_DP_LABELS_MODE_INVALID;
+        for (int i = 0; i < _MK_DP_LABELS_MODE_MAX; i++)
+                if (streq(s, labels_mode_table[i]))
+                        return (enum mk_dp_labels_mode) i;
+        return _MK_DP_LABELS_MODE_INVALID;
+}
+
+/* ---- labels: NFD file and Node patch (pure parts testable) ---- */
+
+int mk_dp_write_features_file(const char *path, const struct mk_labels *l, struct mk_error *e) {
+        _cleanup_free_ char *tmp = NULL;
+        if (asprintf(&tmp, "%s.tmp.XXXXXX", path) < 0)
+                return mk_error_set(e, -ENOMEM, "out of memory");
+        _cleanup_close_ int fd = mkostemp(tmp, O_CLOEXEC);
+        if (fd < 0)
+                return mk_error_set(e, negative_errno(), "Cannot create a temporary file beside '%s': %m", path);
+        _cleanup_buf_done_ struct mk_buf b;
+        mk_buf_init(&b, (size_t) MK_MAX_LABELS * 1024);
+        int r = 0;
+        for (size_t i = 0; i < l->n && r >= 0; i++)
+                r = mk_buf_printf(&b, "%s=%s\n", l->items[i].key, l->items[i].value);
+        if (r >= 0) {
+                const char *p = mk_buf_str(&b);
+                size_t left = b.len;
+                while (left > 0) {
+                        ssize_t n = write(fd, p, left);
+                        if (n < 0 && errno == EINTR)
+                                continue;
+                        if (n < 0) {
+                                r = negative_errno();
+                                break;
+                        }
+                        p += n;
+                        left -= (size_t) n;
+                }
+        }
+        if (r >= 0 && fchmod(fd, 0644) < 0)
+                r = negative_errno();
+        if (r >= 0 && fsync(fd) < 0)
+                r = negative_errno();
+        if (r >= 0 && rename(tmp, path) < 0)
+                r = negative_errno();
+        if (r < 0) {
+                (void) unlink(tmp);
+                errno = -r;
+                return mk_error_set(e, r, "Cannot write the feature file '%s': %m", path);
+        }
+        return 0;
+}
+
+int mk_dp_node_labels_patch(const json_t *node, const struct mk_labels *l, json_t **ret) {
+        const json_t *meta = node ? json_object_get(node, "metadata") : NULL;
+        const json_t *have = meta ? json_object_get(meta, "labels") : NULL;
+        const json_t *ann = meta ? json_object_get(meta, "annotations") : NULL;
+        const char *owned = ann ? json_string_value(json_object_get(ann, MK_DP_LABELS_ANNOTATION)) : NULL;
+
+        json_t *labels = json_object();
+        _cleanup_buf_done_ struct mk_buf keys;
+        mk_buf_init(&keys, MK_DP_MAX_LABEL_KEYS_BYTES);
+        if (!labels)
+                return -ENOMEM;
+        bool changed = false;
+        int r = 0;
+        for (size_t i = 0; i < l->n && r >= 0; i++) {
+                const char *cur = have ? json_string_value(json_object_get(have, l->items[i].key)) : NULL;
+                if (!cur || !streq(cur, l->items[i].value)) {
+                        changed = true;
+                        r = json_object_set_new(labels, l->items[i].key, json_string(l->items[i].value));
+                }
+                if (r >= 0)
+                        r = mk_buf_printf(&keys, "%s%s", i ? "," : "", l->items[i].key);
+        }
+        /* Keys we set before and no longer compute: removed, if still there. */
+        for (const char *p = owned; r >= 0 && p && *p;) {
+                const char *c = strchr(p, ',');
+                size_t n = c ? (size_t) (c - p) : strlen(p);
+                _cleanup_free_ char *k = strndup(p, n);
+                if (!k) {
+                        r = -ENOMEM;
+                        break;
+                }
+                if (*k && !mk_labels_get(l, k) && have && json_object_get(have, k)) {
+                        changed = true;
+                        r = json_object_set_new(labels, k, json_null());
+                }
+                p = c ? c + 1 : p + n;
+        }
+        if (r < 0) {
+                json_decref(labels);
+                return r == -E2BIG ? -E2BIG : -ENOMEM;
+        }
+        if (!owned || !streq(owned, mk_buf_str(&keys)))
+                changed = true;
+        if (!changed) {
+                json_decref(labels);
+                *ret = NULL;
+                return 0;
+        }
+        json_t *patch = json_pack("{s:{s:o,s:{s:s}}}", "metadata", "labels", labels, "annotations",
+                                  MK_DP_LABELS_ANNOTATION, mk_buf_str(&keys));
+        if (!patch)
+                return -ENOMEM;
+        *ret = patch;
+        return 0;
+}
+
+/* ---- the daemon ---- */
+
+struct dp_daemon;
+struct reg_ticket;
+
+struct dp_server {
+        struct dp_daemon *d;
+        size_t index;                   /* in d->resources->r */
+        char name[64];                  /* the resource's */
+        char *socket_path;
+        struct mk_grpc_server *grpc;
+        ino_t ino;                      /* our socket as we bound it */
+        struct timespec ctime;
+};
+
+struct dp_daemon {
+        const struct mk_dp_daemon_options *o;
+        struct mk_dp_options dp;        /* o->dp with config and host filled in */
+        struct mk_host host;
+        char *dir;                      /* plugin directory, no trailing '/' */
+        char *kubelet_socket;
+
+        struct mk_nvml *nvml;
+        struct mk_plugin_config *file_cfg;
+        struct mk_plugin_config *rc_cfg;
+        struct mk_snapshot *snapshot;
+        struct mk_dp_resources *resources;
+        pthread_mutex_t lock;           /* snapshot and resources vs. handlers and health */
+
+        struct dp_server *servers;
+        size_t n_servers;
+        struct mk_health *health;
+
+        struct reg_ticket *ticket;      /* the running registration, NULL when none */
+
+        bool up;                        /* servers started */
+        uint64_t retry_at_ms;           /* 0: no retry pending */
+        uint64_t labels_retry_at_ms;
+};
+
+static uint64_t now_ms(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t) ts.tv_sec * 1000 + (uint64_t) ts.tv_nsec / 1000000;
+}
+
+static const struct mk_dp_resource *server_resource(const struct dp_server *s) {
+        return &s->d->resources->r[s->index];
+}
+
+/* protobuf-c output appended to a struct mk_buf (its cap applies). */
+struct buf_appender {
+        ProtobufCBuffer base;
+        struct mk_buf *b;
+        int r;
+};
+
+static void buf_append(ProtobufCBuffer *pb, size_t len, const uint8_t *data) {
+        struct buf_appender *a = (struct buf_appender *) pb;
+        if (a->r >= 0)
+                a->r = mk_buf_append(a->b, data, len);
+}
+
+static int pack_msg(const ProtobufCMessage *m, struct mk_buf *b) {
+        struct buf_appender a = {.base = {.append = buf_append}, .b = b, .r = 0};
+        mk_buf_reset(b);
+        (void) protobuf_c_message_pack_to_buffer(m, &a.base);
+        return a.r;
+}
+
+/* The ListAndWatch message of one resource: every device, its health and
+ * NUMA node. Called with d->lock held. */
+static int pack_device_list(const struct mk_dp_resource *res, struct mk_buf *b) {
+        size_t n = res->n_devices;
+        _cleanup_free_ V1beta1__Device *devs = calloc(n ? n : 1, sizeof(*devs));
+        _cleanup_free_ V1beta1__Device **ptrs = calloc(n ? n : 1, sizeof(*ptrs));
+        _cleanup_free_ V1beta1__TopologyInfo *topo = calloc(n ? n : 1, sizeof(*topo));
+        _cleanup_free_ V1beta1__NUMANode *numa = calloc(n ? n : 1, sizeof(*numa));
+        _cleanup_free_ V1beta1__NUMANode **numa_ptrs = calloc(n ? n : 1, sizeof(*numa_ptrs));
+        if (!devs || !ptrs || !topo || !numa || !numa_ptrs)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++) {
+                const struct mk_dp_device *dev = &res->devices[i];
+                v1beta1__device__init(&devs[i]);
+                devs[i].id = (char *) dev->id;
+                devs[i].health = (char *) (dev->healthy ? "Healthy" : "Unhealthy");
+                if (dev->numa_node >= 0) {
+                        v1beta1__topology_info__init(&topo[i]);
+                        v1beta1__numanode__init(&numa[i]);
+                        numa[i].id = dev->numa_node;
+                        numa_ptrs[i] = &numa[i];
+                        topo[i].n_nodes = 1;
+                        topo[i].nodes = &numa_ptrs[i];
+                        devs[i].topology = &topo[i];
+                }
+                ptrs[i] = &devs[i];
+        }
+        V1beta1__ListAndWatchResponse msg = V1BETA1__LIST_AND_WATCH_RESPONSE__INIT;
+        msg.n_devices = n;
+        msg.devices = ptrs;
+        return pack_msg(&msg.base, b);
+}
+
+/* Sends the current list of server s's resource to its streams. Called
+ * with d->lock held. */
+static int publish(struct dp_server *s) {
+        _cleanup_buf_done_ struct mk_buf b;
+        mk_buf_init(&b, MK_GRPC_MAX_SEND_MESSAGE);
+        int r = pack_device_list(server_resource(s), &b);
+        if (r >= 0)
+                r = mk_grpc_server_publish(s->grpc, (const uint8_t *) b.data, b.len);
+        if (r < 0)
+                log_warning_errno(r, "Cannot send the device list of '%s': %m, ignoring", server_resource(s)->name);
+        return r;
+}
+
+/* ---- unary handlers (the server's thread) ---- */
+
+static int handle_options(struct mk_buf *resp) {
+        /* pre_start_required false: nothing to do before a container starts. */
+        V1beta1__DevicePluginOptions msg = V1BETA1__DEVICE_PLUGIN_OPTIONS__INIT;
+        msg.get_preferred_allocation_available = true;
+        return pack_msg(&msg.base, resp);
+}
+
+/* One ContainerAllocateResponse pointing into `r`; its pointer arrays and
+ * entries are malloc'd, freed by container_done(). */
+static void container_done(V1beta1__ContainerAllocateResponse *c) {
+        if (c->envs)
+                free(c->envs[0]);
+        free(c->envs);
+        if (c->annotations)
+                free(c->annotations[0]);
+        free(c->annotations);
+        if (c->mounts)
+                free(c->mounts[0]);
+        free(c->mounts);
+        if (c->devices)
+                free(c->devices[0]);
+        free(c->devices);
+        if (c->cdi_devices)
+                free(c->cdi_devices[0]);
+        free(c->cdi_devices);
+}
+
+/* n pointers to n consecutive zeroed items of `size` bytes; NULL for n 0. */
+static void **ptr_array(size_t n, size_t size, int *r) {
+        if (n == 0 || *r < 0)
+                return NULL;
+        void **p = calloc(n, sizeof(void *));
+        char *items = calloc(n, size);
+        if (!p || !items) {
+                free(p);
+                free(items);
+                *r = -ENOMEM;
+                return NULL;
+        }
+        for (size_t i = 0; i < n; i++)
+                p[i] = items + i * size;
+        return p;
+}
+
+static int fill_container(const struct mk_dp_response *r, V1beta1__ContainerAllocateResponse *c) {
+        int k = 0;
+        c->envs = (V1beta1__ContainerAllocateResponse__EnvsEntry **) ptr_array(
+                r->n_envs, sizeof(V1beta1__ContainerAllocateResponse__EnvsEntry), &k);
+        c->annotations = (V1beta1__ContainerAllocateResponse__AnnotationsEntry **) ptr_array(
+                r->n_annotations, sizeof(V1beta1__ContainerAllocateResponse__AnnotationsEntry), &k);
+        c->mounts = (V1beta1__Mount **) ptr_array(r->n_mounts, sizeof(V1beta1__Mount), &k);
+        c->devices = (V1beta1__DeviceSpec **) ptr_array(r->n_devices, sizeof(V1beta1__DeviceSpec), &k);
+        c->cdi_devices = (V1beta1__CDIDevice **) ptr_array(r->n_cdi_devices, sizeof(V1beta1__CDIDevice), &k);
+        if (k < 0)
+                return k;
+        c->n_envs = r->n_envs;
+        for (size_t i = 0; i < r->n_envs; i++) {
+                v1beta1__container_allocate_response__envs_entry__init(c->envs[i]);
+                c->envs[i]->key = r->envs[i].key;
+                c->envs[i]->value = r->envs[i].value;
+        }
+        c->n_annotations = r->n_annotations;
+        for (size_t i = 0; i < r->n_annotations; i++) {
+                v1beta1__container_allocate_response__annotations_entry__init(c->annotations[i]);
+                c->annotations[i]->key = r->annotations[i].key;
+                c->annotations[i]->value = r->annotations[i].value;
+        }
+        c->n_mounts = r->n_mounts;
+        for (size_t i = 0; i < r->n_mounts; i++) {
+                v1beta1__mount__init(c->mounts[i]);
+                c->mounts[i]->container_path = r->mounts[i].container_path;
+                c->mounts[i]->host_path = r->mounts[i].host_path;
+                c->mounts[i]->read_only = r->mounts[i].read_only;
+        }
+        c->n_devices = r->n_devices;
+        for (size_t i = 0; i < r->n_devices; i++) {
+                v1beta1__device_spec__init(c->devices[i]);
+                c->devices[i]->container_path = r->devices[i].container_path;
+                c->devices[i]->host_path = r->devices[i].host_path;
+                c->devices[i]->permissions = r->devices[i].permissions;
+        }
+        c->n_cdi_devices = r->n_cdi_devices;
+        for (size_t i = 0; i < r->n_cdi_devices; i++) {
+                v1beta1__cdidevice__init(c->cdi_devices[i]);
+                c->cdi_devices[i]->name = r->cdi_devices[i];
+        }
+        return 0;
+}
+
+static int handle_allocate(struct dp_server *s, const uint8_t *req, size_t len, struct mk_buf *resp,
+                           struct mk_error *e) {
+        V1beta1__AllocateRequest *m = v1beta1__allocate_request__unpack(NULL, len, req);
+        if (!m)
+                return mk_error_set(e, -EINVAL, "Allocate: cannot decode the request");
+        size_t n = m->n_container_requests;
+        struct mk_dp_response *out = calloc(n ? n : 1, sizeof(*out));
+        V1beta1__ContainerAllocateResponse *cs = calloc(n ? n : 1, sizeof(*cs));
+        V1beta1__ContainerAllocateResponse **cps = calloc(n ? n : 1, sizeof(*cps));
+        int r = out && cs && cps ? 0 : mk_error_set(e, -ENOMEM, "out of memory");
+        size_t done = 0;
+        struct dp_daemon *d = s->d;
+        pthread_mutex_lock(&d->lock);
+        for (; r >= 0 && done < n; done++) {
+                const V1beta1__ContainerAllocateRequest *c = m->container_requests[done];
+                r = mk_dp_allocate(d->snapshot, server_resource(s), (const char *const *) c->devices_ids,
+                                   c->n_devices_ids, &d->dp, &out[done], e);
+                if (r < 0)
+                        break;
+        }
+        pthread_mutex_unlock(&d->lock);
+        for (size_t i = 0; r >= 0 && i < n; i++) {
+                v1beta1__container_allocate_response__init(&cs[i]);
+                r = fill_container(&out[i], &cs[i]);
+                cps[i] = &cs[i];
+                if (r < 0)
+                        mk_error_set(e, r, "out of memory");
+        }
+        if (r >= 0) {
+                V1beta1__AllocateResponse msg = V1BETA1__ALLOCATE_RESPONSE__INIT;
+                msg.n_container_responses = n;
+                msg.container_responses = cps;
+                r = pack_msg(&msg.base, resp);
+                if (r < 0)
+                        mk_error_set(e, r, "Allocate: cannot pack the response");
+        }
+        for (size_t i = 0; cs && i < n; i++)
+                container_done(&cs[i]);
+        for (size_t i = 0; out && i < done; i++)
+                mk_dp_response_done(&out[i]);
+        free(out);
+        free(cs);
+        free(cps);
+        v1beta1__allocate_request__free_unpacked(m, NULL);
+        return r;
+}
+
+static int handle_preferred(struct dp_server *s, const uint8_t *req, size_t len, struct mk_buf *resp,
+                            struct mk_error *e) {
+        V1beta1__PreferredAllocationRequest *m = v1beta1__preferred_allocation_request__unpack(NULL, len, req);
+        if (!m)
+                return mk_error_set(e, -EINVAL, "GetPreferredAllocation: cannot decode the request");
+        size_t n = m->n_container_requests;
+        char ***ids = calloc(n ? n : 1, sizeof(*ids));
+        V1beta1__ContainerPreferredAllocationResponse *cs = calloc(n ? n : 1, sizeof(*cs));
+        V1beta1__ContainerPreferredAllocationResponse **cps = calloc(n ? n : 1, sizeof(*cps));
+        int r = ids && cs && cps ? 0 : mk_error_set(e, -ENOMEM, "out of memory");
+        struct dp_daemon *d = s->d;
+        pthread_mutex_lock(&d->lock);
+        for (size_t i = 0; r >= 0 && i < n; i++) {
+                const V1beta1__ContainerPreferredAllocationRequest *c = m->container_requests[i];
+                if (c->allocation_size <= 0) {
+                        r = mk_error_set(e, -EINVAL, "GetPreferredAllocation: allocation_size %d is not positive",
+                                         (int) c->allocation_size);
+                        break;
+                }
+                r = mk_dp_preferred(d->snapshot, server_resource(s), (const char *const *) c->available_deviceids,
+                                    c->n_available_deviceids, (const char *const *) c->must_include_deviceids,
+                                    c->n_must_include_deviceids, (unsigned) c->allocation_size, &ids[i], e);
+        }
+        pthread_mutex_unlock(&d->lock);
+        if (r >= 0) {
+                for (size_t i = 0; i < n; i++) {
+                        v1beta1__container_preferred_allocation_response__init(&cs[i]);
+                        size_t k = 0;
+                        while (ids[i][k])
+                                k++;
+                        cs[i].n_deviceids = k;
+                        cs[i].deviceids = ids[i];
+                        cps[i] = &cs[i];
+                }
+                V1beta1__PreferredAllocationResponse msg = V1BETA1__PREFERRED_ALLOCATION_RESPONSE__INIT;
+                msg.n_container_responses = n;
+                msg.container_responses = cps;
+                r = pack_msg(&msg.base, resp);
+                if (r < 0)
+                        mk_error_set(e, r, "GetPreferredAllocation: cannot pack the response");
+        }
+        for (size_t i = 0; ids && i < n; i++)
+                strv_free(ids[i]);
+        free(ids);
+        free(cs);
+        free(cps);
+        v1beta1__preferred_allocation_request__free_unpacked(m, NULL);
+        return r;
+}
+
+static int handle_prestart(const uint8_t *req, size_t len, struct mk_buf *resp, struct mk_error *e) {
+        V1beta1__PreStartContainerRequest *m = v1beta1__pre_start_container_request__unpack(NULL, len, req);
+        if (!m)
+                return mk_error_set(e, -EINVAL, "PreStartContainer: cannot decode the request");
+        v1beta1__pre_start_container_request__free_unpacked(m, NULL);
+        V1beta1__PreStartContainerResponse msg = V1BETA1__PRE_START_CONTAINER_RESPONSE__INIT;
+        return pack_msg(&msg.base, resp);
+}
+
+#define METHOD_OPTIONS "/v1beta1.DevicePlugin/GetDevicePluginOptions"
+#define METHOD_LIST_AND_WATCH "/v1beta1.DevicePlugin/ListAndWatch"
+#define METHOD_PREFERRED "/v1beta1.DevicePlugin/GetPreferredAllocation"
+#define METHOD_ALLOCATE "/v1beta1.DevicePlugin/Allocate"
+#define METHOD_PRESTART "/v1beta1.DevicePlugin/PreStartContainer"
+#define METHOD_REGISTER "/v1beta1.Registration/Register"
+
+static const char *const unary_methods[] = {
+        METHOD_OPTIONS, METHOD_PREFERRED, METHOD_ALLOCATE, METHOD_PRESTART, NULL,
+};
+
+static int on_unary(void *userdata, const char *method, const uint8_t *req, size_t len, struct mk_buf *resp,
+                    struct mk_error *e) {
+        struct dp_server *s = userdata;
+        int r;
+        if (streq(method, METHOD_ALLOCATE))
+                r = handle_allocate(s, req, len, resp, e);
+        else if (streq(method, METHOD_PREFERRED))
+                r = handle_preferred(s, req, len, resp, e);
+        else if (streq(method, METHOD_OPTIONS))
+                r = handle_options(resp);
+        else if (streq(method, METHOD_PRESTART))
+                r = handle_prestart(req, len, resp, e);
+        else
+                r = mk_error_set(e, -ENOSYS, "unknown method '%s'", method);
+        if (r < 0)
+                log_debug_area_errno(AREA, r, "%s for '%s' failed: %s", method, s->name, e ? e->msg : "");
+        return r;
+}
+
+/* ---- health (the monitor's thread) ---- */
+
+static void on_health(void *userdata, const struct mk_health_change *c) {
+        struct dp_daemon *d = userdata;
+        pthread_mutex_lock(&d->lock);
+        unsigned changed = mk_dp_resources_set_health(d->resources, c->gpu, c->gi_id, c->ci_id, c->healthy);
+        for (size_t i = 0; changed > 0 && i < d->n_servers; i++) {
+                const struct mk_dp_resource *res = server_resource(&d->servers[i]);
+                bool touches = false;
+                for (size_t k = 0; k < res->n_devices && !touches; k++)
+                        touches = res->devices[k].gpu == c->gpu;
+                if (touches && d->servers[i].grpc)
+                        (void) publish(&d->servers[i]);
+        }
+        pthread_mutex_unlock(&d->lock);
+        if (changed == 0)
+                return;
+        char where[64] = "";
+        if (c->gi_id != UINT32_MAX && c->ci_id != UINT32_MAX)
+                snprintf(where, sizeof(where), " GI %u CI %u", c->gi_id, c->ci_id);
+        else if (c->gi_id != UINT32_MAX)
+                snprintf(where, sizeof(where), " GI %u", c->gi_id);
+        if (c->healthy)
+                log_info("GPU %u%s: %u device(s) Healthy again (%s)", c->gpu, where, changed, c->reason);
+        else
+                log_warning("GPU %u%s: %u device(s) Unhealthy: Xid %llu (%s)", c->gpu, where, changed, c->xid,
+                            c->reason);
+}
+
+/* ---- servers ---- */
+
+static int stat_id(const char *path, ino_t *ret_ino, struct timespec *ret_ctime) {
+        struct stat st;
+        if (lstat(path, &st) < 0)
+                return -errno;
+        if (!S_ISSOCK(st.st_mode))
+                return -ENOTSOCK;
+        *ret_ino = st.st_ino;
+        *ret_ctime = st.st_ctim;
+        return 0;
+}
+
+static bool same_id(ino_t a, struct timespec ac, ino_t b, struct timespec bc) {
+        return a == b && ac.tv_sec == bc.tv_sec && ac.tv_nsec == bc.tv_nsec;
+}
+
+static void servers_stop(struct dp_daemon *d) {
+        for (size_t i = 0; i < d->n_servers; i++) {
+                struct dp_server *s = &d->servers[i];
+                s->grpc = mk_grpc_server_stop(s->grpc);
+                /* gRPC unlinks only the socket it bound; a file left by another
+                 * process is not ours to remove. */
+                ino_t ino = 0;
+                struct timespec ct = {0};
+                if (stat_id(s->socket_path, &ino, &ct) >= 0 && same_id(ino, ct, s->ino, s->ctime))
+                        (void) unlink(s->socket_path);
+                free(s->socket_path);
+        }
+        free(d->servers);
+        d->servers = NULL;
+        d->n_servers = 0;
+}
+
+static int servers_start(struct dp_daemon *d, struct mk_error *e) {
+        size_t n = d->resources->n;
+        d->servers = calloc(n ? n : 1, sizeof(*d->servers));
+        if (!d->servers)
+                return mk_error_set(e, -ENOMEM, "out of memory");
+        d->n_servers = n;
+        for (size_t i = 0; i < n; i++) {
+                struct dp_server *s = &d->servers[i];
+                s->d = d;
+                s->index = i;
+                snprintf(s->name, sizeof(s->name), "%s", d->resources->r[i].name);
+                if (mk_path_join(d->dir, d->resources->r[i].endpoint, &s->socket_path) < 0)
+                        return mk_error_set(e, -ENOMEM, "out of memory");
+                struct mk_grpc_server_config c = {
+                        .socket_path = s->socket_path,
+                        .stream_method = METHOD_LIST_AND_WATCH,
+                        .unary_methods = unary_methods,
+                        .unary = on_unary,
+                        .userdata = s,
+                        .max_message = MK_DP_MAX_REQUEST_BYTES,
+                };
+                int r = mk_grpc_server_start(&c, &s->grpc, e);
+                if (r < 0) {
+                        mk_error_prefix(e, "Cannot serve '%s' on '%s'", s->name, s->socket_path);
+                        return r;
+                }
+                r = stat_id(s->socket_path, &s->ino, &s->ctime);
+                if (r < 0) {
+                        errno = -r;
+                        return mk_error_set(e, r, "Socket '%s' is gone right after it was bound: %m",
+                                            s->socket_path);
+                }
+                pthread_mutex_lock(&d->lock);
+                r = publish(s);
+                pthread_mutex_unlock(&d->lock);
+                if (r < 0)
+                        return mk_error_set(e, r, "Cannot publish the device list of '%s'", s->name);
+                log_info("Serving '%s' (%zu devices) on '%s'", s->name, d->resources->r[i].n_devices,
+                         s->socket_path);
+        }
+        return 0;
+}
+
+/* ---- registration (a registrar thread per start) ----
+ *
+ * A Register call may take its whole deadline (a kubelet that is going
+ * away), and a restart must not wait for it: each start hands a ticket with
+ * copies of what the thread needs to a detached thread; a restart cancels
+ * the ticket and drops it, and the thread frees it when it ends. */
+
+struct reg_item {
+        char name[64];
+        char endpoint[128];
+        atomic_bool registered;
+};
+
+struct reg_ticket {
+        atomic_int refs;
+        atomic_bool cancelled;
+        atomic_bool done;               /* every item registered; kubelet_* valid */
+        char *kubelet_socket;
+        int timeout_ms;
+        ino_t kubelet_ino;              /* kubelet.sock as it was when the last item registered */
+        struct timespec kubelet_ctime;
+        struct reg_item *items;
+        size_t n;
+};
+
+static struct reg_ticket *ticket_unref(struct reg_ticket *t) {
+        if (t && atomic_fetch_sub(&t->refs, 1) == 1) {
+                free(t->kubelet_socket);
+                free(t->items);
+                free(t);
+        }
+        return NULL;
+}
+
+static int register_one(struct reg_ticket *t, struct mk_grpc_client *c, struct reg_item *it, struct mk_error *e) {
+        V1beta1__DevicePluginOptions opts = V1BETA1__DEVICE_PLUGIN_OPTIONS__INIT;
+        opts.get_preferred_allocation_available = true;
+        V1beta1__RegisterRequest req = V1BETA1__REGISTER_REQUEST__INIT;
+        req.version = (char *) "v1beta1";
+        req.endpoint = it->endpoint;
+        req.resource_name = it->name;
+        req.options = &opts;
+        _cleanup_buf_done_ struct mk_buf in;
+        _cleanup_buf_done_ struct mk_buf out;
+        mk_buf_init(&in, MK_GRPC_MAX_SEND_MESSAGE);
+        mk_buf_init(&out, MK_GRPC_DEFAULT_MAX_MESSAGE);
+        int r = pack_msg(&req.base, &in);
+        if (r < 0)
+                return mk_error_set(e, r, "Cannot pack the RegisterRequest");
+        return mk_grpc_client_call(c, METHOD_REGISTER, (const uint8_t *) in.data, in.len, t->timeout_ms, true, &out,
+                                   NULL, e);
+}
+
+/* Waits until kubelet.sock exists as a socket, then registers every item
+ * not registered yet; retries with a backoff until all are or the ticket is
+ * cancelled. */
+static void *registrar_main(void *userdata) {
+        struct reg_ticket *t = userdata;
+        unsigned failures = 0;
+        bool waiting_logged = false;
+        while (!atomic_load(&t->cancelled)) {
+                ino_t ino = 0;
+                struct timespec ct = {0};
+                if (stat_id(t->kubelet_socket, &ino, &ct) < 0) {
+                        if (!waiting_logged)
+                                log_info("Waiting for the kubelet socket '%s'", t->kubelet_socket);
+                        waiting_logged = true;
+                        usleep(20 * 1000);
+                        continue;
+                }
+                struct mk_error e = {0};
+                struct mk_grpc_client *c = NULL;
+                int r = mk_grpc_client_open(t->kubelet_socket, &c, &e);
+                for (size_t i = 0; r >= 0 && i < t->n && !atomic_load(&t->cancelled); i++) {
+                        struct reg_item *it = &t->items[i];
+                        if (atomic_load(&it->registered))
+                                continue;
+                        r = register_one(t, c, it, &e);
+                        if (r >= 0) {
+                                atomic_store(&it->registered, true);
+                                log_info("Registered '%s' (endpoint '%s') with the kubelet", it->name, it->endpoint);
+                        }
+                }
+                c = mk_grpc_client_close(c);
+                bool all = r >= 0;
+                for (size_t i = 0; all && i < t->n; i++)
+                        all = atomic_load(&t->items[i].registered);
+                /* Recorded after the calls: a stale kubelet.sock seen before
+                 * them may have been replaced by the one that answered. */
+                if (all && stat_id(t->kubelet_socket, &ino, &ct) >= 0) {
+                        t->kubelet_ino = ino;
+                        t->kubelet_ctime = ct;
+                        atomic_store(&t->done, true);
+                        break;
+                }
+                if (atomic_load(&t->cancelled))
+                        break;
+                if (r < 0)
+                        log_warning_errno(r, "Registration with the kubelet on '%s' failed: %s; retrying",
+                                          t->kubelet_socket, e.msg);
+                /* 0.1 s, 0.2 s, ... up to 5 s, in slices so a cancel is seen quickly. */
+                unsigned ms = MIN(100u << MIN(failures, 6u), 5000u);
+                failures++;
+                for (unsigned w = 0; w < ms && !atomic_load(&t->cancelled); w += 20)
+                        usleep(20 * 1000);
+        }
+        ticket_unref(t);
+        return NULL;
+}
+
+static int registrar_start(struct dp_daemon *d, struct mk_error *e) {
+        struct reg_ticket *t = calloc(1, sizeof(*t));
+        if (!t)
+                return mk_error_set(e, -ENOMEM, "out of memory");
+        atomic_init(&t->refs, 1);
+        t->timeout_ms = d->o->register_timeout_ms > 0 ? d->o->register_timeout_ms : MK_DP_REGISTER_TIMEOUT_MS;
+        t->kubelet_socket = strdup(d->kubelet_socket);
+        t->items = calloc(d->n_servers ? d->n_servers : 1, sizeof(*t->items));
+        if (!t->kubelet_socket || !t->items) {
+                ticket_unref(t);
+                return mk_error_set(e, -ENOMEM, "out of memory");
+        }
+        t->n = d->n_servers;
+        for (size_t i = 0; i < d->n_servers; i++) {
+                snprintf(t->items[i].name, sizeof(t->items[i].name), "%s", d->servers[i].name);
+                snprintf(t->items[i].endpoint, sizeof(t->items[i].endpoint), "%s",
+                         d->resources->r[d->servers[i].index].endpoint);
+        }
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        atomic_fetch_add(&t->refs, 1); /* the thread's */
+        pthread_t th;
+        int r = pthread_create(&th, &attr, registrar_main, t);
+        pthread_attr_destroy(&attr);
+        if (r != 0) {
+                atomic_fetch_sub(&t->refs, 1);
+                ticket_unref(t);
+                return mk_error_set(e, -r, "Cannot start the registration thread");
+        }
+        d->ticket = t;
+        return 0;
+}
+
+static void registrar_stop(struct dp_daemon *d) {
+        if (!d->ticket)
+                return;
+        atomic_store(&d->ticket->cancelled, true);
+        d->ticket = ticket_unref(d->ticket);
+}
+
+/* ---- start, stop, restart ---- */
+
+/* Loads the config file and --resource-config into d (replacing what was
+ * there only on success). */
+static int load_config(struct dp_daemon *d, struct mk_error *e) {
+        _cleanup_(mk_plugin_config_freep) struct mk_plugin_config *file = NULL, *rc = NULL;
+        if (d->o->config_file) {
+                int r = mk_plugin_config_load(d->o->config_file, &file, e);
+                if (r < 0)
+                        return r;
+        }
+        if (d->o->resource_config) {
+                int r = mk_plugin_config_parse_resource_config(d->o->resource_config, &rc, e);
+                if (r < 0)
+                        return r;
+                if (file && file->n_resources > 0)
+                        log_warning("--resource-config replaces the sharing section of '%s'", d->o->config_file);
+        }
+        mk_plugin_config_free(d->file_cfg);
+        mk_plugin_config_free(d->rc_cfg);
+        d->file_cfg = TAKE_PTR(file);
+        d->rc_cfg = TAKE_PTR(rc);
+        d->dp = d->o->dp;
+        if (!d->o->mig_strategy_given)
+                d->dp.mig_strategy = d->file_cfg && d->file_cfg->has_mig_strategy ? d->file_cfg->mig_strategy
+                                                                                 : MK_MIG_STRATEGY_NONE;
+        d->dp.config = d->rc_cfg ? d->rc_cfg : d->file_cfg;
+        d->dp.host = &d->host;
+        return 0;
+}
+
+/* Computes the GFD labels and puts them where o->labels says. Failures are
+ * logged and retried later; they never stop the plugin. */
+static void labels_refresh(struct dp_daemon *d) {
+        d->labels_retry_at_ms = 0;
+        if (d->o->labels == MK_DP_LABELS_NONE || !d->snapshot)
+                return;
+        _cleanup_free_ char *machine = NULL;
+        struct mk_error me = {0};
+        if (!d->o->machine_type_file || mk_read_sysfs_attr(d->o->machine_type_file, &machine, &me) < 0)
+                machine = NULL;
+        struct mk_labels_input in = {
+                .snapshot = d->snapshot,
+                .strategy = d->dp.mig_strategy,
+                .config = d->dp.config,
+                .cuda_driver_version = d->snapshot->cuda_driver_version,
+                .machine_type = machine ? machine : "unknown",
+                .timestamp = d->o->labels == MK_DP_LABELS_NFD_FILE ? (uint64_t) time(NULL) : 0,
+        };
+        struct mk_error e = {0};
+        _cleanup_(mk_labels_freep) struct mk_labels *l = NULL;
+        int r = mk_labels_compute(&in, &l, &e);
+        if (r < 0) {
+                log_warning_errno(r, "Cannot compute the GPU feature labels: %s, ignoring", e.msg);
+                return;
+        }
+        if (d->o->labels == MK_DP_LABELS_NFD_FILE) {
+                const char *path = d->o->nfd_features_file ? d->o->nfd_features_file : MK_DP_DEFAULT_NFD_FILE;
+                r = mk_dp_write_features_file(path, l, &e);
+                if (r >= 0)
+                        log_info("Wrote %zu labels to '%s'", l->n, path);
+        } else {
+                char path[64 + MK_DP_MAX_NODE_NAME];
+                snprintf(path, sizeof(path), "/api/v1/nodes/%s", d->o->node_name);
+                _cleanup_(json_decrefp) json_t *node = NULL, *patch = NULL;
+                r = mk_kube_get(d->o->kube, path, &node, &e);
+                if (r >= 0) {
+                        r = mk_dp_node_labels_patch(node, l, &patch);
+                        if (r < 0)
+                                mk_error_set(&e, r, "Cannot build the label patch");
+                }
+                if (r >= 0 && patch) {
+                        r = mk_kube_patch(d->o->kube, path, MK_KUBE_PATCH_MERGE, patch, NULL, &e);
+                        if (r >= 0)
+                                log_info("Labelled node '%s' with %zu labels", d->o->node_name, l->n);
+                }
+        }
+        if (r < 0) {
+                log_warning_errno(r, "Cannot publish the GPU feature labels: %s; retrying in %us", e.msg,
+                                  MK_DP_RETRY_MS / 1000);
+                d->labels_retry_at_ms = now_ms() + MK_DP_RETRY_MS;
+        }
+}
+
+/* Stops what serves: the registrar, the servers, and with `health` the
+ * health monitor (kept over a kubelet restart: it may take seconds to join). */
+static void plugin_stop(struct dp_daemon *d, bool health) {
+        registrar_stop(d);
+        if (health)
+                d->health = mk_health_stop(d->health);
+        servers_stop(d);
+        d->up = false;
+}
+
+/* Everything from NVML on: (re)open NVML, snapshot, resources, servers,
+ * health, registration, labels. With reload false only the servers and
+ * the registration are redone (a kubelet restart); health states stay. */
+static int plugin_start(struct dp_daemon *d, bool reload, struct mk_error *e) {
+        int r;
+        if (reload || !d->resources) {
+                r = load_config(d, e);
+                if (r < 0)
+                        return r;
+                d->nvml = mk_nvml_close(d->nvml);
+                _cleanup_(mk_snapshot_freep) struct mk_snapshot *snap = NULL;
+                _cleanup_(mk_dp_resources_freep) struct mk_dp_resources *res = NULL;
+                r = mk_nvml_open(d->o->nvml_lib, &d->nvml, e);
+                if (r >= 0)
+                        r = mk_nvml_snapshot(d->nvml, &snap, e);
+                if (r < 0) {
+                        mk_error_prefix(e, "NVML");
+                        return r;
+                }
+                r = mk_dp_resources_build(snap, &d->dp, &res, e);
+                if (r < 0)
+                        return r;
+                pthread_mutex_lock(&d->lock);
+                mk_dp_resources_free(d->resources);
+                mk_snapshot_free(d->snapshot);
+                d->resources = TAKE_PTR(res);
+                d->snapshot = TAKE_PTR(snap);
+                pthread_mutex_unlock(&d->lock);
+                log_info("%zu GPU(s), MIG strategy %s: %zu resource(s)", d->snapshot->n_gpus,
+                         mk_mig_strategy_to_string(d->dp.mig_strategy), d->resources->n);
+        }
+        if (d->resources->n == 0)
+                log_warning("No devices found. Waiting indefinitely.");
+        r = servers_start(d, e);
+        if (r < 0)
+                return r;
+        if (reload || !d->health) {
+                d->health = mk_health_stop(d->health);
+                struct mk_health_options ho = {0};
+                r = mk_health_options_from_env(&ho, e);
+                if (r >= 0)
+                        r = mk_health_start(d->nvml, d->snapshot, &ho, on_health, d, &d->health, e);
+                mk_health_options_done(&ho);
+                if (r >= 0 && mk_health_disabled_reason(d->health))
+                        log_warning("Health checks disabled: %s", mk_health_disabled_reason(d->health));
+                if (r < 0) {
+                        mk_error_prefix(e, "Health monitor");
+                        return r;
+                }
+        }
+        r = registrar_start(d, e);
+        if (r < 0)
+                return r;
+        d->up = true;
+        if (reload)
+                labels_refresh(d);
+        return 0;
+}
+
+/* A kubelet restart: our socket deleted or replaced, or kubelet.sock
+ * re-created since we registered with it. */
+static bool kubelet_restarted(struct dp_daemon *d) {
+        if (!d->up)
+                return false;
+        for (size_t i = 0; i < d->n_servers; i++) {
+                ino_t ino = 0;
+                struct timespec ct = {0};
+                if (stat_id(d->servers[i].socket_path, &ino, &ct) < 0 ||
+                    !same_id(ino, ct, d->servers[i].ino, d->servers[i].ctime)) {
+                        log_info("Socket '%s' was removed: the kubelet restarted", d->servers[i].socket_path);
+                        return true;
+                }
+        }
+        if (d->ticket && atomic_load(&d->ticket->done)) {
+                ino_t ino = 0;
+                struct timespec ct = {0};
+                if (stat_id(d->kubelet_socket, &ino, &ct) >= 0 &&
+                    !same_id(ino, ct, d->ticket->kubelet_ino, d->ticket->kubelet_ctime)) {
+                        log_info("'%s' was re-created: the kubelet restarted", d->kubelet_socket);
+                        return true;
+                }
+        }
+        return false;
+}
+
+static void daemon_done(struct dp_daemon *d) {
+        plugin_stop(d, true);
+        mk_dp_resources_free(d->resources);
+        mk_snapshot_free(d->snapshot);
+        d->nvml = mk_nvml_close(d->nvml);
+        mk_plugin_config_free(d->file_cfg);
+        mk_plugin_config_free(d->rc_cfg);
+        mk_host_done(&d->host);
+        free(d->dir);
+        free(d->kubelet_socket);
+        pthread_mutex_destroy(&d->lock);
+}
+
+/* After a failed (re)start: fatal with fail-on-init-error, else logged and
+ * retried later with nothing served. */
+static int start_failed(struct dp_daemon *d, int r, struct mk_error *e) {
+        plugin_stop(d, true);
+        if (d->o->fail_on_init_error)
+                return r;
+        log_error_errno(r, "Cannot start the device plugin: %s; serving nothing, retrying in %us (or on SIGHUP)",
+                        e->msg, MK_DP_RETRY_MS / 1000);
+        d->retry_at_ms = now_ms() + MK_DP_RETRY_MS;
+        return 0;
+}
+
+int mk_dp_daemon_run(const struct mk_dp_daemon_options *o, struct mk_error *e) {
+        sigset_t mask;
+        sigemptyset(&mask);
+        sigaddset(&mask, SIGTERM);
+        sigaddset(&mask, SIGINT);
+        sigaddset(&mask, SIGHUP);
+        /* Before gRPC and the monitor start threads: they inherit the mask. */
+        int r = pthread_sigmask(SIG_BLOCK, &mask, NULL);
+        if (r != 0)
+                return mk_error_set(e, -r, "Cannot block signals");
+        _cleanup_close_ int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+        if (sfd < 0)
+                return mk_error_set(e, negative_errno(), "signalfd: %m");
+
+        struct dp_daemon d = {.o = o};
+        pthread_mutex_init(&d.lock, NULL);
+        const char *dir = o->plugin_dir ? o->plugin_dir : MK_DP_DEFAULT_PLUGIN_DIR;
+        if (!*dir) {
+                daemon_done(&d);
+                return mk_error_set(e, -EINVAL, "The device plugin directory is empty");
+        }
+        d.dir = strdup(dir);
+        if (!d.dir) {
+                daemon_done(&d);
+                return mk_error_set(e, -ENOMEM, "out of memory");
+        }
+        for (size_t n = strlen(d.dir); n > 1 && d.dir[n - 1] == '/'; n--)
+                d.dir[n - 1] = 0;
+        if (mk_path_join(d.dir, MK_DP_KUBELET_SOCKET, &d.kubelet_socket) < 0 || mk_host_init_from_env(&d.host) < 0) {
+                daemon_done(&d);
+                return mk_error_set(e, -ENOMEM, "out of memory");
+        }
+        if (o->labels == MK_DP_LABELS_NODE && (!o->kube || !o->node_name || !*o->node_name ||
+                                                strlen(o->node_name) > MK_DP_MAX_NODE_NAME)) {
+                daemon_done(&d);
+                return mk_error_set(e, -EINVAL, "--labels node needs a Kubernetes client and a node name (NODE_NAME)");
+        }
+
+        /* The directory is watched, not the files: kubelet.sock is
+         * re-created on a kubelet restart (IN_CREATE, IN_MOVED_TO), our
+         * sockets are deleted by it (IN_DELETE). */
+        _cleanup_close_ int ifd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+        if (ifd < 0 || inotify_add_watch(ifd, d.dir, IN_CREATE | IN_DELETE | IN_MOVED_TO | IN_MOVED_FROM) < 0) {
+                r = negative_errno();
+                daemon_done(&d);
+                return mk_error_set(e, r, "Cannot watch the device plugin directory '%s': %m", dir);
+        }
+
+        mk_grpc_global_init();
+        r = plugin_start(&d, true, e);
+        if (r < 0)
+                r = start_failed(&d, r, e);
+        if (r < 0) {
+                daemon_done(&d);
+                mk_grpc_global_shutdown();
+                return r;
+        }
+
+        for (;;) {
+                uint64_t now = now_ms(), next = UINT64_MAX;
+                if (d.retry_at_ms)
+                        next = MIN(next, d.retry_at_ms);
+                if (d.labels_retry_at_ms)
+                        next = MIN(next, d.labels_retry_at_ms);
+                /* While registering, poll for kubelet.sock changes too: an
+                 * inotify event may come before the registrar recorded it. */
+                int timeout = next == UINT64_MAX ? 1000 : (int) MIN(next > now ? next - now : 0, 1000u);
+                struct pollfd p[2] = {{.fd = sfd, .events = POLLIN}, {.fd = ifd, .events = POLLIN}};
+                if (poll(p, 2, timeout) < 0 && errno != EINTR) {
+                        r = mk_error_set(e, negative_errno(), "poll: %m");
+                        break;
+                }
+                if (p[1].revents & POLLIN) {
+                        char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+                        while (read(ifd, buf, sizeof(buf)) > 0)
+                                ; /* the state is checked below, not the events */
+                }
+                bool reload = false, quit = false;
+                struct signalfd_siginfo si;
+                while (read(sfd, &si, sizeof(si)) == (ssize_t) sizeof(si)) {
+                        if (si.ssi_signo == SIGHUP)
+                                reload = true;
+                        else
+                                quit = true;
+                }
+                if (quit) {
+                        log_info("Received a termination signal, shutting down");
+                        r = 0;
+                        break;
+                }
+                now = now_ms();
+                if (d.retry_at_ms && now >= d.retry_at_ms)
+                        reload = true;
+                if (reload) {
+                        log_info("Reloading: config, NVML, resources");
+                        d.retry_at_ms = 0;
+                        plugin_stop(&d, true);
+                        r = plugin_start(&d, true, e);
+                        if (r < 0 && (r = start_failed(&d, r, e)) < 0)
+                                break;
+                        continue;
+                }
+                if (kubelet_restarted(&d)) {
+                        plugin_stop(&d, false);
+                        r = plugin_start(&d, false, e);
+                        if (r < 0 && (r = start_failed(&d, r, e)) < 0)
+                                break;
+                        continue;
+                }
+                if (d.labels_retry_at_ms && now >= d.labels_retry_at_ms)
+                        labels_refresh(&d);
+        }
+        if (r < 0)
+                log_error_errno(r, "Device plugin failed: %s", e->msg);
+        daemon_done(&d);
+        if (r >= 0 && o->labels == MK_DP_LABELS_NFD_FILE) {
+                /* As GFD: the file goes with the plugin, so stale labels do not stay. */
+                const char *path = o->nfd_features_file ? o->nfd_features_file : MK_DP_DEFAULT_NFD_FILE;
+                if (unlink(path) < 0 && errno != ENOENT)
+                        log_warning("Cannot remove '%s': %m, ignoring", path);
+        }
+        mk_grpc_global_shutdown();
+        return r;
+}

@@ -1,0 +1,183 @@
+#!/usr/bin/env bash
+# `migkit device-plugin` driven by the kubelet's own device manager
+# (shared/tools/kubelet-harness: Kubernetes v1.20.2 devicemanager code, built
+# by `scripts/k8s-testenv build` into the cache's bin/): registration in both
+# register modes, pod admission through GetPreferredAllocation and Allocate,
+# a kubelet restart with checkpoint restore and re-registration, health
+# updates seen as capacity, sharing replicas.
+#
+# The harness binary: $MIGKIT_KUBELET_HARNESS, else <k8s-testenv path>/bin/kubelet-harness.
+# Missing, it FAILS under CI=true and is skipped elsewhere.
+set -euo pipefail
+: "${MIGKIT_BIN:?}" "${MIGKIT_SIM_BIN:?}"
+fail() { echo "FAIL: $*" >&2; exit 1; }
+unset MIG_STRATEGY FAIL_ON_INIT_ERROR PASS_DEVICE_SPECS DEVICE_LIST_STRATEGY DEVICE_ID_STRATEGY CONFIG_FILE \
+  NVIDIA_DRIVER_RESOURCE_CONFIG DEVICE_PLUGIN_PATH MIGKIT_LABELS DP_DISABLE_HEALTHCHECKS DP_ENABLE_HEALTHCHECKS
+
+harness=${MIGKIT_KUBELET_HARNESS:-}
+if [ -z "$harness" ] && [ -n "${MIGKIT_K8S_TESTENV:-}" ]; then
+  cache=$("$MIGKIT_K8S_TESTENV" path 2>/dev/null || true)
+  [ -n "$cache" ] && harness=$cache/bin/kubelet-harness
+fi
+if [ -z "$harness" ] || [ ! -x "$harness" ]; then
+  [ "${CI:-}" = true ] && fail "kubelet-harness not found ('${harness:-unset}'): run scripts/k8s-testenv build"
+  echo "SKIP: kubelet-harness not built ('${harness:-unset}'; scripts/k8s-testenv build)"
+  exit 0
+fi
+PY=python3
+command -v "$PY" >/dev/null || PY=/usr/bin/python3
+
+tmp=$(mktemp -d /tmp/mk-dph.XXXXXX)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+export MIGKIT_HEALTH_RECHECK_MS=1000
+
+state_none=$tmp/none.json
+state_mixed=$tmp/mixed.json
+cat >"$tmp/mig.yaml" <<'EOF'
+version: v1
+mig-configs:
+  mixed:
+    - devices: [0, 1]
+      mig-enabled: false
+    - devices: [2, 3, 4, 5, 6, 7]
+      mig-enabled: true
+      mig-devices:
+        "1g.10gb": 2
+        "2g.20gb": 1
+        "3g.40gb": 1
+EOF
+MIGKIT_SIM_STATE=$state_mixed "$MIGKIT_BIN" -q --simulate dgx-h100 apply -f "$tmp/mig.yaml" -c mixed >/dev/null \
+  || fail "apply mixed"
+MIGKIT_SIM_STATE=$state_none "$MIGKIT_BIN" -q --simulate dgx-h100 profiles >/dev/null || fail "create dgx-h100"
+
+# jline FILE EXPR: the first JSON line of FILE for which EXPR (python, `e`) holds, or exit 1.
+jline() {
+  "$PY" - "$1" "$2" <<'PY'
+import json, sys
+for line in open(sys.argv[1]):
+    line = line.strip()
+    if not line.startswith("{"):
+        continue
+    e = json.loads(line)
+    if eval(sys.argv[2], {}, {"e": e}):
+        print(line)
+        sys.exit(0)
+sys.exit(1)
+PY
+}
+
+# run NAME STATE PLUGIN-ARGS -- HARNESS-ARGS: one harness run against one plugin, in a fresh directory.
+run() {
+  local name=$1 state=$2; shift 2
+  local pargs=()
+  while [ "$1" != -- ]; do pargs+=("$1"); shift; done
+  shift
+  local d=$tmp/$name
+  mkdir -p "$d"
+  echo "--- $name"
+  "$harness" --socket-dir "$d" --wait 60 "$@" >"$tmp/$name.jsonl" 2>"$tmp/$name.kubelet.log" &
+  local hpid=$!
+  pids+=("$hpid")
+  MIGKIT_SIM_STATE=$state "$MIGKIT_BIN" --simulate dgx-h100 device-plugin --device-plugin-path "$d" "${pargs[@]}" \
+    2>"$tmp/$name.plugin.log" &
+  local ppid=$!
+  pids+=("$ppid")
+  local rc=0
+  wait "$hpid" || rc=$?
+  kill -TERM "$ppid"
+  local prc=0
+  wait "$ppid" || prc=$?
+  if [ "$rc" != 0 ] || ! tail -n 1 "$tmp/$name.jsonl" | grep -q '^kubelet-harness: OK'; then
+    tail -n 5 "$tmp/$name.jsonl" >&2
+    tail -n 20 "$tmp/$name.plugin.log" >&2
+    fail "$name: the harness exited $rc"
+  fi
+  [ "$prc" = 0 ] || fail "$name: the plugin exited $prc after SIGTERM"
+  [ -z "$(find "$d" -name 'nvidia-*.sock')" ] || fail "$name: sockets left behind"
+}
+
+# Whole GPUs, sync registration (kubelet >= 1.26 calls GetDevicePluginOptions
+# inside Register), 2 GPUs admitted through GetPreferredAllocation, restart.
+run none-sync "$state_none" -- --resource nvidia.com/gpu --allocate 2 --restart --expect-capacity 8 \
+  --probe-preferred
+out=$tmp/none-sync.jsonl
+jline "$out" "e['event'] == 'register' and e['accepted'] and e['options_match']" >/dev/null \
+  || fail "none-sync: no accepted Register with matching options"
+a=$(jline "$out" "e['event'] == 'allocate' and e['pod'] == 'harness-pod-1'") || fail "none-sync: no allocation"
+"$PY" -c '
+import json, sys
+e = json.loads(sys.argv[1])
+ids = e["devices"]["nvidia.com/gpu"]
+env = e["responses"]["nvidia.com/gpu"]["envs"]["NVIDIA_VISIBLE_DEVICES"]
+assert e["admitted"], e
+assert len(ids) == 2 and sorted(env.split(",")) == sorted(ids), (ids, env)
+assert e.get("preferred_honoured", {}).get("nvidia.com/gpu", True), e
+' "$a" || fail "none-sync: allocation: $a"
+jline "$out" "e['event'] == 'checkpoint' and e['match']" >/dev/null || fail "none-sync: checkpoint not restored"
+jline "$out" "e['event'] == 'register' and e['phase'] == 2 and e['accepted']" >/dev/null \
+  || fail "none-sync: no re-registration after the kubelet restart"
+
+# The same with v1.20's own registration path.
+run none-direct "$state_none" -- --resource nvidia.com/gpu --allocate 1 --restart --register-mode direct \
+  --expect-capacity 8
+
+# Mixed strategy, one MIG resource, device specs through the runtime options.
+run mixed-mig "$state_mixed" --mig-strategy mixed -- --resource nvidia.com/mig-1g.10gb --allocate 2 --restart \
+  --expect-capacity 12
+a=$(jline "$tmp/mixed-mig.jsonl" "e['event'] == 'allocate' and e['pod'] == 'harness-pod-1'") \
+  || fail "mixed-mig: no allocation"
+"$PY" -c '
+import json, sys
+e = json.loads(sys.argv[1])
+ids = e["devices"]["nvidia.com/mig-1g.10gb"]
+assert e["admitted"] and len(ids) == 2 and all(i.startswith("MIG-") for i in ids), e
+' "$a" || fail "mixed-mig: allocation: $a"
+
+# Sharing: 8 GPUs x 4 replicas.
+printf 'version: v1\nsharing:\n  timeSlicing:\n    resources:\n      - name: nvidia.com/gpu\n        replicas: 4\n' \
+  >"$tmp/sharing.yaml"
+run shared "$state_none" --config-file "$tmp/sharing.yaml" -- --resource nvidia.com/gpu --allocate 1 \
+  --expect-capacity 32
+
+# Health: an Xid on GPU 3 shows as one unhealthy device, then it recovers.
+d=$tmp/health
+mkdir -p "$d"
+echo "--- health"
+"$harness" --socket-dir "$d" --wait 60 --resource nvidia.com/gpu --watch 30 >"$tmp/health.jsonl" \
+  2>"$tmp/health.kubelet.log" &
+hpid=$!
+pids+=("$hpid")
+MIGKIT_SIM_STATE=$state_none "$MIGKIT_BIN" --simulate dgx-h100 device-plugin --device-plugin-path "$d" \
+  2>"$tmp/health.plugin.log" &
+ppid=$!
+pids+=("$ppid")
+seen() {
+  for _ in $(seq 1 300); do jline "$tmp/health.jsonl" "$1" >/dev/null && return 0; sleep 0.1; done
+  return 1
+}
+seen "e['event'] == 'capacity' and e['capacity'] == 8 and e['allocatable'] == 8" || fail "health: never registered"
+MIGKIT_SIM_STATE=$state_none "$MIGKIT_SIM_BIN" xid --gpu 3 79 || fail "migkit-sim xid"
+seen "e['event'] == 'capacity' and e['unhealthy'] == 1" || fail "health: the Xid never showed as an unhealthy device"
+recovered=0
+for _ in $(seq 1 300); do
+  "$PY" - "$tmp/health.jsonl" <<'PY' && { recovered=1; break; }
+import json, sys
+caps = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{") and '"capacity"' in l]
+caps = [e for e in caps if e.get("event") == "capacity"]
+bad = [i for i, e in enumerate(caps) if e["unhealthy"] == 1]
+sys.exit(0 if bad and any(e["unhealthy"] == 0 and e["allocatable"] == 8 for e in caps[bad[0]:]) else 1)
+PY
+  sleep 0.1
+done
+[ "$recovered" = 1 ] || fail "health: the device never recovered"
+kill -TERM "$ppid"
+wait "$ppid" || fail "health: the plugin exited $? after SIGTERM"
+kill "$hpid" 2>/dev/null || true
+wait "$hpid" 2>/dev/null || true
+echo "PASS"

@@ -1,0 +1,399 @@
+#!/usr/bin/env bash
+# `migkit device-plugin` against a stand-in kubelet (kubelet_standin.py,
+# python3-grpcio) on simulated machines: registration per MIG strategy,
+# Allocate for every device-list / id strategy and pass-device-specs,
+# GetPreferredAllocation with sharing replicas, Xid health and recovery,
+# kubelet restart and re-registration, SIGHUP reload, SIGTERM shutdown,
+# fail-on-init-error, the NFD feature file.
+#
+# Nothing here asserts on time: waits are generous (WAIT seconds) and the
+# latencies seen (Xid -> Unhealthy in the stream, kubelet restart -> new
+# Register) are printed.
+set -euo pipefail
+: "${MIGKIT_BIN:?}" "${MIGKIT_SIM_BIN:?}" "${MIGKIT_SOURCE_DIR:?}"
+WAIT=${MIGKIT_DP_TEST_WAIT:-30}
+here=$MIGKIT_SOURCE_DIR/tests/integration
+standin=$here/kubelet_standin.py
+fail() { echo "FAIL: $*" >&2; [ -n "${plog:-}" ] && [ -f "$plog" ] && tail -n 30 "$plog" >&2; exit 1; }
+unset MIG_STRATEGY FAIL_ON_INIT_ERROR PASS_DEVICE_SPECS DEVICE_LIST_STRATEGY DEVICE_ID_STRATEGY NVIDIA_DRIVER_ROOT \
+  NVIDIA_DEV_ROOT CONFIG_FILE NVIDIA_DRIVER_RESOURCE_CONFIG DEVICE_PLUGIN_PATH MIGKIT_LABELS GFD_OUTPUT_FILE \
+  NODE_NAME CDI_ANNOTATION_PREFIX DP_DISABLE_HEALTHCHECKS DP_ENABLE_HEALTHCHECKS MIG_PARTED_DEBUG
+
+# A python with grpcio: the image's python3 may be another interpreter than Debian's.
+PY=
+for p in python3 /usr/bin/python3; do
+  if command -v "$p" >/dev/null && "$p" -c 'import grpc, google.protobuf' 2>/dev/null; then PY=$p; break; fi
+done
+if [ -z "$PY" ] || ! command -v protoc >/dev/null; then
+  [ "${CI:-}" = true ] && fail "python3-grpcio, python3-protobuf or protoc missing (scripts/install-deps)"
+  echo "SKIP: python3-grpcio / protoc not installed"
+  exit 0
+fi
+
+# Unix socket paths are short (108 bytes): the sockets go to a short temp dir.
+tmp=$(mktemp -d /tmp/mk-dp.XXXXXX)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+dir=$tmp/dp
+mkdir -p "$dir"
+out=$tmp/events.jsonl
+: >"$out"
+export MIGKIT_HEALTH_RECHECK_MS=1000
+
+# ---- the stand-in kubelet ----
+mkfifo "$tmp/cmd"
+"$PY" "$standin" serve --dir "$dir" --out "$out" --proto "$MIGKIT_SOURCE_DIR/proto/deviceplugin.proto" \
+  <"$tmp/cmd" 2>"$tmp/standin.log" &
+standin_pid=$!
+pids+=("$standin_pid")
+exec 7>"$tmp/cmd"
+echo 0 >"$tmp/cmd-no"
+
+# wait_ev EXPR [FROM]: prints the first event (JSON) matching EXPR (python, `e`), from line FROM.
+wait_ev() {
+  "$PY" "$standin" wait --out "$out" --expr "$1" --from "${2:-0}" --timeout "$WAIT" 2>/dev/null
+}
+# lines: the number of event lines so far (a FROM for later waits).
+lines() { wc -l <"$out"; }
+# cmd VERB ARGS...: runs a stand-in command and prints its reply (JSON); fails when not ok.
+# (Called in $(...) subshells: the command counter lives in a file.)
+cmd() {
+  local cmd_no
+  cmd_no=$(($(cat "$tmp/cmd-no") + 1))
+  echo "$cmd_no" >"$tmp/cmd-no"
+  echo "c$cmd_no $*" >&7
+  local r
+  r=$(wait_ev "e['event'] == 'reply' and e['id'] == 'c$cmd_no'") || fail "no reply to '$*'"
+  echo "$r"
+}
+cmd_ok() {
+  local r
+  r=$(cmd "$@")
+  [ "$(jq_ "$r" "e['ok']")" = True ] || fail "'$*' failed: $r"
+  echo "$r"
+}
+# jq_ JSON EXPR: evaluates EXPR (python, `e` the parsed JSON) and prints it.
+jq_() { "$PY" -c 'import json,sys; e=json.loads(sys.argv[1]); r=eval(sys.argv[2]); print(r if not isinstance(r,(list,dict)) else json.dumps(r))' "$1" "$2"; }
+
+wait_ev "e['event'] == 'listening'" >/dev/null || fail "the stand-in kubelet did not start: $(cat "$tmp/standin.log")"
+
+# ---- the plugin ----
+plugin_pid=
+plog=
+# start_plugin STATE MACHINE ARGS...: starts the device plugin on a state file.
+start_plugin() {
+  local state=$1 machine=$2; shift 2
+  plog=$tmp/plugin-$((++plugin_no)).log
+  MIGKIT_SIM_STATE=$state "$MIGKIT_BIN" --simulate "$machine" device-plugin --device-plugin-path "$dir" "$@" \
+    2>"$plog" &
+  plugin_pid=$!
+  pids+=("$plugin_pid")
+}
+plugin_no=0
+# stop_plugin: SIGTERM, exit 0, every socket of ours gone.
+stop_plugin() {
+  kill -TERM "$plugin_pid"
+  local rc=0
+  wait "$plugin_pid" || rc=$?
+  [ "$rc" = 0 ] || fail "the plugin exited $rc after SIGTERM"
+  local left
+  left=$(find "$dir" -name 'nvidia-*.sock')
+  [ -z "$left" ] || fail "sockets left after SIGTERM: $left"
+  plugin_pid=
+}
+# registered FROM RESOURCE...: waits for a Register of each resource after line FROM.
+registered() {
+  local from=$1; shift
+  for r in "$@"; do
+    wait_ev "e['event'] == 'register' and e['resource'] == '$r' and e['accepted']" "$from" >/dev/null \
+      || fail "no registration of '$r'"
+  done
+}
+# devices FROM RESOURCE: the first device list of RESOURCE after line FROM.
+devices() {
+  wait_ev "e['event'] == 'devices' and e['resource'] == '$2'" "$1" || fail "no ListAndWatch list for '$2'"
+}
+sim() { MIGKIT_SIM_STATE=$1 "$MIGKIT_SIM_BIN" "${@:2}"; }
+
+# ---- machines ----
+state_none=$tmp/h100-none.json
+state_mixed=$tmp/h100-mixed.json
+state_single=$tmp/h100-single.json
+cat >"$tmp/mig.yaml" <<'EOF'
+version: v1
+mig-configs:
+  mixed:
+    - devices: [0, 1]
+      mig-enabled: false
+    - devices: [2, 3, 4, 5, 6, 7]
+      mig-enabled: true
+      mig-devices:
+        "1g.10gb": 2
+        "2g.20gb": 1
+        "3g.40gb": 1
+  all-1g:
+    - devices: all
+      mig-enabled: true
+      mig-devices:
+        "1g.10gb": 7
+EOF
+MIGKIT_SIM_STATE=$state_mixed "$MIGKIT_BIN" -q --simulate dgx-h100 apply -f "$tmp/mig.yaml" -c mixed >/dev/null \
+  || fail "apply mixed"
+MIGKIT_SIM_STATE=$state_single "$MIGKIT_BIN" -q --simulate dgx-h100 apply -f "$tmp/mig.yaml" -c all-1g >/dev/null \
+  || fail "apply all-1g"
+MIGKIT_SIM_STATE=$state_none "$MIGKIT_BIN" -q --simulate dgx-h100 profiles >/dev/null || fail "create dgx-h100"
+gpu_uuids=$(sim "$state_none" show --json | "$PY" -c 'import json,sys; print(",".join(g["uuid"] for g in json.load(sys.stdin)["gpus"]))')
+IFS=, read -r -a uuid <<<"$gpu_uuids"
+[ "${#uuid[@]}" = 8 ] || fail "dgx-h100 has ${#uuid[@]} GPUs"
+
+echo "--- strategy none: registration, options, the device list"
+from=$(lines)
+start_plugin "$state_none" dgx-h100
+registered "$from" nvidia.com/gpu
+reg=$(wait_ev "e['event'] == 'register' and e['resource'] == 'nvidia.com/gpu'" "$from")
+[ "$(jq_ "$reg" "e['endpoint']")" = nvidia-gpu.sock ] || fail "endpoint: $reg"
+[ "$(jq_ "$reg" "e['version']")" = v1beta1 ] || fail "version: $reg"
+[ "$(jq_ "$reg" "e['plugin_options']['get_preferred_allocation_available']")" = True ] || fail "options: $reg"
+[ "$(jq_ "$reg" "e['register_options'] == e['plugin_options']")" = True ] || fail "Register and GetDevicePluginOptions options differ: $reg"
+list=$(devices "$from" nvidia.com/gpu)
+[ "$(jq_ "$list" "sorted(d['id'] for d in e['devices']) == sorted('$gpu_uuids'.split(','))")" = True ] \
+  || fail "device list is not the 8 GPU UUIDs: $list"
+[ "$(jq_ "$list" "all(d['health'] == 'Healthy' for d in e['devices'])")" = True ] || fail "not all Healthy: $list"
+[ -S "$dir/nvidia-gpu.sock" ] || fail "no socket nvidia-gpu.sock"
+
+echo "--- Allocate: envvar + uuid, two containers"
+r=$(cmd_ok allocate nvidia.com/gpu "${uuid[1]},${uuid[0]};${uuid[3]}")
+[ "$(jq_ "$r" "e['responses'][0]['envs']")" = "{\"NVIDIA_VISIBLE_DEVICES\": \"${uuid[1]},${uuid[0]}\"}" ] || fail "envvar: $r"
+[ "$(jq_ "$r" "e['responses'][1]['envs']['NVIDIA_VISIBLE_DEVICES']")" = "${uuid[3]}" ] || fail "second container: $r"
+[ "$(jq_ "$r" "e['responses'][0]['devices'] + e['responses'][0]['mounts']")" = "[]" ] || fail "device specs without --pass-device-specs: $r"
+cmd_ok prestart nvidia.com/gpu "${uuid[0]}" >/dev/null
+
+echo "--- Xid on a whole GPU: Unhealthy, then Healthy again"
+from=$(lines)
+t0=$("$PY" -c 'import time; print(time.time())')
+sim "$state_none" xid --gpu 2 79 || fail "migkit-sim xid"
+ev=$(wait_ev "e['event'] == 'devices' and any(d['health'] == 'Unhealthy' for d in e['devices'])" "$from") \
+  || fail "GPU 2 never turned Unhealthy"
+[ "$(jq_ "$ev" "[d['id'] for d in e['devices'] if d['health'] == 'Unhealthy']")" = "[\"${uuid[2]}\"]" ] \
+  || fail "want exactly GPU 2 Unhealthy: $ev"
+echo "Xid -> Unhealthy in the stream: $(jq_ "$ev" "'%.3f s' % (e['t'] - $t0)")"
+ev=$(wait_ev "e['event'] == 'devices' and all(d['health'] == 'Healthy' for d in e['devices'])" "$from") \
+  || fail "GPU 2 never recovered"
+echo "Unhealthy -> Healthy (recovery rule, recheck 1 s): $(jq_ "$ev" "'%.3f s' % (e['t'] - $t0)")"
+
+echo "--- kubelet restart: sockets deleted, kubelet.sock re-created, re-registration"
+from=$(lines)
+r=$(cmd_ok restart)
+t_restart=$(jq_ "$r" "e['t']")
+registered "$from" nvidia.com/gpu
+reg=$(wait_ev "e['event'] == 'register' and e['resource'] == 'nvidia.com/gpu'" "$from")
+echo "kubelet restart -> Register: $(jq_ "$reg" "'%.3f s' % (e['t'] - $t_restart)")"
+list=$(devices "$from" nvidia.com/gpu)
+[ "$(jq_ "$list" "len(e['devices'])")" = 8 ] || fail "after the restart: $list"
+[ -S "$dir/nvidia-gpu.sock" ] || fail "socket not re-created"
+r=$(cmd_ok allocate nvidia.com/gpu "${uuid[0]}")
+[ "$(jq_ "$r" "e['responses'][0]['envs']['NVIDIA_VISIBLE_DEVICES']")" = "${uuid[0]}" ] || fail "Allocate after restart: $r"
+
+echo "--- SIGTERM: clean exit, sockets removed, stream ended"
+from=$(lines)
+stop_plugin
+wait_ev "e['event'] == 'stream_end' and e['resource'] == 'nvidia.com/gpu'" "$from" >/dev/null || fail "stream not ended"
+
+echo "--- index ids, volume-mounts, CDI, pass-device-specs with fixture /dev"
+mkdir -p "$tmp/host/dev" "$tmp/host/proc/driver/nvidia-caps"
+touch "$tmp/host/dev/nvidiactl" "$tmp/host/dev/nvidia-uvm"
+# mig-minors as the driver writes it: gpu<minor>/gi<g>/access and gpu<minor>/gi<g>/ci<c>/access.
+"$PY" - "$tmp/host/proc/driver/nvidia-caps/mig-minors" <<'PY'
+import sys
+n = 3
+with open(sys.argv[1], "w") as f:
+    f.write("config 1\nmonitor 2\n")
+    for g in range(8):
+        for gi in range(15):
+            f.write("gpu%d/gi%d/access %d\n" % (g, gi, n)); n += 1
+            for ci in range(8):
+                f.write("gpu%d/gi%d/ci%d/access %d\n" % (g, gi, ci, n)); n += 1
+PY
+from=$(lines)
+MIGKIT_DEV_ROOT=$tmp/host/dev MIGKIT_PROC_ROOT=$tmp/host/proc \
+  start_plugin "$state_none" dgx-h100 --device-id-strategy index --device-list-strategy envvar,volume-mounts \
+  --pass-device-specs true --nvidia-driver-root /run/nvidia/driver
+registered "$from" nvidia.com/gpu
+r=$(cmd_ok allocate nvidia.com/gpu "${uuid[5]},${uuid[3]}")
+[ "$(jq_ "$r" "e['responses'][0]['envs']['NVIDIA_VISIBLE_DEVICES']")" = /var/run/nvidia-container-devices ] \
+  || fail "volume-mounts env: $r"
+[ "$(jq_ "$r" "[(m['container_path'], m['host_path']) for m in e['responses'][0]['mounts']]")" = \
+  '[["/var/run/nvidia-container-devices/5", "/dev/null"], ["/var/run/nvidia-container-devices/3", "/dev/null"]]' ] \
+  || fail "volume-mounts with index ids: $r"
+specs=$(jq_ "$r" "[(d['container_path'], d['host_path'], d['permissions']) for d in e['responses'][0]['devices']]")
+want='[["/dev/nvidiactl", "/run/nvidia/driver/dev/nvidiactl", "rw"], ["/dev/nvidia-uvm", "/run/nvidia/driver/dev/nvidia-uvm", "rw"], ["/dev/nvidia5", "/run/nvidia/driver/dev/nvidia5", "rw"], ["/dev/nvidia3", "/run/nvidia/driver/dev/nvidia3", "rw"]]'
+[ "$specs" = "$want" ] || fail "device specs: got $specs, want $want"
+stop_plugin
+
+from=$(lines)
+start_plugin "$state_none" dgx-h100 --device-list-strategy cdi-annotations,cdi-cri
+registered "$from" nvidia.com/gpu
+r=$(cmd_ok allocate nvidia.com/gpu "${uuid[0]},${uuid[1]}")
+[ "$(jq_ "$r" "e['responses'][0]['envs']")" = "{}" ] || fail "CDI only: no NVIDIA_VISIBLE_DEVICES wanted: $r"
+cdi="k8s.device-plugin.nvidia.com/gpu=${uuid[0]},k8s.device-plugin.nvidia.com/gpu=${uuid[1]}"
+[ "$(jq_ "$r" "list(e['responses'][0]['annotations'].values()) == ['$cdi'] and all(k.startswith('cdi.k8s.io/nvidia-device-plugin_') for k in e['responses'][0]['annotations'])")" = True ] \
+  || fail "CDI annotation: $r"
+[ "$(jq_ "$r" "e['responses'][0]['cdi_devices']")" = \
+  "[\"k8s.device-plugin.nvidia.com/gpu=${uuid[0]}\", \"k8s.device-plugin.nvidia.com/gpu=${uuid[1]}\"]" ] \
+  || fail "cdi_devices: $r"
+stop_plugin
+
+echo "--- strategy mixed on a mixed layout: one resource per profile, MIG Xid"
+from=$(lines)
+MIGKIT_DEV_ROOT=$tmp/host/dev MIGKIT_PROC_ROOT=$tmp/host/proc \
+  start_plugin "$state_mixed" dgx-h100 --mig-strategy mixed --pass-device-specs true
+registered "$from" nvidia.com/gpu nvidia.com/mig-1g.10gb nvidia.com/mig-2g.20gb nvidia.com/mig-3g.40gb
+for pair in gpu:2 mig-1g.10gb:12 mig-2g.20gb:6 mig-3g.40gb:6; do
+  list=$(devices "$from" "nvidia.com/${pair%%:*}")
+  [ "$(jq_ "$list" "len(e['devices'])")" = "${pair##*:}" ] || fail "${pair%%:*}: want ${pair##*:} devices: $list"
+done
+[ -S "$dir/nvidia-mig-1g.10gb.sock" ] || fail "no socket nvidia-mig-1g.10gb.sock"
+list=$(devices "$from" nvidia.com/mig-1g.10gb)
+[ "$(jq_ "$list" "all(d['id'].startswith('MIG-') for d in e['devices'])")" = True ] || fail "MIG ids: $list"
+# A 1g.10gb device of GPU 2: its GI and CI from the simulator.
+read -r mig gi ci < <(sim "$state_mixed" show --json | "$PY" -c '
+import json, sys
+g = json.load(sys.stdin)["gpus"][2]
+for i in g["gpu_instances"]:
+    for c in i["compute_instances"]:
+        if c.get("profile_name", c.get("name", "")).startswith("1g"):
+            print(c["uuid"], i["id"], c["id"]); sys.exit(0)
+sys.exit(1)') || fail "no 1g device on GPU 2 in the simulator state"
+r=$(cmd_ok allocate nvidia.com/mig-1g.10gb "$mig")
+[ "$(jq_ "$r" "e['responses'][0]['envs']['NVIDIA_VISIBLE_DEVICES']")" = "$mig" ] || fail "MIG envvar: $r"
+specs=$(jq_ "$r" "[d['container_path'] for d in e['responses'][0]['devices']]")
+gicap=$(grep "^gpu2/gi$gi/access " "$tmp/host/proc/driver/nvidia-caps/mig-minors" | cut -d' ' -f2)
+cicap=$(grep "^gpu2/gi$gi/ci$ci/access " "$tmp/host/proc/driver/nvidia-caps/mig-minors" | cut -d' ' -f2)
+want="[\"/dev/nvidiactl\", \"/dev/nvidia-uvm\", \"/dev/nvidia2\", \"/dev/nvidia-caps/nvidia-cap$gicap\", \"/dev/nvidia-caps/nvidia-cap$cicap\"]"
+[ "$specs" = "$want" ] || fail "MIG device specs: got $specs, want $want"
+from=$(lines)
+t0=$("$PY" -c 'import time; print(time.time())')
+sim "$state_mixed" xid --gpu 2 --gi "$gi" --ci "$ci" 48 || fail "migkit-sim xid (MIG)"
+ev=$(wait_ev "e['event'] == 'devices' and e['resource'] == 'nvidia.com/mig-1g.10gb' and any(d['health'] == 'Unhealthy' for d in e['devices'])" "$from") \
+  || fail "the MIG device never turned Unhealthy"
+[ "$(jq_ "$ev" "[d['id'] for d in e['devices'] if d['health'] == 'Unhealthy']")" = "[\"$mig\"]" ] \
+  || fail "want exactly $mig Unhealthy: $ev"
+echo "MIG Xid -> Unhealthy in the stream: $(jq_ "$ev" "'%.3f s' % (e['t'] - $t0)")"
+wait_ev "e['event'] == 'devices' and e['resource'] == 'nvidia.com/mig-1g.10gb' and all(d['health'] == 'Healthy' for d in e['devices'])" "$from" >/dev/null \
+  || fail "the MIG device never recovered"
+stop_plugin
+
+echo "--- strategy single: all 1g.10gb -> nvidia.com/gpu; invalid layout -> error"
+from=$(lines)
+start_plugin "$state_single" dgx-h100 --mig-strategy single
+registered "$from" nvidia.com/gpu
+list=$(devices "$from" nvidia.com/gpu)
+[ "$(jq_ "$list" "len(e['devices'])")" = 56 ] || fail "single: want 56 MIG devices: $list"
+[ "$(jq_ "$list" "all(d['id'].startswith('MIG-') for d in e['devices'])")" = True ] || fail "single: MIG ids: $list"
+stop_plugin
+rc=0
+MIGKIT_SIM_STATE=$state_mixed "$MIGKIT_BIN" --simulate dgx-h100 device-plugin --device-plugin-path "$dir" \
+  --mig-strategy single 2>"$tmp/single.log" || rc=$?
+[ "$rc" = 1 ] || fail "single on a mixed layout exited $rc, want 1"
+grep -qi "mig" "$tmp/single.log" || fail "single on a mixed layout: unclear error: $(cat "$tmp/single.log")"
+
+echo "--- fail-on-init-error"
+rc=0
+MIGKIT_NVML_LIB=$tmp/none.so "$MIGKIT_BIN" device-plugin --device-plugin-path "$dir" 2>"$tmp/init.log" || rc=$?
+[ "$rc" = 1 ] || fail "no NVML with fail-on-init-error: exit $rc, want 1"
+plog=$tmp/init2.log
+MIGKIT_NVML_LIB=$tmp/none.so FAIL_ON_INIT_ERROR=false "$MIGKIT_BIN" device-plugin --device-plugin-path "$dir" \
+  2>"$plog" &
+plugin_pid=$!
+pids+=("$plugin_pid")
+for _ in $(seq 1 $((WAIT * 10))); do grep -q "serving nothing" "$plog" && break; sleep 0.1; done
+grep -q "serving nothing" "$plog" || fail "FAIL_ON_INIT_ERROR=false: no 'serving nothing' line"
+kill -0 "$plugin_pid" || fail "FAIL_ON_INIT_ERROR=false: the plugin exited"
+stop_plugin
+
+echo "--- sharing: time-slicing replicas, least-shared-first, SIGHUP reload, NFD file"
+cat >"$tmp/sharing.yaml" <<'EOF'
+version: v1
+sharing:
+  timeSlicing:
+    resources:
+      - name: nvidia.com/gpu
+        replicas: 4
+EOF
+printf 'Test Machine\n' >"$tmp/product"
+from=$(lines)
+start_plugin "$state_none" dgx-h100 --config-file "$tmp/sharing.yaml" --labels nfd-file \
+  --nfd-features-file "$tmp/features" --machine-type-file "$tmp/product"
+registered "$from" nvidia.com/gpu
+list=$(devices "$from" nvidia.com/gpu)
+[ "$(jq_ "$list" "sorted(d['id'] for d in e['devices']) == sorted('%s::%d' % (u, k) for u in '$gpu_uuids'.split(',') for k in range(4))")" = True ] \
+  || fail "replica ids: $list"
+r=$(cmd_ok allocate nvidia.com/gpu "${uuid[4]}::2")
+[ "$(jq_ "$r" "e['responses'][0]['envs']['NVIDIA_VISIBLE_DEVICES']")" = "${uuid[4]}" ] || fail "replica Allocate: $r"
+# GPU 0 has 1 replica left, GPU 1 two, the others four: size 2 takes the two least
+# shared GPUs of the smallest UUIDs among those with four left, one replica each.
+avail=$("$PY" -c '
+import sys
+u = sys.argv[1].split(",")
+ids = ["%s::3" % u[0]] + ["%s::%d" % (u[1], k) for k in (2, 3)] + ["%s::%d" % (x, k) for x in u[2:] for k in range(4)]
+print(",".join(ids))' "$gpu_uuids")
+want=$("$PY" -c '
+import sys
+u = sys.argv[1].split(",")
+print(",".join(sorted("%s::0" % x for x in sorted(u[2:])[:2])))' "$gpu_uuids")
+r=$(cmd_ok preferred nvidia.com/gpu "$avail" - 2)
+[ "$(jq_ "$r" "','.join(sorted(e['ids'][0]))")" = "$want" ] || fail "least-shared-first: got $r, want $want"
+# must include a replica of GPU 0: the other slot goes to a least shared GPU.
+r=$(cmd_ok preferred nvidia.com/gpu "$avail" "${uuid[0]}::3" 2)
+[ "$(jq_ "$r" "len(e['ids'][0]) == 2 and '${uuid[0]}::3' in e['ids'][0] and not any(i.startswith('${uuid[1]}') for i in e['ids'][0])")" = True ] \
+  || fail "must_include: $r"
+[ -f "$tmp/features" ] || fail "no NFD feature file"
+grep -qx 'nvidia.com/gpu.replicas=4' "$tmp/features" || fail "feature file lacks gpu.replicas=4: $(cat "$tmp/features")"
+grep -qx 'nvidia.com/gpu.machine=Test-Machine' "$tmp/features" || fail "feature file lacks gpu.machine"
+MIGKIT_SIM_STATE=$state_none "$MIGKIT_BIN" --simulate dgx-h100 labels --config-file "$tmp/sharing.yaml" \
+  --machine-type-file "$tmp/product" --no-timestamp >"$tmp/labels.txt"
+grep -v '^nvidia.com/gfd.timestamp=' "$tmp/features" | diff -u "$tmp/labels.txt" - || fail "feature file differs from 'migkit labels'"
+sed -i 's/replicas: 4/replicas: 2/' "$tmp/sharing.yaml"
+from=$(lines)
+kill -HUP "$plugin_pid"
+registered "$from" nvidia.com/gpu
+list=$(devices "$from" nvidia.com/gpu)
+[ "$(jq_ "$list" "len(e['devices'])")" = 16 ] || fail "after SIGHUP with replicas 2: $list"
+for _ in $(seq 1 $((WAIT * 10))); do grep -qx 'nvidia.com/gpu.replicas=2' "$tmp/features" && break; sleep 0.1; done
+grep -qx 'nvidia.com/gpu.replicas=2' "$tmp/features" || fail "feature file not refreshed on SIGHUP"
+stop_plugin
+[ ! -e "$tmp/features" ] || fail "feature file left after SIGTERM"
+
+echo "--- --resource-config (iktos form): rename with replicas"
+from=$(lines)
+start_plugin "$state_none" dgx-h100 --resource-config gpu:gpu-shared:2
+registered "$from" nvidia.com/gpu-shared
+list=$(devices "$from" nvidia.com/gpu-shared)
+[ "$(jq_ "$list" "len(e['devices'])")" = 16 ] || fail "--resource-config: $list"
+stop_plugin
+
+echo "--- errors: an unknown id, a bad allocation size"
+from=$(lines)
+start_plugin "$state_none" dgx-h100
+registered "$from" nvidia.com/gpu
+r=$(cmd allocate nvidia.com/gpu "GPU-00000000-0000-0000-0000-000000000000")
+[ "$(jq_ "$r" "e['ok']")" = False ] || fail "an unknown id was allocated: $r"
+[ "$(jq_ "$r" "e['code']")" = StatusCode.INVALID_ARGUMENT ] || fail "unknown id: want INVALID_ARGUMENT: $r"
+r=$(cmd preferred nvidia.com/gpu "${uuid[0]},${uuid[1]}" - 0)
+[ "$(jq_ "$r" "e['ok']")" = False ] || fail "allocation_size 0 was answered: $r"
+stop_plugin
+
+echo "--- bad flags"
+rc=0; "$MIGKIT_BIN" device-plugin --mig-strategy bogus 2>/dev/null || rc=$?
+[ "$rc" = 2 ] || fail "--mig-strategy bogus exited $rc, want 2"
+rc=0; "$MIGKIT_BIN" device-plugin --device-list-strategy envvar,nope 2>/dev/null || rc=$?
+[ "$rc" = 2 ] || fail "--device-list-strategy nope exited $rc, want 2"
+
+cmd_ok quit >/dev/null
+wait "$standin_pid" || fail "the stand-in kubelet failed: $(cat "$tmp/standin.log")"
+echo "PASS"
