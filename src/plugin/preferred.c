@@ -10,9 +10,10 @@
 #include "plugin/preferred.h"
 
 /* Whole-GPU search: exact while the combinations to visit stay under this
- * many search nodes (16 GPUs choose 8 is 39,203), greedy with local swaps
- * beyond. bench/bench-preferred measures both. */
-#define EXACT_NODE_BUDGET 2000000u
+ * many search nodes (16 GPUs choose 8 is 39,203 nodes, about 1 ms), greedy
+ * growth from every seed with local swaps beyond (64 GPUs: 3-30 ms).
+ * tests/unit/test-plugin-preferred prints the timings. */
+#define EXACT_NODE_BUDGET 200000u
 
 /* ---- scoring of whole-GPU sets ---- */
 
@@ -145,26 +146,36 @@ static int greedy(struct search *x) {
                         in[bi] = true;
                         x->set[x->n_must + m++] = x->cand[bi];
                 }
-                /* Swaps: replace one chosen GPU by an unchosen one when the set gains. */
+                /* Swaps: replace one chosen GPU by an unchosen one while the set
+                 * gains; the change is computed from the two GPUs' pairs only. */
                 struct score sc = set_score(x->t, x->set, x->n_must + k);
+                size_t total = x->n_must + k;
                 for (unsigned round = 0; round < 8; round++) {
                         bool improved = false;
-                        for (size_t a = 0; a < k; a++)
+                        for (size_t a = 0; a < k; a++) {
+                                unsigned old = x->set[x->n_must + a];
+                                struct score lose = gain(x->t, old, x->set, total);
                                 for (size_t i = 0; i < n; i++) {
                                         if (in[i])
                                                 continue;
-                                        unsigned old = x->set[x->n_must + a];
+                                        struct score win = gain(x->t, x->cand[i], x->set, total);
+                                        struct score self = pair_score(x->t, x->cand[i], old);
+                                        int64_t dn = (int64_t) win.nvlinks - (int64_t) self.nvlinks -
+                                                     (int64_t) lose.nvlinks;
+                                        int64_t dp = (int64_t) win.pcie - (int64_t) self.pcie - (int64_t) lose.pcie;
+                                        if (dn < 0 || (dn == 0 && dp <= 0))
+                                                continue;
+                                        in[cur[a]] = false;
+                                        in[i] = true;
+                                        cur[a] = i;
                                         x->set[x->n_must + a] = x->cand[i];
-                                        struct score ns = set_score(x->t, x->set, x->n_must + k);
-                                        if (score_cmp(ns, sc) > 0) {
-                                                in[cur[a]] = false;
-                                                in[i] = true;
-                                                cur[a] = i;
-                                                sc = ns;
-                                                improved = true;
-                                        } else
-                                                x->set[x->n_must + a] = old;
+                                        sc.nvlinks = (uint64_t) ((int64_t) sc.nvlinks + dn);
+                                        sc.pcie = (uint64_t) ((int64_t) sc.pcie + dp);
+                                        old = x->cand[i];
+                                        lose = gain(x->t, old, x->set, total);
+                                        improved = true;
                                 }
+                        }
                         if (!improved)
                                 break;
                 }
@@ -311,7 +322,10 @@ static int pick_aligned(const struct mk_snapshot *s, const struct mk_dp_device *
         struct search x = {
                 .t = &t, .cand = gpus, .n_cand = n, .set = set, .n_must = n_must, .k = needed, .pick = pick, .best = best,
         };
-        if (exact_nodes(n, needed) != UINT64_MAX)
+        if (needed == n)
+                for (size_t i = 0; i < n; i++)
+                        best[i] = i;
+        else if (exact_nodes(n, needed) != UINT64_MAX)
                 dfs(&x, 0, 0, (struct score) {0});
         else if (greedy(&x) < 0)
                 return mk_error_set(e, -ENOMEM, "Out of memory");

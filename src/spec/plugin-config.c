@@ -498,6 +498,11 @@ static void trim(const char **b, const char **e) {
                 (*e)--;
 }
 
+static void parts_freep(char *(*v)[3]) {
+        for (size_t i = 0; i < 3; i++)
+                free((*v)[i]);
+}
+
 /* One "<name>:<rename>:<replicas>" entry, already trimmed, into res. */
 static int parse_rc_entry(const char *b, const char *end, unsigned no, struct mk_shared_resource *res,
                           struct mk_error *e) {
@@ -524,7 +529,7 @@ static int parse_rc_entry(const char *b, const char *end, unsigned no, struct mk
                                           "entry %u '%.*s': want <name>:<rename>:<replicas>, found %u part%s", no,
                                           (int) (end - b), b, n, n == 1 ? "" : "s");
         static const char *const what[3] = {"name", "rename", "replicas"};
-        _cleanup_free_ char *v[3] = {NULL, NULL, NULL};
+        _cleanup_(parts_freep) char *v[3] = {NULL, NULL, NULL};
         for (unsigned i = 0; i < 3; i++) {
                 if (parts[i][1] == parts[i][0])
                         return mk_error_set_field(e, -EINVAL, "--resource-config", "entry %u '%.*s': empty %s", no,
