@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,7 @@
 #include "base/error.h"
 #include "base/macro.h"
 #include "mig/gpu.h"
+#include "nvml/nvml.h"
 #include "plugin/preferred.h"
 #include "plugin/resources.h"
 #include "spec/plugin-config.h"
@@ -330,10 +332,79 @@ static void test_timing(void **state) {
         time_node(64, "64 GPUs (greedy beyond the exact-search budget)");
 }
 
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *f) {
+        return remove(path);
+}
+
+/* The simulator's h100-nvl-pairs (NVLink bridges (0,1) and (2,3)) as nvml/ reads it. */
+static void test_simulator_pairs(void **state) {
+        const char *lib = getenv("MIGKIT_NVML_LIB");
+        if (!lib)
+                skip();
+        char dir[] = "/tmp/migkit-test-plugin-preferred-XXXXXX", path[128];
+        assert_non_null(mkdtemp(dir));
+        snprintf(path, sizeof(path), "%s/state.json", dir);
+        setenv("MIGKIT_SIM_STATE", path, 1);
+        setenv("MIGKIT_SIM_MACHINE", "h100-nvl-pairs", 1);
+        struct mk_error e = {0};
+        struct mk_nvml *n = NULL;
+        if (mk_nvml_open(lib, &n, &e) < 0)
+                fail_msg("%s", e.msg);
+        _cleanup_(mk_snapshot_freep) struct mk_snapshot *s = NULL;
+        assert_int_equal(mk_nvml_snapshot(n, &s, &e), 0);
+        mk_nvml_close(n);
+        assert_non_null(s->nvlinks);
+        struct mk_dp_options o;
+        mk_dp_options_init(&o);
+        _cleanup_(mk_dp_resources_freep) struct mk_dp_resources *rs = NULL;
+        assert_int_equal(mk_dp_resources_build(s, &o, &rs, &e), 0);
+        const struct mk_dp_resource *r = mk_dp_resources_find(rs, "nvidia.com/gpu");
+        static const struct {
+                const char *available, *must;
+                unsigned size;
+                const char *want;
+        } t[] = {
+                {"0 1 2 3", NULL, 2, "0 1"},
+                {"1 2 3", NULL, 2, "2 3"},
+                {"0 1 2 3", "3", 2, "2 3"},
+                {"0 1 2 3", "1 2", 3, "0 1 2"},
+        };
+        for (size_t i = 0; i < ELEMENTSOF(t); i++) {
+                char avail[8][MK_DP_ID_MAX], must[8][MK_DP_ID_MAX];
+                const char *ap[8], *mp[8];
+                size_t na = resolve(r, t[i].available, avail, 8), nm = resolve(r, t[i].must, must, 8);
+                for (size_t k = 0; k < na; k++)
+                        ap[k] = avail[k];
+                for (size_t k = 0; k < nm; k++)
+                        mp[k] = must[k];
+                _cleanup_strv_free_ char **ids = NULL;
+                assert_int_equal(mk_dp_preferred(s, r, ap, na, mp, nm, t[i].size, &ids, &e), 0);
+                /* Sim UUIDs do not sort by index: compare the sorted indices. */
+                unsigned idx[8];
+                size_t k = 0;
+                for (; ids[k]; k++)
+                        idx[k] = mk_dp_resource_find_device(r, ids[k])->gpu;
+                for (size_t a = 0; a < k; a++)
+                        for (size_t b = a + 1; b < k; b++)
+                                if (idx[b] < idx[a]) {
+                                        unsigned x = idx[a];
+                                        idx[a] = idx[b];
+                                        idx[b] = x;
+                                }
+                char got[64] = "";
+                for (size_t a = 0; a < k; a++)
+                        snprintf(got + strlen(got), sizeof(got) - strlen(got), "%s%u", a ? " " : "", idx[a]);
+                if (!streq(got, t[i].want))
+                        fail_msg("case %zu: got '%s', want '%s'", i, got, t[i].want);
+        }
+        assert_int_equal(nftw(dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS), 0);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_cases),
                 cmocka_unit_test(test_timing),
+                cmocka_unit_test(test_simulator_pairs),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -10,7 +10,9 @@
 
 #include <cmocka.h>
 
+#include <dlfcn.h>
 #include <errno.h>
+#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +22,8 @@
 #include "base/host.h"
 #include "base/macro.h"
 #include "mig/gpu.h"
+#include "nvml/nvml.h"
+#include "plugin/preferred.h"
 #include "plugin/resources.h"
 #include "spec/plugin-config.h"
 
@@ -358,6 +362,116 @@ static void test_device_cap(void **state) {
         assert_non_null(strstr(e.msg, "more than 65536 devices"));
 }
 
+/* ---- against the simulator: a snapshot as nvml/ reads it ---- */
+
+static char state_dir[] = "/tmp/migkit-test-plugin-resources-XXXXXX";
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *f) {
+        return remove(path);
+}
+
+/* Creates the k-th placement's GI of profile `pname` on `gpu`, with one full CI. */
+static void sim_create(struct mk_nvml *n, const struct mk_snapshot *s, unsigned gpu, const char *pname, size_t k) {
+        const struct mk_gpu *g = &s->gpus[gpu];
+        const struct mk_gi_profile *p = NULL;
+        for (size_t i = 0; i < g->n_profiles && !p; i++)
+                if (streq(g->profiles[i].name, pname))
+                        p = &g->profiles[i];
+        assert_non_null(p);
+        assert_true(k < p->n_placements);
+        struct mk_error e = {0};
+        unsigned gi = 0, ci = 0, ci_profile = UINT32_MAX;
+        if (mk_nvml_create_gi(n, gpu, p->id, p->placements[k], &gi, &e) < 0)
+                fail_msg("create GI: %s", e.msg);
+        const struct mk_ci_profile *cp = NULL;
+        for (size_t i = 0; i < p->n_ci_profiles && !cp; i++)
+                if (p->ci_profiles[i].slices == p->slices)
+                        cp = &p->ci_profiles[i];
+        assert_non_null(cp);
+        if (cp->queried)
+                ci_profile = cp->id;
+        else
+                assert_int_equal(mk_nvml_ci_profile_id(n, gpu, gi, cp->nvml_enum, &ci_profile, &e), 0);
+        if (mk_nvml_create_ci(n, gpu, gi, ci_profile, (struct mk_placement) {0, cp->slices}, &ci, &e) < 0)
+                fail_msg("create CI: %s", e.msg);
+}
+
+static void test_simulator(void **state) {
+        const char *lib = getenv("MIGKIT_NVML_LIB");
+        if (!lib)
+                skip();
+        assert_non_null(mkdtemp(state_dir));
+        char path[256];
+        snprintf(path, sizeof(path), "%s/state.json", state_dir);
+        setenv("MIGKIT_SIM_STATE", path, 1);
+        setenv("MIGKIT_SIM_MACHINE", "dgx-a100", 1);
+        void *dl = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
+        assert_non_null(dl);
+        int (*sim_reset)(unsigned) = (int (*)(unsigned)) dlsym(dl, "mksim_reset_gpu");
+        assert_non_null(sim_reset);
+        struct mk_error e = {0};
+        struct mk_nvml *n = NULL;
+        if (mk_nvml_open(lib, &n, &e) < 0)
+                fail_msg("%s", e.msg);
+        for (unsigned gpu = 0; gpu < 2; gpu++) {
+                bool pending = false;
+                assert_int_equal(mk_nvml_set_mig_mode(n, gpu, true, &pending, &e), 0);
+                if (pending)
+                        assert_int_equal(sim_reset(gpu), 0);
+        }
+        {
+                _cleanup_(mk_snapshot_freep) struct mk_snapshot *s0 = NULL;
+                assert_int_equal(mk_nvml_snapshot(n, &s0, &e), 0);
+                sim_create(n, s0, 0, "3g.20gb", 0);
+                sim_create(n, s0, 0, "3g.20gb", 1);
+                sim_create(n, s0, 1, "1g.5gb", 0);
+                sim_create(n, s0, 1, "1g.5gb", 1);
+        }
+        _cleanup_(mk_snapshot_freep) struct mk_snapshot *s = NULL;
+        assert_int_equal(mk_nvml_snapshot(n, &s, &e), 0);
+        n = mk_nvml_close(n);
+        dlclose(dl);
+
+        _cleanup_(mk_host_done) struct mk_host h;
+        host_init(&h);
+        struct mk_dp_options o;
+        mk_dp_options_init(&o);
+        o.mig_strategy = MK_MIG_STRATEGY_MIXED;
+        o.host = &h;
+        _cleanup_(mk_dp_resources_freep) struct mk_dp_resources *rs = NULL;
+        if (mk_dp_resources_build(s, &o, &rs, &e) < 0)
+                fail_msg("%s", e.msg);
+        _cleanup_free_ char *got = dump(rs);
+        assert_string_equal(got, "nvidia.com/gpu: 2 3 4 5 6 7 | nvidia.com/mig-1g.5gb: 1:0 1:1 | "
+                                 "nvidia.com/mig-3g.20gb: 0:0 0:1");
+        const struct mk_dp_resource *m3 = mk_dp_resources_find(rs, "nvidia.com/mig-3g.20gb");
+        for (size_t i = 0; i < m3->n_devices; i++) {
+                const struct mk_dp_device *d = &m3->devices[i];
+                assert_true(strneq(d->id, "MIG-", 4));
+                assert_string_equal(d->gpu_uuid, s->gpus[0].uuid);
+                assert_string_equal(d->id, s->gpus[0].gis[i].cis[0].uuid);
+                assert_int_equal(d->gi_id, s->gpus[0].gis[i].id);
+                assert_true(d->gi_cap > 0 && d->ci_cap > d->gi_cap);
+        }
+        /* Single fails on this layout, naming the rule. */
+        o.mig_strategy = MK_MIG_STRATEGY_SINGLE;
+        struct mk_dp_resources *bad = NULL;
+        assert_int_equal(mk_dp_resources_build(s, &o, &bad, &e), -EINVAL);
+        assert_non_null(strstr(e.msg, "more than one MIG device type present on node: '3g.20gb' on GPU 0 and '1g.5gb' on GPU 1"));
+
+        /* The interconnect NVML reports: NVSwitch, 12 links between every pair,
+         * PCIe pairs (0,1) (2,3) ... under one switch, 0-3 and 4-7 on one CPU each. */
+        const struct mk_dp_resource *gpu = mk_dp_resources_find(rs, "nvidia.com/gpu");
+        const char *avail[] = {gpu->devices[5].id, gpu->devices[1].id, gpu->devices[2].id};
+        _cleanup_strv_free_ char **ids = NULL;
+        assert_int_equal(mk_dp_preferred(s, gpu, avail, 3, NULL, 0, 2, &ids, &e), 0);
+        char pair[80];
+        const char *a = mk_dp_resource_find_device(gpu, ids[0])->index, *b = mk_dp_resource_find_device(gpu, ids[1])->index;
+        snprintf(pair, sizeof(pair), "%s %s", strcmp(a, b) < 0 ? a : b, strcmp(a, b) < 0 ? b : a);
+        assert_string_equal(pair, "4 7"); /* same NUMA node; 3 is across the sockets */
+        assert_int_equal(nftw(state_dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS), 0);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_cases),
@@ -366,6 +480,7 @@ int main(void) {
                 cmocka_unit_test(test_strings),
                 cmocka_unit_test(test_bad_snapshots),
                 cmocka_unit_test(test_device_cap),
+                cmocka_unit_test(test_simulator),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
