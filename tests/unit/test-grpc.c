@@ -28,6 +28,7 @@
 #include "base/dynbuf.h"
 #include "base/error.h"
 #include "base/macro.h"
+#include "base/spawn.h"
 #include "plugin/grpc.h"
 
 #pragma GCC diagnostic ignored "-Wunused-parameter"
@@ -40,6 +41,8 @@
 #define M_FAIL "/test.Svc/Fail"
 #define M_RELAY "/test.Svc/Relay"
 #define M_WATCH "/test.Svc/Watch"
+#define M_PUBLISH "/test.Svc/Publish" /* publishes the request on the same server */
+#define M_STREAMS "/test.Svc/Streams" /* the server's open streams, as text */
 
 static uint64_t now_us(void) {
         struct timespec ts;
@@ -110,6 +113,7 @@ struct ctx {
         unsigned changes;                 /* streams_changed calls */
         unsigned calls;
         struct mk_grpc_client *relay_to; /* M_RELAY calls M_ECHO there */
+        struct mk_grpc_server *server;   /* for M_PUBLISH and M_STREAMS */
 };
 
 #define CTX_INIT {.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER}
@@ -148,12 +152,24 @@ static int handler(void *userdata, const char *method, const uint8_t *req, size_
                         }
                 return mk_error_set(e, -EINVAL, "no such failure");
         }
+        if (streq(method, M_PUBLISH) || streq(method, M_STREAMS)) {
+                pthread_mutex_lock(&c->lock);
+                struct mk_grpc_server *s = c->server;
+                pthread_mutex_unlock(&c->lock);
+                if (!s)
+                        return mk_error_set(e, -EAGAIN, "server not set yet");
+                if (streq(method, M_STREAMS))
+                        return mk_buf_printf(resp, "%u", mk_grpc_server_streams(s));
+                return mk_grpc_server_publish(s, req, req_len);
+        }
         if (streq(method, M_RELAY)) {
-                /* The kubelet's Register handler: call the caller's server back before answering. */
+                /* The kubelet's Register handler: call the caller's server back
+                 * before answering (waiting for it, unless asked "nowait"). */
                 _cleanup_buf_done_ struct mk_buf inner = {};
                 mk_buf_init(&inner, 1024);
                 int status = -1;
-                int r = mk_grpc_client_call(c->relay_to, M_ECHO, req, req_len, WAIT_MS, true, &inner, &status, e);
+                bool wait = !(req_len == 6 && memcmp(req, "nowait", 6) == 0);
+                int r = mk_grpc_client_call(c->relay_to, M_ECHO, req, req_len, WAIT_MS, wait, &inner, &status, e);
                 if (r < 0)
                         return r;
                 r = mk_buf_puts(resp, "relayed:");
@@ -191,7 +207,7 @@ static void wait_streams(struct ctx *c, struct mk_grpc_server *s, unsigned n) {
                 fail_msg("server has %u open streams, want %u", mk_grpc_server_streams(s), n);
 }
 
-static const char *const methods[] = {M_ECHO, M_FAIL, M_RELAY, NULL};
+static const char *const methods[] = {M_ECHO, M_FAIL, M_RELAY, M_PUBLISH, M_STREAMS, NULL};
 
 static struct mk_grpc_server *start(const char *path, struct ctx *c, size_t max_message) {
         struct mk_grpc_server_config cfg = {
@@ -736,10 +752,11 @@ static void test_register_callback(void **state) {
 
         /* A gone: B's handler fails, B answers with A's status, nothing hangs. */
         a = mk_grpc_server_stop(a);
-        rc.r = mk_grpc_client_call(rc.cl, M_RELAY, (const uint8_t *) "x", 1, WAIT_MS, false, &rc.resp, &rc.status,
-                                   &rc.e);
-        assert_true(rc.r < 0);
-        assert_int_not_equal(rc.status, MK_GRPC_OK);
+        rc.r = mk_grpc_client_call(rc.cl, M_RELAY, (const uint8_t *) "nowait", 6, WAIT_MS, false, &rc.resp,
+                                   &rc.status, &rc.e);
+        check_rc(rc.r, -EPROTO, &rc.e);
+        assert_int_equal(rc.status, MK_GRPC_INTERNAL);
+        check_msg(&rc.e, "UNAVAILABLE");
 
         mk_buf_done(&rc.resp);
         rc.cl = mk_grpc_client_close(rc.cl);
@@ -916,6 +933,142 @@ static void test_global_refcount(void **state) {
         mk_grpc_global_shutdown();
 }
 
+/* ---- interop with python3-grpcio (tests/integration/grpc_peer.py) ---- */
+
+static bool run(const char *const *argv, int timeout_ms, struct mk_spawn_result *res) {
+        struct mk_spawn_opts o = {.argv = argv, .timeout_ms = timeout_ms, .capture = true, .output_cap = 64 * 1024};
+        struct mk_error e = {};
+        int r = mk_spawn(&o, res, &e);
+        if (r < 0) {
+                *res = (struct mk_spawn_result) {.exit_status = 127};
+                return false;
+        }
+        return res->exit_status == 0;
+}
+
+/* Debian's python3 with python3-grpcio; NULL when there is none. */
+static const char *python_with_grpc(void) {
+        static const char *const candidates[] = {"/usr/bin/python3", "python3"};
+        for (size_t i = 0; i < ELEMENTSOF(candidates); i++) {
+                const char *argv[] = {candidates[i], "-c", "import grpc", NULL};
+                struct mk_spawn_result res;
+                bool ok = run(argv, 30000, &res);
+                mk_spawn_result_done(&res);
+                if (ok)
+                        return candidates[i];
+        }
+        return NULL;
+}
+
+static const char *peer_script(void) {
+        static char path[PATH_MAX];
+        const char *src = getenv("MIGKIT_SOURCE_DIR");
+        if (src && *src)
+                snprintf(path, sizeof(path), "%s/tests/integration/grpc_peer.py", src);
+        else {
+                /* __FILE__ is ".../tests/unit/test-grpc.c". */
+                snprintf(path, sizeof(path), "%s", __FILE__);
+                char *cut = strstr(path, "unit/test-grpc.c");
+                if (cut)
+                        snprintf(cut, sizeof(path) - (size_t) (cut - path), "integration/grpc_peer.py");
+        }
+        return path;
+}
+
+static void test_python_client(void **state) {
+        /* python3-grpcio calls our server: the test's methods, errors, caps,
+         * a refused gzip request, a stream it cancels and one whose process
+         * it kills. */
+        const char *py = python_with_grpc();
+        if (!py) {
+                print_message("python3-grpcio not found: skipped\n");
+                skip();
+        }
+        struct ctx c = CTX_INIT;
+        const char *path = sock("py-client.sock");
+        struct mk_grpc_server *s = start(path, &c, 1024);
+        pthread_mutex_lock(&c.lock);
+        c.server = s;
+        pthread_mutex_unlock(&c.lock);
+
+        const char *argv[] = {py, peer_script(), "client", path, NULL};
+        struct mk_spawn_result res;
+        bool ok = run(argv, 120000, &res);
+        if (!ok)
+                fail_msg("grpc_peer.py client: exit %d%s\n%s", res.exit_status, res.timed_out ? " (timed out)" : "",
+                         res.output ? res.output : "");
+        mk_spawn_result_done(&res);
+        wait_streams(&c, s, 0);
+
+        s = mk_grpc_server_stop(s);
+}
+
+struct peer_run {
+        const char *const *argv;
+        struct mk_spawn_result res;
+        bool ok;
+};
+
+static void *peer_thread(void *userdata) {
+        struct peer_run *p = userdata;
+        p->ok = run(p->argv, 90000, &p->res);
+        return NULL;
+}
+
+static void test_python_server(void **state) {
+        /* Our client against python3-grpcio's server, which also plays the
+         * kubelet: its Callback dials our server A back while our call waits. */
+        const char *py = python_with_grpc();
+        if (!py) {
+                print_message("python3-grpcio not found: skipped\n");
+                skip();
+        }
+        struct ctx ca = CTX_INIT;
+        const char *pa = sock("py-a.sock"), *pb = sock("py-b.sock");
+        struct mk_grpc_server *a = start(pa, &ca, 0);
+
+        const char *argv[] = {py, peer_script(), "serve", pb, NULL};
+        struct peer_run p = {.argv = argv};
+        pthread_t t;
+        assert_int_equal(pthread_create(&t, NULL, peer_thread, &p), 0);
+
+        struct mk_grpc_client *cl = client(pb);
+        _cleanup_buf_done_ struct mk_buf b = {};
+        mk_buf_init(&b, 1024);
+        struct mk_error e = {};
+        int status = -1;
+        /* Python takes a while to start: wait_for_ready. */
+        check_rc(mk_grpc_client_call(cl, M_ECHO, (const uint8_t *) "hi", 2, 60000, true, &b, &status, &e), 0, &e);
+        check_buf(&b, "hi");
+
+        struct mk_grpc_stream *st = watch(cl);
+        next_is(st, "p1");
+        next_is(st, "p2");
+        next_is(st, "p3");
+        check_rc(mk_grpc_stream_next(st, WAIT_MS, &b, &status, &e), -EPIPE, &e);
+        assert_int_equal(status, MK_GRPC_OK);
+        st = mk_grpc_stream_close(st);
+
+        check_rc(call(cl, M_FAIL, "x", &b, &status, &e), -EPROTO, &e);
+        assert_int_equal(status, MK_GRPC_FAILED_PRECONDITION);
+        check_msg(&e, "python says no");
+
+        check_rc(call(cl, "/test.Svc/Callback", pa, &b, &status, &e), 0, &e);
+        check_buf(&b, "callback:from python");
+        assert_int_equal(ca.calls, 1);
+
+        check_rc(call(cl, "/test.Svc/Quit", "", &b, &status, &e), 0, &e);
+        check_buf(&b, "bye");
+        assert_int_equal(pthread_join(t, NULL), 0);
+        if (!p.ok)
+                fail_msg("grpc_peer.py serve: exit %d%s\n%s", p.res.exit_status, p.res.timed_out ? " (timed out)" : "",
+                         p.res.output ? p.res.output : "");
+        mk_spawn_result_done(&p.res);
+
+        cl = mk_grpc_client_close(cl);
+        a = mk_grpc_server_stop(a);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_status_tables),
@@ -934,6 +1087,8 @@ int main(void) {
                 cmocka_unit_test(test_garbage_peers),
                 cmocka_unit_test(test_many_calls),
                 cmocka_unit_test(test_global_refcount),
+                cmocka_unit_test(test_python_client),
+                cmocka_unit_test(test_python_server),
         };
         return cmocka_run_group_tests(tests, setup_tmpdir, teardown_tmpdir);
 }
