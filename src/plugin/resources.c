@@ -142,7 +142,7 @@ static int parse_cap_line(const char *b, const char *end, struct cap_minor *ret)
                 return -EINVAL;
         char num[16];
         const char *v = sp + 1;
-        if (end - v <= 0 || (size_t) (end - v) >= sizeof(num))
+        if (end - v <= 0 || (size_t) (end - v) >= sizeof(num) || memchr(v, 0, (size_t) (end - v)))
                 return -EINVAL;
         memcpy(num, v, (size_t) (end - v));
         num[end - v] = 0;
@@ -689,9 +689,10 @@ unsigned mk_dp_resources_set_health(struct mk_dp_resources *rs, unsigned gpu, un
                         struct mk_dp_device *d = &rs->r[i].devices[j];
                         if (d->gpu != gpu)
                                 continue;
-                        if (gi_id != UINT32_MAX && (!d->mig || d->gi_id != gi_id))
+                        /* A whole GPU holds every GI: any event of the GPU reaches it. */
+                        if (d->mig && gi_id != UINT32_MAX && d->gi_id != gi_id)
                                 continue;
-                        if (gi_id != UINT32_MAX && ci_id != UINT32_MAX && d->ci_id != ci_id)
+                        if (d->mig && gi_id != UINT32_MAX && ci_id != UINT32_MAX && d->ci_id != ci_id)
                                 continue;
                         if (d->healthy != healthy) {
                                 d->healthy = healthy;

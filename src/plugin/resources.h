@@ -131,8 +131,9 @@ const struct mk_dp_device *mk_dp_resource_find_device(const struct mk_dp_resourc
 
 /* Health from the health monitor: marks every device (all replicas) of the
  * GPU at position `gpu` of the snapshot: the whole GPU and all its MIG
- * devices when gi_id == UINT32_MAX, else only the MIG devices of GI gi_id
- * (and CI ci_id; ci_id == UINT32_MAX: every CI of that GI). Returns the number
+ * devices when gi_id == UINT32_MAX, else the MIG devices of GI gi_id (and CI
+ * ci_id; ci_id == UINT32_MAX: every CI of that GI) and the GPU itself when it
+ * is advertised whole (strategy none). Returns the number
  * of devices whose state changed (so the caller knows whether to re-send
  * ListAndWatch). Never fails; rs may be NULL. */
 unsigned mk_dp_resources_set_health(struct mk_dp_resources *rs, unsigned gpu, unsigned gi_id, unsigned ci_id,

@@ -245,6 +245,30 @@ static void test_device_fields(void **state) {
         assert_int_equal(m1->devices[0].numa_node, -1);
 }
 
+/* A damaged mig-minors (tests/fixtures/plugin/proc-bad): bad lines skipped, never a crash. */
+static void test_bad_mig_minors(void **state) {
+        const struct snap_gpu gpus[] = {{"a100", MIG, "1g.5gb"}, {"a100", MIG, "1g.5gb"}, {0}};
+        _cleanup_(mk_snapshot_freep) struct mk_snapshot *s = snap_build(gpus);
+        assert_non_null(s);
+        _cleanup_(mk_host_done) struct mk_host h;
+        host_init(&h);
+        free(h.proc_root);
+        assert_true(asprintf(&h.proc_root, "%s/tests/fixtures/plugin/proc-bad", getenv("MIGKIT_SOURCE_DIR")) > 0);
+        struct mk_dp_options o;
+        mk_dp_options_init(&o);
+        o.mig_strategy = MK_MIG_STRATEGY_SINGLE;
+        o.host = &h;
+        struct mk_error e = {0};
+        _cleanup_(mk_dp_resources_freep) struct mk_dp_resources *rs = NULL;
+        assert_int_equal(mk_dp_resources_build(s, &o, &rs, &e), 0);
+        const struct mk_dp_resource *r = mk_dp_resources_find(rs, "nvidia.com/gpu");
+        assert_int_equal(r->n_devices, 2);
+        assert_int_equal(r->devices[0].gi_cap, 30);
+        assert_int_equal(r->devices[0].ci_cap, 31);
+        assert_int_equal(r->devices[1].gi_cap, -1);
+        assert_int_equal(r->devices[1].ci_cap, 40);
+}
+
 static void test_health(void **state) {
         const struct snap_gpu gpus[] = {{"a100", MIG, "1g.5gb*2,3g.20gb"}, {"a100", OFF, NULL}, {0}};
         _cleanup_(mk_snapshot_freep) struct mk_snapshot *s = snap_build(gpus);
@@ -275,6 +299,15 @@ static void test_health(void **state) {
         assert_int_equal(mk_dp_resources_set_health(rs, 0, UINT32_MAX, UINT32_MAX, true), 7);
         assert_int_equal(mk_dp_resources_set_health(rs, 9, UINT32_MAX, UINT32_MAX, false), 0);
         assert_int_equal(mk_dp_resources_set_health(NULL, 0, UINT32_MAX, UINT32_MAX, false), 0);
+
+        /* Strategy none: a GI's event reaches the whole GPU that holds it. */
+        o.mig_strategy = MK_MIG_STRATEGY_NONE;
+        o.config = NULL;
+        _cleanup_(mk_dp_resources_freep) struct mk_dp_resources *whole = NULL;
+        assert_int_equal(mk_dp_resources_build(s, &o, &whole, &e), 0);
+        assert_int_equal(mk_dp_resources_set_health(whole, 0, 2, 0, false), 1);
+        assert_false(whole->r[0].devices[0].healthy);
+        assert_true(whole->r[0].devices[1].healthy);
 }
 
 static void test_strings(void **state) {
@@ -476,6 +509,7 @@ int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_cases),
                 cmocka_unit_test(test_device_fields),
+                cmocka_unit_test(test_bad_mig_minors),
                 cmocka_unit_test(test_health),
                 cmocka_unit_test(test_strings),
                 cmocka_unit_test(test_bad_snapshots),
