@@ -259,6 +259,14 @@ static void test_monitor(void **state) {
         mk_health_options_done(&o);
         assert_null(mk_health_disabled_reason(h));
 
+        /* The monitor's thread and ours share the NVML handle. */
+        for (int k = 0; k < 3; k++) {
+                struct mk_snapshot *again = NULL;
+                assert_int_equal(mk_nvml_snapshot(n, &again, &e), 0);
+                assert_int_equal(again->n_gpus, 8);
+                mk_snapshot_free(again);
+        }
+
         /* An ignored Xid (13) on GPU 2, then a counted one on GPU 0: only
          * GPU 0 is reported, whole. */
         assert_int_equal(sim_xid(2, NONE, NONE, 13), 0);

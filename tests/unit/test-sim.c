@@ -49,7 +49,8 @@ MK_NVML_FUNCTIONS(X)
         Y(mksim_fault_crash_after)        \
         Y(mksim_fault_clear)              \
         Y(mksim_reset_gpu)                \
-        Y(mksim_reboot)
+        Y(mksim_reboot)                   \
+        Y(mksim_gpu_set_lost)
 
 #define Y(name) static typeof(name) *p_##name;
 MKSIM_FUNCTIONS(Y)
@@ -804,6 +805,163 @@ static void test_events(void **state) {
         OK(p_nvmlShutdown());
 }
 
+/* The interconnect queries with the return codes nvml.h documents: link
+ * 0..NVML_NVLINK_MAX_LINKS-1, INVALID_ARGUMENT for a bad link or NULL,
+ * NOT_SUPPORTED for a link the part lacks and for MIG handles. */
+static void test_topology_raw(void **state) {
+        nvmlEnableState_t st;
+        nvmlIntNvLinkDeviceType_t type;
+        nvmlPciInfo_t pci;
+        nvmlGpuTopologyLevel_t lv;
+
+        use_machine("dgx-a100");
+        OK(p_nvmlInit_v2());
+        for (unsigned l = 0; l < 12; l++) {
+                OK(p_nvmlDeviceGetNvLinkState(gpu(0), l, &st));
+                assert_int_equal(st, NVML_FEATURE_ENABLED);
+                OK(p_nvmlDeviceGetNvLinkRemoteDeviceType(gpu(0), l, &type));
+                assert_int_equal(type, NVML_NVLINK_DEVICE_TYPE_SWITCH);
+                OK(p_nvmlDeviceGetNvLinkRemotePciInfo_v2(gpu(0), l, &pci));
+                /* 6 switches, 2 links each; the switch, not a GPU, is the far end. */
+                assert_int_equal(pci.bus, 0xC4 + l / 2);
+                assert_int_equal(pci.pciDeviceId, 0x1AF110DE);
+        }
+        OK(p_nvmlDeviceGetNvLinkRemotePciInfo_v2(gpu(3), 11, &pci));
+        assert_string_equal(pci.busId, "00000000:C9:00.0");
+        assert_string_equal(pci.busIdLegacy, "0000:C9:00.0");
+        for (unsigned l = 12; l < NVML_NVLINK_MAX_LINKS; l++) {
+                EXPECT(NVML_ERROR_NOT_SUPPORTED, p_nvmlDeviceGetNvLinkState(gpu(0), l, &st));
+                EXPECT(NVML_ERROR_NOT_SUPPORTED, p_nvmlDeviceGetNvLinkRemotePciInfo_v2(gpu(0), l, &pci));
+        }
+        EXPECT(NVML_ERROR_INVALID_ARGUMENT, p_nvmlDeviceGetNvLinkState(gpu(0), NVML_NVLINK_MAX_LINKS, &st));
+        EXPECT(NVML_ERROR_INVALID_ARGUMENT, p_nvmlDeviceGetNvLinkState(gpu(0), 0, NULL));
+        EXPECT(NVML_ERROR_INVALID_ARGUMENT, p_nvmlDeviceGetNvLinkRemoteDeviceType(gpu(0), 0, NULL));
+        EXPECT(NVML_ERROR_INVALID_ARGUMENT, p_nvmlDeviceGetNvLinkRemotePciInfo_v2(gpu(0), 0, NULL));
+        EXPECT(NVML_ERROR_INVALID_ARGUMENT,
+               p_nvmlDeviceGetNvLinkState((nvmlDevice_t) &st, 0, &st)); /* not a handle */
+
+        static const nvmlGpuTopologyLevel_t row0[8] = {
+                NVML_TOPOLOGY_INTERNAL, NVML_TOPOLOGY_MULTIPLE, NVML_TOPOLOGY_NODE,   NVML_TOPOLOGY_NODE,
+                NVML_TOPOLOGY_SYSTEM,   NVML_TOPOLOGY_SYSTEM,   NVML_TOPOLOGY_SYSTEM, NVML_TOPOLOGY_SYSTEM,
+        };
+        for (unsigned j = 0; j < 8; j++) {
+                OK(p_nvmlDeviceGetTopologyCommonAncestor(gpu(0), gpu(j), &lv));
+                assert_int_equal(lv, row0[j]);
+                OK(p_nvmlDeviceGetTopologyCommonAncestor(gpu(j), gpu(0), &lv));
+                assert_int_equal(lv, row0[j]);
+        }
+        EXPECT(NVML_ERROR_INVALID_ARGUMENT, p_nvmlDeviceGetTopologyCommonAncestor(gpu(0), gpu(1), NULL));
+        EXPECT(NVML_ERROR_INVALID_ARGUMENT, p_nvmlDeviceGetTopologyCommonAncestor(gpu(0), NULL, &lv));
+
+        /* MIG device handles: NOT_SUPPORTED. */
+        enable_mig(2);
+        nvmlGpuInstance_t gi = create_gi(2, 19, 0, 1);
+        nvmlComputeInstance_t ci;
+        OK(p_nvmlGpuInstanceCreateComputeInstance(gi, 0, &ci));
+        nvmlDevice_t mig;
+        OK(p_nvmlDeviceGetMigDeviceHandleByIndex(gpu(2), 0, &mig));
+        EXPECT(NVML_ERROR_NOT_SUPPORTED, p_nvmlDeviceGetNvLinkState(mig, 0, &st));
+        EXPECT(NVML_ERROR_NOT_SUPPORTED, p_nvmlDeviceGetTopologyCommonAncestor(mig, gpu(0), &lv));
+        OK(p_nvmlShutdown());
+
+        /* Bridged H100 NVL pairs: GPU to GPU, bus ids of the peer. */
+        use_machine("h100-nvl-pairs");
+        OK(p_nvmlInit_v2());
+        nvmlPciInfo_t peer;
+        OK(p_nvmlDeviceGetPciInfo_v3(gpu(3), &peer));
+        for (unsigned l = 0; l < 12; l++) {
+                OK(p_nvmlDeviceGetNvLinkRemoteDeviceType(gpu(2), l, &type));
+                assert_int_equal(type, NVML_NVLINK_DEVICE_TYPE_GPU);
+                OK(p_nvmlDeviceGetNvLinkRemotePciInfo_v2(gpu(2), l, &pci));
+                assert_string_equal(pci.busId, peer.busId);
+                assert_int_equal(pci.pciDeviceId, 0x232110DE);
+        }
+        EXPECT(NVML_ERROR_NOT_SUPPORTED, p_nvmlDeviceGetNvLinkState(gpu(2), 12, &st));
+        OK(p_nvmlDeviceGetTopologyCommonAncestor(gpu(2), gpu(3), &lv));
+        assert_int_equal(lv, NVML_TOPOLOGY_SINGLE);
+        OK(p_nvmlShutdown());
+
+        /* An unbridged card: links present, inactive; remote queries NOT_SUPPORTED. */
+        use_machine("h100-nvl");
+        OK(p_nvmlInit_v2());
+        OK(p_nvmlDeviceGetNvLinkState(gpu(0), 0, &st));
+        assert_int_equal(st, NVML_FEATURE_DISABLED);
+        EXPECT(NVML_ERROR_NOT_SUPPORTED, p_nvmlDeviceGetNvLinkRemoteDeviceType(gpu(0), 0, &type));
+        EXPECT(NVML_ERROR_NOT_SUPPORTED, p_nvmlDeviceGetNvLinkRemotePciInfo_v2(gpu(0), 0, &pci));
+        OK(p_nvmlShutdown());
+
+        /* No NvLink at all (T4). */
+        use_machine("t4");
+        OK(p_nvmlInit_v2());
+        EXPECT(NVML_ERROR_NOT_SUPPORTED, p_nvmlDeviceGetNvLinkState(gpu(0), 0, &st));
+        OK(p_nvmlDeviceGetTopologyCommonAncestor(gpu(0), gpu(0), &lv));
+        assert_int_equal(lv, NVML_TOPOLOGY_INTERNAL);
+        OK(p_nvmlShutdown());
+
+        /* The other switch systems: 18 links, all to switches. */
+        static const char *const sw18[] = {"dgx-h100", "hgx-h200", "dgx-b200"};
+        for (size_t k = 0; k < sizeof(sw18) / sizeof(sw18[0]); k++) {
+                use_machine(sw18[k]);
+                OK(p_nvmlInit_v2());
+                for (unsigned l = 0; l < NVML_NVLINK_MAX_LINKS; l++) {
+                        OK(p_nvmlDeviceGetNvLinkState(gpu(7), l, &st));
+                        assert_int_equal(st, NVML_FEATURE_ENABLED);
+                        OK(p_nvmlDeviceGetNvLinkRemoteDeviceType(gpu(7), l, &type));
+                        assert_int_equal(type, NVML_NVLINK_DEVICE_TYPE_SWITCH);
+                }
+                OK(p_nvmlShutdown());
+        }
+}
+
+/* A GPU fallen off the bus: NVML_ERROR_GPU_IS_LOST from every call on it,
+ * the event wait included; other GPUs unaffected; a reboot brings it back. */
+static void test_lost_gpu(void **state) {
+        nvmlDevice_t d1 = NULL, mig = NULL;
+        nvmlMemory_t mem;
+        nvmlEventSet_t set;
+        nvmlEventData_t data;
+        char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
+
+        use_machine("dgx-h100");
+        OK(p_nvmlInit_v2());
+        d1 = gpu(1);
+        enable_mig(1);
+        nvmlGpuInstance_t gi = create_gi(1, 19, 0, 1);
+        nvmlComputeInstance_t ci;
+        OK(p_nvmlGpuInstanceCreateComputeInstance(gi, 0, &ci));
+        OK(p_nvmlDeviceGetMigDeviceHandleByIndex(d1, 0, &mig));
+        OK(p_nvmlDeviceGetUUID(d1, uuid, sizeof(uuid)));
+        OK(p_nvmlEventSetCreate(&set));
+        OK(p_nvmlDeviceRegisterEvents(d1, nvmlEventTypeXidCriticalError, set));
+
+        assert_int_equal(p_mksim_gpu_set_lost(1, 1), 0);
+        assert_int_equal(p_mksim_gpu_set_lost(8, 1), -ENODEV);
+        EXPECT(NVML_ERROR_GPU_IS_LOST, p_nvmlDeviceGetHandleByIndex_v2(1, &d1));
+        EXPECT(NVML_ERROR_GPU_IS_LOST, p_nvmlDeviceGetHandleByUUID(uuid, &d1));
+        EXPECT(NVML_ERROR_GPU_IS_LOST, p_nvmlDeviceGetHandleByPciBusId_v2("00000000:0F:00.0", &d1));
+        EXPECT(NVML_ERROR_GPU_IS_LOST, p_nvmlDeviceGetMemoryInfo(d1, &mem));
+        EXPECT(NVML_ERROR_GPU_IS_LOST, p_nvmlDeviceGetMemoryInfo(mig, &mem));
+        EXPECT(NVML_ERROR_GPU_IS_LOST, p_nvmlGpuInstanceGetInfo(gi, &(nvmlGpuInstanceInfo_t) { 0 }));
+        EXPECT(NVML_ERROR_GPU_IS_LOST, p_nvmlEventSetWait_v2(set, &data, 0));
+        EXPECT(NVML_ERROR_GPU_IS_LOST, p_nvmlDeviceRegisterEvents(d1, nvmlEventTypeXidCriticalError, set));
+        OK(p_nvmlDeviceGetMemoryInfo(gpu(0), &mem));
+        unsigned count;
+        OK(p_nvmlDeviceGetCount_v2(&count));
+        assert_int_equal(count, 8);
+
+        /* Back: the same handles answer again, the set waits normally. */
+        assert_int_equal(p_mksim_gpu_set_lost(1, 0), 0);
+        OK(p_nvmlDeviceGetMemoryInfo(d1, &mem));
+        EXPECT(NVML_ERROR_TIMEOUT, p_nvmlEventSetWait_v2(set, &data, 0));
+
+        /* Lost again, then a reboot: every GPU answers. */
+        assert_int_equal(p_mksim_gpu_set_lost(1, 1), 0);
+        assert_int_equal(p_mksim_reboot(), 0);
+        OK(p_nvmlDeviceGetMemoryInfo(d1, &mem));
+        OK(p_nvmlEventSetFree(set));
+        OK(p_nvmlShutdown());
+}
+
 static void test_faults_from_environment(void **state) {
         nvmlGpuInstance_t gi;
         unsigned n;
@@ -1011,6 +1169,8 @@ int main(void) {
                 cmocka_unit_test(test_compute_instances),
                 cmocka_unit_test(test_mig_devices),
                 cmocka_unit_test(test_events),
+                cmocka_unit_test(test_topology_raw),
+                cmocka_unit_test(test_lost_gpu),
                 cmocka_unit_test(test_faults_from_environment),
                 cmocka_unit_test(test_faults_in_state_across_processes),
                 cmocka_unit_test(test_crash_after),
