@@ -553,34 +553,49 @@ static bool same_id(ino_t a, struct timespec ac, ino_t b, struct timespec bc) {
         return a == b && ac.tv_sec == bc.tv_sec && ac.tv_nsec == bc.tv_nsec;
 }
 
+/* The health callback walks d->servers under d->lock, so the array is
+ * swapped under it; gRPC servers are stopped outside it (their handlers take
+ * it, and stopping waits for a handler that runs). */
 static void servers_stop(struct dp_daemon *d) {
-        for (size_t i = 0; i < d->n_servers; i++) {
-                struct dp_server *s = &d->servers[i];
+        pthread_mutex_lock(&d->lock);
+        struct dp_server *servers = d->servers;
+        size_t n = d->n_servers;
+        d->servers = NULL;
+        d->n_servers = 0;
+        pthread_mutex_unlock(&d->lock);
+        for (size_t i = 0; i < n; i++) {
+                struct dp_server *s = &servers[i];
                 s->grpc = mk_grpc_server_stop(s->grpc);
-                /* gRPC unlinks only the socket it bound; a file left by another
-                 * process is not ours to remove. */
+                /* gRPC unlinks only the socket it bound; a file another
+                 * process put there is not ours to remove. */
                 ino_t ino = 0;
                 struct timespec ct = {0};
-                if (stat_id(s->socket_path, &ino, &ct) >= 0 && same_id(ino, ct, s->ino, s->ctime))
+                if (s->socket_path && stat_id(s->socket_path, &ino, &ct) >= 0 && same_id(ino, ct, s->ino, s->ctime))
                         (void) unlink(s->socket_path);
                 free(s->socket_path);
         }
-        free(d->servers);
-        d->servers = NULL;
-        d->n_servers = 0;
+        free(servers);
 }
 
 static int servers_start(struct dp_daemon *d, struct mk_error *e) {
         size_t n = d->resources->n;
-        d->servers = calloc(n ? n : 1, sizeof(*d->servers));
-        if (!d->servers)
+        struct dp_server *servers = calloc(n ? n : 1, sizeof(*servers));
+        if (!servers)
                 return mk_error_set(e, -ENOMEM, "out of memory");
-        d->n_servers = n;
         for (size_t i = 0; i < n; i++) {
-                struct dp_server *s = &d->servers[i];
-                s->d = d;
-                s->index = i;
-                snprintf(s->name, sizeof(s->name), "%s", d->resources->r[i].name);
+                servers[i].d = d;
+                servers[i].index = i;
+                snprintf(servers[i].name, sizeof(servers[i].name), "%s", d->resources->r[i].name);
+        }
+        /* Published before any server runs (grpc NULL: skipped by on_health),
+         * so no health change falls between a server's first list and its
+         * being known to the callback. */
+        pthread_mutex_lock(&d->lock);
+        d->servers = servers;
+        d->n_servers = n;
+        pthread_mutex_unlock(&d->lock);
+        for (size_t i = 0; i < n; i++) {
+                struct dp_server *s = &servers[i];
                 if (mk_path_join(d->dir, d->resources->r[i].endpoint, &s->socket_path) < 0)
                         return mk_error_set(e, -ENOMEM, "out of memory");
                 struct mk_grpc_server_config c = {
@@ -591,22 +606,22 @@ static int servers_start(struct dp_daemon *d, struct mk_error *e) {
                         .userdata = s,
                         .max_message = MK_DP_MAX_REQUEST_BYTES,
                 };
-                int r = mk_grpc_server_start(&c, &s->grpc, e);
+                struct mk_grpc_server *g = NULL;
+                int r = mk_grpc_server_start(&c, &g, e);
                 if (r < 0) {
                         mk_error_prefix(e, "Cannot serve '%s' on '%s'", s->name, s->socket_path);
                         return r;
                 }
                 r = stat_id(s->socket_path, &s->ino, &s->ctime);
+                pthread_mutex_lock(&d->lock);
+                s->grpc = g;
+                if (r >= 0)
+                        r = publish(s);
+                pthread_mutex_unlock(&d->lock);
                 if (r < 0) {
                         errno = -r;
-                        return mk_error_set(e, r, "Socket '%s' is gone right after it was bound: %m",
-                                            s->socket_path);
+                        return mk_error_set(e, r, "Cannot start '%s' on '%s': %m", s->name, s->socket_path);
                 }
-                pthread_mutex_lock(&d->lock);
-                r = publish(s);
-                pthread_mutex_unlock(&d->lock);
-                if (r < 0)
-                        return mk_error_set(e, r, "Cannot publish the device list of '%s'", s->name);
                 log_info("Serving '%s' (%zu devices) on '%s'", s->name, d->resources->r[i].n_devices,
                          s->socket_path);
         }

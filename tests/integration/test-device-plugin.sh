@@ -33,9 +33,11 @@ fi
 # Unix socket paths are short (108 bytes): the sockets go to a short temp dir.
 tmp=$(mktemp -d /tmp/mk-dp.XXXXXX)
 pids=()
+k8s_started=
 cleanup() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
   wait 2>/dev/null || true
+  if [ -n "$k8s_started" ]; then "$MIGKIT_K8S_TESTENV" stop "$tmp/k8s" >/dev/null 2>&1 || true; fi
   rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -387,6 +389,66 @@ r=$(cmd allocate nvidia.com/gpu "GPU-00000000-0000-0000-0000-000000000000")
 r=$(cmd preferred nvidia.com/gpu "${uuid[0]},${uuid[1]}" - 0)
 [ "$(jq_ "$r" "e['ok']")" = False ] || fail "allocation_size 0 was answered: $r"
 stop_plugin
+
+echo "--- --labels node against a real kube-apiserver (k8s-testenv), the manifest"
+if [ -z "${MIGKIT_K8S_TESTENV:-}" ] || [ "${MIGKIT_SKIP_K8S:-}" = 1 ]; then
+  echo "(skipped: no MIGKIT_K8S_TESTENV)"
+else
+  "$MIGKIT_K8S_TESTENV" build >/dev/null || fail "k8s-testenv build failed"
+  envlines=$("$MIGKIT_K8S_TESTENV" start "$tmp/k8s" --owner-pid $$) || fail "k8s-testenv start failed"
+  eval "$envlines"
+  k8s_started=1
+  kc() { "$MIGKIT_K8S_KUBECTL" "$@"; }
+  printf '%s\n' 'apiVersion: v1' 'kind: Node' 'metadata:' '  name: gpu-node-1' '  labels:' \
+    '    nvidia.com/mig.config: mixed' '    nvidia.com/gpu.deploy.device-plugin: "true"' >"$tmp/node.yaml"
+  kc apply -f "$tmp/node.yaml" >/dev/null || fail "create the Node"
+  # node_labels: the Node's labels as sorted key=value lines.
+  node_labels() {
+    kc get node gpu-node-1 -o json | "$PY" -c '
+import json, sys
+for k, v in sorted(json.load(sys.stdin)["metadata"].get("labels", {}).items()):
+    print("%s=%s" % (k, v))'
+  }
+  # wait_label KEY=VALUE | KEY absent: until the Node has that label / no longer has KEY.
+  wait_label() {
+    for _ in $(seq 1 $((WAIT * 10))); do
+      if [ "${2:-}" = absent ]; then
+        node_labels | grep -q "^$1=" || return 0
+      else
+        node_labels | grep -qx "$1" && return 0
+      fi
+      sleep 0.1
+    done
+    return 1
+  }
+  printf 'version: v1\nflags:\n  migStrategy: mixed\n' >"$tmp/mixed.yaml"
+  from=$(lines)
+  start_plugin "$state_mixed" dgx-h100 --config-file "$tmp/mixed.yaml" --labels node --node-name gpu-node-1 \
+    --machine-type-file "$tmp/product"
+  registered "$from" nvidia.com/mig-1g.10gb
+  wait_label nvidia.com/mig-1g.10gb.count=12 || fail "the Node never got the mixed labels: $(node_labels)"
+  MIGKIT_SIM_STATE=$state_mixed "$MIGKIT_BIN" --simulate dgx-h100 labels --config-file "$tmp/mixed.yaml" \
+    --machine-type-file "$tmp/product" --no-timestamp >"$tmp/want-labels.txt"
+  node_labels | grep -v -e '^nvidia.com/mig.config=' -e '^nvidia.com/gpu.deploy' -e 'kubernetes.io/' \
+    >"$tmp/got-labels.txt" || true
+  diff -u "$tmp/want-labels.txt" "$tmp/got-labels.txt" || fail "Node labels differ from 'migkit labels'"
+  # Back to strategy none: the mig-* labels we set go, the others stay.
+  printf 'version: v1\nflags:\n  migStrategy: none\n' >"$tmp/mixed.yaml"
+  kill -HUP "$plugin_pid"
+  wait_label nvidia.com/mig-1g.10gb.count absent || fail "stale MIG labels not removed: $(node_labels)"
+  wait_label nvidia.com/mig.strategy absent || fail "stale mig.strategy not removed: $(node_labels)"
+  node_labels | grep -qx 'nvidia.com/mig.config=mixed' || fail "the manager's label was removed"
+  node_labels | grep -qx 'nvidia.com/gpu.deploy.device-plugin=true' || fail "the operator's label was removed"
+  node_labels | grep -qx 'nvidia.com/gpu.count=8' || fail "gpu.count after SIGHUP: $(node_labels)"
+  stop_plugin
+  # The manifest: valid for the apiserver; its ServiceAccount may patch Nodes, not delete them.
+  kc apply --dry-run=server -f "$MIGKIT_SOURCE_DIR/deploy/kubernetes/device-plugin.yaml" >"$tmp/apply.out" 2>&1 \
+    || fail "deploy/kubernetes/device-plugin.yaml: $(cat "$tmp/apply.out")"
+  kc apply -f "$MIGKIT_SOURCE_DIR/deploy/kubernetes/device-plugin.yaml" >/dev/null || fail "apply the manifest"
+  sa=system:serviceaccount:kube-system:migkit-device-plugin
+  [ "$(kc auth can-i --as="$sa" patch nodes)" = yes ] || fail "the ServiceAccount cannot patch nodes"
+  [ "$(kc auth can-i --as="$sa" delete nodes 2>/dev/null || true)" = no ] || fail "the ServiceAccount may delete nodes"
+fi
 
 echo "--- bad flags"
 rc=0; "$MIGKIT_BIN" device-plugin --mig-strategy bogus 2>/dev/null || rc=$?
