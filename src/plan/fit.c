@@ -6,7 +6,7 @@
  *     C(F) = sum over allowed attribute-free profiles p of  size(p) * M_p(F)
  *
  * where M_p(F) is how many instances of p could still be created on their
- * own in the free units F (greedy disjoint free placements, capped by the free
+ * own in the free units F (disjoint free placements, capped by the free
  * compute slices and p's remaining instance count). A placement's loss is
  * C(before) - C(after): the free capacity it destroys for every profile
  * size. The smallest adequate profile is placed where the loss is smallest,
@@ -15,23 +15,50 @@
  * to the higher start, next to what is already there (and away from unit 0,
  * where the 4g and the 7g start).
  *
- * No allocation: per-call state lives on the stack, bounded by the caps in
- * fit.h. */
+ * Speed: C is looked up in mk_fit_tables when the caller built them
+ * (C for every free mask and free slice count of an 8-unit GPU, 4.6 KiB),
+ * else computed with popcounts. No allocation in mk_fit_node: per-call state
+ * lives on the stack, bounded by the caps in fit.h. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
 #include "base/macro.h"
 #include "plan/fit.h"
 
-/* Node score weights (docs/scheduler-fit.md §4). */
-#define W_UTIL 0.45
-#define W_KEEP 0.35
-#define W_FRAG 0.20
-#define W_RES 0.15   /* taken from the GPU utilisation weight when CPU/memory are known */
+/* Node score weights (docs/scheduler-fit.md §4): the rest of 1 goes to
+ * "keep", the share of an empty GPU's capacity the pod does not destroy.
+ * With CPU/memory known, half the utilisation weight goes to them. */
+#define W_UTIL_BINPACK 0.15
+#define W_UTIL_SPREAD 0.60
+#define W_FRAG 0.05
+
+#define TAB_UNITS 8u            /* tables cover GPUs of up to 8 memory units */
+#define TAB_SLICES 8u           /* ... and 8 compute slices */
+#define IDEAL_MAX 8u            /* per-call cache of the ideal capacity, n and fs <= 8 */
+
+/* What a fit needs of one profile. */
+struct pinfo {
+        uint32_t starts;                /* bit s: a placement starts at unit s */
+        unsigned size;                  /* units of each placement */
+        bool base;                      /* attribute-free: counted in the capacity value */
+        bool disjoint;                  /* placements pairwise disjoint: M_p by popcount */
+        bool limited;                   /* max_count below the placement count: instances must be counted */
+};
+
+struct mk_fit_tables {
+        const struct mk_gi_profile *profiles;
+        size_t n_profiles;
+        unsigned memory_units;
+        unsigned slices;                /* mk_fit_gpu.slices as given (0: the largest profile's) */
+        uint16_t cap[1u << TAB_UNITS][TAB_SLICES + 1];  /* C(free mask, free slices) */
+        unsigned max_slices, max_sms;
+        struct pinfo pi[MK_FIT_MAX_PROFILES];
+};
 
 static const char *const policy_table[_MK_FIT_POLICY_MAX] = {
         [MK_FIT_BINPACK] = "binpack",
@@ -53,16 +80,28 @@ enum mk_fit_policy mk_fit_policy_from_string(const char *s) {
         return _MK_FIT_POLICY_INVALID;
 }
 
-/* Per-GPU working state of one call. */
-struct gpu_state {
-        uint32_t all;                   /* mask of the GPU's units */
-        uint32_t used;                  /* units held by instances */
-        unsigned slices;                /* compute slices of the GPU */
-        unsigned free_slices;
-        unsigned sms;                   /* SMs of the whole GPU */
-        unsigned counts[MK_FIT_MAX_PROFILES];   /* used instances per allowed profile */
-        unsigned cap;                   /* C(free) now */
-};
+/* Without -mpopcnt the builtin is a library call; this is not. */
+static inline unsigned popcount32(uint32_t x) {
+        x = x - ((x >> 1) & UINT32_C(0x55555555));
+        x = (x & UINT32_C(0x33333333)) + ((x >> 2) & UINT32_C(0x33333333));
+        x = (x + (x >> 4)) & UINT32_C(0x0F0F0F0F);
+        return (x * UINT32_C(0x01010101)) >> 24;
+}
+
+/* mk_placement_mask(), inlined: it runs in the innermost loops. */
+static inline uint32_t pmask(struct mk_placement p) {
+        if (p.size == 0 || p.size > 32 || p.start > 32 - p.size)
+                return 0;
+        return (uint32_t) ((((uint64_t) 1 << p.size) - 1) << p.start);
+}
+
+/* Runs of `size` free units: bit u set when units u..u+size-1 are all free. */
+static inline uint32_t free_runs(uint32_t free, unsigned size) {
+        uint32_t run = free;
+        for (unsigned k = 1; k < size; k++)
+                run &= free >> k;
+        return run;
+}
 
 static uint32_t units_mask(unsigned units) {
         return units >= 32 ? UINT32_MAX : ((UINT32_C(1) << units) - 1);
@@ -76,8 +115,8 @@ static bool profile_is_base(const struct mk_gi_profile *p) {
         return p->named && p->pname.n_attrs == 0;
 }
 
-/* Whether profile name `n` carries exactly the attribute suffix `v`
- * ("+me", "+me.all", "-me", "+a,b"); NULL or "" asks for none. */
+/* Whether profile `p` carries exactly the attribute suffix `v` ("+me",
+ * "+me.all", "-me", "+a,b"); NULL or "" asks for none. */
 static bool variant_matches(const struct mk_gi_profile *p, const char *v) {
         if (!p->named)
                 return false;
@@ -101,84 +140,246 @@ static bool variant_matches(const struct mk_gi_profile *p, const char *v) {
         return *v == 0;
 }
 
-/* Reads one GPU into `s`; -EINVAL when it cannot be trusted enough to use. */
-static int gpu_prepare(const struct mk_fit_gpu *g, struct gpu_state *s) {
-        if (g->memory_units == 0 || g->memory_units > MK_FIT_MAX_UNITS || g->n_profiles > MK_FIT_MAX_PROFILES ||
-            g->n_used > MK_FIT_MAX_INSTANCES || (g->n_profiles > 0 && !g->profiles) || (g->n_used > 0 && !g->used))
-                return -EINVAL;
+/* --- per-call state -------------------------------------------------------------- */
 
-        s->all = units_mask(g->memory_units);
-        s->used = 0;
-        unsigned max_slices = 0, max_sms = 0, used_slices = 0;
+/* What a call needs of one profile array, computed once per distinct array
+ * (a node's GPUs usually share one). */
+struct profset {
+        const struct mk_gi_profile *profiles;
+        size_t n;
+        unsigned units, slices_given;
+        const struct mk_fit_tables *tables_given;
+        int valid;                      /* 0, or -EINVAL: a placement outside the GPU or sizes differ */
+        unsigned max_slices, max_sms;
+        const struct mk_fit_tables *tab;        /* usable tables, or NULL */
+        /* Profiles adequate for the request, for GPUs with these values. */
+        bool adq_known;
+        uint64_t adq_mem_mib;
+        unsigned adq_sms, adq_slices;
+        uint64_t adequate;
+        uint8_t order[MK_FIT_MAX_PROFILES];     /* adequate profiles, smallest first */
+        size_t n_order;
+        /* C of n free units from unit 0 with fs free slices, counts not considered. */
+        uint16_t ideal[IDEAL_MAX + 1][IDEAL_MAX + 1];
+        uint16_t ideal_known[IDEAL_MAX + 1];    /* bit fs of row n */
+        const struct pinfo *pi;         /* the tables' or own */
+        struct pinfo own[MK_FIT_MAX_PROFILES];
+};
+
+#define PROFSET_CACHE 4
+
+struct profcache {
+        struct profset sets[PROFSET_CACHE];
+        size_t n, next;
+};
+
+static bool tables_match(const struct mk_fit_tables *t, const struct mk_fit_gpu *g) {
+        return t && t->profiles == g->profiles && t->n_profiles == g->n_profiles &&
+               t->memory_units == g->memory_units && t->slices == g->slices;
+}
+
+static int pinfo_fill(const struct mk_fit_gpu *g, struct pinfo *pis, unsigned *ret_max_slices, unsigned *ret_max_sms) {
+        uint32_t all = units_mask(g->memory_units);
+        unsigned max_slices = 0, max_sms = 0;
         for (size_t j = 0; j < g->n_profiles; j++) {
                 const struct mk_gi_profile *p = &g->profiles[j];
+                struct pinfo *pi = &pis[j];
+                *pi = (struct pinfo) {};
                 if (p->n_placements > 64 || (p->n_placements > 0 && !p->placements))
                         return -EINVAL;
+                pi->size = profile_units(p);
+                pi->base = profile_is_base(p);
+                pi->disjoint = true;
+                pi->limited = p->max_count > 0 && p->max_count < p->n_placements;
+                uint32_t acc = 0;
                 for (size_t i = 0; i < p->n_placements; i++) {
-                        uint32_t m = mk_placement_mask(p->placements[i]);
-                        if (m == 0 || (m & ~s->all) || p->placements[i].size != p->placements[0].size)
+                        uint32_t m = pmask(p->placements[i]);
+                        if (m == 0 || (m & ~all) || p->placements[i].size != pi->size)
                                 return -EINVAL;
+                        if (m & acc)
+                                pi->disjoint = false;
+                        acc |= m;
+                        pi->starts |= UINT32_C(1) << p->placements[i].start;
                 }
                 max_slices = MAX(max_slices, p->slices);
                 max_sms = MAX(max_sms, p->multiprocessors);
-                s->counts[j] = 0;
         }
-        for (size_t i = 0; i < g->n_used; i++) {
-                const struct mk_fit_instance *u = &g->used[i];
-                uint32_t m = mk_placement_mask(u->placement);
-                if (m == 0 || (m & ~s->all))
-                        return -EINVAL;
-                s->used |= m;
-                used_slices += u->slices;
-                for (size_t j = 0; j < g->n_profiles; j++)
-                        if (g->profiles[j].id == u->profile_id)
-                                s->counts[j]++;
-        }
-        s->slices = g->slices > 0 ? g->slices : max_slices;
-        s->free_slices = used_slices >= s->slices ? 0 : s->slices - used_slices;
-        s->sms = g->multiprocessors > 0 ? g->multiprocessors : max_sms;
+        *ret_max_slices = max_slices;
+        *ret_max_sms = max_sms;
         return 0;
 }
 
+static void profset_init(struct profset *ps, const struct mk_fit_gpu *g) {
+        ps->profiles = g->profiles;
+        ps->n = g->n_profiles;
+        ps->units = g->memory_units;
+        ps->slices_given = g->slices;
+        ps->tables_given = g->tables;
+        ps->adq_known = false;
+        ps->tab = tables_match(g->tables, g) ? g->tables : NULL;
+        memset(ps->ideal_known, 0, sizeof ps->ideal_known);
+        if (ps->tab) {
+                /* Checked when the tables were built. */
+                ps->valid = 0;
+                ps->pi = ps->tab->pi;
+                ps->max_slices = ps->tab->max_slices;
+                ps->max_sms = ps->tab->max_sms;
+                return;
+        }
+        ps->pi = ps->own;
+        ps->valid = pinfo_fill(g, ps->own, &ps->max_slices, &ps->max_sms);
+}
+
+static struct profset *profset_get(struct profcache *pc, const struct mk_fit_gpu *g) {
+        for (size_t i = 0; i < pc->n; i++) {
+                struct profset *ps = &pc->sets[i];
+                if (ps->profiles == g->profiles && ps->n == g->n_profiles && ps->units == g->memory_units &&
+                    ps->slices_given == g->slices && ps->tables_given == g->tables)
+                        return ps;
+        }
+        struct profset *ps = &pc->sets[pc->n < PROFSET_CACHE ? pc->n++ : (pc->next++ % PROFSET_CACHE)];
+        profset_init(ps, g);
+        return ps;
+}
+
+/* One GPU in one call. */
+struct gpu_state {
+        struct profset *ps;
+        uint32_t all;                   /* mask of the GPU's units */
+        uint32_t used;                  /* units held by instances */
+        unsigned slices;                /* compute slices of the GPU */
+        unsigned free_slices;
+        unsigned sms;                   /* SMs of the whole GPU */
+        unsigned cap;                   /* C(free) now, when have_cap */
+        bool have_cap;
+        bool have_counts;
+        unsigned counts[MK_FIT_MAX_PROFILES];   /* used instances per allowed profile, when have_counts */
+};
+
+/* Reads one GPU into `s`; -EINVAL when it cannot be trusted enough to use. */
+static int gpu_prepare(struct profcache *pc, const struct mk_fit_gpu *g, struct gpu_state *s) {
+        if (g->memory_units == 0 || g->memory_units > MK_FIT_MAX_UNITS || g->n_profiles > MK_FIT_MAX_PROFILES ||
+            g->n_used > MK_FIT_MAX_INSTANCES || (g->n_profiles > 0 && !g->profiles) || (g->n_used > 0 && !g->used))
+                return -EINVAL;
+        s->ps = profset_get(pc, g);
+        if (s->ps->valid < 0)
+                return s->ps->valid;
+        s->all = units_mask(g->memory_units);
+        s->used = 0;
+        s->have_cap = s->have_counts = false;
+        unsigned used_slices = 0;
+        for (size_t i = 0; i < g->n_used; i++) {
+                uint32_t m = pmask(g->used[i].placement);
+                if (m == 0 || (m & ~s->all))
+                        return -EINVAL;
+                s->used |= m;
+                used_slices += MIN(g->used[i].slices, MK_FIT_MAX_UNITS);
+        }
+        s->slices = g->slices > 0 ? g->slices : s->ps->max_slices;
+        s->free_slices = used_slices >= s->slices ? 0 : s->slices - used_slices;
+        s->sms = g->multiprocessors > 0 ? g->multiprocessors : s->ps->max_sms;
+        return 0;
+}
+
+static void gpu_counts(const struct mk_fit_gpu *g, struct gpu_state *s) {
+        if (s->have_counts)
+                return;
+        memset(s->counts, 0, g->n_profiles * sizeof s->counts[0]);
+        for (size_t i = 0; i < g->n_used; i++)
+                for (size_t j = 0; j < g->n_profiles; j++)
+                        if (g->profiles[j].id == g->used[i].profile_id)
+                                s->counts[j]++;
+        s->have_counts = true;
+}
+
+static unsigned count_of(const struct mk_fit_gpu *g, unsigned id) {
+        unsigned c = 0;
+        for (size_t i = 0; i < g->n_used; i++)
+                c += g->used[i].profile_id == id;
+        return c;
+}
+
 /* M_p: instances of p that still fit in `free`, alone. */
-static unsigned profile_room(const struct mk_gi_profile *p, unsigned count, uint32_t free, unsigned free_slices) {
+static unsigned profile_room(const struct mk_gi_profile *p, const struct pinfo *pi, unsigned count, uint32_t free,
+                             unsigned free_slices) {
         unsigned m = 0;
-        uint32_t taken = 0;
-        for (size_t i = 0; i < p->n_placements; i++) {
-                uint32_t pm = mk_placement_mask(p->placements[i]);
-                if ((pm & ~free) == 0 && (pm & taken) == 0) {
-                        m++;
-                        taken |= pm;
+        if (pi->disjoint) {
+                m = popcount32(free_runs(free, pi->size) & pi->starts);
+        } else {
+                uint32_t taken = 0;
+                for (size_t i = 0; i < p->n_placements; i++) {
+                        uint32_t pm = pmask(p->placements[i]);
+                        if ((pm & ~free) == 0 && (pm & taken) == 0) {
+                                m++;
+                                taken |= pm;
+                        }
                 }
         }
-        if (p->slices > 0)
-                m = MIN(m, free_slices / p->slices);
+        if (m == 0)
+                return 0;
+        if (p->slices > 0 && m * p->slices > free_slices)
+                m = free_slices / p->slices;
         if (p->max_count > 0)
                 m = MIN(m, p->max_count > count ? p->max_count - count : 0);
         return m;
 }
 
-/* C(free): see the top of this file. `extra` is the index of a profile that
- * holds one more instance than s->counts says (SIZE_MAX: none). */
-static unsigned capacity(const struct mk_fit_gpu *g, const struct gpu_state *s, uint32_t free, unsigned free_slices,
-                         size_t extra) {
+/* C(free) computed; `counts` NULL means none used. */
+static unsigned capacity_compute(const struct mk_fit_gpu *g, const struct profset *ps, const unsigned *counts,
+                                 size_t extra, uint32_t free, unsigned free_slices) {
         unsigned c = 0;
         for (size_t j = 0; j < g->n_profiles; j++) {
-                const struct mk_gi_profile *p = &g->profiles[j];
-                if (!profile_is_base(p))
+                const struct pinfo *pi = &ps->pi[j];
+                if (!pi->base)
                         continue;
-                c += profile_units(p) * profile_room(p, s->counts[j] + (j == extra), free, free_slices);
+                unsigned count = (counts ? counts[j] : 0) + (j == extra);
+                c += pi->size * profile_room(&g->profiles[j], pi, count, free, free_slices);
         }
         return c;
 }
 
-/* Fragmentation of a free mask: 1 - C(free) / C(the same number of free
- * units, contiguous from unit 0). */
-static void frag_parts(const struct mk_fit_gpu *g, const struct gpu_state *s, uint32_t free, unsigned free_slices,
+/* C(free). `extra` is the index of a profile that holds one more instance
+ * than the GPU's used list says (SIZE_MAX: none). With tables, counts never
+ * bind (mk_fit_tables_new checks it), so the lookup is exact. */
+static unsigned capacity_slow(const struct mk_fit_gpu *g, struct gpu_state *s, uint32_t free, unsigned free_slices,
+                              size_t extra) {
+        gpu_counts(g, s);
+        return capacity_compute(g, s->ps, s->counts, extra, free, free_slices);
+}
+
+static inline unsigned capacity(const struct mk_fit_gpu *g, struct gpu_state *s, uint32_t free, unsigned free_slices,
+                                size_t extra) {
+        if (s->ps->tab && free_slices <= TAB_SLICES)
+                return s->ps->tab->cap[free & 0xffu][free_slices];
+        return capacity_slow(g, s, free, free_slices, extra);
+}
+
+/* C of n free units from unit 0, counts not considered. */
+static unsigned ideal_slow(const struct mk_fit_gpu *g, const struct gpu_state *s, unsigned n, unsigned free_slices) {
+        struct profset *ps = s->ps;
+        bool cacheable = n <= IDEAL_MAX && free_slices <= IDEAL_MAX;
+        if (cacheable && (ps->ideal_known[n] & (1u << free_slices)))
+                return ps->ideal[n][free_slices];
+        unsigned c = capacity_compute(g, ps, NULL, SIZE_MAX, units_mask(n), free_slices);
+        if (cacheable && c <= UINT16_MAX) {
+                ps->ideal[n][free_slices] = (uint16_t) c;
+                ps->ideal_known[n] |= (uint16_t) (1u << free_slices);
+        }
+        return c;
+}
+
+static inline unsigned ideal_capacity(const struct mk_fit_gpu *g, const struct gpu_state *s, unsigned n,
+                                      unsigned free_slices) {
+        if (s->ps->tab && free_slices <= TAB_SLICES && n <= TAB_UNITS)
+                return s->ps->tab->cap[(1u << n) - 1][free_slices];
+        return ideal_slow(g, s, n, free_slices);
+}
+
+/* Fragmentation parts of a free mask: C(free) and the ideal, at least C. */
+static void frag_parts(const struct mk_fit_gpu *g, struct gpu_state *s, uint32_t free, unsigned free_slices,
                        size_t extra, unsigned *ret_cap, unsigned *ret_ideal) {
-        unsigned n = (unsigned) __builtin_popcount(free & s->all);
         unsigned cap = capacity(g, s, free, free_slices, extra);
-        unsigned ideal = capacity(g, s, units_mask(n), free_slices, extra);
+        unsigned ideal = ideal_capacity(g, s, popcount32(free & s->all), free_slices);
         *ret_cap = cap;
         *ret_ideal = MAX(ideal, cap);
 }
@@ -191,29 +392,52 @@ static unsigned profile_cores(const struct gpu_state *s, const struct mk_gi_prof
         return 0;
 }
 
+/* Starts of the free placements of profile j (bit s: the placement at s). */
+static uint32_t free_starts(const struct mk_fit_gpu *g, const struct gpu_state *s, size_t j) {
+        const struct mk_gi_profile *p = &g->profiles[j];
+        if (p->slices > s->free_slices)
+                return 0;
+        const struct pinfo *pi = &s->ps->pi[j];
+        /* A limit of at least the placement count binds only on instances
+         * outside the profile's own placements, which NVML cannot create. */
+        if (pi->limited && (s->have_counts ? s->counts[j] : count_of(g, p->id)) >= p->max_count)
+                return 0;
+        return free_runs(s->all & ~s->used, pi->size) & pi->starts;
+}
+
+static size_t placement_index(const struct mk_gi_profile *p, unsigned start) {
+        for (size_t i = 0; i < p->n_placements; i++)
+                if (p->placements[i].start == start)
+                        return i;
+        return 0; /* not reached: starts come from the placements */
+}
+
+static uint64_t free_placements(const struct mk_fit_gpu *g, const struct gpu_state *s, size_t j) {
+        const struct mk_gi_profile *p = &g->profiles[j];
+        uint32_t fs = free_starts(g, s, j);
+        uint64_t r = 0;
+        for (size_t i = 0; i < p->n_placements && i < 64; i++)
+                if (fs & (UINT32_C(1) << p->placements[i].start))
+                        r |= UINT64_C(1) << i;
+        return r;
+}
+
+/* --- public helpers ------------------------------------------------------------------ */
+
 uint32_t mk_fit_used_mask(const struct mk_fit_gpu *g) {
         uint32_t m = 0;
         if (g->n_used > 0 && !g->used)
                 return 0;
         for (size_t i = 0; i < g->n_used; i++)
-                m |= mk_placement_mask(g->used[i].placement);
+                m |= pmask(g->used[i].placement);
         return m;
 }
 
-static uint64_t free_placements(const struct mk_fit_gpu *g, const struct gpu_state *s, size_t j) {
-        const struct mk_gi_profile *p = &g->profiles[j];
-        uint64_t r = 0;
-        if (p->slices > s->free_slices || (p->max_count > 0 && s->counts[j] >= p->max_count))
-                return 0;
-        for (size_t i = 0; i < p->n_placements && i < 64; i++)
-                if ((mk_placement_mask(p->placements[i]) & s->used) == 0)
-                        r |= UINT64_C(1) << i;
-        return r;
-}
-
 uint64_t mk_fit_free_placements(const struct mk_fit_gpu *g, const struct mk_gi_profile *p) {
+        struct profcache pc;
         struct gpu_state s;
-        if (g->unavailable || gpu_prepare(g, &s) < 0)
+        pc.n = pc.next = 0;
+        if (g->unavailable || gpu_prepare(&pc, g, &s) < 0)
                 return 0;
         /* `p` may be a copy rather than a pointer into g->profiles: match by id. */
         for (size_t j = 0; j < g->n_profiles; j++)
@@ -226,8 +450,10 @@ uint64_t mk_fit_free_placements(const struct mk_fit_gpu *g, const struct mk_gi_p
 }
 
 double mk_fit_gpu_fragmentation(const struct mk_fit_gpu *g) {
+        struct profcache pc;
         struct gpu_state s;
-        if (g->unavailable || gpu_prepare(g, &s) < 0)
+        pc.n = pc.next = 0;
+        if (g->unavailable || gpu_prepare(&pc, g, &s) < 0)
                 return 0;
         unsigned cap, ideal;
         frag_parts(g, &s, s.all & ~s.used, s.free_slices, SIZE_MAX, &cap, &ideal);
@@ -274,7 +500,7 @@ int mk_fit_gpu_validate(const struct mk_fit_gpu *g, struct mk_error *e) {
                                             name, p->id, p->slices, g->slices);
                 for (size_t i = 0; i < p->n_placements; i++) {
                         struct mk_placement q = p->placements[i];
-                        uint32_t m = mk_placement_mask(q);
+                        uint32_t m = pmask(q);
                         if (m == 0 || (m & ~all))
                                 return mk_error_set(e, -EINVAL,
                                                     "profile '%s' (id %u): placement %u:%u outside the GPU's %u memory units",
@@ -293,7 +519,7 @@ int mk_fit_gpu_validate(const struct mk_fit_gpu *g, struct mk_error *e) {
         unsigned slices = 0;
         for (size_t i = 0; i < g->n_used; i++) {
                 struct mk_placement q = g->used[i].placement;
-                uint32_t m = mk_placement_mask(q);
+                uint32_t m = pmask(q);
                 if (m == 0 || (m & ~all))
                         return mk_error_set(e, -EINVAL, "instance %zu: placement %u:%u outside the GPU's %u memory units",
                                             i, q.start, q.size, g->memory_units);
@@ -310,6 +536,57 @@ int mk_fit_gpu_validate(const struct mk_fit_gpu *g, struct mk_error *e) {
         return 0;
 }
 
+int mk_fit_tables_new(const struct mk_fit_gpu *g, struct mk_fit_tables **ret) {
+        struct mk_fit_gpu empty = *g;
+        empty.used = NULL;
+        empty.n_used = 0;
+        empty.tables = NULL;
+        if (mk_fit_gpu_validate(&empty, NULL) < 0)
+                return -EINVAL;
+        struct mk_fit_tables *t = calloc(1, sizeof *t);
+        if (!t)
+                return -ENOMEM;
+        t->profiles = g->profiles;
+        t->n_profiles = g->n_profiles;
+        t->memory_units = g->memory_units;
+        t->slices = g->slices;
+        int r = pinfo_fill(&empty, t->pi, &t->max_slices, &t->max_sms);
+        unsigned slices = g->slices > 0 ? g->slices : t->max_slices;
+        if (r >= 0 && (g->memory_units > TAB_UNITS || slices > TAB_SLICES))
+                r = -EOPNOTSUPP;
+        /* A lookup ignores instance counts: exact only while a profile's
+         * limit can never bind before its placements run out. */
+        for (size_t j = 0; r >= 0 && j < g->n_profiles; j++) {
+                const struct mk_gi_profile *p = &g->profiles[j];
+                if (t->pi[j].base && (!t->pi[j].disjoint || (p->max_count > 0 && p->max_count < p->n_placements)))
+                        r = -EOPNOTSUPP;
+        }
+        if (r < 0) {
+                free(t);
+                return r;
+        }
+        struct profset ps = {.pi = t->pi};
+        uint32_t all = units_mask(g->memory_units);
+        for (uint32_t f = 0; f <= all; f++)
+                for (unsigned fs = 0; fs <= TAB_SLICES; fs++) {
+                        unsigned c = capacity_compute(&empty, &ps, NULL, SIZE_MAX, f, MIN(fs, slices));
+                        if (c > UINT16_MAX) {
+                                free(t);
+                                return -EOPNOTSUPP;
+                        }
+                        t->cap[f][fs] = (uint16_t) c;
+                }
+        *ret = t;
+        return 0;
+}
+
+struct mk_fit_tables *mk_fit_tables_free(struct mk_fit_tables *t) {
+        free(t);
+        return NULL;
+}
+
+/* --- the fit ---------------------------------------------------------------------------- */
+
 /* The best instance of the request on one GPU. */
 struct cand {
         unsigned gpu;
@@ -319,7 +596,6 @@ struct cand {
         unsigned slices;                /* of the profile: fewer first */
         unsigned loss;                  /* C(before) - C(after) */
         unsigned used_units;            /* before */
-        unsigned cap_before;
 };
 
 /* Negative when `a` goes before `b`. */
@@ -338,71 +614,99 @@ static int cand_compare(const struct cand *a, const struct cand *b, enum mk_fit_
 }
 
 struct needs {
-        uint64_t mem_mib;               /* 0 with whole */
         bool whole;
+        uint64_t mem_mib;               /* when not whole; 0: from mem_percent */
+        unsigned mem_percent;
         unsigned cores;
         const char *variant;
 };
 
-static bool profile_adequate(const struct mk_fit_gpu *g, const struct gpu_state *s, const struct mk_gi_profile *p,
-                             const struct needs *n) {
-        if (p->n_placements == 0 || !variant_matches(p, n->variant))
-                return false;
-        if (n->whole) {
-                if (profile_units(p) != g->memory_units)
-                        return false;
-        } else {
-                uint64_t need = n->mem_mib;
-                if (need == 0)
-                        return false;
-                if (p->memory_mib < need)
-                        return false;
-        }
-        return n->cores == 0 || profile_cores(s, p) >= n->cores;
+/* Smaller first: memory, then compute slices. */
+static int profile_rank_compare(const struct mk_gi_profile *a, const struct mk_gi_profile *b) {
+        if (a->memory_mib != b->memory_mib)
+                return a->memory_mib < b->memory_mib ? -1 : 1;
+        return a->slices < b->slices ? -1 : a->slices > b->slices;
 }
 
-/* The best candidate on GPU `gi`; false when the request has no free
- * placement there. */
-static bool gpu_best(const struct mk_fit_gpu *g, const struct gpu_state *s, unsigned gi, const struct needs *n,
-                     enum mk_fit_policy gpu_policy, struct cand *ret) {
-        struct cand best = {};
-        bool found = false;
-        uint32_t free = s->all & ~s->used;
+/* The profiles adequate for the request on GPU `g`, smallest first, in
+ * ps->order; cached in the profile set for GPUs with the same memory, SMs
+ * and slices. */
+static void adequate_profiles(const struct mk_fit_gpu *g, const struct gpu_state *s, const struct needs *n) {
+        struct profset *ps = s->ps;
+        if (ps->adq_known && ps->adq_mem_mib == g->memory_mib && ps->adq_sms == s->sms && ps->adq_slices == s->slices)
+                return;
+        uint64_t need = n->mem_mib;
+        if (!n->whole && need == 0)
+                need = (g->memory_mib * n->mem_percent + 99) / 100; /* caller checked the range */
+        ps->n_order = 0;
         for (size_t j = 0; j < g->n_profiles; j++) {
                 const struct mk_gi_profile *p = &g->profiles[j];
-                /* Only profiles at least as good as the best so far by size. */
-                if (found && (p->memory_mib > best.memory_mib ||
-                              (p->memory_mib == best.memory_mib && p->slices > best.slices)))
+                if (p->n_placements == 0 || !variant_matches(p, n->variant))
                         continue;
-                if (!profile_adequate(g, s, p, n))
+                if (n->whole ? ps->pi[j].size != g->memory_units : need == 0 || p->memory_mib < need)
                         continue;
-                uint64_t fp = free_placements(g, s, j);
-                for (size_t i = 0; fp && i < p->n_placements && i < 64; i++) {
-                        if (!(fp & (UINT64_C(1) << i)))
-                                continue;
-                        uint32_t m = mk_placement_mask(p->placements[i]);
-                        unsigned after = capacity(g, s, free & ~m, s->free_slices - p->slices, j);
-                        struct cand c = {
-                                .gpu = gi,
-                                .profile = j,
-                                .placement = i,
-                                .memory_mib = p->memory_mib,
-                                .slices = p->slices,
-                                .loss = s->cap > after ? s->cap - after : 0,
-                                .used_units = (unsigned) __builtin_popcount(s->used),
-                                .cap_before = s->cap,
-                        };
-                        if (!found || cand_compare(&c, &best, gpu_policy) < 0 ||
-                            (cand_compare(&c, &best, gpu_policy) == 0 &&
-                             p->placements[i].start > g->profiles[best.profile].placements[best.placement].start)) {
-                                best = c;
-                                found = true;
+                if (n->cores > 0 && profile_cores(s, p) < n->cores)
+                        continue;
+                size_t k = ps->n_order++;
+                while (k > 0 && profile_rank_compare(&g->profiles[ps->order[k - 1]], p) > 0) {
+                        ps->order[k] = ps->order[k - 1];
+                        k--;
+                }
+                ps->order[k] = (uint8_t) j;
+        }
+        ps->adq_known = true;
+        ps->adq_mem_mib = g->memory_mib;
+        ps->adq_sms = s->sms;
+        ps->adq_slices = s->slices;
+}
+
+/* The best candidate on GPU `gi`: the smallest adequate profile with a free
+ * placement, at the placement losing least (ties: higher start); false
+ * when the request has no free placement there. Computes s->cap on the way. */
+static bool gpu_best(const struct mk_fit_gpu *g, struct gpu_state *s, unsigned gi, const struct needs *n,
+                     struct cand *ret) {
+        adequate_profiles(g, s, n);
+        const struct profset *ps = s->ps;
+        uint32_t free = s->all & ~s->used;
+        size_t best_j = SIZE_MAX;
+        unsigned best_loss = 0, best_start = 0;
+        for (size_t k = 0; k < ps->n_order; k++) {
+                size_t j = ps->order[k];
+                const struct mk_gi_profile *p = &g->profiles[j];
+                if (best_j != SIZE_MAX && profile_rank_compare(p, &g->profiles[best_j]) > 0)
+                        break;
+                uint32_t fs = free_starts(g, s, j);
+                if (!fs)
+                        continue;
+                if (!s->have_cap) {
+                        s->cap = capacity(g, s, free, s->free_slices, SIZE_MAX);
+                        s->have_cap = true;
+                }
+                uint32_t size_mask = units_mask(ps->pi[j].size);
+                for (; fs; fs &= fs - 1) {
+                        unsigned start = (unsigned) __builtin_ctz(fs);
+                        unsigned after = capacity(g, s, free & ~(size_mask << start), s->free_slices - p->slices, j);
+                        unsigned loss = s->cap > after ? s->cap - after : 0;
+                        if (best_j == SIZE_MAX || loss < best_loss || (loss == best_loss && start > best_start)) {
+                                best_j = j;
+                                best_loss = loss;
+                                best_start = start;
                         }
                 }
         }
-        if (found)
-                *ret = best;
-        return found;
+        if (best_j == SIZE_MAX)
+                return false;
+        const struct mk_gi_profile *p = &g->profiles[best_j];
+        *ret = (struct cand) {
+                .gpu = gi,
+                .profile = best_j,
+                .placement = placement_index(p, best_start),
+                .memory_mib = p->memory_mib,
+                .slices = p->slices,
+                .loss = best_loss,
+                .used_units = popcount32(s->used),
+        };
+        return true;
 }
 
 static double clamp01(double x) {
@@ -427,16 +731,19 @@ int mk_fit_node(const struct mk_fit_node *node, const struct mk_fit_request *req
         double res_util = 0;
         const struct mk_fit_node_resources *r = node->resources;
         if (r) {
-                if (r->cpu_requested_milli > r->cpu_allocatable_milli ||
-                    req->cpu_milli > r->cpu_allocatable_milli - r->cpu_requested_milli)
+                uint64_t cpu_free = r->cpu_requested_milli > r->cpu_allocatable_milli
+                                            ? 0
+                                            : r->cpu_allocatable_milli - r->cpu_requested_milli;
+                uint64_t mem_free = r->memory_requested_bytes > r->memory_allocatable_bytes
+                                            ? 0
+                                            : r->memory_allocatable_bytes - r->memory_requested_bytes;
+                if (req->cpu_milli > cpu_free)
                         return mk_error_set(e, -ENOSPC, "Insufficient cpu: %" PRIu64 "m requested, %" PRIu64 "m free",
-                                            req->cpu_milli,
-                                            r->cpu_requested_milli > r->cpu_allocatable_milli
-                                                    ? 0
-                                                    : r->cpu_allocatable_milli - r->cpu_requested_milli);
-                if (r->memory_requested_bytes > r->memory_allocatable_bytes ||
-                    req->memory_bytes > r->memory_allocatable_bytes - r->memory_requested_bytes)
-                        return mk_error_set(e, -ENOSPC, "Insufficient memory: %" PRIu64 " bytes requested", req->memory_bytes);
+                                            req->cpu_milli, cpu_free);
+                if (req->memory_bytes > mem_free)
+                        return mk_error_set(e, -ENOSPC,
+                                            "Insufficient memory: %" PRIu64 " bytes requested, %" PRIu64 " free",
+                                            req->memory_bytes, mem_free);
                 double cu = r->cpu_allocatable_milli > 0
                                     ? (double) (r->cpu_requested_milli + req->cpu_milli) / r->cpu_allocatable_milli
                                     : 0;
@@ -446,46 +753,35 @@ int mk_fit_node(const struct mk_fit_node *node, const struct mk_fit_request *req
                 res_util = clamp01((cu + mu) / 2);
         }
 
+        struct profcache pc;
+        pc.n = pc.next = 0;
         struct gpu_state st[MK_FIT_MAX_NODE_GPUS];
         struct cand cands[MK_FIT_MAX_NODE_GPUS];
         size_t n_cands = 0;
-        unsigned total_units = 0, used_units = 0, cap_sum = 0, ideal_sum = 0;
-        bool whole = req->mem_mib == 0 && (req->mem_percent == 0 || req->mem_percent == 100);
+        struct needs n = {
+                .whole = req->mem_mib == 0 && (req->mem_percent == 0 || req->mem_percent == 100),
+                .mem_mib = req->mem_mib,
+                .mem_percent = req->mem_percent,
+                .cores = req->cores_percent,
+                .variant = req->variant,
+        };
 
         for (size_t gi = 0; gi < node->n_gpus; gi++) {
                 const struct mk_fit_gpu *g = &node->gpus[gi];
                 struct gpu_state *s = &st[gi];
                 if (g->unavailable)
                         continue;
-                if (gpu_prepare(g, s) < 0)
+                if (gpu_prepare(&pc, g, s) < 0)
                         return mk_error_set(e, -EINVAL, "GPU %zu: malformed description", gi);
-                unsigned ideal;
-                frag_parts(g, s, s->all & ~s->used, s->free_slices, SIZE_MAX, &s->cap, &ideal);
-                total_units += g->memory_units;
-                used_units += (unsigned) __builtin_popcount(s->used);
-                cap_sum += s->cap;
-                ideal_sum += ideal;
-
-                struct needs n = {
-                        .whole = whole,
-                        .cores = req->cores_percent,
-                        .variant = req->variant,
-                };
-                if (!whole) {
-                        n.mem_mib = req->mem_mib;
-                        if (n.mem_mib == 0) {
-                                if (g->memory_mib > UINT64_MAX / 100)
-                                        return mk_error_set(e, -EINVAL, "GPU %zu: memory out of range", gi);
-                                n.mem_mib = (g->memory_mib * req->mem_percent + 99) / 100;
-                        }
-                }
-                if (gpu_best(g, s, (unsigned) gi, &n, gpu_policy, &cands[n_cands]))
+                if (!n.whole && n.mem_mib == 0 && g->memory_mib > UINT64_MAX / 100)
+                        return mk_error_set(e, -EINVAL, "GPU %zu: memory out of range", gi);
+                if (gpu_best(g, s, (unsigned) gi, &n, &cands[n_cands]))
                         n_cands++;
         }
 
         if (n_cands < req->gpus) {
                 char what[96];
-                if (whole)
+                if (n.whole)
                         (void) snprintf(what, sizeof what, "a whole GPU");
                 else if (req->mem_mib > 0)
                         (void) snprintf(what, sizeof what, "%" PRIu64 " MiB", req->mem_mib);
@@ -509,8 +805,11 @@ int mk_fit_node(const struct mk_fit_node *node, const struct mk_fit_request *req
                 cands[bi] = t;
         }
 
-        struct mk_fit_result res = { .n_choices = req->gpus };
-        unsigned loss = 0, keep_base = 0;
+        /* The node after the allocation: utilisation, fragmentation, and the
+         * share of an empty GPU's capacity the allocation destroys. */
+        struct mk_fit_result res = {.n_choices = req->gpus};
+        unsigned total_units = 0, used_units = 0, cap_sum = 0, ideal_sum = 0, loss = 0, empty_cap = 0;
+        uint64_t chosen = 0;
         for (size_t k = 0; k < req->gpus; k++) {
                 const struct cand *c = &cands[k];
                 const struct mk_fit_gpu *g = &node->gpus[c->gpu];
@@ -521,33 +820,46 @@ int mk_fit_node(const struct mk_fit_node *node, const struct mk_fit_request *req
                         .profile = p,
                         .placement = p->placements[c->placement],
                 };
-                /* The node's state after: replace this GPU's share of the sums. */
-                unsigned cap_old, ideal_old, cap_new, ideal_new;
-                frag_parts(g, s, s->all & ~s->used, s->free_slices, SIZE_MAX, &cap_old, &ideal_old);
-                uint32_t m = mk_placement_mask(p->placements[c->placement]);
-                frag_parts(g, s, s->all & ~(s->used | m), s->free_slices - p->slices, c->profile, &cap_new,
-                           &ideal_new);
-                cap_sum = cap_sum - cap_old + cap_new;
-                ideal_sum = ideal_sum - ideal_old + ideal_new;
-                used_units += (unsigned) __builtin_popcount(m);
+                chosen |= UINT64_C(1) << c->gpu;
+                uint32_t m = pmask(p->placements[c->placement]);
+                unsigned cap, ideal;
+                frag_parts(g, s, s->all & ~(s->used | m), s->free_slices - p->slices, c->profile, &cap, &ideal);
+                cap_sum += cap;
+                ideal_sum += ideal;
+                used_units += popcount32(s->used | m);
                 loss += c->loss;
-                keep_base += c->cap_before;
+                empty_cap += ideal_capacity(g, s, g->memory_units, s->slices);
+        }
+        for (size_t gi = 0; gi < node->n_gpus; gi++) {
+                const struct mk_fit_gpu *g = &node->gpus[gi];
+                struct gpu_state *s = &st[gi];
+                if (g->unavailable)
+                        continue;
+                total_units += g->memory_units;
+                if (chosen & (UINT64_C(1) << gi))
+                        continue;
+                uint32_t free = s->all & ~s->used;
+                unsigned cap = s->have_cap ? s->cap : capacity(g, s, free, s->free_slices, SIZE_MAX);
+                cap_sum += cap;
+                ideal_sum += MAX(cap, ideal_capacity(g, s, popcount32(free), s->free_slices));
+                used_units += popcount32(s->used);
         }
 
         double util = total_units > 0 ? (double) used_units / total_units : 0;
         double frag = ideal_sum > 0 ? 1.0 - (double) cap_sum / ideal_sum : 0;
-        double keep = keep_base > 0 ? 1.0 - (double) loss / keep_base : 1;
-        double w_util = W_UTIL, w_res = 0;
+        double keep = empty_cap > 0 ? 1.0 - (double) loss / empty_cap : 1;
+        double w_util = node_policy == MK_FIT_BINPACK ? W_UTIL_BINPACK : W_UTIL_SPREAD, w_res = 0;
+        double w_keep = 1.0 - w_util - W_FRAG;
         if (r) {
-                w_util -= W_RES;
-                w_res = W_RES;
+                w_res = w_util / 2;
+                w_util -= w_res;
         }
         double score;
         if (node_policy == MK_FIT_BINPACK)
-                score = w_util * util + W_KEEP * keep + W_FRAG * (1 - frag) + w_res * res_util;
+                score = w_keep * keep + w_util * util + W_FRAG * (1 - frag) + w_res * res_util;
         else
-                score = w_util * (1 - util) + W_KEEP * keep + W_FRAG * (1 - frag) + w_res * (1 - res_util);
-        res.score = 100.0 * clamp01(score / (W_UTIL + W_KEEP + W_FRAG));
+                score = w_keep * keep + w_util * (1 - util) + W_FRAG * (1 - frag) + w_res * (1 - res_util);
+        res.score = 100.0 * clamp01(score);
         res.fragmentation = clamp01(frag);
         *ret = res;
         return 0;

@@ -59,7 +59,24 @@ struct mk_fit_gpu {
         size_t n_used;
         bool unavailable;               /* never chosen: unhealthy, cordoned, excluded by type/UUID,
                                          * MIG disabled, or in use as a whole GPU */
+        const struct mk_fit_tables *tables;    /* optional accelerator from mk_fit_tables_new() for these
+                                                * profiles; NULL (or tables for other profiles): computed
+                                                * per call, same answers, slower */
 };
+
+/* Precomputed capacity values for one allowed-profile array on one kind of
+ * GPU (mk_fit_gpu's profiles, memory_units, slices; `used` is ignored), so
+ * that a fit looks them up instead of computing them: build one per GPU
+ * model and allowed set when the inventory is read, share it between GPUs
+ * and threads (read-only). The profiles must stay valid and unchanged while
+ * the tables are used. Returns 0, -EOPNOTSUPP for GPUs the tables do not
+ * cover (over 8 memory units or slices, placements that overlap within a
+ * profile, instance limits below the placement count: fits are then computed
+ * per call), -EINVAL for a malformed description, -ENOMEM. */
+struct mk_fit_tables;
+int mk_fit_tables_new(const struct mk_fit_gpu *g, struct mk_fit_tables **ret) _nonnull_(1, 2) _wur_;
+struct mk_fit_tables *mk_fit_tables_free(struct mk_fit_tables *t);
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct mk_fit_tables *, mk_fit_tables_free);
 
 /* Node-level resources, as kube-scheduler counts them. */
 struct mk_fit_node_resources {

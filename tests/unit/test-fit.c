@@ -411,16 +411,19 @@ static void test_node_policy(void **state) {
         if (!(re.score > ru.score))
                 fail_msg("spread: empty node %f should beat used node %f", re.score, ru.score);
 
-        /* The score includes the pod: a full-GPU pod on a one-GPU empty node
-         * leaves it fully used, binpack 100% utilisation. */
+        /* The score includes the pod: a whole-GPU pod fills a one-GPU node
+         * (utilisation 1 after) but half of a two-GPU node, so binpack
+         * prefers the one-GPU node although both are empty before. */
         struct node_buf b3;
         struct mk_fit_node one;
         node_build(&b3, &a100, NULL, (const char *const[]) {""}, 1, &one);
         struct mk_fit_request whole = {.gpus = 1, .mem_percent = 100};
-        struct mk_fit_result rw;
-        assert_int_equal(mk_fit_node(&one, &whole, MK_FIT_BINPACK, MK_FIT_BINPACK, &rw, NULL), 0);
-        assert_true(rw.score > 60);
-        assert_true(rw.fragmentation == 0);
+        struct mk_fit_result r1, r2;
+        assert_int_equal(mk_fit_node(&one, &whole, MK_FIT_BINPACK, MK_FIT_BINPACK, &r1, NULL), 0);
+        assert_int_equal(mk_fit_node(&empty, &whole, MK_FIT_BINPACK, MK_FIT_BINPACK, &r2, NULL), 0);
+        if (!(r1.score > r2.score))
+                fail_msg("binpack: one-GPU node %f should beat two-GPU node %f", r1.score, r2.score);
+        assert_true(r1.fragmentation == 0);
 }
 
 static void test_node_resources(void **state) {

@@ -1,0 +1,1023 @@
+/* Dynamic MIG scheduling, migkit vs HAMi, on one trace: a cluster of N nodes
+ * x 8 GPUs (A100-80GB, then H100-80GB), pods arriving as a Poisson process
+ * with exponential lifetimes and memory requests from a fixed mix, one GPU
+ * each. Policies side by side on the same trace (docs/scheduler-fit.md §5):
+ *
+ *   hami-legacy   HAMi <= v2.9 knownMigGeometries first-fit templates
+ *                 (shared/reference/hami.md §7.1), templates of the chart's
+ *                 A100-80GB entry: 1g x7; 2g x3 + 1g; 3g x2; 7g x1
+ *   hami-v2.10    smallest allowlisted profile, first free position, 1g/3g
+ *                 from the highest start (§7.2), chart allowlist (no 1g.20gb)
+ *   whole-gpu     one whole GPU per pod
+ *   migkit        plan/fit.h, every profile the GPU reports (1g.20gb too)
+ *   migkit-hami-profiles   plan/fit.h restricted to HAMi's allowlist
+ *
+ * HAMi policies use HAMi's defaults: node policy binpack and GPU policy
+ * spread (§6.1-6.3, scores before the pod's own allocation); the "-binpack"
+ * rows give them GPU binpack too. A rejected pod is dropped (no queue).
+ * Printed: pods accepted/rejected after a warm-up, the ratio to HAMi v2.10,
+ * GPUs in use and fragmentation averaged over time, per-size rejections; then
+ * the smallest cluster on which each policy rejects nothing, against an
+ * offline lower bound; then the decision time of the migkit fit for one pod
+ * over 1,000 nodes x 8 GPUs.
+ *
+ * Profiles: from the NVML simulator (MIGKIT_NVML_LIB, set by bench/run,
+ * machines a100-80gb and h100-80gb) when available, else the built-in tables
+ * (shared/reference/mig-profiles.md §4.3, §4.4); when both, they are compared.
+ *
+ * Usage: bench-sched [--nodes N] [--pods N] [--seed N] [--loads a,b,c] [--timing-nodes N] [--no-tables] [--quick] */
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/macro.h"
+#include "base/parse.h"
+#include "mig/gpu.h"
+#include "mig/profile.h"
+#include "nvml/nvml.h"
+#include "plan/fit.h"
+
+#define GPUS_PER_NODE 8
+#define UNITS 8
+#define MAX_INST 8
+
+/* --- profile tables ------------------------------------------------------------- */
+
+struct row {
+        const char *name;
+        unsigned id, slices, units, max_count;
+        uint64_t memory_mib;
+        unsigned sms;
+        unsigned starts;
+};
+
+/* Same numbers as sim/lib/catalog.c (mig-profiles.md §4.3, §4.4). */
+static const struct row a100_rows[] = {
+        {"1g.10gb", 19, 1, 1, 7, 9728, 14, 0x7f},     {"1g.10gb+me", 20, 1, 1, 1, 9728, 14, 0x7f},
+        {"1g.20gb", 15, 1, 2, 4, 19968, 14, 0x55},    {"2g.20gb", 14, 2, 2, 3, 19968, 28, 0x15},
+        {"3g.40gb", 9, 3, 4, 2, 40192, 42, 0x11},     {"4g.40gb", 5, 4, 4, 1, 40192, 56, 0x01},
+        {"7g.80gb", 0, 7, 8, 1, 80384, 98, 0x01},
+};
+static const struct row h100_rows[] = {
+        {"1g.10gb", 19, 1, 1, 7, 9984, 16, 0x7f},     {"1g.10gb+me", 20, 1, 1, 1, 9984, 16, 0x7f},
+        {"1g.20gb", 15, 1, 2, 4, 20096, 26, 0x55},    {"2g.20gb", 14, 2, 2, 3, 20096, 32, 0x15},
+        {"3g.40gb", 9, 3, 4, 2, 40448, 60, 0x11},     {"4g.40gb", 5, 4, 4, 1, 40448, 64, 0x01},
+        {"7g.80gb", 0, 7, 8, 1, 81152, 132, 0x01},
+};
+
+/* HAMi's allowlist for the 80 GB class (profiles mapped by slice prefix, so no 1g.20gb). */
+static const char *const hami_allow[] = {"1g.10gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"};
+
+struct model {
+        const char *key, *title;
+        uint64_t memory_mib;
+        struct mk_gi_profile all[16];
+        struct mk_placement pl[16][8];
+        size_t n_all;
+        struct mk_gi_profile hami[8];    /* HAMi's allowlist, copies */
+        size_t n_hami;
+        struct mk_fit_tables *all_tables, *hami_tables;  /* NULL with --no-tables */
+        const char *source;
+};
+
+static void model_from_rows(struct model *m, const struct row *rows, size_t n) {
+        for (size_t i = 0; i < n; i++) {
+                struct mk_gi_profile *p = &m->all[i];
+                *p = (struct mk_gi_profile) {
+                        .id = rows[i].id, .slices = rows[i].slices, .max_count = rows[i].max_count,
+                        .memory_mib = rows[i].memory_mib, .multiprocessors = rows[i].sms, .named = true,
+                };
+                snprintf(p->name, sizeof p->name, "%s", rows[i].name);
+                if (mk_profile_name_parse(rows[i].name, &p->pname, NULL) < 0)
+                        abort();
+                for (unsigned s = 0; s < UNITS; s++)
+                        if (rows[i].starts & (1u << s))
+                                m->pl[i][p->n_placements++] = (struct mk_placement) {s, rows[i].units};
+                p->placements = m->pl[i];
+        }
+        m->n_all = n;
+}
+
+/* Reads the first GPU of a simulated machine; 0, or negative when the
+ * simulator is not there. Compares with the built-in table. */
+static int model_from_sim(struct model *m, const char *machine, const char *dir, const struct row *rows, size_t n) {
+        if (!getenv("MIGKIT_NVML_LIB"))
+                return -ENOENT;
+        char state[4096];
+        snprintf(state, sizeof state, "%s/%s.json", dir, machine);
+        setenv("MIGKIT_SIM_MACHINE", machine, 1);
+        setenv("MIGKIT_SIM_STATE", state, 1);
+        struct mk_error e = {};
+        struct mk_nvml *nv = NULL;
+        struct mk_snapshot *s = NULL;
+        if (mk_nvml_open(NULL, &nv, &e) < 0 || mk_nvml_snapshot(nv, &s, &e) < 0 || s->n_gpus < 1) {
+                fprintf(stderr, "simulator: %s, using the built-in tables\n", e.msg);
+                mk_nvml_close(nv);
+                mk_snapshot_free(s);
+                return -EIO;
+        }
+        mk_nvml_close(nv);
+        const struct mk_gpu *g = &s->gpus[0];
+        size_t k = 0, mismatches = 0;
+        for (size_t i = 0; i < g->n_profiles && k < ELEMENTSOF(m->all); i++) {
+                const struct mk_gi_profile *sp = &g->profiles[i];
+                if (sp->n_placements > 8)
+                        continue;
+                struct mk_gi_profile *p = &m->all[k];
+                *p = *sp;
+                p->ci_profiles = NULL;
+                p->n_ci_profiles = 0;
+                memcpy(m->pl[k], sp->placements, sp->n_placements * sizeof sp->placements[0]);
+                p->placements = m->pl[k];
+                /* The built-in row of the same name must agree. */
+                bool found = false;
+                for (size_t r = 0; r < n; r++) {
+                        if (!streq(rows[r].name, p->name))
+                                continue;
+                        found = true;
+                        unsigned starts = 0;
+                        for (size_t q = 0; q < p->n_placements; q++)
+                                starts |= 1u << p->placements[q].start;
+                        if (rows[r].id != p->id || rows[r].slices != p->slices || rows[r].memory_mib != p->memory_mib ||
+                            rows[r].sms != p->multiprocessors || rows[r].starts != starts ||
+                            rows[r].max_count != p->max_count) {
+                                fprintf(stderr, "simulator's %s differs from the built-in table\n", p->name);
+                                mismatches++;
+                        }
+                }
+                if (!found)
+                        mismatches++;
+                k++;
+        }
+        m->n_all = k;
+        m->memory_mib = g->memory_total_bytes >> 20;
+        m->source = mismatches ? "simulator (DIFFERS from the built-in table)" : "simulator (matches the built-in table)";
+        /* Profiles point into m; the snapshot can go. */
+        mk_snapshot_free(s);
+        unlink(state);
+        return 0;
+}
+
+static void model_init(struct model *m, const char *key, const char *title, const struct row *rows, size_t n,
+                       uint64_t memory_mib, const char *dir) {
+        memset(m, 0, sizeof *m);
+        m->key = key;
+        m->title = title;
+        m->memory_mib = memory_mib;
+        m->source = "built-in tables (mig-profiles.md)";
+        if (model_from_sim(m, key, dir, rows, n) < 0) {
+                model_from_rows(m, rows, n);
+                m->memory_mib = memory_mib;
+        }
+        for (size_t i = 0; i < m->n_all; i++)
+                for (size_t a = 0; a < ELEMENTSOF(hami_allow); a++)
+                        if (streq(m->all[i].name, hami_allow[a]))
+                                m->hami[m->n_hami++] = m->all[i];
+}
+
+static void model_tables(struct model *m) {
+        struct mk_fit_gpu g = {.profiles = m->all, .n_profiles = m->n_all, .memory_units = UNITS, .slices = 7};
+        int r = mk_fit_tables_new(&g, &m->all_tables);
+        g.profiles = m->hami;
+        g.n_profiles = m->n_hami;
+        if (r >= 0)
+                r = mk_fit_tables_new(&g, &m->hami_tables);
+        if (r < 0) {
+                fprintf(stderr, "bench-sched: capacity tables: %s\n", strerror(-r));
+                exit(1);
+        }
+}
+
+static const struct mk_gi_profile *model_profile(const struct model *m, const char *name) {
+        for (size_t i = 0; i < m->n_all; i++)
+                if (streq(m->all[i].name, name))
+                        return &m->all[i];
+        return NULL;
+}
+
+/* --- the trace ------------------------------------------------------------------ */
+
+struct pod_class {
+        const char *name;
+        double share;
+        uint64_t mem_mib;       /* 0: the whole GPU */
+};
+
+/* 40% 10 GB, 30% 20 GB, 20% 40 GB, 10% 80 GB (the whole GPU). Requests are
+ * a little under the profile sizes, as a user asking "10 GB" gets 1g.10gb. */
+static const struct pod_class classes[] = {
+        {"10GB", 0.40, 9 * 1024},
+        {"20GB", 0.30, 19 * 1024},
+        {"40GB", 0.20, 39 * 1024},
+        {"80GB", 0.10, 0},
+};
+#define N_CLASSES ELEMENTSOF(classes)
+
+struct pod {
+        double arrive, leave;
+        unsigned cls;
+};
+
+struct event {
+        double t;
+        uint32_t pod;
+        bool arrival;
+};
+
+static uint64_t rng_next(uint64_t *s) {
+        /* splitmix64 */
+        uint64_t z = (*s += UINT64_C(0x9E3779B97F4A7C15));
+        z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
+        z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
+        return z ^ (z >> 31);
+}
+
+static double rng_unit(uint64_t *s) {
+        return ((double) (rng_next(s) >> 11) + 0.5) / (double) (UINT64_C(1) << 53);
+}
+
+static int event_cmp(const void *a, const void *b) {
+        const struct event *x = a, *y = b;
+        if (x->t != y->t)
+                return x->t < y->t ? -1 : 1;
+        /* departures first at equal times */
+        if (x->arrival != y->arrival)
+                return x->arrival ? 1 : -1;
+        return x->pod < y->pod ? -1 : x->pod > y->pod;
+}
+
+struct trace {
+        struct pod *pods;
+        size_t n_pods;
+        struct event *ev;
+        size_t n_ev;
+};
+
+/* Arrival rate 1; mean lifetime chosen so the offered demand in memory units
+ * is `load` x the cluster's units. */
+static void trace_make(struct trace *t, size_t n_pods, double load, size_t cluster_gpus, uint64_t seed) {
+        double mean_units = 0;
+        static const unsigned class_units[] = {1, 2, 4, 8};
+        for (size_t c = 0; c < N_CLASSES; c++)
+                mean_units += classes[c].share * class_units[c];
+        double lifetime = load * (double) (cluster_gpus * UNITS) / mean_units;
+        t->pods = calloc(n_pods, sizeof *t->pods);
+        t->ev = calloc(2 * n_pods, sizeof *t->ev);
+        if (!t->pods || !t->ev)
+                abort();
+        t->n_pods = n_pods;
+        uint64_t s = seed;
+        double now = 0;
+        for (size_t i = 0; i < n_pods; i++) {
+                now += -log(rng_unit(&s));
+                double u = rng_unit(&s), acc = 0;
+                unsigned cls = N_CLASSES - 1;
+                for (unsigned c = 0; c < N_CLASSES; c++) {
+                        acc += classes[c].share;
+                        if (u < acc) {
+                                cls = c;
+                                break;
+                        }
+                }
+                t->pods[i] = (struct pod) {.arrive = now, .leave = now - lifetime * log(rng_unit(&s)), .cls = cls};
+                t->ev[2 * i] = (struct event) {.t = now, .pod = (uint32_t) i, .arrival = true};
+                t->ev[2 * i + 1] = (struct event) {.t = t->pods[i].leave, .pod = (uint32_t) i, .arrival = false};
+        }
+        t->n_ev = 2 * n_pods;
+        qsort(t->ev, t->n_ev, sizeof *t->ev, event_cmp);
+}
+
+static void trace_done(struct trace *t) {
+        free(t->pods);
+        free(t->ev);
+}
+
+/* Offline lower bound on GPUs, at the busiest moment, every pod accepted:
+ *   LB(t) = max( ceil(U/8), ceil(S/7), W + ceil(F/2) )
+ * U: memory units of each pod's smallest profile (1g.10gb 1, 1g.20gb 2,
+ * 3g.40gb 4, whole 8); S: compute slices of the same (1, 1, 3, 7); W: pods
+ * needing a whole GPU; F: pods needing 4 units (two per GPU at most). */
+static unsigned trace_lower_bound(const struct trace *t, unsigned *ret_peak_pods) {
+        static const unsigned u[] = {1, 2, 4, 8}, s[] = {1, 1, 3, 7};
+        long U = 0, S = 0, W = 0, F = 0, n = 0;
+        unsigned best = 0, peak = 0;
+        for (size_t i = 0; i < t->n_ev; i++) {
+                const struct pod *p = &t->pods[t->ev[i].pod];
+                long d = t->ev[i].arrival ? 1 : -1;
+                U += d * u[p->cls];
+                S += d * s[p->cls];
+                W += d * (p->cls == 3);
+                F += d * (p->cls == 2);
+                n += d;
+                unsigned lb = (unsigned) MAX(MAX((U + 7) / 8, (S + 6) / 7), W + (F + 1) / 2);
+                best = MAX(best, lb);
+                peak = MAX(peak, (unsigned) n);
+        }
+        *ret_peak_pods = peak;
+        return best;
+}
+
+/* --- cluster state ---------------------------------------------------------------- */
+
+enum policy {
+        P_HAMI_LEGACY,
+        P_HAMI_LEGACY_BINPACK,
+        P_HAMI_V210,
+        P_HAMI_V210_BINPACK,
+        P_WHOLE,
+        P_MIGKIT,
+        P_MIGKIT_HAMI_PROFILES,
+        _P_MAX,
+};
+
+static const char *const policy_names[_P_MAX] = {
+        [P_HAMI_LEGACY] = "hami-legacy",
+        [P_HAMI_LEGACY_BINPACK] = "hami-legacy-binpack",
+        [P_HAMI_V210] = "hami-v2.10",
+        [P_HAMI_V210_BINPACK] = "hami-v2.10-binpack",
+        [P_WHOLE] = "whole-gpu",
+        [P_MIGKIT] = "migkit",
+        [P_MIGKIT_HAMI_PROFILES] = "migkit-hami-profiles",
+};
+
+/* A legacy template: slots in flattened order. */
+struct slot {
+        const char *profile;
+        uint64_t config_mib;    /* the template's `memory` value */
+        unsigned start;
+};
+struct tmpl {
+        struct slot slots[MAX_INST];
+        unsigned n;
+};
+/* The chart's A100-80GB geometries (same shape as its A100-40GB example,
+ * hami.md §7.1), used for H100-80GB too (same profile names). Slot
+ * placements are where mig-parted's creation puts them. */
+static const struct tmpl legacy_templates[] = {
+        {{{"1g.10gb", 10240, 0}, {"1g.10gb", 10240, 1}, {"1g.10gb", 10240, 2}, {"1g.10gb", 10240, 3},
+          {"1g.10gb", 10240, 4}, {"1g.10gb", 10240, 5}, {"1g.10gb", 10240, 6}}, 7},
+        {{{"2g.20gb", 20480, 0}, {"2g.20gb", 20480, 2}, {"2g.20gb", 20480, 4}, {"1g.10gb", 10240, 6}}, 4},
+        {{{"3g.40gb", 40960, 0}, {"3g.40gb", 40960, 4}}, 2},
+        {{{"7g.80gb", 81920, 0}}, 1},
+};
+
+struct sgpu {
+        struct mk_fit_instance used[MAX_INST];
+        uint32_t pod[MAX_INST];
+        unsigned n_used;
+        uint64_t mem_used;      /* charged MiB (HAMi's Usedmem) */
+        unsigned cores_used;    /* charged % (HAMi's Usedcores) */
+        int tmpl;               /* legacy: template in use, -1 none */
+        unsigned slot_busy;     /* legacy: mask of slots in use */
+};
+
+struct cluster {
+        const struct model *m;
+        enum policy policy;
+        size_t n_nodes, n_gpus;
+        struct sgpu *g;
+        struct mk_fit_gpu *fit;  /* views of g for plan/fit (allowed profiles per policy) */
+        struct mk_fit_gpu *meas; /* views with every profile, to measure fragmentation alike */
+        int32_t *where;          /* pod -> GPU, -1 rejected */
+        uint8_t *slot;           /* pod -> index (instance or legacy slot) */
+};
+
+static void cluster_init(struct cluster *c, const struct model *m, enum policy p, size_t n_nodes, size_t n_pods) {
+        *c = (struct cluster) {.m = m, .policy = p, .n_nodes = n_nodes, .n_gpus = n_nodes * GPUS_PER_NODE};
+        c->g = calloc(c->n_gpus, sizeof *c->g);
+        c->fit = calloc(c->n_gpus, sizeof *c->fit);
+        c->meas = calloc(c->n_gpus, sizeof *c->meas);
+        c->where = malloc(n_pods * sizeof *c->where);
+        c->slot = calloc(n_pods, 1);
+        if (!c->g || !c->fit || !c->meas || !c->where || !c->slot)
+                abort();
+        bool hami_set = p == P_MIGKIT_HAMI_PROFILES;
+        for (size_t i = 0; i < c->n_gpus; i++) {
+                c->g[i].tmpl = -1;
+                c->fit[i] = (struct mk_fit_gpu) {
+                        .profiles = hami_set ? m->hami : m->all,
+                        .n_profiles = hami_set ? m->n_hami : m->n_all,
+                        .memory_units = UNITS,
+                        .slices = 7,
+                        .memory_mib = m->memory_mib,
+                        .used = c->g[i].used,
+                        .tables = hami_set ? m->hami_tables : m->all_tables,
+                };
+                c->meas[i] = c->fit[i];
+                c->meas[i].profiles = m->all;
+                c->meas[i].n_profiles = m->n_all;
+                c->meas[i].tables = m->all_tables;
+        }
+        for (size_t i = 0; i < n_pods; i++)
+                c->where[i] = -1;
+}
+
+static void cluster_done(struct cluster *c) {
+        free(c->g);
+        free(c->fit);
+        free(c->meas);
+        free(c->where);
+        free(c->slot);
+}
+
+static unsigned cores_of(const struct model *m, const struct mk_gi_profile *p) {
+        unsigned max = 0;
+        for (size_t i = 0; i < m->n_all; i++)
+                max = MAX(max, m->all[i].multiprocessors);
+        return max ? (p->multiprocessors * 100 + max - 1) / max : 0;
+}
+
+static void gpu_add(struct cluster *c, size_t gi, uint32_t pod, const struct mk_gi_profile *p, struct mk_placement pl,
+                    uint64_t charged_mib) {
+        struct sgpu *g = &c->g[gi];
+        if (g->n_used >= MAX_INST)
+                abort();
+        g->used[g->n_used] = (struct mk_fit_instance) {.profile_id = p->id, .slices = p->slices, .placement = pl};
+        g->pod[g->n_used] = pod;
+        g->n_used++;
+        g->mem_used += charged_mib;
+        g->cores_used += cores_of(c->m, p);
+        c->fit[gi].n_used = c->meas[gi].n_used = g->n_used;
+        c->where[pod] = (int32_t) gi;
+}
+
+static void gpu_remove(struct cluster *c, size_t gi, uint32_t pod, uint64_t charged_mib, unsigned cores) {
+        struct sgpu *g = &c->g[gi];
+        for (unsigned i = 0; i < g->n_used; i++)
+                if (g->pod[i] == pod) {
+                        g->used[i] = g->used[g->n_used - 1];
+                        g->pod[i] = g->pod[g->n_used - 1];
+                        g->n_used--;
+                        break;
+                }
+        g->mem_used -= charged_mib;
+        g->cores_used -= cores;
+        c->fit[gi].n_used = c->meas[gi].n_used = g->n_used;
+}
+
+/* HAMi's device score (§6.1, before the pod; the pod's own share is the same for every device). */
+static double hami_gpu_score(const struct cluster *c, size_t gi) {
+        const struct sgpu *g = &c->g[gi];
+        return (double) g->n_used / 7 + g->cores_used / 100.0 + (double) g->mem_used / c->m->memory_mib;
+}
+
+/* HAMi's node score (§6.3), before the pod. */
+static double hami_node_score(const struct cluster *c, size_t node) {
+        double used = 0, cores = 0, mem = 0;
+        for (size_t k = 0; k < GPUS_PER_NODE; k++) {
+                const struct sgpu *g = &c->g[node * GPUS_PER_NODE + k];
+                used += g->n_used;
+                cores += g->cores_used;
+                mem += (double) g->mem_used;
+        }
+        return used / (7.0 * GPUS_PER_NODE) + cores / (100.0 * GPUS_PER_NODE) +
+               mem / ((double) c->m->memory_mib * GPUS_PER_NODE);
+}
+
+/* v2.10 on one GPU: smallest adequate allowlisted profile, first free placement. */
+static bool v210_gpu(const struct cluster *c, size_t gi, uint64_t mem_mib, const struct mk_gi_profile **ret_p,
+                     struct mk_placement *ret_pl) {
+        const struct model *m = c->m;
+        /* allowlist sorted by memory, then slices (HAMi's order) */
+        const struct mk_gi_profile *order[8];
+        size_t n = 0;
+        for (size_t i = 0; i < m->n_hami; i++) {
+                size_t k = n++;
+                while (k > 0 && (order[k - 1]->memory_mib > m->hami[i].memory_mib ||
+                                 (order[k - 1]->memory_mib == m->hami[i].memory_mib &&
+                                  order[k - 1]->slices > m->hami[i].slices))) {
+                        order[k] = order[k - 1];
+                        k--;
+                }
+                order[k] = &m->hami[i];
+        }
+        const struct sgpu *g = &c->g[gi];
+        if (g->n_used >= 7)
+                return false;
+        uint32_t used = 0;
+        for (unsigned i = 0; i < g->n_used; i++)
+                used |= mk_placement_mask(g->used[i].placement);
+        for (size_t k = 0; k < n; k++) {
+                const struct mk_gi_profile *p = order[k];
+                bool whole = mem_mib == 0;
+                if (whole ? p->placements[0].size != UNITS : p->memory_mib < mem_mib)
+                        continue;
+                bool high_first = p->slices == 1 || p->slices == 3;
+                for (size_t q = 0; q < p->n_placements; q++) {
+                        struct mk_placement pl = p->placements[high_first ? p->n_placements - 1 - q : q];
+                        if ((mk_placement_mask(pl) & used) == 0) {
+                                *ret_p = p;
+                                *ret_pl = pl;
+                                return true;
+                        }
+                }
+        }
+        return false;
+}
+
+/* Legacy on one GPU: template first fit, locked while a slot is in use. */
+static bool legacy_gpu(const struct cluster *c, size_t gi, uint64_t mem_mib, int *ret_tmpl, unsigned *ret_slot) {
+        const struct sgpu *g = &c->g[gi];
+        uint64_t need = mem_mib ? mem_mib : c->m->memory_mib;
+        if (g->slot_busy == 0) {
+                for (size_t t = 0; t < ELEMENTSOF(legacy_templates); t++)
+                        for (unsigned s = 0; s < legacy_templates[t].n; s++)
+                                if (legacy_templates[t].slots[s].config_mib >= need) {
+                                        *ret_tmpl = (int) t;
+                                        *ret_slot = s;
+                                        return true;
+                                }
+                return false;
+        }
+        const struct tmpl *t = &legacy_templates[g->tmpl];
+        for (unsigned s = 0; s < t->n; s++)
+                if (!(g->slot_busy & (1u << s)) && t->slots[s].config_mib >= need) {
+                        *ret_tmpl = g->tmpl;
+                        *ret_slot = s;
+                        return true;
+                }
+        return false;
+}
+
+/* GPUs of a node in HAMi's order: spread = lowest score first, binpack = highest. */
+static void hami_gpu_order(const struct cluster *c, size_t node, bool binpack, size_t order[GPUS_PER_NODE]) {
+        double sc[GPUS_PER_NODE];
+        for (size_t k = 0; k < GPUS_PER_NODE; k++) {
+                sc[k] = hami_gpu_score(c, node * GPUS_PER_NODE + k);
+                size_t j = k;
+                while (j > 0 && (binpack ? sc[order[j - 1]] < sc[k] : sc[order[j - 1]] > sc[k])) {
+                        order[j] = order[j - 1];
+                        j--;
+                }
+                order[j] = k;
+        }
+}
+
+static bool place_hami(struct cluster *c, uint32_t pod, uint64_t mem_mib, bool legacy, bool gpu_binpack) {
+        size_t best_node = SIZE_MAX, best_gpu = 0;
+        double best_score = -1;
+        int best_tmpl = -1;
+        unsigned best_slot = 0;
+        const struct mk_gi_profile *best_p = NULL;
+        struct mk_placement best_pl = {};
+        for (size_t n = 0; n < c->n_nodes; n++) {
+                size_t order[GPUS_PER_NODE];
+                hami_gpu_order(c, n, gpu_binpack, order);
+                for (size_t k = 0; k < GPUS_PER_NODE; k++) {
+                        size_t gi = n * GPUS_PER_NODE + order[k];
+                        int t = -1;
+                        unsigned s = 0;
+                        const struct mk_gi_profile *p = NULL;
+                        struct mk_placement pl = {};
+                        bool ok = legacy ? legacy_gpu(c, gi, mem_mib, &t, &s) : v210_gpu(c, gi, mem_mib, &p, &pl);
+                        if (!ok)
+                                continue;
+                        double score = hami_node_score(c, n);
+                        if (score > best_score) {
+                                best_score = score;
+                                best_node = n;
+                                best_gpu = gi;
+                                if (legacy) {
+                                        best_tmpl = t;
+                                        best_slot = s;
+                                } else {
+                                        best_p = p;
+                                        best_pl = pl;
+                                }
+                        }
+                        break;
+                }
+        }
+        if (best_node == SIZE_MAX)
+                return false;
+        if (legacy) {
+                const struct slot *sl = &legacy_templates[best_tmpl].slots[best_slot];
+                const struct mk_gi_profile *p = model_profile(c->m, sl->profile);
+                c->g[best_gpu].tmpl = best_tmpl;
+                c->g[best_gpu].slot_busy |= 1u << best_slot;
+                gpu_add(c, best_gpu, pod, p, (struct mk_placement) {sl->start, p->placements[0].size}, sl->config_mib);
+                c->slot[pod] = (uint8_t) best_slot;
+        } else
+                gpu_add(c, best_gpu, pod, best_p, best_pl, best_p->memory_mib);
+        return true;
+}
+
+static bool place_whole(struct cluster *c, uint32_t pod) {
+        const struct mk_gi_profile *p7 = model_profile(c->m, "7g.80gb");
+        size_t best = SIZE_MAX;
+        unsigned best_used = 0;
+        for (size_t n = 0; n < c->n_nodes; n++) {
+                unsigned used = 0;
+                size_t free_gpu = SIZE_MAX;
+                for (size_t k = 0; k < GPUS_PER_NODE; k++) {
+                        size_t gi = n * GPUS_PER_NODE + k;
+                        if (c->g[gi].n_used)
+                                used++;
+                        else if (free_gpu == SIZE_MAX)
+                                free_gpu = gi;
+                }
+                if (free_gpu != SIZE_MAX && (best == SIZE_MAX || used > best_used)) {
+                        best = free_gpu;
+                        best_used = used;
+                }
+        }
+        if (best == SIZE_MAX)
+                return false;
+        gpu_add(c, best, pod, p7, p7->placements[0], c->m->memory_mib);
+        return true;
+}
+
+/* Scans every node with mk_fit_node; the highest score wins (kube-scheduler
+ * with the extender as the only GPU-aware priority). */
+static int migkit_best(struct cluster *c, const struct mk_fit_request *rq, size_t *ret_node, struct mk_fit_result *ret) {
+        size_t best = SIZE_MAX;
+        struct mk_fit_result br = {}, r;
+        for (size_t n = 0; n < c->n_nodes; n++) {
+                struct mk_fit_node node = {.gpus = c->fit + n * GPUS_PER_NODE, .n_gpus = GPUS_PER_NODE};
+                if (mk_fit_node(&node, rq, MK_FIT_BINPACK, MK_FIT_BINPACK, &r, NULL) < 0)
+                        continue;
+                if (best == SIZE_MAX || r.score > br.score) {
+                        best = n;
+                        br = r;
+                }
+        }
+        if (best == SIZE_MAX)
+                return -ENOSPC;
+        *ret_node = best;
+        *ret = br;
+        return 0;
+}
+
+static bool place_migkit(struct cluster *c, uint32_t pod, uint64_t mem_mib) {
+        struct mk_fit_request rq = {.gpus = 1, .mem_mib = mem_mib, .mem_percent = mem_mib ? 0 : 100};
+        size_t node;
+        struct mk_fit_result r;
+        if (migkit_best(c, &rq, &node, &r) < 0)
+                return false;
+        const struct mk_fit_choice *ch = &r.choices[0];
+        gpu_add(c, node * GPUS_PER_NODE + ch->gpu, pod, ch->profile, ch->placement, ch->profile->memory_mib);
+        return true;
+}
+
+static bool place(struct cluster *c, uint32_t pod, unsigned cls) {
+        uint64_t mem = classes[cls].mem_mib;
+        switch (c->policy) {
+        case P_HAMI_LEGACY:
+                return place_hami(c, pod, mem, true, false);
+        case P_HAMI_LEGACY_BINPACK:
+                return place_hami(c, pod, mem, true, true);
+        case P_HAMI_V210:
+                return place_hami(c, pod, mem, false, false);
+        case P_HAMI_V210_BINPACK:
+                return place_hami(c, pod, mem, false, true);
+        case P_WHOLE:
+                return place_whole(c, pod);
+        default:
+                return place_migkit(c, pod, mem);
+        }
+}
+
+static void release(struct cluster *c, uint32_t pod) {
+        int32_t gi = c->where[pod];
+        if (gi < 0)
+                return;
+        struct sgpu *g = &c->g[gi];
+        for (unsigned i = 0; i < g->n_used; i++)
+                if (g->pod[i] == pod) {
+                        unsigned cores = 0;
+                        uint64_t mem = 0;
+                        for (size_t k = 0; k < c->m->n_all; k++)
+                                if (c->m->all[k].id == g->used[i].profile_id) {
+                                        cores = cores_of(c->m, &c->m->all[k]);
+                                        mem = c->m->all[k].memory_mib;
+                                }
+                        if (c->policy == P_HAMI_LEGACY || c->policy == P_HAMI_LEGACY_BINPACK) {
+                                mem = legacy_templates[g->tmpl].slots[c->slot[pod]].config_mib;
+                                g->slot_busy &= ~(1u << c->slot[pod]);
+                        } else if (c->policy == P_WHOLE)
+                                mem = c->m->memory_mib;
+                        gpu_remove(c, (size_t) gi, pod, mem, cores);
+                        break;
+                }
+        c->where[pod] = -1;
+}
+
+/* --- one run ------------------------------------------------------------------------ */
+
+struct stats {
+        unsigned long accepted, rejected;
+        unsigned long rej_cls[N_CLASSES], arr_cls[N_CLASSES];
+        double gpus_in_use_sum, frag_sum, stranded_sum;
+        unsigned long samples;
+        double seconds;
+};
+
+#define SAMPLE_EVERY 50
+
+static void run(const struct model *m, enum policy p, const struct trace *t, size_t n_nodes, size_t warmup,
+                struct stats *st) {
+        struct cluster c;
+        cluster_init(&c, m, p, n_nodes, t->n_pods);
+        *st = (struct stats) {};
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        unsigned long arrivals = 0;
+        for (size_t i = 0; i < t->n_ev; i++) {
+                const struct event *e = &t->ev[i];
+                if (!e->arrival) {
+                        release(&c, e->pod);
+                        continue;
+                }
+                unsigned cls = t->pods[e->pod].cls;
+                bool ok = place(&c, e->pod, cls);
+                if (e->pod < warmup)
+                        continue;
+                arrivals++;
+                st->arr_cls[cls]++;
+                if (ok)
+                        st->accepted++;
+                else {
+                        st->rejected++;
+                        st->rej_cls[cls]++;
+                }
+                if (arrivals % SAMPLE_EVERY == 0) {
+                        unsigned in_use = 0;
+                        double frag = 0;
+                        unsigned stranded = 0;
+                        for (size_t gi = 0; gi < c.n_gpus; gi++) {
+                                if (!c.g[gi].n_used)
+                                        continue;
+                                in_use++;
+                                frag += mk_fit_gpu_fragmentation(&c.meas[gi]);
+                                stranded += UNITS - (unsigned) __builtin_popcount(mk_fit_used_mask(&c.meas[gi]));
+                        }
+                        st->gpus_in_use_sum += in_use;
+                        st->frag_sum += in_use ? frag / in_use : 0;
+                        st->stranded_sum += stranded;
+                        st->samples++;
+                }
+        }
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        st->seconds = (double) (t1.tv_sec - t0.tv_sec) + (double) (t1.tv_nsec - t0.tv_nsec) / 1e9;
+        cluster_done(&c);
+}
+
+/* Rejects nothing from the first pod on. */
+static bool run_all_fit(const struct model *m, enum policy p, const struct trace *t, size_t n_nodes) {
+        struct cluster c;
+        cluster_init(&c, m, p, n_nodes, t->n_pods);
+        bool ok = true;
+        for (size_t i = 0; i < t->n_ev && ok; i++) {
+                const struct event *e = &t->ev[i];
+                if (!e->arrival)
+                        release(&c, e->pod);
+                else
+                        ok = place(&c, e->pod, t->pods[e->pod].cls);
+        }
+        cluster_done(&c);
+        return ok;
+}
+
+static const enum policy shown[] = {P_HAMI_LEGACY, P_HAMI_LEGACY_BINPACK, P_HAMI_V210, P_HAMI_V210_BINPACK,
+                                    P_WHOLE,       P_MIGKIT,              P_MIGKIT_HAMI_PROFILES};
+
+static void acceptance(const struct model *m, size_t n_nodes, size_t n_pods, double load, uint64_t seed) {
+        struct trace t;
+        trace_make(&t, n_pods, load, n_nodes * GPUS_PER_NODE, seed);
+        size_t warmup = n_pods / 5;
+        unsigned peak;
+        unsigned lb = trace_lower_bound(&t, &peak);
+        printf("\n%s, %zu nodes x %d GPUs, offered load %.2f of the cluster's memory units, %zu pods (first %zu warm-up), "
+               "peak %u pods at once, lower bound at peak %u GPUs\n",
+               m->title, n_nodes, GPUS_PER_NODE, load, n_pods, warmup, peak, lb);
+        printf("  %-22s %9s %9s %7s %9s %10s %7s %9s   rejected by size (10/20/40/80 GB)\n", "policy", "accepted",
+               "rejected", "acc%", "vs v2.10", "GPUs used", "frag", "idle-units");
+        struct stats st[_P_MAX];
+        for (size_t i = 0; i < ELEMENTSOF(shown); i++)
+                run(m, shown[i], &t, n_nodes, warmup, &st[shown[i]]);
+        double base = (double) st[P_HAMI_V210].accepted;
+        for (size_t i = 0; i < ELEMENTSOF(shown); i++) {
+                const struct stats *s = &st[shown[i]];
+                double n = s->samples ? (double) s->samples : 1;
+                printf("  %-22s %9lu %9lu %6.1f%% %+8.1f%% %10.1f %7.3f %9.1f   %lu/%lu/%lu/%lu   (%.1f s)\n",
+                       policy_names[shown[i]], s->accepted, s->rejected,
+                       100.0 * s->accepted / (double) (s->accepted + s->rejected),
+                       base > 0 ? 100.0 * ((double) s->accepted / base - 1) : 0, s->gpus_in_use_sum / n, s->frag_sum / n,
+                       s->stranded_sum / n, s->rej_cls[0], s->rej_cls[1], s->rej_cls[2], s->rej_cls[3], s->seconds);
+        }
+        trace_done(&t);
+}
+
+/* The smallest cluster (in nodes) on which each policy rejects nothing of
+ * one trace, against the offline lower bound. */
+static void gpus_needed(const struct model *m, size_t ref_nodes, size_t n_pods, double load, uint64_t seed) {
+        struct trace t;
+        trace_make(&t, n_pods, load, ref_nodes * GPUS_PER_NODE, seed);
+        unsigned peak;
+        unsigned lb = trace_lower_bound(&t, &peak);
+        printf("\n%s: GPUs needed to accept every pod of a %zu-pod trace (load %.2f of %zu nodes); lower bound %u GPUs "
+               "(%u nodes), peak %u pods at once\n",
+               m->title, n_pods, load, ref_nodes, lb, (lb + GPUS_PER_NODE - 1) / GPUS_PER_NODE, peak);
+        static const enum policy needed_shown[] = {P_HAMI_LEGACY, P_HAMI_V210, P_HAMI_V210_BINPACK, P_WHOLE,
+                                                   P_MIGKIT, P_MIGKIT_HAMI_PROFILES};
+        for (size_t i = 0; i < ELEMENTSOF(needed_shown); i++) {
+                size_t lo = (lb + GPUS_PER_NODE - 1) / GPUS_PER_NODE, hi = (peak + GPUS_PER_NODE - 1) / GPUS_PER_NODE;
+                if (lo == 0)
+                        lo = 1;
+                while (!run_all_fit(m, needed_shown[i], &t, hi))
+                        hi *= 2;
+                while (lo < hi) {
+                        size_t mid = (lo + hi) / 2;
+                        if (run_all_fit(m, needed_shown[i], &t, mid))
+                                hi = mid;
+                        else
+                                lo = mid + 1;
+                }
+                printf("  %-22s %5zu nodes = %5zu GPUs   %.3f x the bound (node-rounded bound %u GPUs: %.3f x)\n",
+                       policy_names[needed_shown[i]], lo, lo * GPUS_PER_NODE, (double) (lo * GPUS_PER_NODE) / lb,
+                       ((lb + GPUS_PER_NODE - 1) / GPUS_PER_NODE) * GPUS_PER_NODE,
+                       (double) lo / ((lb + GPUS_PER_NODE - 1) / GPUS_PER_NODE));
+        }
+        trace_done(&t);
+}
+
+static int dbl_cmp(const void *a, const void *b) {
+        double x = *(const double *) a, y = *(const double *) b;
+        return x < y ? -1 : x > y;
+}
+
+/* Decision time: one pod scanned over every node, states filled by the fit
+ * itself (each GPU filled to a random level with pods from the mix). */
+static void decision_time(const struct model *m, size_t n_nodes, size_t n_decisions, uint64_t seed) {
+        struct cluster c;
+        cluster_init(&c, m, P_MIGKIT, n_nodes, 1);
+        uint64_t s = seed;
+        unsigned long units = 0, gpus_used = 0;
+        for (size_t gi = 0; gi < c.n_gpus; gi++) {
+                double target = rng_unit(&s) * 1.2 - 0.1; /* about 8% empty, 8% full */
+                for (int tries = 0; tries < 16; tries++) {
+                        unsigned used = (unsigned) __builtin_popcount(mk_fit_used_mask(&c.fit[gi]));
+                        if (used >= target * UNITS)
+                                break;
+                        double u = rng_unit(&s), acc = 0;
+                        unsigned cls = N_CLASSES - 1;
+                        for (unsigned k = 0; k < N_CLASSES; k++)
+                                if (u < (acc += classes[k].share)) {
+                                        cls = k;
+                                        break;
+                                }
+                        struct mk_fit_request rq = {.gpus = 1, .mem_mib = classes[cls].mem_mib,
+                                                    .mem_percent = classes[cls].mem_mib ? 0 : 100};
+                        struct mk_fit_node one = {.gpus = &c.fit[gi], .n_gpus = 1};
+                        struct mk_fit_result r;
+                        if (mk_fit_node(&one, &rq, MK_FIT_BINPACK, MK_FIT_BINPACK, &r, NULL) == 0) {
+                                struct sgpu *g = &c.g[gi];
+                                g->used[g->n_used++] = (struct mk_fit_instance) {
+                                        .profile_id = r.choices[0].profile->id,
+                                        .slices = r.choices[0].profile->slices,
+                                        .placement = r.choices[0].placement,
+                                };
+                                c.fit[gi].n_used = g->n_used;
+                        }
+                }
+                unsigned used = (unsigned) __builtin_popcount(mk_fit_used_mask(&c.fit[gi]));
+                units += used;
+                gpus_used += used > 0;
+        }
+        double *t = malloc(n_decisions * sizeof *t);
+        if (!t)
+                abort();
+        unsigned long fits = 0;
+        for (size_t i = 0; i < n_decisions; i++) {
+                unsigned cls = (unsigned) (rng_next(&s) % 10);
+                cls = cls < 4 ? 0 : cls < 7 ? 1 : cls < 9 ? 2 : 3;
+                struct mk_fit_request rq = {.gpus = 1, .mem_mib = classes[cls].mem_mib,
+                                            .mem_percent = classes[cls].mem_mib ? 0 : 100};
+                size_t node;
+                struct mk_fit_result r;
+                struct timespec a, b;
+                clock_gettime(CLOCK_MONOTONIC, &a);
+                int q = migkit_best(&c, &rq, &node, &r);
+                clock_gettime(CLOCK_MONOTONIC, &b);
+                fits += q == 0;
+                t[i] = (double) (b.tv_sec - a.tv_sec) * 1e6 + (double) (b.tv_nsec - a.tv_nsec) / 1e3;
+        }
+        qsort(t, n_decisions, sizeof *t, dbl_cmp);
+        printf("\n%s: decision time of plan/fit for one pod over %zu nodes x %d GPUs (%lu GPUs in use, %.0f%% of units "
+               "used; %zu pods from the mix, %lu fit): median %.0f us, p99 %.0f us, max %.0f us (one thread)\n",
+               m->title, n_nodes, GPUS_PER_NODE, gpus_used, 100.0 * units / (double) (c.n_gpus * UNITS), n_decisions,
+               fits, t[n_decisions / 2], t[(size_t) ((double) n_decisions * 0.99)], t[n_decisions - 1]);
+        free(t);
+        cluster_done(&c);
+}
+
+static int parse_size(const char *s, size_t *ret) {
+        uint64_t v;
+        int r = mk_parse_u64(s, &v);
+        if (r < 0 || v == 0 || v > 1000000)
+                return -EINVAL;
+        *ret = (size_t) v;
+        return 0;
+}
+
+int main(int argc, char **argv) {
+        size_t n_nodes = 50, n_pods = 12000, timing_nodes = 1000, n_decisions = 2000;
+        uint64_t seed = 42;
+        bool tables = true;
+        double loads[8] = {0.8, 1.0, 1.2};
+        size_t n_loads = 3;
+        for (int i = 1; i < argc; i++) {
+                const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+                int r = 0;
+                if (streq(a, "--no-tables")) {
+                        tables = false;
+                        continue;
+                }
+                if (streq(a, "--quick")) {
+                        n_nodes = 16;
+                        n_pods = 3000;
+                        timing_nodes = 200;
+                        n_decisions = 200;
+                        continue;
+                }
+                if (!v) {
+                        fprintf(stderr, "usage: bench-sched [--nodes N] [--pods N] [--seed N] [--loads a,b] "
+                                        "[--timing-nodes N] [--quick]\n");
+                        return 2;
+                }
+                i++;
+                if (streq(a, "--nodes"))
+                        r = parse_size(v, &n_nodes);
+                else if (streq(a, "--pods"))
+                        r = parse_size(v, &n_pods);
+                else if (streq(a, "--timing-nodes"))
+                        r = parse_size(v, &timing_nodes);
+                else if (streq(a, "--seed"))
+                        r = mk_parse_u64(v, &seed);
+                else if (streq(a, "--loads")) {
+                        n_loads = 0;
+                        for (const char *p = v; *p && n_loads < ELEMENTSOF(loads);) {
+                                char *end;
+                                double d = strtod(p, &end);
+                                if (end == p || d <= 0 || d > 10) {
+                                        r = -EINVAL;
+                                        break;
+                                }
+                                loads[n_loads++] = d;
+                                p = *end == ',' ? end + 1 : end;
+                                if (*end && *end != ',') {
+                                        r = -EINVAL;
+                                        break;
+                                }
+                        }
+                } else
+                        r = -EINVAL;
+                if (r < 0) {
+                        fprintf(stderr, "bench-sched: bad option %s '%s'\n", a, v);
+                        return 2;
+                }
+        }
+        if (timing_nodes > 100000 || n_nodes > 100000)
+                return 2;
+
+        char dir[] = "/tmp/bench-sched.XXXXXX";
+        if (!mkdtemp(dir)) {
+                perror("mkdtemp");
+                return 1;
+        }
+        static struct model models[2];
+        model_init(&models[0], "a100-80gb", "A100-SXM4-80GB", a100_rows, ELEMENTSOF(a100_rows), 81920, dir);
+        model_init(&models[1], "h100-80gb", "H100 80GB HBM3", h100_rows, ELEMENTSOF(h100_rows), 81559, dir);
+        rmdir(dir);
+        if (tables) {
+                model_tables(&models[0]);
+                model_tables(&models[1]);
+        }
+
+        printf("bench-sched: seed %" PRIu64 ", pods one GPU each, mix", seed);
+        for (size_t c = 0; c < N_CLASSES; c++)
+                printf(" %.0f%% %s (%s)", classes[c].share * 100, classes[c].name,
+                       classes[c].mem_mib ? "" : "whole GPU");
+        printf(";\n  requests 9/19/39 GiB and the whole GPU; Poisson arrivals (rate 1), exponential lifetimes; "
+               "rejected pods are dropped\n");
+        for (size_t i = 0; i < 2; i++)
+                printf("  %s profiles: %s\n", models[i].title, models[i].source);
+        printf("  plan/fit capacity tables: %s\n", tables ? "yes (mk_fit_tables_new)" : "no (--no-tables)");
+
+        for (size_t i = 0; i < 2; i++) {
+                for (size_t l = 0; l < n_loads; l++)
+                        acceptance(&models[i], n_nodes, n_pods, loads[l], seed + l);
+                gpus_needed(&models[i], n_nodes, n_pods, 1.0, seed + 100);
+                decision_time(&models[i], timing_nodes, n_decisions, seed + 200);
+        }
+        for (size_t i = 0; i < 2; i++) {
+                mk_fit_tables_free(models[i].all_tables);
+                mk_fit_tables_free(models[i].hami_tables);
+        }
+        return 0;
+}
