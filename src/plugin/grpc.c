@@ -1132,9 +1132,9 @@ struct mk_grpc_stream *mk_grpc_stream_close(struct mk_grpc_stream *st) {
         if (!st)
                 return NULL;
         if (st->call) {
-                if (st->status_pending)
-                        grpc_call_cancel(st->call, NULL);
-                /* After the cancel every batch completes promptly. */
+                /* After the cancel (a no-op on a call that ended) every batch
+                 * completes promptly. */
+                grpc_call_cancel(st->call, NULL);
                 if (st->open_pending)
                         (void) grpc_completion_queue_pluck(st->cq, &st->tag_open, gpr_inf_future(GPR_CLOCK_REALTIME),
                                                            NULL);

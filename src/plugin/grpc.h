@@ -13,8 +13,14 @@
  * initialised (spawn children with posix_spawn, as base/spawn does).
  *
  * C-core logs through gpr_log; mk_grpc_global_init() routes those lines to
- * our log as debug lines of the area "grpc" (GRPC_VERBOSITY and GRPC_TRACE
- * still choose what C-core emits). */
+ * our log as debug lines of the area "grpc", where this module's own debug
+ * lines go too (GRPC_VERBOSITY and GRPC_TRACE still choose what C-core
+ * emits).
+ *
+ * Behaviour a peer sees: every answer carries initial metadata (no
+ * trailers-only responses); compressed messages are refused (UNIMPLEMENTED),
+ * so nothing is inflated past the cap; a stream ends with status OK when the
+ * server stops. */
 #pragma once
 
 #include <stdbool.h>
@@ -107,8 +113,10 @@ int mk_grpc_server_start(const struct mk_grpc_server_config *c, struct mk_grpc_s
 /* Sets the message for the streaming method: every open stream sends it next
  * (a stream still busy sending gets only the newest: coalescing), and every
  * stream opened later gets it first. Copies msg. Thread-safe, never blocks on
- * the network. Before the first publish, a new stream waits. -E2BIG over
- * MK_GRPC_MAX_SEND_MESSAGE, -ESHUTDOWN once the server is stopping, -ENOMEM. */
+ * the network; may be called from the unary handler. Before the first
+ * publish, a new stream waits. -E2BIG over MK_GRPC_MAX_SEND_MESSAGE,
+ * -ESHUTDOWN once stop has begun (the caller must still not publish once
+ * stop may have returned: it frees the server). */
 int mk_grpc_server_publish(struct mk_grpc_server *s, const uint8_t *msg, size_t len) _nonnull_(1);
 
 /* Open streams right now (for tests and logs). Thread-safe. */

@@ -43,6 +43,7 @@
 #define M_WATCH "/test.Svc/Watch"
 #define M_PUBLISH "/test.Svc/Publish" /* publishes the request on the same server */
 #define M_STREAMS "/test.Svc/Streams" /* the server's open streams, as text */
+#define M_BLOCK "/test.Svc/Block"     /* holds the server thread until the test lets go */
 
 static uint64_t now_us(void) {
         struct timespec ts;
@@ -114,6 +115,7 @@ struct ctx {
         unsigned calls;
         struct mk_grpc_client *relay_to; /* M_RELAY calls M_ECHO there */
         struct mk_grpc_server *server;   /* for M_PUBLISH and M_STREAMS */
+        bool hold, held;                 /* M_BLOCK waits while hold; held while it does */
 };
 
 #define CTX_INIT {.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER}
@@ -162,6 +164,16 @@ static int handler(void *userdata, const char *method, const uint8_t *req, size_
                         return mk_buf_printf(resp, "%u", mk_grpc_server_streams(s));
                 return mk_grpc_server_publish(s, req, req_len);
         }
+        if (streq(method, M_BLOCK)) {
+                pthread_mutex_lock(&c->lock);
+                c->held = true;
+                pthread_cond_broadcast(&c->cond);
+                while (c->hold)
+                        pthread_cond_wait(&c->cond, &c->lock);
+                c->held = false;
+                pthread_mutex_unlock(&c->lock);
+                return 0;
+        }
         if (streq(method, M_RELAY)) {
                 /* The kubelet's Register handler: call the caller's server back
                  * before answering (waiting for it, unless asked "nowait"). */
@@ -207,7 +219,7 @@ static void wait_streams(struct ctx *c, struct mk_grpc_server *s, unsigned n) {
                 fail_msg("server has %u open streams, want %u", mk_grpc_server_streams(s), n);
 }
 
-static const char *const methods[] = {M_ECHO, M_FAIL, M_RELAY, M_PUBLISH, M_STREAMS, NULL};
+static const char *const methods[] = {M_ECHO, M_FAIL, M_RELAY, M_PUBLISH, M_STREAMS, M_BLOCK, NULL};
 
 static struct mk_grpc_server *start(const char *path, struct ctx *c, size_t max_message) {
         struct mk_grpc_server_config cfg = {
@@ -580,6 +592,71 @@ static void test_stream_coalescing(void **state) {
         assert_true(received <= 100);
         assert_int_equal(sends, (uint64_t) received);
         /* Nothing is left to come. */
+        check_rc(mk_grpc_stream_next(st, 200, &b, &status, &e), -ETIMEDOUT, &e);
+
+        st = mk_grpc_stream_close(st);
+        cl = mk_grpc_client_close(cl);
+        s = mk_grpc_server_stop(s);
+}
+
+struct block_call {
+        struct mk_grpc_client *cl;
+        int r;
+        struct mk_error e;
+};
+
+static void *block_thread(void *userdata) {
+        struct block_call *bc = userdata;
+        _cleanup_buf_done_ struct mk_buf b = {};
+        mk_buf_init(&b, 64);
+        bc->r = mk_grpc_client_call(bc->cl, M_BLOCK, NULL, 0, WAIT_MS, false, &b, NULL, &bc->e);
+        return NULL;
+}
+
+static void test_stream_coalescing_busy(void **state) {
+        /* Deterministic: while the server thread is held in a handler, 100
+         * publishes pile up; once it is free, the stream gets the newest only. */
+        struct ctx c = CTX_INIT;
+        const char *path = sock("busy.sock");
+        struct mk_grpc_server *s = start(path, &c, 0);
+        struct mk_grpc_client *cl = client(path);
+        publish(s, "m000");
+        struct mk_grpc_stream *st = watch(cl);
+        next_is(st, "m000");
+        wait_streams(&c, s, 1);
+        uint64_t sends_before = mk_grpc_server_stream_sends(s);
+
+        pthread_mutex_lock(&c.lock);
+        c.hold = true;
+        pthread_mutex_unlock(&c.lock);
+        struct block_call bc = {.cl = cl};
+        pthread_t t;
+        assert_int_equal(pthread_create(&t, NULL, block_thread, &bc), 0);
+        pthread_mutex_lock(&c.lock);
+        while (!c.held)
+                pthread_cond_wait(&c.cond, &c.lock);
+        pthread_mutex_unlock(&c.lock);
+
+        for (int i = 1; i <= 100; i++) {
+                char msg[16];
+                snprintf(msg, sizeof(msg), "m%03d", i);
+                publish(s, msg);
+        }
+        assert_int_equal(mk_grpc_server_stream_sends(s), sends_before);
+
+        pthread_mutex_lock(&c.lock);
+        c.hold = false;
+        pthread_cond_broadcast(&c.cond);
+        pthread_mutex_unlock(&c.lock);
+        assert_int_equal(pthread_join(t, NULL), 0);
+        check_rc(bc.r, 0, &bc.e);
+
+        next_is(st, "m100");
+        assert_int_equal(mk_grpc_server_stream_sends(s) - sends_before, 1);
+        _cleanup_buf_done_ struct mk_buf b = {};
+        mk_buf_init(&b, 64);
+        struct mk_error e = {};
+        int status;
         check_rc(mk_grpc_stream_next(st, 200, &b, &status, &e), -ETIMEDOUT, &e);
 
         st = mk_grpc_stream_close(st);
@@ -1079,6 +1156,7 @@ int main(void) {
                 cmocka_unit_test(test_oversized),
                 cmocka_unit_test(test_stream_updates),
                 cmocka_unit_test(test_stream_coalescing),
+                cmocka_unit_test(test_stream_coalescing_busy),
                 cmocka_unit_test(test_stream_waits_for_first_publish),
                 cmocka_unit_test(test_stream_cancel),
                 cmocka_unit_test(test_stop_with_open_streams),
