@@ -509,18 +509,31 @@ static int on_unary(void *userdata, const char *method, const uint8_t *req, size
 
 /* ---- health (the monitor's thread) ---- */
 
+/* Unhealthy devices of a resource on GPU `gpu`; -1 when it has none there. */
+static long unhealthy_on(const struct mk_dp_resource *res, unsigned gpu) {
+        long n = -1;
+        for (size_t k = 0; k < res->n_devices; k++)
+                if (res->devices[k].gpu == gpu)
+                        n = (n < 0 ? 0 : n) + !res->devices[k].healthy;
+        return n;
+}
+
 static void on_health(void *userdata, const struct mk_health_change *c) {
         struct dp_daemon *d = userdata;
         pthread_mutex_lock(&d->lock);
+        /* One change goes one way (all to healthy or all to unhealthy), so a
+         * resource changed iff its count of unhealthy devices on that GPU did:
+         * only those re-send their list. */
+        long *before = calloc(d->n_servers ? d->n_servers : 1, sizeof(long));
+        for (size_t i = 0; before && i < d->n_servers; i++)
+                before[i] = unhealthy_on(server_resource(&d->servers[i]), c->gpu);
         unsigned changed = mk_dp_resources_set_health(d->resources, c->gpu, c->gi_id, c->ci_id, c->healthy);
         for (size_t i = 0; changed > 0 && i < d->n_servers; i++) {
-                const struct mk_dp_resource *res = server_resource(&d->servers[i]);
-                bool touches = false;
-                for (size_t k = 0; k < res->n_devices && !touches; k++)
-                        touches = res->devices[k].gpu == c->gpu;
-                if (touches && d->servers[i].grpc)
+                long after = unhealthy_on(server_resource(&d->servers[i]), c->gpu);
+                if (after >= 0 && (!before || after != before[i]) && d->servers[i].grpc)
                         (void) publish(&d->servers[i]);
         }
+        free(before);
         pthread_mutex_unlock(&d->lock);
         if (changed == 0)
                 return;

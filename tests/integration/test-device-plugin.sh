@@ -116,6 +116,16 @@ registered() {
       || fail "no registration of '$r'"
   done
 }
+# registered_only FROM RESOURCE...: the resources registered after line FROM are exactly these.
+registered_only() {
+  local from=$1; shift
+  local got
+  got=$("$PY" -c '
+import json, sys
+print(" ".join(sorted({json.loads(l)["resource"] for l in open(sys.argv[1]).readlines()[int(sys.argv[2]):]
+                       if json.loads(l)["event"] == "register"})))' "$out" "$from")
+  [ "$got" = "$(printf '%s\n' "$@" | sort | xargs)" ] || fail "registered: '$got', want '$*'"
+}
 # devices FROM RESOURCE: the first device list of RESOURCE after line FROM.
 devices() {
   wait_ev "e['event'] == 'devices' and e['resource'] == '$2'" "$1" || fail "no ListAndWatch list for '$2'"
@@ -157,6 +167,7 @@ echo "--- strategy none: registration, options, the device list"
 from=$(lines)
 start_plugin "$state_none" dgx-h100
 registered "$from" nvidia.com/gpu
+registered_only "$from" nvidia.com/gpu
 reg=$(wait_ev "e['event'] == 'register' and e['resource'] == 'nvidia.com/gpu'" "$from")
 [ "$(jq_ "$reg" "e['endpoint']")" = nvidia-gpu.sock ] || fail "endpoint: $reg"
 [ "$(jq_ "$reg" "e['version']")" = v1beta1 ] || fail "version: $reg"
@@ -255,6 +266,7 @@ from=$(lines)
 MIGKIT_DEV_ROOT=$tmp/host/dev MIGKIT_PROC_ROOT=$tmp/host/proc \
   start_plugin "$state_mixed" dgx-h100 --mig-strategy mixed --pass-device-specs true
 registered "$from" nvidia.com/gpu nvidia.com/mig-1g.10gb nvidia.com/mig-2g.20gb nvidia.com/mig-3g.40gb
+registered_only "$from" nvidia.com/gpu nvidia.com/mig-1g.10gb nvidia.com/mig-2g.20gb nvidia.com/mig-3g.40gb
 for pair in gpu:2 mig-1g.10gb:12 mig-2g.20gb:6 mig-3g.40gb:6; do
   list=$(devices "$from" "nvidia.com/${pair%%:*}")
   [ "$(jq_ "$list" "len(e['devices'])")" = "${pair##*:}" ] || fail "${pair%%:*}: want ${pair##*:} devices: $list"
@@ -288,6 +300,12 @@ ev=$(wait_ev "e['event'] == 'devices' and e['resource'] == 'nvidia.com/mig-1g.10
 echo "MIG Xid -> Unhealthy in the stream: $(jq_ "$ev" "'%.3f s' % (e['t'] - $t0)")"
 wait_ev "e['event'] == 'devices' and e['resource'] == 'nvidia.com/mig-1g.10gb' and all(d['health'] == 'Healthy' for d in e['devices'])" "$from" >/dev/null \
   || fail "the MIG device never recovered"
+# Only the resource of that device re-sent its list (the others share GPU 2).
+others=$("$PY" -c '
+import json, sys
+print(sum(1 for l in open(sys.argv[1]).readlines()[int(sys.argv[2]):]
+          if json.loads(l)["event"] == "devices" and json.loads(l)["resource"] != "nvidia.com/mig-1g.10gb"))' "$out" "$from")
+[ "$others" = 0 ] || fail "$others lists re-sent by resources without a changed device"
 stop_plugin
 
 echo "--- strategy single: all 1g.10gb -> nvidia.com/gpu; invalid layout -> error"
@@ -296,6 +314,7 @@ start_plugin "$state_single" dgx-h100 --mig-strategy single
 registered "$from" nvidia.com/gpu
 list=$(devices "$from" nvidia.com/gpu)
 [ "$(jq_ "$list" "len(e['devices'])")" = 56 ] || fail "single: want 56 MIG devices: $list"
+registered_only "$from" nvidia.com/gpu
 [ "$(jq_ "$list" "all(d['id'].startswith('MIG-') for d in e['devices'])")" = True ] || fail "single: MIG ids: $list"
 stop_plugin
 rc=0
