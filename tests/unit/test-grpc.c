@@ -664,6 +664,67 @@ static void test_stream_coalescing_busy(void **state) {
         s = mk_grpc_server_stop(s);
 }
 
+struct publisher {
+        struct mk_grpc_server *s;
+        int id;
+        int r; /* first failure; asserted on the main thread */
+};
+
+static void *publisher_thread(void *userdata) {
+        struct publisher *p = userdata;
+        for (int i = 0; i < 300 && p->r == 0; i++) {
+                char msg[32];
+                snprintf(msg, sizeof(msg), "t%d-%d", p->id, i);
+                p->r = mk_grpc_server_publish(p->s, (const uint8_t *) msg, strlen(msg));
+        }
+        return NULL;
+}
+
+static void test_stream_churn(void **state) {
+        /* Publishers on four threads while streams open, read a little and
+         * go: the wake-ups land on calls that are ending (ASan watches). */
+        struct ctx c = CTX_INIT;
+        const char *path = sock("churn.sock");
+        struct mk_grpc_server *s = start(path, &c, 0);
+        struct mk_grpc_client *cl = client(path);
+        publish(s, "start");
+
+        struct publisher p[4];
+        pthread_t t[4];
+        for (int i = 0; i < 4; i++) {
+                p[i] = (struct publisher) {.s = s, .id = i};
+                assert_int_equal(pthread_create(&t[i], NULL, publisher_thread, &p[i]), 0);
+        }
+        _cleanup_buf_done_ struct mk_buf b = {};
+        mk_buf_init(&b, 64);
+        struct mk_error e = {};
+        int status;
+        for (int round = 0; round < 20; round++) {
+                struct mk_grpc_stream *st[3];
+                for (int k = 0; k < 3; k++)
+                        st[k] = watch(cl);
+                for (int k = 0; k < 3; k++)
+                        check_rc(mk_grpc_stream_next(st[k], WAIT_MS, &b, &status, &e), 0, &e);
+                for (int k = 0; k < 3; k++)
+                        st[k] = mk_grpc_stream_close(st[k]);
+        }
+        for (int i = 0; i < 4; i++) {
+                assert_int_equal(pthread_join(t[i], NULL), 0);
+                assert_int_equal(p[i].r, 0);
+        }
+        wait_streams(&c, s, 0);
+
+        /* After the storm: a new stream gets the newest, then the next. */
+        struct mk_grpc_stream *st = watch(cl);
+        check_rc(mk_grpc_stream_next(st, WAIT_MS, &b, &status, &e), 0, &e);
+        assert_true(b.len > 0 && b.data[0] == 't');
+        publish(s, "final");
+        next_is(st, "final");
+        st = mk_grpc_stream_close(st);
+        cl = mk_grpc_client_close(cl);
+        s = mk_grpc_server_stop(s);
+}
+
 static void test_stream_waits_for_first_publish(void **state) {
         struct ctx c = CTX_INIT;
         const char *path = sock("wait.sock");
@@ -1157,6 +1218,7 @@ int main(void) {
                 cmocka_unit_test(test_stream_updates),
                 cmocka_unit_test(test_stream_coalescing),
                 cmocka_unit_test(test_stream_coalescing_busy),
+                cmocka_unit_test(test_stream_churn),
                 cmocka_unit_test(test_stream_waits_for_first_publish),
                 cmocka_unit_test(test_stream_cancel),
                 cmocka_unit_test(test_stop_with_open_streams),
