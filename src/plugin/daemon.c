@@ -377,6 +377,11 @@ static int handle_allocate(struct dp_server *s, const uint8_t *req, size_t len, 
         if (!m)
                 return mk_error_set(e, -EINVAL, "Allocate: cannot decode the request");
         size_t n = m->n_container_requests;
+        if (n > MK_DP_MAX_CONTAINERS) {
+                v1beta1__allocate_request__free_unpacked(m, NULL);
+                return mk_error_set(e, -E2BIG, "Allocate: %zu container requests, at most %u", n,
+                                    MK_DP_MAX_CONTAINERS);
+        }
         struct mk_dp_response *out = calloc(n ? n : 1, sizeof(*out));
         V1beta1__ContainerAllocateResponse *cs = calloc(n ? n : 1, sizeof(*cs));
         V1beta1__ContainerAllocateResponse **cps = calloc(n ? n : 1, sizeof(*cps));
@@ -424,6 +429,11 @@ static int handle_preferred(struct dp_server *s, const uint8_t *req, size_t len,
         if (!m)
                 return mk_error_set(e, -EINVAL, "GetPreferredAllocation: cannot decode the request");
         size_t n = m->n_container_requests;
+        if (n > MK_DP_MAX_CONTAINERS) {
+                v1beta1__preferred_allocation_request__free_unpacked(m, NULL);
+                return mk_error_set(e, -E2BIG, "GetPreferredAllocation: %zu container requests, at most %u", n,
+                                    MK_DP_MAX_CONTAINERS);
+        }
         char ***ids = calloc(n ? n : 1, sizeof(*ids));
         V1beta1__ContainerPreferredAllocationResponse *cs = calloc(n ? n : 1, sizeof(*cs));
         V1beta1__ContainerPreferredAllocationResponse **cps = calloc(n ? n : 1, sizeof(*cps));
@@ -877,12 +887,14 @@ static void labels_refresh(struct dp_daemon *d) {
 }
 
 /* Stops what serves: the registrar, the servers, and with `health` the
- * health monitor (kept over a kubelet restart: it may take seconds to join). */
+ * health monitor, last: joining it can take up to its NVML event wait
+ * (MK_HEALTH_WAIT_MS), and the kubelet should see the streams end at once.
+ * Kept over a kubelet restart. */
 static void plugin_stop(struct dp_daemon *d, bool health) {
         registrar_stop(d);
+        servers_stop(d);
         if (health)
                 d->health = mk_health_stop(d->health);
-        servers_stop(d);
         d->up = false;
 }
 

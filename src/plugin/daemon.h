@@ -29,6 +29,8 @@ struct mk_kube;
  * are ever removed (other nvidia.com/ labels belong to other components). */
 #define MK_DP_LABELS_ANNOTATION "migkit.io/device-plugin-labels"
 #define MK_DP_MAX_REQUEST_BYTES (4u << 20)    /* one request message from the kubelet */
+#define MK_DP_MAX_CONTAINERS 1024u            /* container requests in one Allocate / GetPreferredAllocation
+                                               * (the kubelet sends one) */
 #define MK_DP_REGISTER_TIMEOUT_MS 10000       /* one Register call (the kubelet dials back inside it) */
 #define MK_DP_RETRY_MS 30000                  /* after a failed start with fail-on-init-error false */
 

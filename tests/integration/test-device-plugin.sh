@@ -407,6 +407,13 @@ r=$(cmd allocate nvidia.com/gpu "GPU-00000000-0000-0000-0000-000000000000")
 [ "$(jq_ "$r" "e['code']")" = StatusCode.INVALID_ARGUMENT ] || fail "unknown id: want INVALID_ARGUMENT: $r"
 r=$(cmd preferred nvidia.com/gpu "${uuid[0]},${uuid[1]}" - 0)
 [ "$(jq_ "$r" "e['ok']")" = False ] || fail "allocation_size 0 was answered: $r"
+r=$(cmd preferred nvidia.com/gpu "${uuid[0]},GPU-nope" - 1)
+[ "$(jq_ "$r" "e['ok']")" = False ] || fail "an unknown available id was answered: $r"
+many=$("$PY" -c 'import sys; print(";".join([sys.argv[1]] * 1025))' "${uuid[0]}")
+r=$(cmd allocate nvidia.com/gpu "$many")
+[ "$(jq_ "$r" "e['ok'] == False and e['code'] == 'StatusCode.RESOURCE_EXHAUSTED'")" = True ] \
+  || fail "1025 containers in one Allocate: want RESOURCE_EXHAUSTED: $(jq_ "$r" "e.get('code')")"
+r=$(cmd_ok allocate nvidia.com/gpu "${uuid[0]}")
 stop_plugin
 
 echo "--- --labels node against a real kube-apiserver (k8s-testenv), the manifest"
@@ -432,9 +439,9 @@ for k, v in sorted(json.load(sys.stdin)["metadata"].get("labels", {}).items()):
   wait_label() {
     for _ in $(seq 1 $((WAIT * 10))); do
       if [ "${2:-}" = absent ]; then
-        node_labels | grep -q "^$1=" || return 0
+        node_labels | grep >/dev/null "^$1=" || return 0
       else
-        node_labels | grep -qx "$1" && return 0
+        node_labels | grep -x >/dev/null "$1" && return 0
       fi
       sleep 0.1
     done
@@ -456,9 +463,9 @@ for k, v in sorted(json.load(sys.stdin)["metadata"].get("labels", {}).items()):
   kill -HUP "$plugin_pid"
   wait_label nvidia.com/mig-1g.10gb.count absent || fail "stale MIG labels not removed: $(node_labels)"
   wait_label nvidia.com/mig.strategy absent || fail "stale mig.strategy not removed: $(node_labels)"
-  node_labels | grep -qx 'nvidia.com/mig.config=mixed' || fail "the manager's label was removed"
-  node_labels | grep -qx 'nvidia.com/gpu.deploy.device-plugin=true' || fail "the operator's label was removed"
-  node_labels | grep -qx 'nvidia.com/gpu.count=8' || fail "gpu.count after SIGHUP: $(node_labels)"
+  node_labels | grep -x >/dev/null 'nvidia.com/mig.config=mixed' || fail "the manager's label was removed"
+  node_labels | grep -x >/dev/null 'nvidia.com/gpu.deploy.device-plugin=true' || fail "the operator's label was removed"
+  node_labels | grep -x >/dev/null 'nvidia.com/gpu.count=8' || fail "gpu.count after SIGHUP: $(node_labels)"
   stop_plugin
   # The manifest: valid for the apiserver; its ServiceAccount may patch Nodes, not delete them.
   kc apply --dry-run=server -f "$MIGKIT_SOURCE_DIR/deploy/kubernetes/device-plugin.yaml" >"$tmp/apply.out" 2>&1 \
