@@ -25,7 +25,8 @@
  * machines a100-80gb and h100-80gb) when available, else the built-in tables
  * (shared/reference/mig-profiles.md §4.3, §4.4); when both, they are compared.
  *
- * Usage: bench-sched [--nodes N] [--pods N] [--seed N] [--loads a,b,c] [--timing-nodes N] [--no-tables] [--quick] */
+ * Usage: bench-sched [--nodes N] [--pods N] [--seed N] [--loads a,b,c] [--timing-nodes N] [--no-tables]
+ *                    [--sections accept,needed,time] [--quick] */
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -889,8 +890,8 @@ static void decision_time(const struct model *m, size_t n_nodes, size_t n_decisi
                 units += used;
                 gpus_used += used > 0;
         }
-        double *t = malloc(n_decisions * sizeof *t);
-        if (!t)
+        double *t = malloc(n_decisions * sizeof *t), *cpu = malloc(n_decisions * sizeof *cpu);
+        if (!t || !cpu)
                 abort();
         unsigned long fits = 0;
         for (size_t i = 0; i < n_decisions; i++) {
@@ -900,19 +901,26 @@ static void decision_time(const struct model *m, size_t n_nodes, size_t n_decisi
                                             .mem_percent = classes[cls].mem_mib ? 0 : 100};
                 size_t node;
                 struct mk_fit_result r;
-                struct timespec a, b;
+                struct timespec a, b, ca, cb;
+                clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ca);
                 clock_gettime(CLOCK_MONOTONIC, &a);
                 int q = migkit_best(&c, &rq, &node, &r);
                 clock_gettime(CLOCK_MONOTONIC, &b);
+                clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cb);
                 fits += q == 0;
                 t[i] = (double) (b.tv_sec - a.tv_sec) * 1e6 + (double) (b.tv_nsec - a.tv_nsec) / 1e3;
+                cpu[i] = (double) (cb.tv_sec - ca.tv_sec) * 1e6 + (double) (cb.tv_nsec - ca.tv_nsec) / 1e3;
         }
         qsort(t, n_decisions, sizeof *t, dbl_cmp);
+        qsort(cpu, n_decisions, sizeof *cpu, dbl_cmp);
         printf("\n%s: decision time of plan/fit for one pod over %zu nodes x %d GPUs (%lu GPUs in use, %.0f%% of units "
-               "used; %zu pods from the mix, %lu fit): median %.0f us, p99 %.0f us, max %.0f us (one thread)\n",
+               "used; %zu pods from the mix, %lu fit), one thread:\n"
+               "  wall median %.0f us, p99 %.0f us, max %.0f us; CPU time median %.0f us, p99 %.0f us\n",
                m->title, n_nodes, GPUS_PER_NODE, gpus_used, 100.0 * units / (double) (c.n_gpus * UNITS), n_decisions,
-               fits, t[n_decisions / 2], t[(size_t) ((double) n_decisions * 0.99)], t[n_decisions - 1]);
+               fits, t[n_decisions / 2], t[(size_t) ((double) n_decisions * 0.99)], t[n_decisions - 1],
+               cpu[n_decisions / 2], cpu[(size_t) ((double) n_decisions * 0.99)]);
         free(t);
+        free(cpu);
         cluster_done(&c);
 }
 
@@ -928,7 +936,7 @@ static int parse_size(const char *s, size_t *ret) {
 int main(int argc, char **argv) {
         size_t n_nodes = 50, n_pods = 12000, timing_nodes = 1000, n_decisions = 2000;
         uint64_t seed = 42;
-        bool tables = true;
+        bool tables = true, do_acc = true, do_needed = true, do_time = true;
         double loads[8] = {0.8, 1.0, 1.2};
         size_t n_loads = 3;
         for (int i = 1; i < argc; i++) {
@@ -947,7 +955,7 @@ int main(int argc, char **argv) {
                 }
                 if (!v) {
                         fprintf(stderr, "usage: bench-sched [--nodes N] [--pods N] [--seed N] [--loads a,b] "
-                                        "[--timing-nodes N] [--quick]\n");
+                                        "[--timing-nodes N] [--no-tables] [--sections accept,needed,time] [--quick]\n");
                         return 2;
                 }
                 i++;
@@ -957,7 +965,11 @@ int main(int argc, char **argv) {
                         r = parse_size(v, &n_pods);
                 else if (streq(a, "--timing-nodes"))
                         r = parse_size(v, &timing_nodes);
-                else if (streq(a, "--seed"))
+                else if (streq(a, "--sections")) {
+                        do_acc = strstr(v, "accept") != NULL;
+                        do_needed = strstr(v, "needed") != NULL;
+                        do_time = strstr(v, "time") != NULL;
+                } else if (streq(a, "--seed"))
                         r = mk_parse_u64(v, &seed);
                 else if (streq(a, "--loads")) {
                         n_loads = 0;
@@ -1010,10 +1022,12 @@ int main(int argc, char **argv) {
         printf("  plan/fit capacity tables: %s\n", tables ? "yes (mk_fit_tables_new)" : "no (--no-tables)");
 
         for (size_t i = 0; i < 2; i++) {
-                for (size_t l = 0; l < n_loads; l++)
+                for (size_t l = 0; do_acc && l < n_loads; l++)
                         acceptance(&models[i], n_nodes, n_pods, loads[l], seed + l);
-                gpus_needed(&models[i], n_nodes, n_pods, 1.0, seed + 100);
-                decision_time(&models[i], timing_nodes, n_decisions, seed + 200);
+                if (do_needed)
+                        gpus_needed(&models[i], n_nodes, n_pods, 1.0, seed + 100);
+                if (do_time)
+                        decision_time(&models[i], timing_nodes, n_decisions, seed + 200);
         }
         for (size_t i = 0; i < 2; i++) {
                 mk_fit_tables_free(models[i].all_tables);

@@ -159,6 +159,7 @@ struct profset {
         uint64_t adequate;
         uint8_t order[MK_FIT_MAX_PROFILES];     /* adequate profiles, smallest first */
         size_t n_order;
+
         /* C of n free units from unit 0 with fs free slices, counts not considered. */
         uint16_t ideal[IDEAL_MAX + 1][IDEAL_MAX + 1];
         uint16_t ideal_known[IDEAL_MAX + 1];    /* bit fs of row n */
@@ -807,7 +808,7 @@ int mk_fit_node(const struct mk_fit_node *node, const struct mk_fit_request *req
 
         /* The node after the allocation: utilisation, fragmentation, and the
          * share of an empty GPU's capacity the allocation destroys. */
-        struct mk_fit_result res = {.n_choices = req->gpus};
+        struct mk_fit_choice choices[MK_FIT_MAX_REQUEST_GPUS];
         unsigned total_units = 0, used_units = 0, cap_sum = 0, ideal_sum = 0, loss = 0, empty_cap = 0;
         uint64_t chosen = 0;
         for (size_t k = 0; k < req->gpus; k++) {
@@ -815,7 +816,7 @@ int mk_fit_node(const struct mk_fit_node *node, const struct mk_fit_request *req
                 const struct mk_fit_gpu *g = &node->gpus[c->gpu];
                 const struct mk_gi_profile *p = &g->profiles[c->profile];
                 struct gpu_state *s = &st[c->gpu];
-                res.choices[k] = (struct mk_fit_choice) {
+                choices[k] = (struct mk_fit_choice) {
                         .gpu = c->gpu,
                         .profile = p,
                         .placement = p->placements[c->placement],
@@ -859,8 +860,9 @@ int mk_fit_node(const struct mk_fit_node *node, const struct mk_fit_request *req
                 score = w_keep * keep + w_util * util + W_FRAG * (1 - frag) + w_res * res_util;
         else
                 score = w_keep * keep + w_util * (1 - util) + W_FRAG * (1 - frag) + w_res * (1 - res_util);
-        res.score = 100.0 * clamp01(score);
-        res.fragmentation = clamp01(frag);
-        *ret = res;
+        memcpy(ret->choices, choices, req->gpus * sizeof choices[0]);
+        ret->n_choices = req->gpus;
+        ret->score = 100.0 * clamp01(score);
+        ret->fragmentation = clamp01(frag);
         return 0;
 }

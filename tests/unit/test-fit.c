@@ -15,6 +15,7 @@
 
 #include <cmocka.h>
 
+#include "base/macro.h"
 #include "mig/gpu.h"
 #include "mig/profile.h"
 #include "plan/fit.h"
@@ -302,6 +303,22 @@ static void test_cases(void **state) {
                 int r = mk_fit_node(&node, &c->req, MK_FIT_BINPACK, c->gpu_policy, &res, &e);
                 char got[256];
                 result_format(r, &res, got, sizeof got);
+
+                /* Same answer with capacity tables (every model here has them). */
+                struct mk_fit_tables *t = NULL;
+                assert_int_equal(mk_fit_tables_new(&b.gpus[0], &t), 0);
+                for (size_t k = 0; k < c->n_gpus; k++)
+                        b.gpus[k].tables = t;
+                struct mk_fit_result rt;
+                int q = mk_fit_node(&node, &c->req, MK_FIT_BINPACK, c->gpu_policy, &rt, NULL);
+                char got_t[256];
+                result_format(q, &rt, got_t, sizeof got_t);
+                if (!streq(got, got_t) || (r == 0 && rt.score != res.score)) {
+                        print_error("case '%s': tables give '%s' (score %f), without '%s' (score %f)\n", c->what,
+                                    got_t, q == 0 ? rt.score : 0, got, r == 0 ? res.score : 0);
+                        failures++;
+                }
+                mk_fit_tables_free(t);
                 if (!streq(got, c->expect)) {
                         print_error("case '%s': expected '%s', got '%s' (%s)\n", c->what, c->expect, got, e.msg);
                         failures++;
@@ -355,9 +372,30 @@ static void test_random_states_legal(void **state) {
                         .cores_percent = (unsigned) (rand_r(&seed) % 3 == 0 ? rand_r(&seed) % 60 : 0),
                         .variant = rand_r(&seed) % 5 == 0 ? "+me" : NULL,
                 };
-                struct mk_fit_result res;
-                int r = mk_fit_node(&node, &rq, iter % 3 ? MK_FIT_BINPACK : MK_FIT_SPREAD,
-                                    iter % 2 ? MK_FIT_SPREAD : MK_FIT_BINPACK, &res, NULL);
+                struct mk_fit_result res, rt;
+                enum mk_fit_policy np = iter % 3 ? MK_FIT_BINPACK : MK_FIT_SPREAD;
+                enum mk_fit_policy gp = iter % 2 ? MK_FIT_SPREAD : MK_FIT_BINPACK;
+                int r = mk_fit_node(&node, &rq, np, gp, &res, NULL);
+
+                /* Tables change nothing but the speed. They are tied to the
+                 * profile array, which node_build copied into `b`. */
+                _cleanup_(mk_fit_tables_freep) struct mk_fit_tables *t = NULL;
+                assert_int_equal(mk_fit_tables_new(&b.gpus[0], &t), 0);
+                for (size_t gi = 0; gi < MAX_GPUS; gi++)
+                        b.gpus[gi].tables = t;
+                int q = mk_fit_node(&node, &rq, np, gp, &rt, NULL);
+                for (size_t gi = 0; gi < MAX_GPUS; gi++)
+                        b.gpus[gi].tables = NULL;
+                assert_int_equal(q, r);
+                if (r == 0) {
+                        char x[256], y[256];
+                        result_format(r, &res, x, sizeof x);
+                        result_format(q, &rt, y, sizeof y);
+                        assert_string_equal(x, y);
+                        if (res.score != rt.score || res.fragmentation != rt.fragmentation)
+                                fail_msg("iteration %d: score %f/%f, fragmentation %f/%f with and without tables", iter,
+                                         rt.score, res.score, rt.fragmentation, res.fragmentation);
+                }
                 if (r == -ENOSPC)
                         continue;
                 assert_int_equal(r, 0);
@@ -568,6 +606,40 @@ static void test_validate(void **state) {
         assert_int_equal(mk_fit_node(&big, &rq, MK_FIT_BINPACK, MK_FIT_BINPACK, &res, NULL), -EINVAL);
 }
 
+static void test_tables(void **state) {
+        (void) state;
+        struct node_buf b;
+        struct mk_fit_node node;
+        node_build(&b, &a100, NULL, (const char *const[]) {"3g.40gb@4"}, 1, &node);
+        struct mk_fit_tables *t = NULL;
+        assert_int_equal(mk_fit_tables_new(&b.gpus[0], &t), 0); /* `used` is ignored */
+        t = mk_fit_tables_free(t);
+        assert_null(t);
+
+        /* A base profile whose limit binds before its placements run out. */
+        b.allowed[0].max_count = 3; /* 1g.10gb: 7 placements */
+        assert_int_equal(mk_fit_tables_new(&b.gpus[0], &t), -EOPNOTSUPP);
+        b.allowed[0].max_count = 7;
+        b.gpus[0].memory_units = 16; /* fine for a fit, too large for tables */
+        assert_int_equal(mk_fit_tables_new(&b.gpus[0], &t), -EOPNOTSUPP);
+        b.gpus[0].memory_units = 4; /* placements outside the GPU */
+        assert_int_equal(mk_fit_tables_new(&b.gpus[0], &t), -EINVAL);
+        b.gpus[0].memory_units = 8;
+
+        /* Tables of another profile array are ignored, not trusted. */
+        struct node_buf b2;
+        struct mk_fit_node n2;
+        node_build(&b2, &a100, "1g.10gb 7g.80gb", (const char *const[]) {""}, 1, &n2);
+        assert_int_equal(mk_fit_tables_new(&b2.gpus[0], &t), 0);
+        b.gpus[0].tables = t;
+        struct mk_fit_request rq = {.gpus = 1, .mem_mib = GIB(19)};
+        struct mk_fit_result res;
+        assert_int_equal(mk_fit_node(&node, &rq, MK_FIT_BINPACK, MK_FIT_BINPACK, &res, NULL), 0);
+        assert_string_equal(res.choices[0].profile->name, "1g.20gb");
+        assert_int_equal(res.choices[0].placement.start, 2);
+        mk_fit_tables_free(t);
+}
+
 static void test_policy_strings(void **state) {
         (void) state;
         assert_int_equal(mk_fit_policy_from_string("binpack"), MK_FIT_BINPACK);
@@ -589,6 +661,7 @@ int main(void) {
                 cmocka_unit_test(test_free_placements),
                 cmocka_unit_test(test_slices_limit),
                 cmocka_unit_test(test_validate),
+                cmocka_unit_test(test_tables),
                 cmocka_unit_test(test_policy_strings),
         };
         return cmocka_run_group_tests(tests, setup, NULL);
