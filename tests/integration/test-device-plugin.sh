@@ -381,8 +381,11 @@ MIGKIT_SIM_STATE=$state_none "$MIGKIT_BIN" --simulate dgx-h100 labels --config-f
 grep -v '^nvidia.com/gfd.timestamp=' "$tmp/features" | diff -u "$tmp/labels.txt" - || fail "feature file differs from 'migkit labels'"
 sed -i 's/replicas: 4/replicas: 2/' "$tmp/sharing.yaml"
 from=$(lines)
+t0=$("$PY" -c 'import time; print(time.time())')
 kill -HUP "$plugin_pid"
 registered "$from" nvidia.com/gpu
+reg=$(wait_ev "e['event'] == 'register' and e['resource'] == 'nvidia.com/gpu'" "$from")
+echo "SIGHUP -> Register: $(jq_ "$reg" "'%.3f s' % (e['t'] - $t0)")"
 list=$(devices "$from" nvidia.com/gpu)
 [ "$(jq_ "$list" "len(e['devices'])")" = 16 ] || fail "after SIGHUP with replicas 2: $list"
 for _ in $(seq 1 $((WAIT * 10))); do grep -qx 'nvidia.com/gpu.replicas=2' "$tmp/features" && break; sleep 0.1; done
