@@ -1013,8 +1013,8 @@ int main(int argc, char **argv) {
 
         printf("bench-sched: seed %" PRIu64 ", pods one GPU each, mix", seed);
         for (size_t c = 0; c < N_CLASSES; c++)
-                printf(" %.0f%% %s (%s)", classes[c].share * 100, classes[c].name,
-                       classes[c].mem_mib ? "" : "whole GPU");
+                printf(" %.0f%% %s%s", classes[c].share * 100, classes[c].name,
+                       classes[c].mem_mib ? "" : " (whole GPU)");
         printf(";\n  requests 9/19/39 GiB and the whole GPU; Poisson arrivals (rate 1), exponential lifetimes; "
                "rejected pods are dropped\n");
         for (size_t i = 0; i < 2; i++)

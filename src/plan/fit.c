@@ -58,7 +58,14 @@ struct mk_fit_tables {
         uint16_t cap[1u << TAB_UNITS][TAB_SLICES + 1];  /* C(free mask, free slices) */
         unsigned max_slices, max_sms;
         struct pinfo pi[MK_FIT_MAX_PROFILES];
+        /* Per profile, free mask and free slices: 1 + the start of the free
+         * placement losing least (ties: higher start), 0 when none. */
+        uint8_t best[];
 };
+
+static size_t best_index(size_t j, uint32_t free, unsigned free_slices) {
+        return (j * (1u << TAB_UNITS) + (free & 0xffu)) * (TAB_SLICES + 1) + free_slices;
+}
 
 static const char *const policy_table[_MK_FIT_POLICY_MAX] = {
         [MK_FIT_BINPACK] = "binpack",
@@ -544,7 +551,8 @@ int mk_fit_tables_new(const struct mk_fit_gpu *g, struct mk_fit_tables **ret) {
         empty.tables = NULL;
         if (mk_fit_gpu_validate(&empty, NULL) < 0)
                 return -EINVAL;
-        struct mk_fit_tables *t = calloc(1, sizeof *t);
+        size_t n_best = g->n_profiles <= MK_FIT_MAX_PROFILES ? best_index(g->n_profiles, 0, 0) : 0;
+        struct mk_fit_tables *t = calloc(1, sizeof *t + n_best);
         if (!t)
                 return -ENOMEM;
         t->profiles = g->profiles;
@@ -577,6 +585,26 @@ int mk_fit_tables_new(const struct mk_fit_gpu *g, struct mk_fit_tables **ret) {
                         }
                         t->cap[f][fs] = (uint16_t) c;
                 }
+        for (size_t j = 0; j < g->n_profiles; j++) {
+                const struct mk_gi_profile *p = &g->profiles[j];
+                uint32_t size_mask = units_mask(t->pi[j].size);
+                for (uint32_t f = 0; f <= all; f++)
+                        for (unsigned fs = 0; fs <= TAB_SLICES; fs++) {
+                                uint8_t b = 0;
+                                unsigned best_loss = 0;
+                                uint32_t starts = p->slices <= fs ? free_runs(f, t->pi[j].size) & t->pi[j].starts : 0;
+                                for (; starts; starts &= starts - 1) {
+                                        unsigned start = (unsigned) __builtin_ctz(starts);
+                                        unsigned before = t->cap[f][fs], after = t->cap[f & ~(size_mask << start)][fs - p->slices];
+                                        unsigned loss = before > after ? before - after : 0;
+                                        if (b == 0 || loss < best_loss || (loss == best_loss && start + 1 > b)) {
+                                                b = (uint8_t) (start + 1);
+                                                best_loss = loss;
+                                        }
+                                }
+                                t->best[best_index(j, f, fs)] = b;
+                        }
+        }
         *ret = t;
         return 0;
 }
@@ -671,7 +699,31 @@ static bool gpu_best(const struct mk_fit_gpu *g, struct gpu_state *s, unsigned g
         uint32_t free = s->all & ~s->used;
         size_t best_j = SIZE_MAX;
         unsigned best_loss = 0, best_start = 0;
-        for (size_t k = 0; k < ps->n_order; k++) {
+        for (size_t k = 0; ps->tab && k < ps->n_order; k++) {
+                size_t j = ps->order[k];
+                const struct mk_gi_profile *p = &g->profiles[j];
+                if (best_j != SIZE_MAX && profile_rank_compare(p, &g->profiles[best_j]) > 0)
+                        break;
+                if (p->slices > s->free_slices ||
+                    (ps->pi[j].limited && (s->have_counts ? s->counts[j] : count_of(g, p->id)) >= p->max_count))
+                        continue;
+                uint8_t b = ps->tab->best[best_index(j, free, s->free_slices)];
+                if (b == 0)
+                        continue;
+                unsigned start = b - 1u;
+                uint32_t m = units_mask(ps->pi[j].size) << start;
+                unsigned before = ps->tab->cap[free][s->free_slices];
+                unsigned after = ps->tab->cap[free & ~m][s->free_slices - p->slices];
+                unsigned loss = before > after ? before - after : 0;
+                s->cap = before;
+                s->have_cap = true;
+                if (best_j == SIZE_MAX || loss < best_loss || (loss == best_loss && start > best_start)) {
+                        best_j = j;
+                        best_loss = loss;
+                        best_start = start;
+                }
+        }
+        for (size_t k = 0; !ps->tab && k < ps->n_order; k++) {
                 size_t j = ps->order[k];
                 const struct mk_gi_profile *p = &g->profiles[j];
                 if (best_j != SIZE_MAX && profile_rank_compare(p, &g->profiles[best_j]) > 0)
