@@ -26,10 +26,13 @@ static void help(void) {
                "with GPU feature discovery labels. Runs until SIGTERM; SIGHUP reloads the\n"
                "config and NVML. docs/device-plugin.md describes every option.\n"
                "\n"
+               "Environment variables in [brackets]; a flag wins over its variable. Boolean\n"
+               "options take =true or =false; alone they mean true (as upstream).\n"
+               "\n"
                "  --mig-strategy S            none (default), single or mixed [MIG_STRATEGY]\n"
-               "  --fail-on-init-error BOOL   exit when NVML or the resources fail (default true);\n"
+               "  --fail-on-init-error[=BOOL] exit when NVML or the resources fail (default true);\n"
                "                              false: log, serve nothing, retry [FAIL_ON_INIT_ERROR]\n"
-               "  --pass-device-specs BOOL    device nodes in Allocate answers (default false)\n"
+               "  --pass-device-specs[=BOOL]  device nodes in Allocate answers (default false)\n"
                "                              [PASS_DEVICE_SPECS]\n"
                "  --device-list-strategy L    envvar (default), volume-mounts, cdi-annotations,\n"
                "                              cdi-cri; a comma list combines [DEVICE_LIST_STRATEGY]\n"
@@ -40,7 +43,7 @@ static void help(void) {
                "                              root) [NVIDIA_DEV_ROOT] (alias --nvidia-dev-root)\n"
                "  --cdi-annotation-prefix P   CDI annotation key prefix (default cdi.k8s.io/)\n"
                "                              [CDI_ANNOTATION_PREFIX]\n"
-               "  --gds-enabled, --mofed-enabled, --gdrcopy-enabled BOOL\n"
+               "  --gds-enabled, --mofed-enabled, --gdrcopy-enabled [=BOOL]\n"
                "                              NVIDIA_GDS / NVIDIA_MOFED / NVIDIA_GDRCOPY=enabled in\n"
                "                              Allocate answers [GDS_ENABLED, MOFED_ENABLED, GDRCOPY_ENABLED]\n"
                "  --config-file FILE          v1 config: flags.migStrategy, sharing.timeSlicing /\n"
@@ -101,8 +104,8 @@ int cli_device_plugin(int argc, char **argv) {
         };
         static const struct option options[] = {
                 {"mig-strategy", required_argument, NULL, OPT_MIG_STRATEGY},
-                {"fail-on-init-error", required_argument, NULL, OPT_FAIL_ON_INIT_ERROR},
-                {"pass-device-specs", required_argument, NULL, OPT_PASS_DEVICE_SPECS},
+                {"fail-on-init-error", optional_argument, NULL, OPT_FAIL_ON_INIT_ERROR},
+                {"pass-device-specs", optional_argument, NULL, OPT_PASS_DEVICE_SPECS},
                 {"device-list-strategy", required_argument, NULL, OPT_DEVICE_LIST_STRATEGY},
                 {"device-id-strategy", required_argument, NULL, OPT_DEVICE_ID_STRATEGY},
                 {"nvidia-driver-root", required_argument, NULL, OPT_DRIVER_ROOT},
@@ -110,9 +113,9 @@ int cli_device_plugin(int argc, char **argv) {
                 {"dev-root", required_argument, NULL, OPT_DEV_ROOT},
                 {"nvidia-dev-root", required_argument, NULL, OPT_DEV_ROOT},
                 {"cdi-annotation-prefix", required_argument, NULL, OPT_CDI_PREFIX},
-                {"gds-enabled", required_argument, NULL, OPT_GDS},
-                {"mofed-enabled", required_argument, NULL, OPT_MOFED},
-                {"gdrcopy-enabled", required_argument, NULL, OPT_GDRCOPY},
+                {"gds-enabled", optional_argument, NULL, OPT_GDS},
+                {"mofed-enabled", optional_argument, NULL, OPT_MOFED},
+                {"gdrcopy-enabled", optional_argument, NULL, OPT_GDRCOPY},
                 {"config-file", required_argument, NULL, OPT_CONFIG_FILE},
                 {"resource-config", required_argument, NULL, OPT_RESOURCE_CONFIG},
                 {"device-plugin-path", required_argument, NULL, OPT_PLUGIN_PATH},
@@ -140,10 +143,10 @@ int cli_device_plugin(int argc, char **argv) {
                         mig_strategy = optarg;
                         break;
                 case OPT_FAIL_ON_INIT_ERROR:
-                        fail_on_init = optarg;
+                        fail_on_init = optarg ? optarg : "true";
                         break;
                 case OPT_PASS_DEVICE_SPECS:
-                        pass_specs = optarg;
+                        pass_specs = optarg ? optarg : "true";
                         break;
                 case OPT_DEVICE_LIST_STRATEGY:
                         list_strategy = optarg;
@@ -161,13 +164,13 @@ int cli_device_plugin(int argc, char **argv) {
                         cdi_prefix = optarg;
                         break;
                 case OPT_GDS:
-                        gds = optarg;
+                        gds = optarg ? optarg : "true";
                         break;
                 case OPT_MOFED:
-                        mofed = optarg;
+                        mofed = optarg ? optarg : "true";
                         break;
                 case OPT_GDRCOPY:
-                        gdrcopy = optarg;
+                        gdrcopy = optarg ? optarg : "true";
                         break;
                 case OPT_CONFIG_FILE:
                         config_file = optarg;

@@ -235,7 +235,7 @@ PY
 from=$(lines)
 MIGKIT_DEV_ROOT=$tmp/host/dev MIGKIT_PROC_ROOT=$tmp/host/proc \
   start_plugin "$state_none" dgx-h100 --device-id-strategy index --device-list-strategy envvar,volume-mounts \
-  --pass-device-specs true --nvidia-driver-root /run/nvidia/driver
+  --pass-device-specs=true --nvidia-driver-root /run/nvidia/driver
 registered "$from" nvidia.com/gpu
 r=$(cmd_ok allocate nvidia.com/gpu "${uuid[5]},${uuid[3]}")
 [ "$(jq_ "$r" "e['responses'][0]['envs']['NVIDIA_VISIBLE_DEVICES']")" = /var/run/nvidia-container-devices ] \
@@ -264,7 +264,7 @@ stop_plugin
 echo "--- strategy mixed on a mixed layout: one resource per profile, MIG Xid"
 from=$(lines)
 MIGKIT_DEV_ROOT=$tmp/host/dev MIGKIT_PROC_ROOT=$tmp/host/proc \
-  start_plugin "$state_mixed" dgx-h100 --mig-strategy mixed --pass-device-specs true
+  start_plugin "$state_mixed" dgx-h100 --mig-strategy mixed --pass-device-specs=true
 registered "$from" nvidia.com/gpu nvidia.com/mig-1g.10gb nvidia.com/mig-2g.20gb nvidia.com/mig-3g.40gb
 registered_only "$from" nvidia.com/gpu nvidia.com/mig-1g.10gb nvidia.com/mig-2g.20gb nvidia.com/mig-3g.40gb
 for pair in gpu:2 mig-1g.10gb:12 mig-2g.20gb:6 mig-3g.40gb:6; do
