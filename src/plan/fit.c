@@ -273,16 +273,17 @@ static int gpu_prepare(struct profcache *pc, const struct mk_fit_gpu *g, struct 
         if (s->ps->valid < 0)
                 return s->ps->valid;
         s->all = units_mask(g->memory_units);
-        s->used = 0;
         s->have_cap = s->have_counts = false;
-        unsigned used_slices = 0;
+        unsigned used_slices = 0, units = g->memory_units;
+        uint32_t used = 0;
         for (size_t i = 0; i < g->n_used; i++) {
-                uint32_t m = pmask(g->used[i].placement);
-                if (m == 0 || (m & ~s->all))
+                struct mk_placement pl = g->used[i].placement;
+                if (pl.size == 0 || pl.size > units || pl.start > units - pl.size)
                         return -EINVAL;
-                s->used |= m;
+                used |= units_mask(pl.size) << pl.start;
                 used_slices += MIN(g->used[i].slices, MK_FIT_MAX_UNITS);
         }
+        s->used = used;
         s->slices = g->slices > 0 ? g->slices : s->ps->max_slices;
         s->free_slices = used_slices >= s->slices ? 0 : s->slices - used_slices;
         s->sms = g->multiprocessors > 0 ? g->multiprocessors : s->ps->max_sms;
