@@ -232,11 +232,22 @@ with open(sys.argv[1], "w") as f:
             for ci in range(8):
                 f.write("gpu%d/gi%d/ci%d/access %d\n" % (g, gi, ci, n)); n += 1
 PY
+# NUMA nodes in a fixture sysfs: GPUs 0-3 on node 0, 4-6 on node 1, GPU 7 unknown (-1).
+sim "$state_none" show --json | "$PY" -c '
+import json, os, sys
+for i, g in enumerate(json.load(sys.stdin)["gpus"]):
+    d = os.path.join(sys.argv[1], "bus/pci/devices", g["bus_id"][4:].lower())
+    os.makedirs(d)
+    open(os.path.join(d, "numa_node"), "w").write("%d\n" % (0 if i < 4 else 1 if i < 7 else -1))' "$tmp/host/sys" \
+  || fail "fixture sysfs"
 from=$(lines)
-MIGKIT_DEV_ROOT=$tmp/host/dev MIGKIT_PROC_ROOT=$tmp/host/proc \
+MIGKIT_DEV_ROOT=$tmp/host/dev MIGKIT_PROC_ROOT=$tmp/host/proc MIGKIT_SYSFS_ROOT=$tmp/host/sys \
   start_plugin "$state_none" dgx-h100 --device-id-strategy index --device-list-strategy envvar,volume-mounts \
   --pass-device-specs=true --nvidia-driver-root /run/nvidia/driver
 registered "$from" nvidia.com/gpu
+list=$(devices "$from" nvidia.com/gpu)
+[ "$(jq_ "$list" "[d['numa'] for d in sorted(e['devices'], key=lambda d: '$gpu_uuids'.split(',').index(d['id']))]")" = \
+  "[[0], [0], [0], [0], [1], [1], [1], null]" ] || fail "NUMA topology from sysfs: $list"
 r=$(cmd_ok allocate nvidia.com/gpu "${uuid[5]},${uuid[3]}")
 [ "$(jq_ "$r" "e['responses'][0]['envs']['NVIDIA_VISIBLE_DEVICES']")" = /var/run/nvidia-container-devices ] \
   || fail "volume-mounts env: $r"
