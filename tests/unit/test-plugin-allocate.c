@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "base/dynbuf.h"
 #include "base/error.h"
@@ -346,10 +347,58 @@ static void test_raw(void **state) {
         assert_int_equal(mk_dp_allocate(s, r, nul, 1, &o, &a, &e), -EINVAL);
 }
 
+static int cmp_double(const void *a, const void *b) {
+        double x = *(const double *) a, y = *(const double *) b;
+        return x < y ? -1 : x > y;
+}
+
+/* Bench-style print (no assertion on time): 10,000 Allocate calls of one MIG
+ * device with device specs on an 8-GPU H100 node in mixed MIG, median and p99. */
+static void test_timing(void **state) {
+        struct snap_gpu gpus[9];
+        for (size_t i = 0; i < 8; i++)
+                gpus[i] = (struct snap_gpu) {"h100", MIG, i % 2 ? "1g.10gb*7" : "3g.40gb*2"};
+        gpus[8] = (struct snap_gpu) {0};
+        _cleanup_(mk_snapshot_freep) struct mk_snapshot *s = snap_build(gpus);
+        assert_non_null(s);
+        _cleanup_(mk_host_done) struct mk_host h;
+        host_init(&h);
+        struct mk_dp_options o;
+        mk_dp_options_init(&o);
+        o.mig_strategy = MK_MIG_STRATEGY_MIXED;
+        o.pass_device_specs = true;
+        o.host = &h;
+        o.list_strategies = ENVVAR | CDI_ANN;
+        struct mk_error e = {0};
+        _cleanup_(mk_dp_resources_freep) struct mk_dp_resources *rs = NULL;
+        assert_int_equal(mk_dp_resources_build(s, &o, &rs, &e), 0);
+        const struct mk_dp_resource *r = mk_dp_resources_find(rs, "nvidia.com/mig-1g.10gb");
+        assert_int_equal(r->n_devices, 28);
+        enum { N = 10000 };
+        double *t = calloc(N, sizeof(*t));
+        assert_non_null(t);
+        for (size_t i = 0; i < N; i++) {
+                const char *id = r->devices[i % r->n_devices].id;
+                struct timespec a, b;
+                clock_gettime(CLOCK_MONOTONIC, &a);
+                struct mk_dp_response res;
+                assert_int_equal(mk_dp_allocate(s, r, &id, 1, &o, &res, &e), 0);
+                mk_dp_response_done(&res);
+                clock_gettime(CLOCK_MONOTONIC, &b);
+                t[i] = (double) (b.tv_sec - a.tv_sec) * 1e6 + (double) (b.tv_nsec - a.tv_nsec) / 1e3;
+        }
+        qsort(t, N, sizeof(*t), cmp_double);
+        printf("# Allocate, one MIG device, envvar + cdi-annotations + device specs, 8 x H100 mixed: "
+               "median %.1f us, p99 %.1f us over %d calls\n",
+               t[N / 2], t[N * 99 / 100], N);
+        free(t);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_cases),
                 cmocka_unit_test(test_raw),
+                cmocka_unit_test(test_timing),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
