@@ -451,8 +451,15 @@ static int mixed_labels(struct builder *b, const struct mk_labels_input *in, str
                 char res[128], model[MK_GPU_NAME_MAX], product[MK_GPU_NAME_MAX + MK_PROFILE_NAME_MAX + 16];
                 if (mk_labels_sanitise(g->name, model, sizeof(model)) < 0)
                         return mk_error_set(e, -EINVAL, "GPU %u: name '%s' too long", g->index, g->name);
-                snprintf(res, sizeof(res), PREFIX "mig-%s", rep->ci->name);
-                snprintf(product, sizeof(product), "%s-MIG-%s", model, rep->ci->name);
+                /* "1g.10gb+me" -> "1g.10gb.me": '+' is not valid in a label key
+                 * or value, and it is the device plugin's resource name (§4.1). */
+                char prof[MK_PROFILE_NAME_MAX];
+                snprintf(prof, sizeof(prof), "%s", rep->ci->name);
+                for (char *c = prof; *c; c++)
+                        if (*c == '+')
+                                *c = '.';
+                snprintf(res, sizeof(res), PREFIX "mig-%s", prof);
+                snprintf(product, sizeof(product), "%s-MIG-%s", model, prof);
                 struct sharing sh = sharing_of(in->config, res);
                 r = set_sharing_labels(b, res, product, &sh, false);
                 if (r >= 0)

@@ -54,6 +54,25 @@ check dgx-h100-none dgx-h100
 check dgx-h100-none-shared dgx-h100 --config-file "$golden/sharing.yaml"
 apply dgx-h100 all-1g.10gb
 check dgx-h100-mixed-shared dgx-h100 --mig-strategy mixed --config-file "$golden/sharing.yaml"
+# A +me profile: resource and product names use '.' for '+' (as the device plugin).
+cat >"$tmp/me.yaml" <<'YAML'
+version: v1
+mig-configs:
+  me:
+    - devices: all
+      mig-enabled: true
+      mig-devices:
+        "1g.10gb+me": 1
+        "1g.10gb": 2
+YAML
+MIGKIT_SIM_STATE=$tmp/hgx-h200.json "$MIGKIT_BIN" -q --simulate dgx-h100 apply -f "$tmp/me.yaml" -c me >/dev/null \
+  || fail "apply me"
+MIGKIT_SIM_STATE=$tmp/hgx-h200.json "$MIGKIT_BIN" --simulate dgx-h100 labels --no-timestamp \
+  --machine-type-file "$tmp/product_name" --mig-strategy mixed >"$tmp/me.txt" || fail "labels with +me"
+grep -q '^nvidia.com/mig-1g.10gb.me.count=8$' "$tmp/me.txt" || fail "+me resource: $(grep me "$tmp/me.txt")"
+grep -q '^nvidia.com/mig-1g.10gb.me.product=NVIDIA-H100-80GB-HBM3-MIG-1g.10gb.me$' "$tmp/me.txt" \
+  || fail "+me product: $(grep 'me.product' "$tmp/me.txt")"
+! grep -q '+' "$tmp/me.txt" || fail "a '+' in the labels: $(grep + "$tmp/me.txt")"
 check mixed-a100-none mixed-a100
 check t4-none t4
 [ "${MIGKIT_UPDATE_GOLDEN:-}" = 1 ] && exit 0
