@@ -73,7 +73,9 @@ unsigned long mk_nvml_mutations(const struct mk_nvml *n);
 
 /* --- Events, for the device plugin's health thread. The functions below
  * may run in one thread while others use the same struct mk_nvml for
- * read-only queries (NVML is thread-safe; so is the simulator). --- */
+ * read-only queries (NVML is thread-safe; so is the simulator). One event
+ * set belongs to one thread: nvml.h warns that "operations on set are not
+ * thread safe". --- */
 
 /* An event set registered, on every GPU of the snapshot, for critical Xid
  * errors and the ECC events the GPU supports. */
