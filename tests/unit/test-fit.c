@@ -17,6 +17,7 @@
 
 #include "base/macro.h"
 #include "mig/gpu.h"
+#include "mig/layout.h"
 #include "mig/profile.h"
 #include "plan/fit.h"
 
@@ -640,6 +641,104 @@ static void test_tables(void **state) {
         mk_fit_tables_free(t);
 }
 
+/* Garbage in: never a crash, only 0, -ENOSPC or -EINVAL, and a choice is
+ * always one of the chosen profile's own placements on a listed GPU. */
+static void test_garbage(void **state) {
+        (void) state;
+        unsigned seed = 777;
+        unsigned fits = 0, nospace = 0, invalid = 0;
+        for (int iter = 0; iter < 20000; iter++) {
+                struct mk_gi_profile prof[4];
+                struct mk_placement pl[4][4];
+                struct mk_fit_instance used[2][6];
+                struct mk_fit_gpu gpus[2];
+                memset(prof, 0, sizeof prof);
+                for (int j = 0; j < 4; j++) {
+                        prof[j].id = (unsigned) (rand_r(&seed) % 5);
+                        prof[j].slices = (unsigned) (rand_r(&seed) % 10);
+                        prof[j].max_count = (unsigned) (rand_r(&seed) % 4);
+                        prof[j].memory_mib = (uint64_t) (rand_r(&seed) % 5) * 10000;
+                        prof[j].multiprocessors = (unsigned) (rand_r(&seed) % 50);
+                        prof[j].named = rand_r(&seed) % 10 != 0;
+                        prof[j].pname.n_attrs = rand_r(&seed) % 3 ? 0 : (unsigned) (rand_r(&seed) % 7); /* may exceed the array */
+                        for (unsigned a = 0; a < MK_PROFILE_ATTRS_MAX; a++)
+                                memset(prof[j].pname.attrs[a], 'm', MK_PROFILE_ATTR_MAX); /* no NUL */
+                        prof[j].n_placements = (size_t) (rand_r(&seed) % 5);
+                        unsigned size = 1u << (rand_r(&seed) % 3);
+                        for (size_t i = 0; i < prof[j].n_placements; i++)
+                                pl[j][i] = rand_r(&seed) % 24 == 0
+                                                   ? (struct mk_placement) {(unsigned) (rand_r(&seed) % 40),
+                                                                            (unsigned) (rand_r(&seed) % 10)}
+                                                   : (struct mk_placement) {(unsigned) (rand_r(&seed) % (9 - size)) / size * size,
+                                                                            size};
+                        prof[j].placements = pl[j];
+                }
+                for (int gi = 0; gi < 2; gi++) {
+                        gpus[gi] = (struct mk_fit_gpu) {
+                                .profiles = prof,
+                                .n_profiles = (size_t) (rand_r(&seed) % 5),
+                                .memory_units = rand_r(&seed) % 8 ? 8 : (unsigned) (rand_r(&seed) % 12),
+                                .slices = (unsigned) (rand_r(&seed) % 9),
+                                .memory_mib = rand_r(&seed) % 7 == 0 ? UINT64_MAX : (uint64_t) (rand_r(&seed) % 90000),
+                                .multiprocessors = (unsigned) (rand_r(&seed) % 200),
+                                .used = used[gi],
+                                .n_used = (size_t) (rand_r(&seed) % 4),
+                                .unavailable = rand_r(&seed) % 8 == 0,
+                        };
+                        for (size_t i = 0; i < gpus[gi].n_used; i++)
+                                used[gi][i] = (struct mk_fit_instance) {
+                                        .profile_id = (unsigned) (rand_r(&seed) % 5),
+                                        .slices = (unsigned) (rand_r(&seed) % (rand_r(&seed) % 8 ? 3 : 100)),
+                                        .placement = rand_r(&seed) % 16 ? (struct mk_placement) {(unsigned) (rand_r(&seed) % 8), 1}
+                                                                       : (struct mk_placement) {(unsigned) (rand_r(&seed) % 40),
+                                                                                                (unsigned) (rand_r(&seed) % 10)},
+                                };
+                }
+                struct mk_fit_tables *t = NULL;
+                if (mk_fit_tables_new(&gpus[0], &t) == 0 && rand_r(&seed) % 2)
+                        gpus[0].tables = gpus[1].tables = t; /* may not match gpus[1]: must be ignored then */
+                struct mk_fit_node node = {.gpus = gpus, .n_gpus = 1 + (size_t) (rand_r(&seed) % 2)};
+                struct mk_fit_request rq = {
+                        .gpus = rand_r(&seed) % 4 ? 1 : (unsigned) (rand_r(&seed) % 4),
+                        .mem_mib = rand_r(&seed) % 3 ? (uint64_t) (rand_r(&seed) % 50000) : 0,
+                        .mem_percent = (unsigned) (rand_r(&seed) % 104),
+                        .cores_percent = rand_r(&seed) % 3 ? 0 : (unsigned) (rand_r(&seed) % 120),
+                        .variant = rand_r(&seed) % 5 == 0 ? "+mmmmmmmmmmmmmmmmmmmm" : rand_r(&seed) % 4 == 0 ? "+me" : NULL,
+                };
+                struct mk_fit_result res;
+                struct mk_error e = {};
+                int r = mk_fit_node(&node, &rq, (enum mk_fit_policy) (rand_r(&seed) % 16 == 0 ? 2 : rand_r(&seed) % 2),
+                                    (enum mk_fit_policy) (rand_r(&seed) % 2), &res, &e);
+                if (r != 0 && r != -ENOSPC && r != -EINVAL)
+                        fail_msg("iteration %d: unexpected %d", iter, r);
+                fits += r == 0;
+                nospace += r == -ENOSPC;
+                invalid += r == -EINVAL;
+                if (r < 0)
+                        assert_true(e.msg[0] != 0);
+                for (size_t k = 0; r == 0 && k < res.n_choices; k++) {
+                        const struct mk_fit_choice *c = &res.choices[k];
+                        assert_true(c->gpu < node.n_gpus);
+                        assert_false(gpus[c->gpu].unavailable);
+                        assert_true(c->profile >= prof && c->profile < prof + 4);
+                        bool listed = false;
+                        for (size_t i = 0; i < c->profile->n_placements; i++)
+                                listed |= c->profile->placements[i].start == c->placement.start &&
+                                          c->profile->placements[i].size == c->placement.size;
+                        assert_true(listed);
+                        assert_true((mk_placement_mask(c->placement) & mk_fit_used_mask(&gpus[c->gpu])) == 0);
+                }
+                (void) mk_fit_gpu_validate(&gpus[0], &e);
+                (void) mk_fit_gpu_fragmentation(&gpus[0]);
+                if (gpus[0].n_profiles > 0)
+                        (void) mk_fit_free_placements(&gpus[0], &prof[0]);
+                mk_fit_tables_free(t);
+        }
+        /* The generator reaches every outcome. */
+        print_message("garbage: %u fits, %u -ENOSPC, %u -EINVAL\n", fits, nospace, invalid);
+        assert_true(fits > 300 && nospace > 300 && invalid > 300);
+}
+
 static void test_policy_strings(void **state) {
         (void) state;
         assert_int_equal(mk_fit_policy_from_string("binpack"), MK_FIT_BINPACK);
@@ -662,6 +761,7 @@ int main(void) {
                 cmocka_unit_test(test_slices_limit),
                 cmocka_unit_test(test_validate),
                 cmocka_unit_test(test_tables),
+                cmocka_unit_test(test_garbage),
                 cmocka_unit_test(test_policy_strings),
         };
         return cmocka_run_group_tests(tests, setup, NULL);
