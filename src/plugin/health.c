@@ -160,6 +160,8 @@ bool mk_health_xid_counts(const struct mk_health_options *o, unsigned long long 
 struct entry {
         unsigned gpu, gi, ci;
         bool lost;                      /* the GPU fell off the bus: permanent */
+        unsigned long long xid;         /* that made it unhealthy, 0 for other failures */
+        char why[96];
         long long last_event_ms;        /* last critical event (or failure) for it */
         long long next_check_ms;
 };
@@ -254,16 +256,18 @@ static void mark_unhealthy(struct mk_health *h, unsigned gpu, unsigned gi, unsig
                 return;
         }
         struct entry *l = realloc(h->entries, (h->n_entries + 1) * sizeof(*l));
-        if (!l) {
+        if (l) {
+                h->entries = l;
+                x = &h->entries[h->n_entries++];
+                *x = (struct entry){.gpu = gpu,
+                                    .gi = gi,
+                                    .ci = ci,
+                                    .xid = xid,
+                                    .last_event_ms = now,
+                                    .next_check_ms = now + h->o.recheck_ms};
+                snprintf(x->why, sizeof(x->why), "%s", why);
+        } else /* reported all the same; it just will not recover */
                 log_debug_area(AREA, "Out of memory recording GPU %u as unhealthy", gpu);
-                return; /* reported below anyway; it just will not recover */
-        }
-        h->entries = l;
-        h->entries[h->n_entries++] = (struct entry){.gpu = gpu,
-                                                    .gi = gi,
-                                                    .ci = ci,
-                                                    .last_event_ms = now,
-                                                    .next_check_ms = now + h->o.recheck_ms};
         report(h, gpu, gi, ci, false, xid, "%s", why);
 }
 
@@ -406,6 +410,15 @@ static void recheck(struct mk_health *h) {
                         h->reopen = true; /* its registration had failed: try again */
                 report(h, gpu, gi, ci, true, 0, "recovered: answers NVML, no critical Xid for %u ms",
                        h->o.recheck_ms);
+                /* The recovery of a GPU (or GPU instance) covers its MIG
+                 * devices for the receiver; those still unhealthy are
+                 * reported again so that they stay so. */
+                for (size_t k = 0; k < h->n_entries; k++) {
+                        const struct entry *y = &h->entries[k];
+                        if (y->gpu == gpu && !y->lost && (gi == UINT32_MAX || (y->gi == gi && ci == UINT32_MAX)) &&
+                            !(y->gi == gi && y->ci == ci))
+                                report(h, y->gpu, y->gi, y->ci, false, y->xid, "%s", y->why);
+                }
         }
 }
 

@@ -302,6 +302,23 @@ static void test_monitor(void **state) {
         i = next_change(&rec, i + 1);
         expect_change(&rec, i, 3, NONE, NONE, true, 0);
 
+        /* A whole-GPU Xid and a MIG Xid on one GPU: the GPU's recovery does
+         * not carry the still unhealthy MIG device with it (it is reported
+         * again right after), which recovers on its own. Same order when the
+         * GPU recovers before the MIG Xid arrives. */
+        assert_int_equal(sim_xid(1, NONE, NONE, 79), 0);
+        i = next_change(&rec, i + 1);
+        expect_change(&rec, i, 1, NONE, NONE, false, 79);
+        assert_int_equal(sim_xid(1, gi, ci, 94), 0);
+        i = next_change(&rec, i + 1);
+        expect_change(&rec, i, 1, gi, ci, false, 94);
+        i = next_change(&rec, i + 1);
+        expect_change(&rec, i, 1, NONE, NONE, true, 0);
+        i = next_change(&rec, i + 1);
+        expect_change(&rec, i, 1, gi, ci, false, 94);
+        i = next_change(&rec, i + 1);
+        expect_change(&rec, i, 1, gi, ci, true, 0);
+
         assert_null(mk_health_stop(h));
         assert_int_equal(rec.n, i + 1); /* nothing else was reported */
 }
