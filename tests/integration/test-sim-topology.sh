@@ -67,6 +67,12 @@ EOF
 run 0 recover --gpu 3
 has out '^GPU 3 recovered$' "recover"
 [ "$(python3 "$tmp/lost.py" "$MIGKIT_NVML_LIB")" = "0 0" ] || fail "GPU 3 back for NVML"
+# The state file's flag is validated like every other field.
+python3 -c 'import json,sys; p=sys.argv[1]; s=json.load(open(p)); s["gpus"][1]["lost"]=1; json.dump(s, open(p, "w"))' \
+  "$MIGKIT_SIM_STATE"
+run 1 show || true
+has err "gpus\[1\]: 'lost' must be true or false" "a non-boolean 'lost' is refused"
+run 0 create dgx-h100 --force
 run 0 lose --gpu 0
 run 0 reboot
 run 0 show
