@@ -121,12 +121,14 @@ struct mk_fit_result {
 };
 
 /* Fits one request on one node. Each of `req->gpus` distinct available GPUs
- * gets one instance: the smallest allowed profile (by memory, then compute
- * slices) meeting memory, cores and variant that has a free placement on
- * enough GPUs, at the placement losing the least free capacity; GPUs are
- * ordered by that loss, then by `gpu_policy`. The node score follows
- * `node_policy`. For a pod with several containers, call once per container
- * with the earlier choices added to the GPUs' `used`.
+ * gets one instance: on each GPU, the smallest allowed profile (by memory,
+ * then compute slices) meeting memory, cores and variant that has a free
+ * placement there, at the placement losing the least free capacity. GPUs
+ * are taken in order of that profile's size, then (spread) fewest used units
+ * first, then the loss, then (binpack) most used units first, then index.
+ * The node score follows `node_policy` (docs/scheduler-fit.md §4). For a pod
+ * with several containers, call once per container with the earlier choices
+ * added to the GPUs' `used`.
  * Returns 0 and fills *ret; -ENOSPC when the request does not fit (the reason
  * in `e`, naming the request); -EINVAL for a malformed request or node
  * (request out of range, unit counts or placements out of range, caps
