@@ -677,9 +677,14 @@ static int read_gpu_links(struct mk_nvml *n, const struct mk_snapshot *s, nvmlDe
                         continue;
                 if (r != NVML_SUCCESS)
                         return nvml_fail(n, NULL, r, "GPU %zu: NvLink %u remote PCI information", i, l);
+                /* The peer by bus id, as go-gpuallocator matches it; from the
+                 * fields too, in case a driver fills only those. */
+                char fields[NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE];
                 pci.busId[sizeof(pci.busId) - 1] = 0;
+                snprintf(fields, sizeof(fields), "%08X:%02X:%02X.0", pci.domain, pci.bus, pci.device);
                 for (size_t j = 0; j < s->n_gpus; j++)
-                        if (j != i && strcasecmp(pci.busId, s->gpus[j].bus_id) == 0)
+                        if (j != i && (strcasecmp(pci.busId, s->gpus[j].bus_id) == 0 ||
+                                       strcasecmp(fields, s->gpus[j].bus_id) == 0))
                                 direct[j]++;
         }
         *ret_switch = sw;
