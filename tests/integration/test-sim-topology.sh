@@ -24,6 +24,15 @@ run() {
     return 1
   fi
 }
+# Python loading the library: a sanitizer build needs its runtime first.
+asan=$(ldd "$MIGKIT_NVML_LIB" 2>/dev/null | awk '/libasan/ { print $3 }')
+pynvml() {
+  if [ -n "$asan" ]; then
+    LD_PRELOAD="$asan" ASAN_OPTIONS=detect_leaks=0 python3 "$@"
+  else
+    python3 "$@"
+  fi
+}
 has() { grep -Eq -e "$2" "$tmp/$1" || fail "$3: no '$2' in: $(cat "$tmp/$1")"; }
 hasnt() { ! grep -Eq -e "$2" "$tmp/$1" || fail "$3: unexpected '$2' in: $(cat "$tmp/$1")"; }
 
@@ -63,10 +72,10 @@ print(nvml.nvmlDeviceGetHandleByIndex_v2(ctypes.c_uint(3), ctypes.byref(dev)),
       nvml.nvmlDeviceGetHandleByIndex_v2(ctypes.c_uint(2), ctypes.byref(dev)))
 nvml.nvmlShutdown()
 EOF
-[ "$(python3 "$tmp/lost.py" "$MIGKIT_NVML_LIB")" = "15 0" ] || fail "GPU 3 lost for NVML: $(python3 "$tmp/lost.py" "$MIGKIT_NVML_LIB" 2>&1)"
+[ "$(pynvml "$tmp/lost.py" "$MIGKIT_NVML_LIB")" = "15 0" ] || fail "GPU 3 lost for NVML: $(pynvml "$tmp/lost.py" "$MIGKIT_NVML_LIB" 2>&1)"
 run 0 recover --gpu 3
 has out '^GPU 3 recovered$' "recover"
-[ "$(python3 "$tmp/lost.py" "$MIGKIT_NVML_LIB")" = "0 0" ] || fail "GPU 3 back for NVML"
+[ "$(pynvml "$tmp/lost.py" "$MIGKIT_NVML_LIB")" = "0 0" ] || fail "GPU 3 back for NVML"
 # The state file's flag is validated like every other field.
 python3 -c 'import json,sys; p=sys.argv[1]; s=json.load(open(p)); s["gpus"][1]["lost"]=1; json.dump(s, open(p, "w"))' \
   "$MIGKIT_SIM_STATE"
@@ -139,7 +148,7 @@ EOF
 # check MACHINE EXPECTED: the table above for MACHINE equals EXPECTED.
 check() {
   "$MIGKIT_SIM_BIN" create "$1" --force >/dev/null
-  python3 "$tmp/topo.py" "$MIGKIT_NVML_LIB" >"$tmp/topo" 2>&1 || true
+  pynvml "$tmp/topo.py" "$MIGKIT_NVML_LIB" >"$tmp/topo" 2>&1 || true
   printf '%s\n' "$2" >"$tmp/want"
   diff -u "$tmp/want" "$tmp/topo" >"$tmp/diff" || fail "topology of $1: $(cat "$tmp/diff")"
 }
