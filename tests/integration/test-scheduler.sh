@@ -1,0 +1,347 @@
+#!/usr/bin/env bash
+# Dynamic MIG end to end: the real kube-scheduler 1.20 (scripts/k8s-testenv)
+# configured with `migkit scheduler serve` as its extender (filter,
+# prioritize, bind, nodeCacheCapable), two fake Nodes whose inventories are
+# published by `migkit scheduler node` agents on two simulated dgx-a100
+# machines. Checks: pods asking nvidia.com/gpumem are bound where they fit,
+# with their reservation recorded on the pod; the agent creates exactly the
+# reserved instances (profile and placement, read back from the simulator)
+# and records their MIG UUIDs; concurrent pods never share a placement; a pod
+# that fits nowhere stays Pending with migkit's reason in its PodScheduled
+# condition; a deleted pod's instance is destroyed after the grace period; a
+# restarted extender and agent lose nothing.
+#
+# Runs only when MIGKIT_K8S_TESTENV names scripts/k8s-testenv (CI sets it).
+set -euo pipefail
+if [ -z "${MIGKIT_K8S_TESTENV:-}" ]; then
+  echo "SKIP: MIGKIT_K8S_TESTENV is unset (no test kube-apiserver)"
+  exit 0
+fi
+: "${MIGKIT_BIN:?}" "${MIGKIT_SOURCE_DIR:?}"
+mkdir -p "${MIGKIT_TEST_TMP:-/tmp}"
+tmp=$(mktemp -d "${MIGKIT_TEST_TMP:-/tmp}/test-scheduler.XXXXXX")
+ext_pid= ag1_pid= ag2_pid=
+cleanup() {
+  for p in $ext_pid $ag1_pid $ag2_pid; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
+  "$MIGKIT_K8S_TESTENV" stop "$tmp/k8s" >/dev/null 2>&1 || true
+  [ -n "${MIGKIT_KEEP_TEST_TMP:-}" ] || rm -rf "$tmp"
+}
+trap cleanup EXIT
+fail() {
+  echo "FAIL: $*" >&2
+  for f in ext.log ag1.log ag2.log k8s/kube-scheduler.log; do
+    echo "--- $f (last 30 lines):" >&2
+    tail -n 30 "$tmp/$f" >&2 2>/dev/null || true
+  done
+  exit 1
+}
+step() { echo "--- $* ($SECONDS s)"; }
+unset MIGKIT_SIM_FAULTS NODE_NAME MIGKIT_SCHEDULER_CONFIG
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+port=$(free_port)
+hport=$(free_port)
+
+# Scheduler config: v1beta1 for kube-scheduler 1.20. --config makes it ignore
+# --kubeconfig, so the client connection is given here (the file exists once
+# the apiserver is up, before the scheduler starts).
+cat >"$tmp/kube-scheduler.yaml" <<EOF
+apiVersion: kubescheduler.config.k8s.io/v1beta1
+kind: KubeSchedulerConfiguration
+clientConnection:
+  kubeconfig: $tmp/k8s/kubeconfig
+leaderElection:
+  leaderElect: false
+# The insecure port defaults to 0.0.0.0:10251, which parallel tests would share.
+healthzBindAddress: 127.0.0.1:$hport
+metricsBindAddress: 127.0.0.1:$hport
+extenders:
+- urlPrefix: http://127.0.0.1:$port
+  filterVerb: filter
+  prioritizeVerb: prioritize
+  bindVerb: bind
+  weight: 1
+  nodeCacheCapable: true
+  httpTimeout: 30s
+  managedResources:
+  - name: nvidia.com/gpu
+    ignoredByScheduler: false
+  - name: nvidia.com/gpumem
+    ignoredByScheduler: true
+  - name: nvidia.com/gpumem-percentage
+    ignoredByScheduler: true
+  - name: nvidia.com/gpucores
+    ignoredByScheduler: true
+EOF
+
+cat >"$tmp/sched-config.yaml" <<'EOF'
+version: v1
+allowedProfiles:
+  - models: ["A100-SXM4-40GB"]
+    profiles: ["1g.5gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb"]
+EOF
+"$MIGKIT_BIN" scheduler check "$tmp/sched-config.yaml" >/dev/null || fail "config check failed"
+
+"$MIGKIT_K8S_TESTENV" build >/dev/null || fail "k8s-testenv build failed"
+envlines=$("$MIGKIT_K8S_TESTENV" start "$tmp/k8s" --owner-pid $$ --scheduler \
+  --scheduler-arg "--config=$tmp/kube-scheduler.yaml") || fail "k8s-testenv start failed"
+eval "$envlines"
+kc() { "$MIGKIT_K8S_KUBECTL" "$@"; }
+api() { # METHOD PATH [curl args...]
+  curl -sS --cacert "$MIGKIT_K8S_CA" -H "Authorization: Bearer $MIGKIT_K8S_TOKEN" -X "$1" \
+    "$MIGKIT_K8S_SERVER$2" "${@:3}"
+}
+sim() { MIGKIT_SIM_STATE=$tmp/sim-$1.json "$MIGKIT_BIN" -q --simulate dgx-a100 "${@:2}"; }
+ann() { kc get pod "$1" -o "jsonpath={.metadata.annotations.migkit\\.io/$2}"; }
+
+step "two fake GPU nodes, MIG enabled on their simulated GPUs"
+cat >"$tmp/mig.yaml" <<'EOF'
+version: v1
+mig-configs:
+  all-enabled:
+    - devices: all
+      mig-enabled: true
+      mig-devices: {}
+EOF
+for n in 1 2; do
+  sim $n apply -f "$tmp/mig.yaml" -c all-enabled >/dev/null || fail "enabling MIG on machine $n failed"
+  kc create -f - >/dev/null <<EOF || fail "create node $n"
+apiVersion: v1
+kind: Node
+metadata:
+  name: gpu-node-$n
+  labels: {kubernetes.io/hostname: gpu-node-$n}
+EOF
+  out=$(api PATCH "/api/v1/nodes/gpu-node-$n/status" -H 'Content-Type: application/merge-patch+json' \
+    --data '{"status":{"capacity":{"cpu":"64","memory":"512Gi","pods":"110","nvidia.com/gpu":"56"},"allocatable":{"cpu":"64","memory":"512Gi","pods":"110","nvidia.com/gpu":"56"},"conditions":[{"type":"Ready","status":"True","reason":"Test","message":"test","lastHeartbeatTime":"2024-01-01T00:00:00Z","lastTransitionTime":"2024-01-01T00:00:00Z"}]}}') \
+    || fail "node $n status: $out"
+  kc taint node "gpu-node-$n" node.kubernetes.io/not-ready:NoSchedule- >/dev/null || fail "untaint $n"
+done
+
+step "node agents publish the inventories"
+start_agent() {
+  MIGKIT_SIM_STATE=$tmp/sim-$1.json "$MIGKIT_BIN" --simulate dgx-a100 scheduler node -n "gpu-node-$1" \
+    -c "$tmp/sched-config.yaml" --grace 2s --resync 2s >>"$tmp/ag$1.log" 2>&1 &
+}
+start_agent 1; ag1_pid=$!
+start_agent 2; ag2_pid=$!
+for n in 1 2; do
+  for ((i = 0; i < 100; i++)); do
+    inv=$(kc get node "gpu-node-$n" -o 'jsonpath={.metadata.annotations.migkit\.io/mig-inventory}')
+    [ -z "$inv" ] || break
+    sleep 0.2
+  done
+  python3 - "$inv" <<'EOF' || fail "inventory of gpu-node-$n: $inv"
+import json, sys
+inv = json.loads(sys.argv[1])
+assert inv["version"] == 1 and len(inv["gpus"]) == 8, inv
+names = sorted(p["name"] for p in inv["gpus"][0]["profiles"])
+# config filter: 1g.5gb+me and 1g.10gb are reported by the GPU but not allowed
+assert names == ["1g.5gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb"], names
+assert all(g["mig"] for g in inv["gpus"]) and all(g["instances"] == [] for g in inv["gpus"])
+EOF
+done
+
+step "the extender serves"
+start_extender() {
+  "$MIGKIT_BIN" scheduler serve -c "$tmp/sched-config.yaml" --address 127.0.0.1 --port "$port" \
+    >>"$tmp/ext.log" 2>&1 &
+}
+start_extender; ext_pid=$!
+for ((i = 0; i < 100; i++)); do
+  curl -sf "http://127.0.0.1:$port/readyz" >/dev/null 2>&1 && break
+  sleep 0.1
+done
+curl -sf "http://127.0.0.1:$port/healthz" | grep -q ok || fail "healthz"
+curl -sf "http://127.0.0.1:$port/metrics" | grep -q '^migkit_scheduler_nodes 2$' || fail "metrics: $(curl -s "http://127.0.0.1:$port/metrics")"
+# Capped bodies and errors in the Error field.
+code=$(head -c 9000000 /dev/zero | tr '\0' ' ' | curl -s -o /dev/null -w '%{http_code}' --data-binary @- \
+  "http://127.0.0.1:$port/filter")
+[ "$code" = 413 ] || fail "oversized body answered $code"
+out=$(curl -sf --data '{"pod":' "http://127.0.0.1:$port/filter") || fail "garbage filter"
+grep -q '"Error":"not valid JSON\|"Error": *"' <<<"$out" || fail "garbage filter answered $out"
+
+pod() { # NAME GPUS MEM [extra annotations yaml]
+  kc create -f - >/dev/null <<EOF
+apiVersion: v1
+kind: Pod
+metadata:
+  name: $1
+  namespace: default
+  annotations: {${4:-}}
+spec:
+  containers:
+  - name: c
+    image: example.invalid/none:1
+    resources:
+      limits: {nvidia.com/gpu: "$2", nvidia.com/gpumem: "$3"}
+EOF
+}
+wait_bound() {
+  local n=""
+  for ((i = 0; i < 150; i++)); do
+    n=$(kc get pod "$1" -o 'jsonpath={.spec.nodeName}')
+    [ -z "$n" ] || break
+    sleep 0.2
+  done
+  [ -n "$n" ] || fail "pod $1 not bound: $(kc get pod "$1" -o 'jsonpath={.status.conditions}')"
+  echo "$n"
+}
+wait_devices() {
+  local d=""
+  for ((i = 0; i < 150; i++)); do
+    d=$(ann "$1" mig-devices)
+    [ -z "$d" ] || break
+    sleep 0.2
+  done
+  [ -n "$d" ] || fail "pod $1: no MIG devices recorded"
+  echo "$d"
+}
+
+step "a 19000 MiB pod gets a 3g.20gb reservation and the instance is created"
+# 3g.20gb holds 19968 MiB on an A100-SXM4-40GB; 4g.20gb too, with more compute.
+pod p-20g 1 19000
+node=$(wait_bound p-20g)
+res=$(ann p-20g mig-reservation)
+devs=$(wait_devices p-20g)
+n=${node#gpu-node-}
+sim "$n" export -o json >"$tmp/export.json" || fail "export"
+python3 - "$res" "$devs" "$node" "$tmp/export.json" <<'EOF' || fail "reservation $res / devices $devs"
+import json, sys
+res, devs, node = json.loads(sys.argv[1]), json.loads(sys.argv[2]), sys.argv[3]
+assert res["version"] == 1 and res["node"] == node, res
+(d,) = res["devices"]
+assert d["profile"] == "3g.20gb" and d["placement"]["size"] == 4, d
+assert len(devs) == 1 and devs[0].startswith("MIG-"), devs
+EOF
+inv=$(kc get node "$node" -o 'jsonpath={.metadata.annotations.migkit\.io/mig-inventory}')
+python3 - "$res" "$inv" "$devs" <<'EOF' || fail "inventory after creation: $inv"
+import json, sys
+res, inv, devs = (json.loads(a) for a in sys.argv[1:4])
+d = res["devices"][0]
+g = next(g for g in inv["gpus"] if g["uuid"] == d["gpu"])
+(i,) = g["instances"]
+assert i["state"] == "created" and i["profile"] == "3g.20gb", i
+assert i["placement"] == [d["placement"]["start"], d["placement"]["size"]], (i, d)
+assert i["migUUID"] == devs[0] and i["pod"] == "default/p-20g", i
+assert sum(len(x["instances"]) for x in inv["gpus"]) == 1
+EOF
+
+step "concurrent pods never share a placement"
+pids=()
+for k in 1 2 3 4 5 6 7 8; do pod "p-c$k" 1 9000 & pids+=($!); done
+for p in "${pids[@]}"; do wait "$p" || fail "creating a pod failed"; done
+for k in 1 2 3 4 5 6 7 8; do wait_bound "p-c$k" >/dev/null; done
+for k in 1 2 3 4 5 6 7 8; do wait_devices "p-c$k" >/dev/null; done
+kc get pods -o json >"$tmp/pods.json"
+python3 - "$tmp/pods.json" <<'EOF' || fail "overlapping reservations"
+import json, sys
+seen = {}
+for p in json.load(open(sys.argv[1]))["items"]:
+    a = p["metadata"].get("annotations", {})
+    if "migkit.io/mig-reservation" not in a:
+        continue
+    r = json.loads(a["migkit.io/mig-reservation"])
+    assert r["node"] == p["spec"]["nodeName"], (r, p["spec"].get("nodeName"))
+    for d in r["devices"]:
+        units = set(range(d["placement"]["start"], d["placement"]["start"] + d["placement"]["size"]))
+        key = (r["node"], d["gpu"])
+        for other, ou in seen.get(key, []):
+            assert not (units & ou), ("overlap", p["metadata"]["name"], other)
+        seen.setdefault(key, []).append((p["metadata"]["name"], units))
+        if p["metadata"]["name"].startswith("p-c"):
+            assert d["profile"] == "2g.10gb", d
+    devs = json.loads(a["migkit.io/mig-devices"])
+    assert len(devs) == len(r["devices"])
+EOF
+for n in 1 2; do
+  sim $n export -o json >"$tmp/export-$n.json" || fail "export $n"
+done
+python3 - "$tmp/export-1.json" "$tmp/export-2.json" <<'EOF' || fail "simulators hold other instances than reserved"
+import json, sys
+total = 0
+for f in sys.argv[1:]:
+    cfg = json.load(open(f))
+    for entry in cfg["mig-configs"]["current"]:
+        for name, count in (entry.get("mig-devices") or {}).items():
+            total += count * len(entry["devices"]) if isinstance(entry["devices"], list) else count
+assert total == 9, total
+EOF
+
+step "a pod that fits nowhere stays Pending with migkit's reason"
+pod p-too-big 1 60000
+msg=""
+for ((i = 0; i < 150; i++)); do
+  msg=$(kc get pod p-too-big -o 'jsonpath={.status.conditions[?(@.type=="PodScheduled")].message}')
+  [ -z "$msg" ] || break
+  sleep 0.2
+done
+grep -q "migkit: .*60000" <<<"$msg" || fail "PodScheduled message: '$msg'"
+[ -z "$(kc get pod p-too-big -o 'jsonpath={.spec.nodeName}')" ] || fail "p-too-big was bound"
+echo "    reason: $msg"
+
+step "a pod asking two GPUs gets two instances on two GPUs"
+pod p-two 2 4000
+wait_bound p-two >/dev/null
+devs=$(wait_devices p-two)
+python3 - "$(ann p-two mig-reservation)" "$devs" <<'EOF' || fail "p-two"
+import json, sys
+r, d = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+assert len(r["devices"]) == 2 and len({x["gpu"] for x in r["devices"]}) == 2, r
+assert all(x["profile"] == "1g.5gb" for x in r["devices"]), r
+assert len(d) == 2 and len(set(d)) == 2, d
+EOF
+
+step "restarted extender and agent lose nothing"
+kill "$ext_pid"; wait "$ext_pid" 2>/dev/null || true
+kill "$ag1_pid"; wait "$ag1_pid" 2>/dev/null || true
+start_agent 1; ag1_pid=$!
+start_extender; ext_pid=$!
+for ((i = 0; i < 100; i++)); do
+  curl -sf "http://127.0.0.1:$port/readyz" >/dev/null 2>&1 && break
+  sleep 0.1
+done
+reservations=$(curl -sf "http://127.0.0.1:$port/metrics" | sed -n 's/^migkit_scheduler_reservations //p')
+[ "$reservations" = 10 ] || fail "extender restarted with $reservations reservations, want 10"
+pod p-after 1 9000
+wait_bound p-after >/dev/null
+wait_devices p-after >/dev/null
+kc get pods -o json >"$tmp/pods.json"
+python3 - "$tmp/pods.json" <<'EOF' || fail "overlap after restart"
+import json, sys
+seen = {}
+for p in json.load(open(sys.argv[1]))["items"]:
+    a = p["metadata"].get("annotations", {})
+    if "migkit.io/mig-reservation" in a:
+        r = json.loads(a["migkit.io/mig-reservation"])
+        for d in r["devices"]:
+            u = set(range(d["placement"]["start"], d["placement"]["start"] + d["placement"]["size"]))
+            for o in seen.get((r["node"], d["gpu"]), []):
+                assert not (u & o)
+            seen.setdefault((r["node"], d["gpu"]), []).append(u)
+EOF
+
+step "a deleted pod's instance is destroyed after the grace period"
+node=$(kc get pod p-20g -o 'jsonpath={.spec.nodeName}')
+n=${node#gpu-node-}
+uuid=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])[0])' "$(ann p-20g mig-devices)")
+sim "$n" export -o json | grep -q '"3g.20gb"' || fail "3g.20gb not on the simulator before delete"
+kc delete pod p-20g --wait=false >/dev/null
+gone=0
+for ((i = 0; i < 100; i++)); do
+  if ! sim "$n" export -o json | grep -q '"3g.20gb"'; then gone=1; break; fi
+  sleep 0.2
+done
+[ "$gone" = 1 ] || fail "the instance of p-20g ($uuid) still exists"
+grep -q "destroyed orphan GPU instance" "$tmp/ag$n.log" || fail "agent did not log the destruction"
+inv=$(kc get node "$node" -o 'jsonpath={.metadata.annotations.migkit\.io/mig-inventory}')
+grep -q "$uuid" <<<"$inv" && fail "inventory still lists $uuid"
+# Instances of live pods are untouched.
+for k in 1 2 3 4 5 6 7 8; do
+  d=$(ann "p-c$k" mig-devices | python3 -c 'import json,sys; print(json.load(sys.stdin)[0])')
+  nn=$(kc get pod "p-c$k" -o 'jsonpath={.spec.nodeName}')
+  kc get node "$nn" -o 'jsonpath={.metadata.annotations.migkit\.io/mig-inventory}' | grep -q "$d" ||
+    fail "instance $d of p-c$k is gone"
+done
+
+echo "PASS"
