@@ -126,6 +126,11 @@ static int do_serve(struct mk_sched_config *cfg, const char *kubeconfig, const c
         return ret;
 }
 
+static void agent_report(void *userdata, int level, const char *msg) {
+        (void) userdata;
+        mk_log_full((enum mk_log_level) level, NULL, 0, "%s", msg);
+}
+
 static int do_node(struct mk_sched_config *cfg, const char *kubeconfig, const char *node, unsigned grace,
                    unsigned resync, bool once) {
         _cleanup_kube_free_ struct mk_kube *k = NULL;
@@ -133,7 +138,7 @@ static int do_node(struct mk_sched_config *cfg, const char *kubeconfig, const ch
                 return MK_EXIT_FAILURE;
         install_signals();
         struct mk_sched_agent_opts o = {.node = node, .kube = k, .cfg = cfg, .grace_s = grace, .resync_s = resync,
-                                        .cancel = &sched_cancel, .once = once};
+                                        .cancel = &sched_cancel, .once = once, .report = agent_report};
         struct mk_sched_agent_pass pass = {0};
         struct mk_error e = {0};
         log_info("Node agent for '%s' starting (grace %us)", node, grace);

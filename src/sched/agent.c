@@ -1,5 +1,6 @@
 /* The node agent of dynamic MIG (agent.h). */
 #include <errno.h>
+#include <stdarg.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -46,6 +47,18 @@ struct agent {
         char *fail_msg;
 };
 
+static void report(const struct mk_sched_agent_opts *o, int level, const char *fmt, ...) _printf_(3, 4);
+static void report(const struct mk_sched_agent_opts *o, int level, const char *fmt, ...) {
+        char msg[1024];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof(msg), fmt, ap);
+        va_end(ap);
+        log_debug_area("sched", "%s", msg);
+        if (o->report)
+                o->report(o->userdata, level, msg);
+}
+
 static int64_t now_s(void) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
@@ -59,6 +72,7 @@ static void pod_claims_free(struct pod_claim *p, size_t n) {
 }
 
 struct list_ctx {
+        const struct mk_sched_agent_opts *o;
         const char *node;
         struct pod_claim *claims;
         size_t n, alloc;
@@ -73,7 +87,7 @@ static int on_pod_item(json_t *item, void *userdata) {
         int has = mk_claim_from_pod(item, cl, &e);
         if (has < 0) {
                 const char *name = json_string_value(json_object_get(json_object_get(item, "metadata"), "name"));
-                log_warning("Pod '%s' on this node has a malformed reservation (%s), ignoring", name ? name : "?",
+                report(c->o, MK_LOG_WARNING, "Pod '%s' on this node has a malformed reservation (%s), ignoring", name ? name : "?",
                             e.msg);
         }
         if (has <= 0 || !streq(cl->node, c->node)) {
@@ -99,7 +113,7 @@ static int on_pod_item(json_t *item, void *userdata) {
 }
 
 static int list_claims(struct agent *a, struct pod_claim **ret, size_t *ret_n, struct mk_error *e) {
-        struct list_ctx c = {.node = a->o->node};
+        struct list_ctx c = {.o = a->o, .node = a->o->node};
         *ret = NULL;
         *ret_n = 0;
         if (!a->o->kube)
@@ -179,10 +193,10 @@ static int create_instance(struct agent *a, const struct mk_gpu *g, const struct
         if (r < 0) {
                 struct mk_error re = {0};
                 if (mk_nvml_destroy_gi(a->nvml, g->index, gi_id, &re) < 0)
-                        log_warning("GPU %u: cannot roll back GPU instance %u: %s", g->index, gi_id, re.msg);
+                        report(a->o, MK_LOG_WARNING, "GPU %u: cannot roll back GPU instance %u: %s", g->index, gi_id, re.msg);
                 return r;
         }
-        log_info("GPU %u: created %s at %u:%u (GPU instance %u)", g->index, p->name, d->placement.start,
+        report(a->o, MK_LOG_INFO, "GPU %u: created %s at %u:%u (GPU instance %u)", g->index, p->name, d->placement.start,
                  d->placement.size, gi_id);
         return 0;
 }
@@ -195,7 +209,7 @@ static int destroy_instance(struct agent *a, const struct mk_gpu *g, const struc
         }
         int r = mk_nvml_destroy_gi(a->nvml, g->index, gi->id, e);
         if (r >= 0)
-                log_info("GPU %u: destroyed orphan GPU instance %u at %u:%u", g->index, gi->id, gi->placement.start,
+                report(a->o, MK_LOG_INFO, "GPU %u: destroyed orphan GPU instance %u at %u:%u", g->index, gi->id, gi->placement.start,
                          gi->placement.size);
         return r;
 }
@@ -249,12 +263,12 @@ static int record_devices(struct agent *a, const struct mk_snapshot *s, struct p
         int r = ch ? mk_kube_patch_metadata(a->o->kube, path, "annotations", ch, NULL, &e) : -ENOMEM;
         json_decref(ch);
         if (r < 0) {
-                log_warning("Cannot record the MIG devices of pod %s/%s: %s", pc->claim.namespace, pc->claim.name,
+                report(a->o, MK_LOG_WARNING, "Cannot record the MIG devices of pod %s/%s: %s", pc->claim.namespace, pc->claim.name,
                             e.msg);
                 pass->failed++;
                 return 0;
         }
-        log_info("Pod %s/%s: MIG devices %s", pc->claim.namespace, pc->claim.name, v);
+        report(a->o, MK_LOG_INFO, "Pod %s/%s: MIG devices %s", pc->claim.namespace, pc->claim.name, v);
         pass->pods_patched++;
         return 0;
 }
@@ -318,7 +332,7 @@ static int pass_run(struct agent *a, struct mk_sched_agent_pass *pass, struct mk
                         const struct mk_gpu *g = gpu_by_uuid(s, cd->gpu);
                         struct mk_error ce = {0};
                         if (!g) {
-                                log_warning("Pod %s/%s reserves GPU '%s', which this node does not have",
+                                report(a->o, MK_LOG_WARNING, "Pod %s/%s reserves GPU '%s', which this node does not have",
                                             pcs[c].claim.namespace, pcs[c].claim.name, cd->gpu);
                                 pass->failed++;
                                 continue;
@@ -326,7 +340,7 @@ static int pass_run(struct agent *a, struct mk_sched_agent_pass *pass, struct mk
                         if (gi_at(g, cd->profile_id, cd->placement))
                                 continue;
                         if (create_instance(a, g, cd, &ce) < 0) {
-                                log_warning("Pod %s/%s: cannot create %s at %u:%u on GPU %u: %s",
+                                report(a->o, MK_LOG_WARNING, "Pod %s/%s: cannot create %s at %u:%u on GPU %u: %s",
                                             pcs[c].claim.namespace, pcs[c].claim.name, cd->profile,
                                             cd->placement.start, cd->placement.size, g->index, ce.msg);
                                 pass->failed++;
@@ -364,7 +378,7 @@ static int pass_run(struct agent *a, struct mk_sched_agent_pass *pass, struct mk
                         }
                         struct mk_error de = {0};
                         if (destroy_instance(a, g, gi, &de) < 0) {
-                                log_warning("GPU %u: cannot destroy orphan GPU instance %u: %s", g->index, gi->id,
+                                report(a->o, MK_LOG_WARNING, "GPU %u: cannot destroy orphan GPU instance %u: %s", g->index, gi->id,
                                             de.msg);
                                 pass->failed++;
                                 continue;
@@ -415,7 +429,7 @@ static void *informer_main(void *p) {
         struct mk_error e = {0};
         int r = mk_kube_informer_run(a->o->kube, "/api/v1/pods", &io, on_pod_event, a, &e);
         if (r < 0 && r != -ECANCELED)
-                log_error("Pod informer of node '%s' ended: %s", a->o->node, e.msg);
+                report(a->o, MK_LOG_ERROR, "Pod informer of node '%s' ended: %s", a->o->node, e.msg);
         return NULL;
 }
 
@@ -476,7 +490,7 @@ int mk_sched_agent_run(const struct mk_sched_agent_opts *o, struct mk_sched_agen
                 r = pass_run(&a, &pass, &pe);
                 if (r < 0) {
                         failures++;
-                        log_warning("Pass failed, retrying: %s", pe.msg);
+                        report(o, MK_LOG_WARNING, "Pass failed, retrying: %s", pe.msg);
                 } else
                         failures = 0;
         }

@@ -37,6 +37,12 @@ struct mk_sched_agent_opts {
         unsigned resync_s;                      /* full pass at least this often; 0: the default */
         atomic_bool *cancel;
         bool once;                              /* one pass, then return */
+        /* What happened, for the caller to log (the library logs at debug
+         * only): level is MK_LOG_INFO for changes, MK_LOG_WARNING for
+         * failures that are retried, MK_LOG_ERROR for ones that are not.
+         * NULL: debug lines only. Called from the agent's threads. */
+        void (*report)(void *userdata, int level, const char *msg);
+        void *userdata;
 };
 
 /* What one pass did (for logs and tests). */

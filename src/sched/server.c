@@ -206,8 +206,9 @@ static json_t *handle_bind(struct mk_sched_server *srv, const json_t *args) {
                 r = mk_sched_bind(srv->sched, srv->kube, &a, &e);
         if (r < 0) {
                 atomic_fetch_add(&st->bind_errors, 1);
-                log_warning("Bind of pod %s/%s to node '%s' failed: %s", a.pod_namespace, a.pod_name, a.node,
-                            mk_error_format(&e, buf, sizeof(buf)));
+                /* kube-scheduler logs the Error and records it on the pod. */
+                log_debug_area("sched", "Bind of pod %s/%s to node '%s' failed: %s", a.pod_namespace, a.pod_name,
+                               a.node, mk_error_format(&e, buf, sizeof(buf)));
                 return json_pack("{s:s}", "Error", mk_error_format(&e, buf, sizeof(buf)));
         }
         atomic_fetch_add(&st->bind_ok, 1);
@@ -220,7 +221,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                                   void **con_cls) {
         struct mk_sched_server *srv = cls;
         (void) version;
-        if (streq(method, "GET")) {
+        bool known = streq(url, "/filter") || streq(url, "/prioritize") || streq(url, "/bind");
+        if (streq(method, "GET") && !known) {
                 if (streq(url, "/healthz"))
                         return respond(conn, MHD_HTTP_OK, "text/plain", strdup("ok\n"));
                 if (streq(url, "/readyz"))
@@ -232,7 +234,6 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                                        mk_sched_metrics_text(srv->sched));
                 return respond(conn, MHD_HTTP_NOT_FOUND, "text/plain", strdup("not found\n"));
         }
-        bool known = streq(url, "/filter") || streq(url, "/prioritize") || streq(url, "/bind");
         if (!streq(method, "POST") || !known)
                 return respond(conn, known ? MHD_HTTP_METHOD_NOT_ALLOWED : MHD_HTTP_NOT_FOUND, "text/plain",
                                strdup(known ? "use POST\n" : "not found\n"));
@@ -263,7 +264,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                 atomic_fetch_add(&mk_sched_stats(srv->sched)->errors, 1);
                 if (streq(url, "/prioritize"))
                         return respond_json(conn, json_array());
-                return respond_json(conn, json_pack("{s:s}", "Error", e.msg));
+                char buf[MK_ERROR_MSG_MAX + MK_ERROR_LOC_MAX + 8];
+                return respond_json(conn, json_pack("{s:s}", "Error", mk_error_format(&e, buf, sizeof(buf))));
         }
         json_t *res;
         if (streq(url, "/filter"))

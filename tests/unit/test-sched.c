@@ -1,0 +1,759 @@
+/* Unit tests for sched/: reservation and inventory codecs, pod requests,
+ * quantities, Allocate matching, and the extender's decisions and wire
+ * format as data (ExtenderArgs in, exact result out), plus the HTTP server
+ * (routes, caps, errors in the Error field) on a loopback port. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/dynbuf.h"
+#include "base/error.h"
+#include "base/macro.h"
+#include "sched/claim.h"
+#include "sched/extender.h"
+#include "sched/inventory.h"
+#include "sched/server.h"
+#include "spec/sched-config.h"
+
+/* --- a small A100-40GB-like GPU --- */
+
+static struct mk_placement pl(unsigned s, unsigned n) {
+        return (struct mk_placement) {.start = s, .size = n};
+}
+
+static void set_profile(struct mk_gi_profile *p, const char *name, unsigned id, unsigned slices, uint64_t mib,
+                        unsigned max, unsigned sms, unsigned size, unsigned n_pl, const unsigned *starts) {
+        memset(p, 0, sizeof(*p));
+        snprintf(p->name, sizeof(p->name), "%s", name);
+        assert_int_equal(mk_profile_name_parse(name, &p->pname, NULL), 0);
+        p->named = true;
+        p->id = id;
+        p->slices = slices;
+        p->memory_mib = mib;
+        p->max_count = max;
+        p->multiprocessors = sms;
+        p->placements = calloc(n_pl, sizeof(*p->placements));
+        assert_non_null(p->placements);
+        for (unsigned i = 0; i < n_pl; i++)
+                p->placements[i] = pl(starts[i], size);
+        p->n_placements = n_pl;
+        p->ci_profiles = calloc(1, sizeof(*p->ci_profiles));
+        p->n_ci_profiles = 1;
+        p->ci_profiles[0].slices = slices;
+}
+
+static struct mk_snapshot *snapshot_one_gpu(void) {
+        static const unsigned s1[] = {0, 1, 2, 3, 4, 5, 6}, s3[] = {0, 4}, s7[] = {0};
+        struct mk_snapshot *s = calloc(1, sizeof(*s));
+        s->gpus = calloc(1, sizeof(*s->gpus));
+        s->n_gpus = 1;
+        struct mk_gpu *g = &s->gpus[0];
+        snprintf(g->uuid, sizeof(g->uuid), "GPU-aaaa");
+        snprintf(g->name, sizeof(g->name), "NVIDIA A100-SXM4-40GB");
+        g->memory_total_bytes = 40960ull << 20;
+        g->mig_capable = true;
+        g->mig_current = MK_MIG_ENABLED;
+        g->memory_units = 8;
+        g->profiles = calloc(4, sizeof(*g->profiles));
+        g->n_profiles = 4;
+        set_profile(&g->profiles[0], "1g.5gb", 19, 1, 4864, 7, 14, 1, 7, s1);
+        set_profile(&g->profiles[1], "3g.20gb", 9, 3, 19968, 2, 42, 4, 2, s3);
+        set_profile(&g->profiles[2], "7g.40gb", 0, 7, 40448, 1, 98, 8, 1, s7);
+        set_profile(&g->profiles[3], "1g.5gb+me", 20, 1, 4864, 1, 14, 1, 7, s1);
+        g->gis = calloc(1, sizeof(*g->gis));
+        g->n_gis = 1;
+        g->gis[0] = (struct mk_gi) {.id = 1, .profile_id = 9, .placement = pl(0, 4)};
+        g->gis[0].cis = calloc(1, sizeof(struct mk_ci));
+        g->gis[0].n_cis = 1;
+        snprintf(g->gis[0].cis[0].uuid, MK_UUID_MAX, "MIG-1111");
+        return s;
+}
+
+static struct mk_claim make_claim(const char *ns, const char *name, const char *uid, const char *node, int64_t t) {
+        struct mk_claim c = {.time = t, .active = true};
+        snprintf(c.namespace, sizeof(c.namespace), "%s", ns);
+        snprintf(c.name, sizeof(c.name), "%s", name);
+        snprintf(c.uid, sizeof(c.uid), "%s", uid);
+        snprintf(c.node, sizeof(c.node), "%s", node);
+        return c;
+}
+
+static void add_dev(struct mk_claim *c, unsigned ctr, const char *gpu, const char *profile, unsigned id,
+                    unsigned slices, struct mk_placement p, const char *mig) {
+        struct mk_claim_device *d = &c->devices[c->n_devices++];
+        *d = (struct mk_claim_device) {.container = ctr, .profile_id = id, .slices = slices, .placement = p};
+        snprintf(d->gpu, sizeof(d->gpu), "%s", gpu);
+        snprintf(d->profile, sizeof(d->profile), "%s", profile);
+        snprintf(d->mig_uuid, sizeof(d->mig_uuid), "%s", mig ? mig : "");
+}
+
+/* --- reservation codec --- */
+
+static void test_reservation_roundtrip(void **state) {
+        (void) state;
+        struct mk_claim c = make_claim("ns", "p", "u1", "n1", 1700000000);
+        add_dev(&c, 0, "GPU-aaaa", "3g.20gb", 9, 3, pl(4, 4), NULL);
+        add_dev(&c, 1, "GPU-bbbb", "1g.5gb", 19, 1, pl(6, 1), NULL);
+        char *s = NULL;
+        assert_int_equal(mk_claim_reservation_format(&c, &s), 0);
+        assert_string_equal(s, "{\"version\":1,\"node\":\"n1\",\"time\":1700000000,\"devices\":["
+                               "{\"container\":0,\"gpu\":\"GPU-aaaa\",\"profile\":\"3g.20gb\",\"profileID\":9,"
+                               "\"slices\":3,\"placement\":{\"start\":4,\"size\":4}},"
+                               "{\"container\":1,\"gpu\":\"GPU-bbbb\",\"profile\":\"1g.5gb\",\"profileID\":19,"
+                               "\"slices\":1,\"placement\":{\"start\":6,\"size\":1}}]}");
+        struct mk_claim back = {0};
+        assert_int_equal(mk_claim_reservation_parse(s, &back, NULL), 0);
+        assert_string_equal(back.node, "n1");
+        assert_int_equal(back.time, 1700000000);
+        assert_int_equal(back.n_devices, 2);
+        assert_memory_equal(&back.devices[0], &c.devices[0], sizeof(c.devices[0]));
+        assert_memory_equal(&back.devices[1], &c.devices[1], sizeof(c.devices[1]));
+        assert_int_equal(mk_claim_devices_parse("[\"MIG-1\",\"MIG-2\"]", &back, NULL), 0);
+        assert_string_equal(back.devices[1].mig_uuid, "MIG-2");
+        free(s);
+}
+
+static const struct {
+        const char *value, *msg;
+} bad_reservations[] = {
+        {"", "not valid JSON"},
+        {"[]", "must be an object"},
+        {"{\"version\":2,\"node\":\"n\",\"devices\":[]}", "unsupported version 2"},
+        {"{\"version\":1,\"node\":\"n\",\"devices\":[]}", "non-empty array"},
+        {"{\"version\":1,\"devices\":[{}]}", "node: missing"},
+        {"{\"version\":1,\"node\":\"n\",\"extra\":1,\"devices\":[]}", "unknown field 'extra'"},
+        {"{\"version\":1,\"node\":\"n\",\"devices\":[{\"container\":0,\"gpu\":\"G\",\"profile\":\"1g.5gb\","
+         "\"profileID\":19,\"slices\":1,\"placement\":{\"start\":30,\"size\":4}}]}",
+         "out of range"},
+        {"{\"version\":1,\"node\":\"n\",\"devices\":[{\"container\":0,\"gpu\":\"G\",\"profile\":\"1g.5gb\","
+         "\"profileID\":-1,\"slices\":1,\"placement\":{\"start\":0,\"size\":1}}]}",
+         "profileID: must be an integer"},
+        {"{\"version\":1,\"node\":\"n\",\"node\":\"m\",\"devices\":[]}", "duplicate"},
+        {"{\"version\":1,\"node\":\"n\\u0001\",\"devices\":[]}", "printable ASCII"},
+};
+
+static void test_reservation_invalid(void **state) {
+        (void) state;
+        for (size_t i = 0; i < ELEMENTSOF(bad_reservations); i++) {
+                struct mk_claim c = make_claim("ns", "p", "u", "keep", 5);
+                struct mk_error e = {0};
+                assert_true(mk_claim_reservation_parse(bad_reservations[i].value, &c, &e) < 0);
+                if (!strstr(e.msg, bad_reservations[i].msg))
+                        fail_msg("'%s': message '%s', want '%s'", bad_reservations[i].value, e.msg,
+                                 bad_reservations[i].msg);
+                assert_string_equal(c.node, "keep"); /* untouched on failure */
+        }
+        /* Over the cap. */
+        size_t n = MK_MAX_RESERVATION_BYTES + 10;
+        char *big = malloc(n + 1);
+        memset(big, ' ', n);
+        big[n] = 0;
+        struct mk_claim c = {0};
+        assert_int_equal(mk_claim_reservation_parse(big, &c, NULL), -E2BIG);
+        free(big);
+        c.n_devices = 2;
+        assert_int_equal(mk_claim_devices_parse("[\"MIG-1\"]", &c, NULL), -EINVAL);
+        assert_int_equal(mk_claim_devices_parse("[\"MIG 1\",\"x\"]", &c, NULL), -EINVAL);
+}
+
+/* --- pods and quantities --- */
+
+static void test_quantity(void **state) {
+        (void) state;
+        static const struct {
+                const char *s;
+                int r;
+                uint64_t v;
+        } cases[] = {
+                {"1", 0, 1000},       {"500m", 0, 500},       {"1.5", 0, 1500},  {"2k", 0, 2000000},
+                {"1Ki", 0, 1024000},  {"1Gi", 0, 1073741824000ull}, {"1e3", 0, 1000000}, {"0.0001", 0, 1},
+                {"", -EINVAL, 0},     {"abc", -EINVAL, 0},    {"1x", -EINVAL, 0}, {"-1", -EINVAL, 0},
+                {"99999999999999999999", -ERANGE, 0},         {".", -EINVAL, 0},
+        };
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                uint64_t v = 0;
+                int r = mk_quantity_parse_milli(cases[i].s, &v);
+                if (r != cases[i].r || (r == 0 && v != cases[i].v))
+                        fail_msg("'%s': %d %llu, want %d %llu", cases[i].s, r, (unsigned long long) v, cases[i].r,
+                                 (unsigned long long) cases[i].v);
+        }
+}
+
+static json_t *pod_json(const char *uid, const char *resources, const char *annotations) {
+        char buf[4096];
+        snprintf(buf, sizeof(buf),
+                 "{\"metadata\":{\"namespace\":\"ns\",\"name\":\"pod-%s\",\"uid\":\"%s\",\"annotations\":{%s}},"
+                 "\"spec\":{\"containers\":[{\"name\":\"c\",\"resources\":%s}]},\"status\":{\"phase\":\"Pending\"}}",
+                 uid, uid, annotations ? annotations : "", resources);
+        json_error_t je;
+        json_t *j = json_loads(buf, 0, &je);
+        if (!j)
+                fail_msg("bad test pod: %s", je.text);
+        return j;
+}
+
+static void test_pod_request(void **state) {
+        (void) state;
+        struct mk_sched_config *cfg = NULL;
+        assert_int_equal(mk_sched_config_load(NULL, &cfg, NULL), 0);
+        struct mk_pod_request r;
+        json_t *p = pod_json("u1",
+                             "{\"limits\":{\"nvidia.com/gpu\":\"2\",\"nvidia.com/gpumem\":\"8000\","
+                             "\"nvidia.com/gpucores\":30},\"requests\":{\"cpu\":\"500m\",\"memory\":\"1Gi\"}}",
+                             "\"nvidia.com/vgpu-mode\":\"mig\",\"migkit.io/mig-variant\":\"+me\","
+                             "\"hami.io/node-scheduler-policy\":\"spread\",\"nvidia.com/use-gputype\":\"a100, h100\"");
+        assert_int_equal(mk_pod_request_parse(p, cfg, &r, NULL), 0);
+        assert_int_equal(r.n_containers, 1);
+        assert_int_equal(r.containers[0].gpus, 2);
+        assert_int_equal(r.containers[0].mem_mib, 8000);
+        assert_int_equal(r.containers[0].cores_percent, 30);
+        assert_false(r.not_mig);
+        assert_string_equal(r.variant, "+me");
+        assert_string_equal(r.node_policy, "spread");
+        assert_int_equal(r.cpu_milli, 500);
+        assert_int_equal(r.memory_bytes, 1073741824ull);
+        assert_true(mk_pod_request_gpu_type_ok(&r, "NVIDIA A100-SXM4-40GB"));
+        assert_true(mk_pod_request_gpu_type_ok(&r, "NVIDIA H100 80GB HBM3"));
+        assert_false(mk_pod_request_gpu_type_ok(&r, "NVIDIA A30"));
+        json_decref(p);
+        /* Memory without a count: one GPU (HAMi's default); hami-core mode is not ours. */
+        p = pod_json("u2", "{\"limits\":{\"nvidia.com/gpumem-percentage\":\"50\"}}",
+                     "\"nvidia.com/vgpu-mode\":\"hami-core\",\"nvidia.com/nouse-gputype\":\"A30\"");
+        assert_int_equal(mk_pod_request_parse(p, cfg, &r, NULL), 0);
+        assert_int_equal(r.n_containers, 1);
+        assert_int_equal(r.containers[0].gpus, 1);
+        assert_int_equal(r.containers[0].mem_percent, 50);
+        assert_true(r.not_mig);
+        assert_false(mk_pod_request_gpu_type_ok(&r, "NVIDIA A30"));
+        json_decref(p);
+        /* No GPU at all. */
+        p = pod_json("u3", "{\"limits\":{\"cpu\":\"1\"}}", NULL);
+        assert_int_equal(mk_pod_request_parse(p, cfg, &r, NULL), 0);
+        assert_int_equal(r.n_containers, 0);
+        json_decref(p);
+        static const char *const bad[] = {
+                "{\"limits\":{\"nvidia.com/gpumem\":\"1.5\"}}",
+                "{\"limits\":{\"nvidia.com/gpumem-percentage\":\"101\"}}",
+                "{\"limits\":{\"nvidia.com/gpu\":\"17\"}}",
+                "{\"limits\":{\"nvidia.com/gpu\":\"x\"}}",
+                "{\"limits\":{\"nvidia.com/gpu\":[1]}}",
+        };
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+                struct mk_error e = {0};
+                p = pod_json("u4", bad[i], NULL);
+                assert_int_equal(mk_pod_request_parse(p, cfg, &r, &e), -EINVAL);
+                if (!strstr(e.field, "container 'c'"))
+                        fail_msg("%s: field '%s'", bad[i], e.field);
+                json_decref(p);
+        }
+        mk_sched_config_free(cfg);
+}
+
+static void test_claim_from_pod(void **state) {
+        (void) state;
+        json_t *p = pod_json("u1", "{}",
+                             "\"migkit.io/mig-reservation\":\"{\\\"version\\\":1,\\\"node\\\":\\\"n1\\\",\\\"time\\\":7,"
+                             "\\\"devices\\\":[{\\\"container\\\":0,\\\"gpu\\\":\\\"GPU-aaaa\\\",\\\"profile\\\":"
+                             "\\\"1g.5gb\\\",\\\"profileID\\\":19,\\\"slices\\\":1,\\\"placement\\\":{\\\"start\\\":6,"
+                             "\\\"size\\\":1}}]}\",\"migkit.io/mig-devices\":\"[\\\"MIG-9\\\"]\"");
+        struct mk_claim c;
+        assert_int_equal(mk_claim_from_pod(p, &c, NULL), 1);
+        assert_string_equal(c.uid, "u1");
+        assert_string_equal(c.node, "n1");
+        assert_true(c.active);
+        assert_string_equal(c.devices[0].mig_uuid, "MIG-9");
+        json_object_set_new(json_object_get(p, "status"), "phase", json_string("Succeeded"));
+        assert_int_equal(mk_claim_from_pod(p, &c, NULL), 1);
+        assert_false(c.active);
+        json_decref(p);
+        p = pod_json("u2", "{}", NULL);
+        assert_int_equal(mk_claim_from_pod(p, &c, NULL), 0);
+        json_decref(p);
+        p = pod_json("u3", "{}", "\"migkit.io/mig-reservation\":\"garbage\"");
+        assert_int_equal(mk_claim_from_pod(p, &c, NULL), -EINVAL);
+        json_decref(p);
+}
+
+/* --- Allocate matching --- */
+
+static void test_match_allocate(void **state) {
+        (void) state;
+        struct mk_claim cl[5];
+        cl[0] = make_claim("ns", "b", "u0", "n1", 20); /* later */
+        add_dev(&cl[0], 0, "G", "1g.5gb", 19, 1, pl(0, 1), "MIG-a");
+        cl[1] = make_claim("ns", "a", "u1", "n1", 10); /* earliest, but not created yet */
+        add_dev(&cl[1], 0, "G", "1g.5gb", 19, 1, pl(1, 1), NULL);
+        cl[2] = make_claim("ns", "c", "u2", "n1", 15); /* earliest created, two containers 1+2 */
+        add_dev(&cl[2], 0, "G", "1g.5gb", 19, 1, pl(2, 1), "MIG-c0");
+        add_dev(&cl[2], 1, "G", "1g.5gb", 19, 1, pl(3, 1), "MIG-c1");
+        add_dev(&cl[2], 1, "H", "1g.5gb", 19, 1, pl(0, 1), "MIG-c2");
+        cl[3] = make_claim("ns", "d", "u3", "n2", 1); /* other node */
+        add_dev(&cl[3], 0, "G", "1g.5gb", 19, 1, pl(4, 1), "MIG-d");
+        cl[4] = make_claim("ns", "e", "u4", "n1", 5); /* allocated already */
+        add_dev(&cl[4], 0, "G", "1g.5gb", 19, 1, pl(5, 1), "MIG-e");
+        cl[4].allocated = true;
+        unsigned one[] = {1}, one_two[] = {1, 2}, two[] = {2};
+        assert_int_equal(mk_claim_match_allocate(cl, 5, "n1", one, 1), 0);
+        assert_int_equal(mk_claim_match_allocate(cl, 5, "n1", one_two, 2), 2);
+        assert_int_equal(mk_claim_match_allocate(cl, 5, "n1", two, 1), -ENOENT);
+        assert_int_equal(mk_claim_match_allocate(cl, 5, "n2", one, 1), 3);
+        assert_int_equal(mk_claim_match_allocate(cl, 5, "n3", one, 1), -ENOENT);
+        /* Ties on time: namespace/name decides, whatever the order. */
+        struct mk_claim t[2] = {make_claim("ns", "z", "1", "n1", 1), make_claim("ns", "y", "2", "n1", 1)};
+        add_dev(&t[0], 0, "G", "1g.5gb", 19, 1, pl(0, 1), "MIG-z");
+        add_dev(&t[1], 0, "G", "1g.5gb", 19, 1, pl(1, 1), "MIG-y");
+        assert_int_equal(mk_claim_match_allocate(t, 2, "n1", one, 1), 1);
+        /* Once allocated it is skipped; an inactive pod is never chosen. */
+        t[1].allocated = true;
+        assert_int_equal(mk_claim_match_allocate(t, 2, "n1", one, 1), 0);
+        t[0].active = false;
+        assert_int_equal(mk_claim_match_allocate(t, 2, "n1", one, 1), -ENOENT);
+}
+
+/* --- inventory --- */
+
+static void test_inventory(void **state) {
+        (void) state;
+        struct mk_snapshot *s = snapshot_one_gpu();
+        struct mk_sched_config *cfg = NULL;
+        const char *y = "version: v1\nallowedProfiles:\n  - models: [A100-SXM4-40GB]\n    profiles: [1g.5gb, 3g.20gb, 7g.40gb]\n";
+        assert_int_equal(mk_sched_config_parse(y, strlen(y), "c", &cfg, NULL), 0);
+        struct mk_claim cl[2] = {make_claim("ns", "holder", "u1", "n1", 1), make_claim("ns", "waiter", "u2", "n1", 2)};
+        add_dev(&cl[0], 0, "GPU-aaaa", "3g.20gb", 9, 3, pl(0, 4), NULL);
+        add_dev(&cl[1], 0, "GPU-aaaa", "1g.5gb", 19, 1, pl(6, 1), NULL);
+        struct mk_inventory *inv = NULL;
+        assert_int_equal(mk_inventory_from_snapshot(s, cfg, "n1", cl, 2, &inv, NULL), 0);
+        char *v = NULL;
+        assert_int_equal(mk_inventory_format(inv, &v, NULL), 0);
+        const char *want =
+                "{\"version\":1,\"node\":\"n1\",\"gpus\":[{\"index\":0,\"uuid\":\"GPU-aaaa\",\"model\":\"NVIDIA "
+                "A100-SXM4-40GB\",\"memoryMiB\":40960,\"units\":8,\"slices\":7,\"sms\":98,\"mig\":true,\"profiles\":["
+                "{\"name\":\"1g.5gb\",\"id\":19,\"slices\":1,\"memoryMiB\":4864,\"maxCount\":7,\"sms\":14,"
+                "\"placements\":[[0,1],[1,1],[2,1],[3,1],[4,1],[5,1],[6,1]]},"
+                "{\"name\":\"3g.20gb\",\"id\":9,\"slices\":3,\"memoryMiB\":19968,\"maxCount\":2,\"sms\":42,"
+                "\"placements\":[[0,4],[4,4]]},"
+                "{\"name\":\"7g.40gb\",\"id\":0,\"slices\":7,\"memoryMiB\":40448,\"maxCount\":1,\"sms\":98,"
+                "\"placements\":[[0,8]]}],\"instances\":["
+                "{\"state\":\"created\",\"profile\":\"3g.20gb\",\"id\":9,\"slices\":3,\"placement\":[0,4],\"gi\":1,"
+                "\"migUUID\":\"MIG-1111\",\"pod\":\"ns/holder\",\"uid\":\"u1\"},"
+                "{\"state\":\"reserved\",\"profile\":\"1g.5gb\",\"id\":19,\"slices\":1,\"placement\":[6,1],"
+                "\"pod\":\"ns/waiter\",\"uid\":\"u2\"}]}]}";
+        assert_string_equal(v, want);
+        /* Parse and format again: the same bytes. */
+        struct mk_inventory *back = NULL;
+        assert_int_equal(mk_inventory_parse(v, strlen(v), &back, NULL), 0);
+        char *v2 = NULL;
+        assert_int_equal(mk_inventory_format(back, &v2, NULL), 0);
+        assert_string_equal(v, v2);
+        free(v2);
+        mk_inventory_free(back);
+        mk_inventory_free(inv);
+        free(v);
+        /* The holder gone: its instance is an orphan. */
+        assert_int_equal(mk_inventory_from_snapshot(s, cfg, "n1", cl + 1, 1, &inv, NULL), 0);
+        assert_int_equal(inv->gpus[0].instances[0].state, MK_INV_ORPHAN);
+        assert_string_equal(inv->gpus[0].instances[0].pod, "");
+        mk_inventory_free(inv);
+        mk_sched_config_free(cfg);
+        mk_snapshot_free(s);
+}
+
+static const struct {
+        const char *name, *value, *msg;
+} bad_inventories[] = {
+        {"version", "{\"version\":9,\"node\":\"n\",\"gpus\":[]}", "unsupported version 9"},
+        {"gpus", "{\"version\":1,\"node\":\"n\",\"gpus\":{}}", "must be an array"},
+        {"unknown", "{\"version\":1,\"node\":\"n\",\"gpus\":[],\"x\":0}", "unknown field 'x'"},
+        {"placement outside",
+         "{\"version\":1,\"node\":\"n\",\"gpus\":[{\"index\":0,\"uuid\":\"G\",\"model\":\"m\",\"memoryMiB\":1,"
+         "\"units\":8,\"slices\":7,\"mig\":true,\"profiles\":[{\"name\":\"1g.5gb\",\"id\":19,\"slices\":1,"
+         "\"memoryMiB\":4864,\"maxCount\":7,\"placements\":[[7,2]]}],\"instances\":[]}]}",
+         "outside the GPU's 8 units"},
+        {"CI profile name",
+         "{\"version\":1,\"node\":\"n\",\"gpus\":[{\"index\":0,\"uuid\":\"G\",\"model\":\"m\",\"memoryMiB\":1,"
+         "\"units\":8,\"slices\":7,\"mig\":true,\"profiles\":[{\"name\":\"1c.2g.10gb\",\"id\":19,\"slices\":1,"
+         "\"memoryMiB\":4864,\"maxCount\":7,\"placements\":[]}],\"instances\":[]}]}",
+         "not a GPU instance profile"},
+        {"bad state",
+         "{\"version\":1,\"node\":\"n\",\"gpus\":[{\"index\":0,\"uuid\":\"G\",\"model\":\"m\",\"memoryMiB\":1,"
+         "\"units\":8,\"slices\":7,\"mig\":true,\"profiles\":[],\"instances\":[{\"state\":\"gone\",\"profile\":"
+         "\"1g.5gb\",\"id\":19,\"slices\":1,\"placement\":[0,1]}]}]}",
+         "state: unknown 'gone'"},
+        {"duplicate GPU",
+         "{\"version\":1,\"node\":\"n\",\"gpus\":[{\"index\":0,\"uuid\":\"G\",\"model\":\"m\",\"memoryMiB\":1,"
+         "\"units\":8,\"slices\":7,\"mig\":true,\"profiles\":[],\"instances\":[]},{\"index\":1,\"uuid\":\"G\","
+         "\"model\":\"m\",\"memoryMiB\":1,\"units\":8,\"slices\":7,\"mig\":true,\"profiles\":[],\"instances\":[]}]}",
+         "listed twice"},
+        {"mig not bool",
+         "{\"version\":1,\"node\":\"n\",\"gpus\":[{\"index\":0,\"uuid\":\"G\",\"model\":\"m\",\"memoryMiB\":1,"
+         "\"units\":8,\"slices\":7,\"mig\":1,\"profiles\":[],\"instances\":[]}]}",
+         "mig: must be true or false"},
+};
+
+static void test_inventory_invalid(void **state) {
+        (void) state;
+        for (size_t i = 0; i < ELEMENTSOF(bad_inventories); i++) {
+                struct mk_inventory *inv = NULL;
+                struct mk_error e = {0};
+                assert_true(mk_inventory_parse(bad_inventories[i].value, strlen(bad_inventories[i].value), &inv,
+                                               &e) < 0);
+                assert_null(inv);
+                if (!strstr(e.msg, bad_inventories[i].msg))
+                        fail_msg("%s: '%s', want '%s'", bad_inventories[i].name, e.msg, bad_inventories[i].msg);
+        }
+        size_t n = MK_MAX_INVENTORY_BYTES + 1;
+        char *big = calloc(1, n + 1);
+        memset(big, ' ', n);
+        struct mk_inventory *inv = NULL;
+        assert_int_equal(mk_inventory_parse(big, n, &inv, NULL), -E2BIG);
+        free(big);
+}
+
+/* --- the extender --- */
+
+struct fixture {
+        struct mk_sched_config *cfg;
+        struct mk_sched *s;
+        char *inv;      /* inventory value of the test GPU with nothing on it */
+};
+
+static json_t *node_json(const char *name, const char *inv) {
+        json_t *n = json_pack("{s:{s:s, s:{}}}", "metadata", "name", name, "annotations");
+        if (inv)
+                json_object_set_new(json_object_get(json_object_get(n, "metadata"), "annotations"), MK_ANN_INVENTORY,
+                                    json_string(inv));
+        return n;
+}
+
+static int setup(void **state) {
+        struct fixture *f = calloc(1, sizeof(*f));
+        const char *y = "version: v1\nnodeconfig:\n  - name: soft\n    operatingmode: hami-core\n";
+        assert_int_equal(mk_sched_config_parse(y, strlen(y), "c", &f->cfg, NULL), 0);
+        assert_int_equal(mk_sched_new(f->cfg, &f->s), 0);
+        struct mk_snapshot *snap = snapshot_one_gpu();
+        snap->gpus[0].n_gis = 0; /* empty GPU */
+        struct mk_inventory *inv = NULL;
+        assert_int_equal(mk_inventory_from_snapshot(snap, f->cfg, "x", NULL, 0, &inv, NULL), 0);
+        assert_int_equal(mk_inventory_format(inv, &f->inv, NULL), 0);
+        mk_inventory_free(inv);
+        snap->gpus[0].n_gis = 1;
+        mk_snapshot_free(snap);
+        const char *names[] = {"n1", "n2", "soft"};
+        for (size_t i = 0; i < 3; i++) {
+                json_t *n = node_json(names[i], f->inv);
+                assert_int_equal(mk_sched_node_event(f->s, MK_KUBE_EVENT_ADDED, n), 0);
+                json_decref(n);
+        }
+        json_t *n = node_json("bare", NULL);
+        assert_int_equal(mk_sched_node_event(f->s, MK_KUBE_EVENT_ADDED, n), 0);
+        json_decref(n);
+        n = node_json("broken", "{\"version\":1}");
+        assert_int_equal(mk_sched_node_event(f->s, MK_KUBE_EVENT_ADDED, n), 0);
+        json_decref(n);
+        *state = f;
+        return 0;
+}
+
+static int teardown(void **state) {
+        struct fixture *f = *state;
+        mk_sched_free(f->s);
+        mk_sched_config_free(f->cfg);
+        free(f->inv);
+        free(f);
+        return 0;
+}
+
+static json_t *args_names(json_t *pod, const char *key, const char *const *names, size_t n) {
+        json_t *a = json_array();
+        for (size_t i = 0; i < n; i++)
+                json_array_append_new(a, json_string(names[i]));
+        return json_pack("{s:o, s:o}", key, pod, "NodeNames", a);
+}
+
+static char *dumps(json_t *v) {
+        char *s = json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS);
+        json_decref(v);
+        return s;
+}
+
+static void test_filter(void **state) {
+        struct fixture *f = *state;
+        static const char *const names[] = {"n1", "soft", "bare", "broken", "unknown"};
+        json_t *pod = pod_json("u1", "{\"limits\":{\"nvidia.com/gpu\":1,\"nvidia.com/gpumem\":\"19000\"}}", NULL);
+        /* "pod" in lower case: keys match case-insensitively, as Go's decoder does. */
+        char *got = dumps(mk_sched_filter(f->s, args_names(pod, "pod", names, ELEMENTSOF(names))));
+        const char *want =
+                "{\"Error\":\"\",\"FailedNodes\":{"
+                "\"bare\":\"migkit: node has no migkit.io/mig-inventory annotation (is 'migkit scheduler node' "
+                "running there?)\","
+                "\"broken\":\"migkit: malformed migkit.io/mig-inventory annotation: inventory: node: missing\","
+                "\"soft\":\"migkit: node is in operating mode 'hami-core', not mig\","
+                "\"unknown\":\"migkit: node is not in migkit's cache (not seen by its Node informer)\"},"
+                "\"NodeNames\":[\"n1\"],\"Nodes\":null}";
+        assert_string_equal(got, want);
+        free(got);
+        /* Too big for any profile: a per-node reason from the fit. */
+        pod = pod_json("u2", "{\"limits\":{\"nvidia.com/gpu\":1,\"nvidia.com/gpumem\":\"60000\"}}", NULL);
+        json_t *res = mk_sched_filter(f->s, args_names(pod, "Pod", names, 1));
+        assert_int_equal(json_array_size(json_object_get(res, "NodeNames")), 0);
+        const char *why = json_string_value(json_object_get(json_object_get(res, "FailedNodes"), "n1"));
+        assert_non_null(why);
+        assert_non_null(strstr(why, "migkit: "));
+        json_decref(res);
+        /* Not a MIG pod. */
+        pod = pod_json("u3", "{\"limits\":{\"nvidia.com/gpu\":1}}", "\"nvidia.com/vgpu-mode\":\"hami-core\"");
+        res = mk_sched_filter(f->s, args_names(pod, "Pod", names, 1));
+        why = json_string_value(json_object_get(json_object_get(res, "FailedNodes"), "n1"));
+        assert_non_null(why);
+        assert_non_null(strstr(why, "MIG instances only"));
+        json_decref(res);
+        /* Malformed requests: Error set, nothing feasible. */
+        static const char *const bad[] = {"{}", "{\"Pod\":{}}", "{\"Pod\":{},\"NodeNames\":[1]}", "[]"};
+        static const char *const msgs[] = {"no Pod", "neither NodeNames nor Nodes", "no valid name", "no Pod"};
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+                json_t *a = json_loads(bad[i], 0, NULL);
+                res = mk_sched_filter(f->s, a);
+                json_decref(a);
+                const char *err = json_string_value(json_object_get(res, "Error"));
+                if (!err || !strstr(err, msgs[i]))
+                        fail_msg("%s: Error '%s'", bad[i], err ? err : "(none)");
+                json_decref(res);
+        }
+}
+
+static void test_filter_nodes_form(void **state) {
+        struct fixture *f = *state;
+        /* Not nodeCacheCapable: full Node objects in, the feasible ones echoed
+         * in Nodes.items; inventories come from the objects themselves. */
+        json_t *pod = pod_json("u1", "{\"limits\":{\"nvidia.com/gpu\":1,\"nvidia.com/gpumem\":\"4000\"}}", NULL);
+        json_t *items = json_pack("[o, o]", node_json("template", f->inv), node_json("empty", NULL));
+        json_t *args = json_pack("{s:o, s:{s:o}, s:n}", "Pod", pod, "Nodes", "items", items, "NodeNames");
+        char *got = dumps(mk_sched_filter(f->s, args));
+        json_decref(args);
+        json_t *g = json_loads(got, 0, NULL);
+        assert_string_equal(json_string_value(json_object_get(json_object_get(json_array_get(json_object_get(
+                                json_object_get(g, "Nodes"), "items"), 0), "metadata"), "name")),
+                            "template");
+        assert_int_equal(json_array_size(json_object_get(json_object_get(g, "Nodes"), "items")), 1);
+        assert_true(json_is_null(json_object_get(g, "NodeNames")));
+        assert_non_null(json_object_get(json_object_get(g, "FailedNodes"), "empty"));
+        json_decref(g);
+        free(got);
+}
+
+static void test_reserve_and_prioritize(void **state) {
+        struct fixture *f = *state;
+        /* 3g.20gb twice fills the GPU of n1: the two reservations differ, the third fails. */
+        int64_t now = (int64_t) time(NULL);
+        struct mk_claim c1, c2, c3;
+        json_t *p1 = pod_json("u1", "{\"limits\":{\"nvidia.com/gpu\":1,\"nvidia.com/gpumem\":\"19000\"}}", NULL);
+        json_t *p2 = pod_json("u2", "{\"limits\":{\"nvidia.com/gpu\":1,\"nvidia.com/gpumem\":\"19000\"}}", NULL);
+        json_t *p3 = pod_json("u3", "{\"limits\":{\"nvidia.com/gpu\":1,\"nvidia.com/gpumem\":\"19000\"}}", NULL);
+        assert_int_equal(mk_sched_reserve(f->s, p1, "n1", now, &c1, NULL), 0);
+        assert_int_equal(mk_sched_reserve(f->s, p2, "n1", now, &c2, NULL), 0);
+        struct mk_error e = {0};
+        assert_int_equal(mk_sched_reserve(f->s, p3, "n1", now, &c3, &e), -ENOSPC);
+        assert_non_null(strstr(e.msg, "node 'n1'"));
+        assert_int_equal(c1.n_devices, 1);
+        assert_int_equal(c2.n_devices, 1);
+        assert_string_equal(c1.devices[0].profile, "3g.20gb");
+        assert_false(mk_placement_overlaps(c1.devices[0].placement, c2.devices[0].placement));
+        assert_int_equal(mk_sched_reserve(f->s, p3, "nowhere", now, &c3, NULL), -ENOENT);
+        /* Filter sees the pending reservations: n1 is full now, n2 is not. */
+        static const char *const names[] = {"n1", "n2"};
+        json_incref(p3);
+        json_t *res = mk_sched_filter(f->s, args_names(p3, "Pod", names, 2));
+        assert_int_equal(json_array_size(json_object_get(res, "NodeNames")), 1);
+        assert_string_equal(json_string_value(json_array_get(json_object_get(res, "NodeNames"), 0)), "n2");
+        json_decref(res);
+        /* A pod event without the annotation keeps a pending reservation... */
+        assert_int_equal(mk_sched_pod_event(f->s, MK_KUBE_EVENT_MODIFIED, p1), 0);
+        size_t nodes, claims;
+        mk_sched_counts(f->s, &nodes, &claims);
+        assert_int_equal(claims, 2);
+        /* ...a failed bind drops it and the space is free again. */
+        mk_sched_unreserve(f->s, "u2");
+        mk_sched_counts(f->s, &nodes, &claims);
+        assert_int_equal(claims, 1);
+        assert_int_equal(mk_sched_reserve(f->s, p3, "n1", now, &c3, NULL), 0);
+        assert_true(c3.devices[0].placement.start == c2.devices[0].placement.start);
+        /* The observed annotation replaces the pending entry; deletion frees it. */
+        char *v = NULL;
+        assert_int_equal(mk_claim_reservation_format(&c1, &v), 0);
+        json_object_set_new(json_object_get(json_object_get(p1, "metadata"), "annotations"), MK_ANN_RESERVATION,
+                            json_string(v));
+        free(v);
+        assert_int_equal(mk_sched_pod_event(f->s, MK_KUBE_EVENT_MODIFIED, p1), 0);
+        struct mk_claim again;
+        assert_int_equal(mk_sched_reserve(f->s, p1, "n1", now + 1, &again, NULL), 0); /* retried bind: same */
+        assert_memory_equal(&again.devices[0], &c1.devices[0], sizeof(again.devices[0]));
+        assert_int_equal(mk_sched_pod_event(f->s, MK_KUBE_EVENT_DELETED, p1), 0);
+        mk_sched_counts(f->s, &nodes, &claims);
+        assert_int_equal(claims, 1);
+        /* Prioritize: every node gets a score in 0..10; an infeasible one 0. */
+        json_t *p4 = pod_json("u4", "{\"limits\":{\"nvidia.com/gpu\":1,\"nvidia.com/gpumem\":\"4000\"}}", NULL);
+        static const char *const all[] = {"n1", "n2", "bare"};
+        json_t *list = mk_sched_prioritize(f->s, args_names(p4, "Pod", all, 3));
+        assert_int_equal(json_array_size(list), 3);
+        for (size_t i = 0; i < 3; i++) {
+                json_t *h = json_array_get(list, i);
+                assert_string_equal(json_string_value(json_object_get(h, "Host")), all[i]);
+                json_int_t sc = json_integer_value(json_object_get(h, "Score"));
+                assert_true(sc >= 0 && sc <= 10);
+                if (i == 2)
+                        assert_int_equal(sc, 0);
+        }
+        /* binpack (default): the busier n1 scores at least as high as the empty n2. */
+        assert_true(json_integer_value(json_object_get(json_array_get(list, 0), "Score")) >=
+                    json_integer_value(json_object_get(json_array_get(list, 1), "Score")));
+        json_decref(list);
+        json_decref(p1);
+        json_decref(p2);
+        json_decref(p3);
+}
+
+static void test_bind_args(void **state) {
+        (void) state;
+        struct mk_bind_args a;
+        json_t *j = json_loads("{\"podname\":\"p\",\"PODNAMESPACE\":\"ns\",\"PodUID\":\"u\",\"Node\":\"n1\"}", 0, NULL);
+        assert_int_equal(mk_bind_args_parse(j, &a, NULL), 0);
+        json_decref(j);
+        assert_string_equal(a.pod_name, "p");
+        assert_string_equal(a.pod_namespace, "ns");
+        char *s = dumps(mk_bind_object(&a));
+        assert_string_equal(s, "{\"apiVersion\":\"v1\",\"kind\":\"Binding\",\"metadata\":{\"name\":\"p\","
+                               "\"namespace\":\"ns\",\"uid\":\"u\"},\"target\":{\"apiVersion\":\"v1\",\"kind\":"
+                               "\"Node\",\"name\":\"n1\"}}");
+        free(s);
+        static const char *const bad[] = {
+                "{\"PodName\":\"p\",\"PodNamespace\":\"ns\",\"PodUID\":\"u\"}",
+                "{\"PodName\":\"../x\",\"PodNamespace\":\"ns\",\"PodUID\":\"u\",\"Node\":\"n\"}",
+                "{\"PodName\":\"p q\",\"PodNamespace\":\"ns\",\"PodUID\":\"u\",\"Node\":\"n\"}",
+                "{\"PodName\":1,\"PodNamespace\":\"ns\",\"PodUID\":\"u\",\"Node\":\"n\"}",
+        };
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+                j = json_loads(bad[i], 0, NULL);
+                struct mk_error e = {0};
+                assert_int_equal(mk_bind_args_parse(j, &a, &e), -EINVAL);
+                assert_true(e.field[0] != 0);
+                json_decref(j);
+        }
+}
+
+/* --- HTTP --- */
+
+static size_t on_body(char *p, size_t size, size_t n, void *userdata) {
+        struct mk_buf *b = userdata;
+        return mk_buf_append(b, p, size * n) < 0 ? 0 : size * n;
+}
+
+static long http(unsigned port, const char *path, const char *body, size_t len, char **ret) {
+        CURL *c = curl_easy_init();
+        char url[128];
+        snprintf(url, sizeof(url), "http://127.0.0.1:%u%s", port, path);
+        struct mk_buf b;
+        mk_buf_init(&b, 1 << 20);
+        curl_easy_setopt(c, CURLOPT_URL, url);
+        curl_easy_setopt(c, CURLOPT_NOPROXY, "*");
+        curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+        curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
+        struct curl_slist *h = curl_slist_append(NULL, "Expect:");
+        curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+        if (body) {
+                curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+                curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t) len);
+        }
+        long code = 0;
+        assert_int_equal(curl_easy_perform(c), CURLE_OK);
+        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
+        curl_slist_free_all(h);
+        curl_easy_cleanup(c);
+        *ret = mk_buf_take(&b);
+        mk_buf_done(&b);
+        return code;
+}
+
+static void test_http(void **state) {
+        struct fixture *f = *state;
+        struct mk_sched_server_opts o = {.address = "127.0.0.1", .sched = f->s, .max_request = 4096};
+        struct mk_sched_server *srv = NULL;
+        assert_int_equal(mk_sched_server_start(&o, &srv, NULL), 0);
+        unsigned port = mk_sched_server_port(srv);
+        assert_true(port > 0);
+        char *out = NULL;
+        assert_int_equal(http(port, "/healthz", NULL, 0, &out), 200);
+        assert_string_equal(out, "ok\n");
+        free(out);
+        assert_int_equal(http(port, "/readyz", NULL, 0, &out), 200);
+        free(out);
+        assert_int_equal(http(port, "/nope", NULL, 0, &out), 404);
+        free(out);
+        assert_int_equal(http(port, "/filter", NULL, 0, &out), 405); /* GET on a POST route */
+        free(out);
+        const char *req = "{\"Pod\":{\"metadata\":{\"namespace\":\"ns\",\"name\":\"p\",\"uid\":\"u9\"},\"spec\":"
+                          "{\"containers\":[{\"name\":\"c\",\"resources\":{\"limits\":{\"nvidia.com/gpu\":\"1\","
+                          "\"nvidia.com/gpumem\":\"4000\"}}}]}},\"NodeNames\":[\"n2\",\"bare\"],\"Nodes\":null}";
+        assert_int_equal(http(port, "/filter", req, strlen(req), &out), 200);
+        assert_string_equal(out, "{\"Nodes\":null,\"NodeNames\":[\"n2\"],\"FailedNodes\":{\"bare\":\"migkit: node has "
+                                 "no migkit.io/mig-inventory annotation (is 'migkit scheduler node' running "
+                                 "there?)\"},\"Error\":\"\"}");
+        free(out);
+        assert_int_equal(http(port, "/prioritize", req, strlen(req), &out), 200);
+        assert_non_null(strstr(out, "{\"Host\":\"bare\",\"Score\":0}"));
+        free(out);
+        /* Garbage: HTTP 200 with the reason in Error; prioritize answers an empty list. */
+        assert_int_equal(http(port, "/filter", "{\"Pod\":", 7, &out), 200);
+        assert_non_null(strstr(out, "\"Error\":\"request body: not valid JSON"));
+        free(out);
+        assert_int_equal(http(port, "/prioritize", "x", 1, &out), 200);
+        assert_string_equal(out, "[]");
+        free(out);
+        /* Bind without an apiserver: an Error, not a crash. */
+        const char *b = "{\"PodName\":\"p\",\"PodNamespace\":\"ns\",\"PodUID\":\"u9\",\"Node\":\"n2\"}";
+        assert_int_equal(http(port, "/bind", b, strlen(b), &out), 200);
+        assert_non_null(strstr(out, "no apiserver connection"));
+        free(out);
+        /* Over the cap: 413. */
+        char big[5000];
+        memset(big, ' ', sizeof(big));
+        assert_int_equal(http(port, "/filter", big, sizeof(big), &out), 413);
+        free(out);
+        assert_int_equal(http(port, "/metrics", NULL, 0, &out), 200);
+        assert_non_null(strstr(out, "migkit_scheduler_requests_total{verb=\"filter\"} 1\n"));
+        assert_non_null(strstr(out, "migkit_scheduler_binds_total{result=\"error\"} 1\n"));
+        assert_non_null(strstr(out, "migkit_scheduler_nodes 5\n"));
+        free(out);
+        mk_sched_server_stop(srv);
+}
+
+int main(void) {
+        curl_global_init(CURL_GLOBAL_DEFAULT);
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_reservation_roundtrip),
+                cmocka_unit_test(test_reservation_invalid),
+                cmocka_unit_test(test_quantity),
+                cmocka_unit_test(test_pod_request),
+                cmocka_unit_test(test_claim_from_pod),
+                cmocka_unit_test(test_match_allocate),
+                cmocka_unit_test(test_inventory),
+                cmocka_unit_test(test_inventory_invalid),
+                cmocka_unit_test_setup_teardown(test_filter, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_filter_nodes_form, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_reserve_and_prioritize, setup, teardown),
+                cmocka_unit_test(test_bind_args),
+                cmocka_unit_test_setup_teardown(test_http, setup, teardown),
+        };
+        int r = cmocka_run_group_tests(tests, NULL, NULL);
+        curl_global_cleanup();
+        return r;
+}
