@@ -480,6 +480,19 @@ static json_t *args_names(json_t *pod, const char *key, const char *const *names
         return json_pack("{s:o, s:o}", key, pod, "NodeNames", a);
 }
 
+/* The verbs borrow their arguments; these take ownership for brevity. */
+static json_t *filter_own(struct mk_sched *sc, json_t *args) {
+        json_t *r = mk_sched_filter(sc, args);
+        json_decref(args);
+        return r;
+}
+
+static json_t *prioritize_own(struct mk_sched *sc, json_t *args) {
+        json_t *r = mk_sched_prioritize(sc, args);
+        json_decref(args);
+        return r;
+}
+
 static char *dumps(json_t *v) {
         char *s = json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS);
         json_decref(v);
@@ -491,7 +504,7 @@ static void test_filter(void **state) {
         static const char *const names[] = {"n1", "soft", "bare", "broken", "unknown"};
         json_t *pod = pod_json("u1", "{\"limits\":{\"nvidia.com/gpu\":1,\"nvidia.com/gpumem\":\"19000\"}}", NULL);
         /* "pod" in lower case: keys match case-insensitively, as Go's decoder does. */
-        char *got = dumps(mk_sched_filter(f->s, args_names(pod, "pod", names, ELEMENTSOF(names))));
+        char *got = dumps(filter_own(f->s, args_names(pod, "pod", names, ELEMENTSOF(names))));
         const char *want =
                 "{\"Error\":\"\",\"FailedNodes\":{"
                 "\"bare\":\"migkit: node has no migkit.io/mig-inventory annotation (is 'migkit scheduler node' "
@@ -504,7 +517,7 @@ static void test_filter(void **state) {
         free(got);
         /* Too big for any profile: a per-node reason from the fit. */
         pod = pod_json("u2", "{\"limits\":{\"nvidia.com/gpu\":1,\"nvidia.com/gpumem\":\"60000\"}}", NULL);
-        json_t *res = mk_sched_filter(f->s, args_names(pod, "Pod", names, 1));
+        json_t *res = filter_own(f->s, args_names(pod, "Pod", names, 1));
         assert_int_equal(json_array_size(json_object_get(res, "NodeNames")), 0);
         const char *why = json_string_value(json_object_get(json_object_get(res, "FailedNodes"), "n1"));
         assert_non_null(why);
@@ -512,7 +525,7 @@ static void test_filter(void **state) {
         json_decref(res);
         /* Not a MIG pod. */
         pod = pod_json("u3", "{\"limits\":{\"nvidia.com/gpu\":1}}", "\"nvidia.com/vgpu-mode\":\"hami-core\"");
-        res = mk_sched_filter(f->s, args_names(pod, "Pod", names, 1));
+        res = filter_own(f->s, args_names(pod, "Pod", names, 1));
         why = json_string_value(json_object_get(json_object_get(res, "FailedNodes"), "n1"));
         assert_non_null(why);
         assert_non_null(strstr(why, "MIG instances only"));
@@ -572,7 +585,7 @@ static void test_reserve_and_prioritize(void **state) {
         /* Filter sees the pending reservations: n1 is full now, n2 is not. */
         static const char *const names[] = {"n1", "n2"};
         json_incref(p3);
-        json_t *res = mk_sched_filter(f->s, args_names(p3, "Pod", names, 2));
+        json_t *res = filter_own(f->s, args_names(p3, "Pod", names, 2));
         assert_int_equal(json_array_size(json_object_get(res, "NodeNames")), 1);
         assert_string_equal(json_string_value(json_array_get(json_object_get(res, "NodeNames"), 0)), "n2");
         json_decref(res);
@@ -603,7 +616,7 @@ static void test_reserve_and_prioritize(void **state) {
         /* Prioritize: every node gets a score in 0..10; an infeasible one 0. */
         json_t *p4 = pod_json("u4", "{\"limits\":{\"nvidia.com/gpu\":1,\"nvidia.com/gpumem\":\"4000\"}}", NULL);
         static const char *const all[] = {"n1", "n2", "bare"};
-        json_t *list = mk_sched_prioritize(f->s, args_names(p4, "Pod", all, 3));
+        json_t *list = prioritize_own(f->s, args_names(p4, "Pod", all, 3));
         assert_int_equal(json_array_size(list), 3);
         for (size_t i = 0; i < 3; i++) {
                 json_t *h = json_array_get(list, i);
