@@ -201,6 +201,7 @@ struct dp_daemon {
 
         bool up;                        /* servers started */
         uint64_t retry_at_ms;           /* 0: no retry pending */
+        bool retry_reload;              /* the retry re-reads config and NVML */
         uint64_t labels_retry_at_ms;
 };
 
@@ -635,11 +636,13 @@ static int servers_start(struct dp_daemon *d, struct mk_error *e) {
                         mk_error_prefix(e, "Cannot serve '%s' on '%s'", s->name, s->socket_path);
                         return r;
                 }
-                r = stat_id(s->socket_path, &s->ino, &s->ctime);
+                /* Gone already (a kubelet wiping the directory at its start):
+                 * not an error here; identity 0 makes the main loop restart. */
+                if (stat_id(s->socket_path, &s->ino, &s->ctime) < 0)
+                        s->ino = 0;
                 pthread_mutex_lock(&d->lock);
                 s->grpc = g;
-                if (r >= 0)
-                        r = publish(s);
+                r = publish(s);
                 pthread_mutex_unlock(&d->lock);
                 if (r < 0) {
                         errno = -r;
@@ -996,15 +999,20 @@ static void daemon_done(struct dp_daemon *d) {
         pthread_mutex_destroy(&d->lock);
 }
 
-/* After a failed (re)start: fatal with fail-on-init-error, else logged and
- * retried later with nothing served. */
-static int start_failed(struct dp_daemon *d, int r, struct mk_error *e) {
-        plugin_stop(d, true);
-        if (d->o->fail_on_init_error)
+/* After a failed (re)start: fatal only for the first start with
+ * fail-on-init-error; otherwise logged, nothing served, retried after
+ * retry_ms (or on SIGHUP). `reload`: the retry re-reads everything; else
+ * only the servers and the registration are redone (health states kept). */
+static int start_failed(struct dp_daemon *d, int r, struct mk_error *e, bool initial, bool reload,
+                        unsigned retry_ms) {
+        plugin_stop(d, reload);
+        if (initial && d->o->fail_on_init_error)
                 return r;
-        log_error_errno(r, "Cannot start the device plugin: %s; serving nothing, retrying in %us (or on SIGHUP)",
-                        e->msg, MK_DP_RETRY_MS / 1000);
-        d->retry_at_ms = now_ms() + MK_DP_RETRY_MS;
+        log_error_errno(r, "Cannot start the device plugin: %s; serving nothing, retrying in %.1fs (or on SIGHUP)",
+                        e->msg, retry_ms / 1000.0);
+        d->retry_at_ms = now_ms() + retry_ms;
+        d->retry_reload = reload;
+        mk_error_clear(e);
         return 0;
 }
 
@@ -1059,7 +1067,7 @@ int mk_dp_daemon_run(const struct mk_dp_daemon_options *o, struct mk_error *e) {
         mk_grpc_global_init();
         r = plugin_start(&d, true, e);
         if (r < 0)
-                r = start_failed(&d, r, e);
+                r = start_failed(&d, r, e, true, true, MK_DP_RETRY_MS);
         if (r < 0) {
                 daemon_done(&d);
                 mk_grpc_global_shutdown();
@@ -1099,21 +1107,28 @@ int mk_dp_daemon_run(const struct mk_dp_daemon_options *o, struct mk_error *e) {
                         break;
                 }
                 now = now_ms();
-                if (d.retry_at_ms && now >= d.retry_at_ms)
-                        reload = true;
+                bool restart = false;
+                if (d.retry_at_ms && now >= d.retry_at_ms) {
+                        d.retry_at_ms = 0;
+                        if (d.retry_reload)
+                                reload = true;
+                        else
+                                restart = true;
+                }
                 if (reload) {
                         log_info("Reloading: config, NVML, resources");
                         d.retry_at_ms = 0;
                         plugin_stop(&d, true);
                         r = plugin_start(&d, true, e);
-                        if (r < 0 && (r = start_failed(&d, r, e)) < 0)
+                        if (r < 0 && (r = start_failed(&d, r, e, false, true, MK_DP_RETRY_MS)) < 0)
                                 break;
                         continue;
                 }
-                if (kubelet_restarted(&d)) {
+                if (restart || kubelet_restarted(&d)) {
                         plugin_stop(&d, false);
                         r = plugin_start(&d, false, e);
-                        if (r < 0 && (r = start_failed(&d, r, e)) < 0)
+                        /* A kubelet wiping its directory while we bind: soon again. */
+                        if (r < 0 && (r = start_failed(&d, r, e, false, false, 1000)) < 0)
                                 break;
                         continue;
                 }

@@ -10,7 +10,13 @@
 # Missing, it FAILS under CI=true and is skipped elsewhere.
 set -euo pipefail
 : "${MIGKIT_BIN:?}" "${MIGKIT_SIM_BIN:?}"
-fail() { echo "FAIL: $*" >&2; exit 1; }
+fail() {
+  echo "FAIL: $*" >&2
+  for f in "${tmp:-/nonexistent}"/*.log "${tmp:-/nonexistent}"/*.jsonl; do
+    [ -f "$f" ] && [ "$f" -nt "$tmp/.mark" ] && { echo "--- $f (last 15 lines)" >&2; tail -n 15 "$f" >&2; }
+  done
+  exit 1
+}
 unset MIG_STRATEGY FAIL_ON_INIT_ERROR PASS_DEVICE_SPECS DEVICE_LIST_STRATEGY DEVICE_ID_STRATEGY CONFIG_FILE \
   NVIDIA_DRIVER_RESOURCE_CONFIG DEVICE_PLUGIN_PATH MIGKIT_LABELS DP_DISABLE_HEALTHCHECKS DP_ENABLE_HEALTHCHECKS
 
@@ -81,6 +87,7 @@ run() {
   local d=$tmp/$name
   mkdir -p "$d"
   echo "--- $name"
+  touch "$tmp/.mark"
   "$harness" --socket-dir "$d" --wait 60 "$@" >"$tmp/$name.jsonl" 2>"$tmp/$name.kubelet.log" &
   local hpid=$!
   pids+=("$hpid")
@@ -90,7 +97,7 @@ run() {
   pids+=("$ppid")
   local rc=0
   wait "$hpid" || rc=$?
-  kill -TERM "$ppid"
+  kill -TERM "$ppid" 2>/dev/null || echo "$name: the plugin was not running any more" >&2
   local prc=0
   wait "$ppid" || prc=$?
   if [ "$rc" != 0 ] || ! tail -n 1 "$tmp/$name.jsonl" | grep -q '^kubelet-harness: OK'; then
@@ -139,6 +146,30 @@ ids = e["devices"]["nvidia.com/mig-1g.10gb"]
 assert e["admitted"] and len(ids) == 2 and all(i.startswith("MIG-") for i in ids), e
 ' "$a" || fail "mixed-mig: allocation: $a"
 
+# NUMA: GPUs 0-3 on node 0, 4-7 on node 1 (fixture sysfs); the kubelet's
+# single-numa-node policy must get two GPUs of one node.
+"$PY" - "$tmp/sys" "$state_none" "$MIGKIT_SIM_BIN" <<'PY' || fail "fixture sysfs"
+import json, os, subprocess, sys
+env = dict(os.environ, MIGKIT_SIM_STATE=sys.argv[2])
+gpus = json.loads(subprocess.run([sys.argv[3], "show", "--json"], env=env, check=True,
+                                 capture_output=True).stdout)["gpus"]
+for i, g in enumerate(gpus):
+    d = os.path.join(sys.argv[1], "bus/pci/devices", g["bus_id"][4:].lower())
+    os.makedirs(d)
+    open(os.path.join(d, "numa_node"), "w").write("%d\n" % (i // 4))
+PY
+MIGKIT_SYSFS_ROOT=$tmp/sys run numa "$state_none" -- --resource nvidia.com/gpu --allocate 2 \
+  --topology-policy single-numa-node --numa-nodes 2 --expect-capacity 8
+jline "$tmp/numa.jsonl" "e['event'] == 'capacity' and sorted(tuple(d.get('numa', [])) for d in e['devices']) == [(0,)] * 4 + [(1,)] * 4" \
+  >/dev/null || fail "numa: the kubelet did not get the NUMA nodes: $(grep -m1 capacity "$tmp/numa.jsonl")"
+a=$(jline "$tmp/numa.jsonl" "e['event'] == 'allocate' and e['pod'] == 'harness-pod-1'") || fail "numa: no allocation"
+numa=$(MIGKIT_SIM_STATE=$state_none "$MIGKIT_SIM_BIN" show --json | "$PY" -c '
+import json, sys
+ids = json.loads(sys.argv[1])["devices"]["nvidia.com/gpu"]
+order = [g["uuid"] for g in json.load(sys.stdin)["gpus"]]
+print(sorted({order.index(i) // 4 for i in ids}))' "$a")
+[ "$numa" = "[0]" ] || [ "$numa" = "[1]" ] || fail "numa: GPUs from NUMA nodes $numa: $a"
+
 # Sharing: 8 GPUs x 4 replicas.
 printf 'version: v1\nsharing:\n  timeSlicing:\n    resources:\n      - name: nvidia.com/gpu\n        replicas: 4\n' \
   >"$tmp/sharing.yaml"
@@ -149,6 +180,7 @@ run shared "$state_none" --config-file "$tmp/sharing.yaml" -- --resource nvidia.
 d=$tmp/health
 mkdir -p "$d"
 echo "--- health"
+touch "$tmp/.mark"
 "$harness" --socket-dir "$d" --wait 60 --resource nvidia.com/gpu --watch 30 >"$tmp/health.jsonl" \
   2>"$tmp/health.kubelet.log" &
 hpid=$!
@@ -176,7 +208,7 @@ PY
   sleep 0.1
 done
 [ "$recovered" = 1 ] || fail "health: the device never recovered"
-kill -TERM "$ppid"
+kill -TERM "$ppid" 2>/dev/null || fail "health: the plugin was not running any more"
 wait "$ppid" || fail "health: the plugin exited $? after SIGTERM"
 kill "$hpid" 2>/dev/null || true
 wait "$hpid" 2>/dev/null || true
