@@ -344,4 +344,17 @@ for k in 1 2 3 4 5 6 7 8; do
     fail "instance $d of p-c$k is gone"
 done
 
+step "deploy/kubernetes/scheduler.yaml passes a server-side dry run; its config checks"
+kc create namespace migkit >/dev/null || fail "create namespace"
+kc apply --dry-run=server -f "$MIGKIT_SOURCE_DIR/deploy/kubernetes/scheduler.yaml" >/dev/null ||
+  fail "server-side dry run of scheduler.yaml failed"
+python3 - "$MIGKIT_SOURCE_DIR/deploy/kubernetes/scheduler.yaml" "$tmp/deploy-config.yaml" <<'EOF' ||
+import sys
+text = open(sys.argv[1]).read()
+block = text.split("  scheduler.yaml: |\n", 1)[1].split("  kube-scheduler.yaml: |\n", 1)[0]
+open(sys.argv[2], "w").write("".join(l[4:] + "\n" for l in block.splitlines()))
+EOF
+  fail "no scheduler.yaml in the manifest"
+"$MIGKIT_BIN" scheduler check "$tmp/deploy-config.yaml" >/dev/null || fail "the manifest's scheduler.yaml does not check"
+
 echo "PASS"
