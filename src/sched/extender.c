@@ -356,16 +356,13 @@ static bool pending_expired(const struct pod_entry *p, int64_t now) {
 /* Fits `req` on the node; on success the score (0..100) and, when `claim`
  * is set, its devices. `claims` may be NULL. Returns 0, -ENOSPC with the
  * reason, or another error. */
-static int fit_pod(const struct mk_inventory *inv, struct pod_entry *const *claims, size_t n_claims,
-                   const struct mk_pod_request *req, const char *skip_uid, int64_t now, struct mk_claim *claim,
-                   double *ret_score, char *reason, size_t size) {
+static int fit_pod(struct scratch *sc, const struct mk_inventory *inv, struct pod_entry *const *claims,
+                   size_t n_claims, const struct mk_pod_request *req, const char *skip_uid, int64_t now,
+                   struct mk_claim *claim, double *ret_score, char *reason, size_t size) {
         if (inv->n_gpus > MK_FIT_MAX_NODE_GPUS) {
                 snprintf(reason, size, "node has more than %u GPUs", MK_FIT_MAX_NODE_GPUS);
                 return -E2BIG;
         }
-        struct scratch *sc = calloc(1, sizeof(*sc));
-        if (!sc)
-                return -ENOMEM;
         int r = 0;
         for (size_t g = 0; g < inv->n_gpus && r >= 0; g++) {
                 const struct mk_inv_gpu *ig = &inv->gpus[g];
@@ -398,7 +395,6 @@ static int fit_pod(const struct mk_inventory *inv, struct pod_entry *const *clai
         }
         if (r < 0) {
                 snprintf(reason, size, "a GPU has more than %u instances", MK_FIT_MAX_INSTANCES);
-                free(sc);
                 return r;
         }
         enum mk_fit_policy np = req->node_policy[0] ? mk_fit_policy_from_string(req->node_policy) : MK_FIT_BINPACK;
@@ -429,7 +425,6 @@ static int fit_pod(const struct mk_inventory *inv, struct pod_entry *const *clai
                                 snprintf(reason, size, "container %u: %.400s", rc->index, e.msg);
                         else
                                 snprintf(reason, size, "%s", e.msg[0] ? e.msg : "does not fit");
-                        free(sc);
                         return r;
                 }
                 score = res.score;
@@ -453,7 +448,6 @@ static int fit_pod(const struct mk_inventory *inv, struct pod_entry *const *clai
         if (claim)
                 claim->n_devices = MIN(n_dev, (size_t) MK_MAX_CLAIM_DEVICES);
         *ret_score = score;
-        free(sc);
         return 0;
 }
 
@@ -525,8 +519,8 @@ static int get_candidates(const json_t *args, struct cand **ret, size_t *ret_n, 
 }
 
 /* Evaluates one candidate: 0 feasible with *score, else <0 with reason. */
-static int eval_node(struct mk_sched *s, const struct cand *c, const struct mk_pod_request *req, const char *uid,
-                     int64_t now, double *score, char *reason, size_t size) {
+static int eval_node(struct mk_sched *s, struct scratch *sc, const struct cand *c, const struct mk_pod_request *req,
+                     const char *uid, int64_t now, double *score, char *reason, size_t size) {
         enum mk_sched_mode mode = mk_sched_config_node_mode(s->cfg, c->name);
         if (mode != MK_SCHED_MODE_MIG) {
                 snprintf(reason, size, "node is in operating mode '%s', not mig", mk_sched_mode_to_string(mode));
@@ -547,7 +541,7 @@ static int eval_node(struct mk_sched *s, const struct cand *c, const struct mk_p
                 snprintf(reason, size, "%s", n->reason);
                 return -ENOSPC;
         }
-        int r = fit_pod(inv, n ? n->claims : NULL, n ? n->n_claims : 0, req, uid, now, NULL, score, reason, size);
+        int r = fit_pod(sc, inv, n ? n->claims : NULL, n ? n->n_claims : 0, req, uid, now, NULL, score, reason, size);
         mk_inventory_free(own);
         return r;
 }
@@ -587,6 +581,7 @@ json_t *mk_sched_filter(struct mk_sched *s, const json_t *args) {
                 return filter_error("%s", err);
         }
         json_t *ok_names = json_array(), *ok_nodes = json_array(), *failed = json_object();
+        struct scratch *sc = malloc(sizeof(*sc)); /* reused for every node: fit_pod sets what it reads */
         int64_t now = now_s();
         size_t feasible = 0;
         pthread_rwlock_rdlock(&s->lock);
@@ -601,7 +596,7 @@ json_t *mk_sched_filter(struct mk_sched *s, const json_t *args) {
                 } else if (req->n_containers == 0)
                         r = 0;
                 else
-                        r = eval_node(s, &cands[i], req, uid, now, &score, reason, sizeof(reason));
+                        r = sc ? eval_node(s, sc, &cands[i], req, uid, now, &score, reason, sizeof(reason)) : -ENOMEM;
                 if (r >= 0) {
                         feasible++;
                         if (by_name)
@@ -630,6 +625,7 @@ json_t *mk_sched_filter(struct mk_sched *s, const json_t *args) {
         atomic_fetch_add(&s->stats.filter_ns_total, mono_ns() - t0);
         atomic_fetch_add(&s->stats.filter_nodes_total, n);
         atomic_fetch_add(&s->stats.feasible_total, feasible);
+        free(sc);
         free(cands);
         free(req);
         return res;
@@ -651,17 +647,20 @@ json_t *mk_sched_prioritize(struct mk_sched *s, const json_t *args) {
                 return list;
         }
         int64_t now = now_s();
+        struct scratch *sc = malloc(sizeof(*sc));
         pthread_rwlock_rdlock(&s->lock);
         for (size_t i = 0; i < n; i++) {
                 char reason[MK_ERROR_MSG_MAX];
                 double score = 0;
-                if (req->n_containers == 0 || eval_node(s, &cands[i], req, uid, now, &score, reason, sizeof(reason)) < 0)
+                if (req->n_containers == 0 || !sc ||
+                    eval_node(s, sc, &cands[i], req, uid, now, &score, reason, sizeof(reason)) < 0)
                         score = 0;
-                long sc = (long) (score / 10.0 + 0.5); /* MaxExtenderPriority is 10 */
+                long pri = (long) (score / 10.0 + 0.5); /* MaxExtenderPriority is 10 */
                 json_array_append_new(list, json_pack("{s:s, s:i}", "Host", cands[i].name, "Score",
-                                                      (int) MAX(0, MIN(10, sc))));
+                                                      (int) MAX(0, MIN(10, pri))));
         }
         pthread_rwlock_unlock(&s->lock);
+        free(sc);
         free(cands);
         free(req);
         return list;
@@ -729,6 +728,7 @@ int mk_sched_reserve(struct mk_sched *s, const json_t *pod, const char *node, in
         struct node_entry *n = table_get(&s->nodes, node);
         char reason[MK_ERROR_MSG_MAX];
         double score;
+        struct scratch *sc = NULL;
         if (req->not_mig)
                 r = mk_error_set(e, -ENOSPC, "pod asks %s other than mig", MK_ANN_VGPU_MODE);
         else if (!n)
@@ -737,11 +737,15 @@ int mk_sched_reserve(struct mk_sched *s, const json_t *pod, const char *node, in
                 r = mk_error_set(e, -ENOSPC, "node '%s': %s", node, n->reason);
         else if (req->n_containers == 0)
                 r = 0;
-        else if ((r = fit_pod(n->inv, n->claims, n->n_claims, req, c->uid, now, c, &score, reason, sizeof(reason))) < 0)
+        else if (!(sc = malloc(sizeof(*sc))))
+                r = -ENOMEM;
+        else if ((r = fit_pod(sc, n->inv, n->claims, n->n_claims, req, c->uid, now, c, &score, reason,
+                              sizeof(reason))) < 0)
                 r = mk_error_set(e, r, "node '%s': %s", node, reason);
         if (r >= 0 && c->n_devices > 0)
                 r = pod_set(s, c, true, now);
         pthread_rwlock_unlock(&s->lock);
+        free(sc);
         if (r >= 0)
                 *ret = *c;
 out:
