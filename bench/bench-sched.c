@@ -26,7 +26,7 @@
  * (shared/reference/mig-profiles.md §4.3, §4.4); when both, they are compared.
  *
  * Usage: bench-sched [--nodes N] [--pods N] [--seed N] [--loads a,b,c] [--timing-nodes N] [--no-tables]
- *                    [--sections accept,needed,time] [--quick] */
+ *                    [--no-cache] [--sections accept,needed,time] [--mixes issue,inference,large,cores] [--quick] */
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -46,6 +46,8 @@
 #define GPUS_PER_NODE 8
 #define UNITS 8
 #define MAX_INST 8
+
+static bool use_caches = true;  /* mk_fit_node_cache per node; --no-cache */
 
 /* --- profile tables ------------------------------------------------------------- */
 
@@ -207,17 +209,61 @@ struct pod_class {
         const char *name;
         double share;
         uint64_t mem_mib;       /* 0: the whole GPU */
+        unsigned cores;         /* nvidia.com/gpucores floor, % (0: none) */
 };
 
-/* 40% 10 GB, 30% 20 GB, 20% 40 GB, 10% 80 GB (the whole GPU). Requests are
- * a little under the profile sizes, as a user asking "10 GB" gets 1g.10gb. */
-static const struct pod_class classes[] = {
-        {"10GB", 0.40, 9 * 1024},
-        {"20GB", 0.30, 19 * 1024},
-        {"40GB", 0.20, 39 * 1024},
-        {"80GB", 0.10, 0},
+#define MAX_CLASSES 6
+
+/* Memory mixes that MIG users run, stated up front and all reported (none
+ * tuned to a result). Requests are a little under the profile sizes, as a
+ * user asking "10 GB" gets 1g.10gb. */
+struct mix {
+        const char *key, *title;
+        struct pod_class cls[MAX_CLASSES];
+        size_t n;
 };
-#define N_CLASSES ELEMENTSOF(classes)
+static const struct mix mixes[] = {
+        {"issue", "issue 7's mix: 40% 10 GB, 30% 20 GB, 20% 40 GB, 10% 80 GB (the whole GPU)",
+         {{"10GB", 0.40, 9 * 1024, 0}, {"20GB", 0.30, 19 * 1024, 0}, {"40GB", 0.20, 39 * 1024, 0}, {"80GB", 0.10, 0, 0}},
+         4},
+        {"inference", "small-model inference: 50% 5 GB, 30% 10 GB, 20% 20 GB",
+         {{"5GB", 0.50, 4608, 0}, {"10GB", 0.30, 9 * 1024, 0}, {"20GB", 0.20, 19 * 1024, 0}},
+         3},
+        {"large", "30 GB and 60 GB requests: 30% 10 GB, 20% 20 GB, 30% 30 GB, 20% 60 GB",
+         {{"10GB", 0.30, 9 * 1024, 0}, {"20GB", 0.20, 19 * 1024, 0}, {"30GB", 0.30, 29 * 1024, 0},
+          {"60GB", 0.20, 59 * 1024, 0}},
+         4},
+        {"cores", "gpucores floors: 30% 10 GB, 20% 10 GB + 25% cores, 20% 20 GB, 10% 20 GB + 40% cores, 20% 40 GB",
+         {{"10GB", 0.30, 9 * 1024, 0}, {"10GB+25%", 0.20, 9 * 1024, 25}, {"20GB", 0.20, 19 * 1024, 0},
+          {"20GB+40%", 0.10, 19 * 1024, 40}, {"40GB", 0.20, 39 * 1024, 0}},
+         5},
+};
+static const struct mix *mix = &mixes[0];       /* the mix being run */
+#define N_CLASSES (mix->n)
+#define classes (mix->cls)
+
+static unsigned cores_of(const struct model *m, const struct mk_gi_profile *p);
+
+/* The smallest attribute-free profile a class needs on `m` (memory, then
+ * slices; cores floor included): what the lower bound and the load count. */
+static const struct mk_gi_profile *class_profile(const struct model *m, const struct pod_class *c) {
+        const struct mk_gi_profile *best = NULL;
+        for (size_t i = 0; i < m->n_all; i++) {
+                const struct mk_gi_profile *p = &m->all[i];
+                if (strchr(p->name, '+') || p->n_placements == 0)
+                        continue;
+                if (c->mem_mib ? p->memory_mib < c->mem_mib : p->placements[0].size != UNITS)
+                        continue;
+                if (cores_of(m, p) < c->cores)
+                        continue;
+                if (!best || p->memory_mib < best->memory_mib ||
+                    (p->memory_mib == best->memory_mib && p->slices < best->slices))
+                        best = p;
+        }
+        if (!best)
+                abort();
+        return best;
+}
 
 struct pod {
         double arrive, leave;
@@ -261,11 +307,11 @@ struct trace {
 
 /* Arrival rate 1; mean lifetime chosen so the offered demand in memory units
  * is `load` x the cluster's units. */
-static void trace_make(struct trace *t, size_t n_pods, double load, size_t cluster_gpus, uint64_t seed) {
+static void trace_make(const struct model *m, struct trace *t, size_t n_pods, double load, size_t cluster_gpus,
+                       uint64_t seed) {
         double mean_units = 0;
-        static const unsigned class_units[] = {1, 2, 4, 8};
         for (size_t c = 0; c < N_CLASSES; c++)
-                mean_units += classes[c].share * class_units[c];
+                mean_units += classes[c].share * class_profile(m, &classes[c])->placements[0].size;
         double lifetime = load * (double) (cluster_gpus * UNITS) / mean_units;
         t->pods = calloc(n_pods, sizeof *t->pods);
         t->ev = calloc(2 * n_pods, sizeof *t->ev);
@@ -300,11 +346,17 @@ static void trace_done(struct trace *t) {
 
 /* Offline lower bound on GPUs, at the busiest moment, every pod accepted:
  *   LB(t) = max( ceil(U/8), ceil(S/7), W + ceil(F/2) )
- * U: memory units of each pod's smallest profile (1g.10gb 1, 1g.20gb 2,
- * 3g.40gb 4, whole 8); S: compute slices of the same (1, 1, 3, 7); W: pods
- * needing a whole GPU; F: pods needing 4 units (two per GPU at most). */
-static unsigned trace_lower_bound(const struct trace *t, unsigned *ret_peak_pods) {
-        static const unsigned u[] = {1, 2, 4, 8}, s[] = {1, 1, 3, 7};
+ * U: memory units of each pod's smallest profile (class_profile: 1g.10gb 1,
+ * 1g.20gb 2, 3g.40gb 4, whole 8); S: compute slices of the same (1, 1, 3,
+ * 7); W: pods needing a whole GPU; F: pods needing 4 units (two per GPU at
+ * most). */
+static unsigned trace_lower_bound(const struct model *m, const struct trace *t, unsigned *ret_peak_pods) {
+        unsigned u[MAX_CLASSES], s[MAX_CLASSES];
+        for (size_t c = 0; c < N_CLASSES; c++) {
+                const struct mk_gi_profile *p = class_profile(m, &classes[c]);
+                u[c] = p->placements[0].size;
+                s[c] = p->slices;
+        }
         long U = 0, S = 0, W = 0, F = 0, n = 0;
         unsigned best = 0, peak = 0;
         for (size_t i = 0; i < t->n_ev; i++) {
@@ -312,8 +364,8 @@ static unsigned trace_lower_bound(const struct trace *t, unsigned *ret_peak_pods
                 long d = t->ev[i].arrival ? 1 : -1;
                 U += d * u[p->cls];
                 S += d * s[p->cls];
-                W += d * (p->cls == 3);
-                F += d * (p->cls == 2);
+                W += d * (u[p->cls] == UNITS);
+                F += d * (u[p->cls] == UNITS / 2);
                 n += d;
                 unsigned lb = (unsigned) MAX(MAX((U + 7) / 8, (S + 6) / 7), W + (F + 1) / 2);
                 best = MAX(best, lb);
@@ -384,9 +436,24 @@ struct cluster {
         struct sgpu *g;
         struct mk_fit_gpu *fit;  /* views of g for plan/fit (allowed profiles per policy) */
         struct mk_fit_gpu *meas; /* views with every profile, to measure fragmentation alike */
+        struct mk_fit_node_cache *cache; /* per node, for fit's views (NULL: --no-cache) */
         int32_t *where;          /* pod -> GPU, -1 rejected */
+        const struct mk_gi_profile *last;  /* the profile of the last instance added */
+        unsigned long short_cores;      /* pods given a profile below their gpucores floor (HAMi) */
         uint8_t *slot;           /* pod -> index (instance or legacy slot) */
 };
+
+/* A GPU changed: its node's cache too (what a scheduler does on an
+ * inventory or reservation change). */
+static void cache_refresh(struct cluster *c, size_t gi) {
+        if (!c->cache)
+                return;
+        size_t n = gi / GPUS_PER_NODE;
+        struct mk_fit_node node = {.gpus = c->fit + n * GPUS_PER_NODE, .n_gpus = GPUS_PER_NODE};
+        int r = mk_fit_node_cache_update(&node, &c->cache[n]);
+        if (r < 0 && r != -EOPNOTSUPP)
+                abort();
+}
 
 static void cluster_init(struct cluster *c, const struct model *m, enum policy p, size_t n_nodes, size_t n_pods) {
         *c = (struct cluster) {.m = m, .policy = p, .n_nodes = n_nodes, .n_gpus = n_nodes * GPUS_PER_NODE};
@@ -395,7 +462,8 @@ static void cluster_init(struct cluster *c, const struct model *m, enum policy p
         c->meas = calloc(c->n_gpus, sizeof *c->meas);
         c->where = malloc(n_pods * sizeof *c->where);
         c->slot = calloc(n_pods, 1);
-        if (!c->g || !c->fit || !c->meas || !c->where || !c->slot)
+        c->cache = use_caches ? calloc(c->n_nodes, sizeof *c->cache) : NULL;
+        if (!c->g || !c->fit || !c->meas || !c->where || !c->slot || (use_caches && !c->cache))
                 abort();
         bool hami_set = p == P_MIGKIT_HAMI_PROFILES;
         for (size_t i = 0; i < c->n_gpus; i++) {
@@ -414,11 +482,14 @@ static void cluster_init(struct cluster *c, const struct model *m, enum policy p
                 c->meas[i].n_profiles = m->n_all;
                 c->meas[i].tables = m->all_tables;
         }
+        for (size_t i = 0; i < c->n_gpus; i += GPUS_PER_NODE)
+                cache_refresh(c, i);
         for (size_t i = 0; i < n_pods; i++)
                 c->where[i] = -1;
 }
 
 static void cluster_done(struct cluster *c) {
+        free(c->cache);
         free(c->g);
         free(c->fit);
         free(c->meas);
@@ -445,6 +516,8 @@ static void gpu_add(struct cluster *c, size_t gi, uint32_t pod, const struct mk_
         g->cores_used += cores_of(c->m, p);
         c->fit[gi].n_used = c->meas[gi].n_used = g->n_used;
         c->where[pod] = (int32_t) gi;
+        c->last = p;
+        cache_refresh(c, gi);
 }
 
 static void gpu_remove(struct cluster *c, size_t gi, uint32_t pod, uint64_t charged_mib, unsigned cores) {
@@ -459,6 +532,7 @@ static void gpu_remove(struct cluster *c, size_t gi, uint32_t pod, uint64_t char
         g->mem_used -= charged_mib;
         g->cores_used -= cores;
         c->fit[gi].n_used = c->meas[gi].n_used = g->n_used;
+        cache_refresh(c, gi);
 }
 
 /* HAMi's device score (§6.1, before the pod; the pod's own share is the same for every device). */
@@ -639,7 +713,8 @@ static int migkit_best(struct cluster *c, const struct mk_fit_request *rq, size_
         size_t best = SIZE_MAX;
         struct mk_fit_result br = {}, r;
         for (size_t n = 0; n < c->n_nodes; n++) {
-                struct mk_fit_node node = {.gpus = c->fit + n * GPUS_PER_NODE, .n_gpus = GPUS_PER_NODE};
+                struct mk_fit_node node = {.gpus = c->fit + n * GPUS_PER_NODE, .n_gpus = GPUS_PER_NODE,
+                                           .cache = c->cache ? &c->cache[n] : NULL};
                 if (mk_fit_node(&node, rq, MK_FIT_BINPACK, MK_FIT_BINPACK, &r, NULL) < 0)
                         continue;
                 if (best == SIZE_MAX || r.score > br.score) {
@@ -654,8 +729,9 @@ static int migkit_best(struct cluster *c, const struct mk_fit_request *rq, size_
         return 0;
 }
 
-static bool place_migkit(struct cluster *c, uint32_t pod, uint64_t mem_mib) {
-        struct mk_fit_request rq = {.gpus = 1, .mem_mib = mem_mib, .mem_percent = mem_mib ? 0 : 100};
+static bool place_migkit(struct cluster *c, uint32_t pod, uint64_t mem_mib, unsigned cores) {
+        struct mk_fit_request rq = {.gpus = 1, .mem_mib = mem_mib, .mem_percent = mem_mib ? 0 : 100,
+                                    .cores_percent = cores};
         size_t node;
         struct mk_fit_result r;
         if (migkit_best(c, &rq, &node, &r) < 0)
@@ -665,22 +741,36 @@ static bool place_migkit(struct cluster *c, uint32_t pod, uint64_t mem_mib) {
         return true;
 }
 
+/* HAMi sizes by memory only (gpucores is ignored for the profile, hami.md
+ * §7.2): such pods are placed, and counted when their profile has fewer
+ * cores than asked. */
 static bool place(struct cluster *c, uint32_t pod, unsigned cls) {
         uint64_t mem = classes[cls].mem_mib;
+        unsigned cores = classes[cls].cores;
+        bool ok;
         switch (c->policy) {
         case P_HAMI_LEGACY:
-                return place_hami(c, pod, mem, true, false);
+                ok = place_hami(c, pod, mem, true, false);
+                break;
         case P_HAMI_LEGACY_BINPACK:
-                return place_hami(c, pod, mem, true, true);
+                ok = place_hami(c, pod, mem, true, true);
+                break;
         case P_HAMI_V210:
-                return place_hami(c, pod, mem, false, false);
+                ok = place_hami(c, pod, mem, false, false);
+                break;
         case P_HAMI_V210_BINPACK:
-                return place_hami(c, pod, mem, false, true);
+                ok = place_hami(c, pod, mem, false, true);
+                break;
         case P_WHOLE:
-                return place_whole(c, pod);
+                ok = place_whole(c, pod);
+                break;
         default:
-                return place_migkit(c, pod, mem);
+                ok = place_migkit(c, pod, mem, cores);
+                break;
         }
+        if (ok && cores > 0 && cores_of(c->m, c->last) < cores)
+                c->short_cores++;
+        return ok;
 }
 
 static void release(struct cluster *c, uint32_t pod) {
@@ -710,11 +800,16 @@ static void release(struct cluster *c, uint32_t pod) {
 
 /* --- one run ------------------------------------------------------------------------ */
 
+#define N_WINDOWS 8
+
 struct stats {
-        unsigned long accepted, rejected;
-        unsigned long rej_cls[N_CLASSES], arr_cls[N_CLASSES];
+        unsigned long accepted, rejected, short_cores;
+        unsigned long rej_cls[MAX_CLASSES], arr_cls[MAX_CLASSES];
         double gpus_in_use_sum, frag_sum, stranded_sum;
         unsigned long samples;
+        /* fragmentation over time: the measured arrivals in N_WINDOWS equal windows */
+        double frag_win[N_WINDOWS], stranded_win[N_WINDOWS];
+        unsigned long samples_win[N_WINDOWS];
         double seconds;
 };
 
@@ -735,9 +830,11 @@ static void run(const struct model *m, enum policy p, const struct trace *t, siz
                         continue;
                 }
                 unsigned cls = t->pods[e->pod].cls;
+                unsigned long short_before = c.short_cores;
                 bool ok = place(&c, e->pod, cls);
                 if (e->pod < warmup)
                         continue;
+                st->short_cores += c.short_cores - short_before;
                 arrivals++;
                 st->arr_cls[cls]++;
                 if (ok)
@@ -761,6 +858,12 @@ static void run(const struct model *m, enum policy p, const struct trace *t, siz
                         st->frag_sum += in_use ? frag / in_use : 0;
                         st->stranded_sum += stranded;
                         st->samples++;
+                        size_t w = (size_t) ((arrivals - 1) * N_WINDOWS / (t->n_pods - warmup));
+                        if (w < N_WINDOWS) {
+                                st->frag_win[w] += in_use ? frag / in_use : 0;
+                                st->stranded_win[w] += stranded;
+                                st->samples_win[w]++;
+                        }
                 }
         }
         clock_gettime(CLOCK_MONOTONIC, &t1);
@@ -787,17 +890,31 @@ static bool run_all_fit(const struct model *m, enum policy p, const struct trace
 static const enum policy shown[] = {P_HAMI_LEGACY, P_HAMI_LEGACY_BINPACK, P_HAMI_V210, P_HAMI_V210_BINPACK,
                                     P_WHOLE,       P_MIGKIT,              P_MIGKIT_HAMI_PROFILES};
 
-static void acceptance(const struct model *m, size_t n_nodes, size_t n_pods, double load, uint64_t seed) {
+/* What a mix's summary lines need of one model. */
+struct summary {
+        double loads[8], vs_v210[8], short_v210[8];
+        size_t n_loads;
+        unsigned bound, migkit_gpus, v210_gpus;
+};
+
+static void acceptance(const struct model *m, size_t n_nodes, size_t n_pods, double load, uint64_t seed,
+                       struct summary *sum) {
         struct trace t;
-        trace_make(&t, n_pods, load, n_nodes * GPUS_PER_NODE, seed);
+        trace_make(m, &t, n_pods, load, n_nodes * GPUS_PER_NODE, seed);
         size_t warmup = n_pods / 5;
         unsigned peak;
-        unsigned lb = trace_lower_bound(&t, &peak);
+        unsigned lb = trace_lower_bound(m, &t, &peak);
+        bool cores = false;
+        for (size_t k = 0; k < N_CLASSES; k++)
+                cores |= classes[k].cores > 0;
         printf("\n%s, %zu nodes x %d GPUs, offered load %.2f of the cluster's memory units, %zu pods (first %zu warm-up), "
                "peak %u pods at once, lower bound at peak %u GPUs\n",
                m->title, n_nodes, GPUS_PER_NODE, load, n_pods, warmup, peak, lb);
-        printf("  %-22s %9s %9s %7s %9s %10s %7s %9s   rejected by size (10/20/40/80 GB)\n", "policy", "accepted",
-               "rejected", "acc%", "vs v2.10", "GPUs used", "frag", "idle-units");
+        printf("  %-22s %9s %9s %7s %9s %10s %7s %9s%s   rejected by class (", "policy", "accepted", "rejected", "acc%",
+               "vs v2.10", "GPUs used", "frag", "idle-units", cores ? " short-cores" : "");
+        for (size_t k = 0; k < N_CLASSES; k++)
+                printf("%s%s", k ? "/" : "", classes[k].name);
+        printf(")\n");
         struct stats st[_P_MAX];
         for (size_t i = 0; i < ELEMENTSOF(shown); i++)
                 run(m, shown[i], &t, n_nodes, warmup, &st[shown[i]]);
@@ -805,22 +922,50 @@ static void acceptance(const struct model *m, size_t n_nodes, size_t n_pods, dou
         for (size_t i = 0; i < ELEMENTSOF(shown); i++) {
                 const struct stats *s = &st[shown[i]];
                 double n = s->samples ? (double) s->samples : 1;
-                printf("  %-22s %9lu %9lu %6.1f%% %+8.1f%% %10.1f %7.3f %9.1f   %lu/%lu/%lu/%lu   (%.1f s)\n",
-                       policy_names[shown[i]], s->accepted, s->rejected,
-                       100.0 * s->accepted / (double) (s->accepted + s->rejected),
+                printf("  %-22s %9lu %9lu %6.1f%% %+8.1f%% %10.1f %7.3f %9.1f", policy_names[shown[i]], s->accepted,
+                       s->rejected, 100.0 * s->accepted / (double) (s->accepted + s->rejected),
                        base > 0 ? 100.0 * ((double) s->accepted / base - 1) : 0, s->gpus_in_use_sum / n, s->frag_sum / n,
-                       s->stranded_sum / n, s->rej_cls[0], s->rej_cls[1], s->rej_cls[2], s->rej_cls[3], s->seconds);
+                       s->stranded_sum / n);
+                if (cores)
+                        printf(" %11lu", s->short_cores);
+                printf("   ");
+                for (size_t k = 0; k < N_CLASSES; k++)
+                        printf("%s%lu", k ? "/" : "", s->rej_cls[k]);
+                printf("   (%.1f s)\n", s->seconds);
+        }
+        if (cores)
+                printf("  short-cores: pods placed on a profile with fewer cores than their gpucores floor (HAMi sizes "
+                       "MIG by memory only)\n");
+        printf("  fragmentation over time (mean over busy GPUs; idle units on busy GPUs), %d equal windows of the "
+               "measured arrivals:\n",
+               N_WINDOWS);
+        static const enum policy over_time[] = {P_HAMI_V210, P_MIGKIT};
+        for (size_t i = 0; i < ELEMENTSOF(over_time); i++) {
+                const struct stats *s = &st[over_time[i]];
+                printf("    %-20s", policy_names[over_time[i]]);
+                for (size_t w = 0; w < N_WINDOWS; w++) {
+                        double n = s->samples_win[w] ? (double) s->samples_win[w] : 1;
+                        printf(" %.3f;%-4.0f", s->frag_win[w] / n, s->stranded_win[w] / n);
+                }
+                printf("\n");
+        }
+        if (sum && sum->n_loads < ELEMENTSOF(sum->loads)) {
+                sum->loads[sum->n_loads] = load;
+                sum->vs_v210[sum->n_loads] = base > 0 ? 100.0 * ((double) st[P_MIGKIT].accepted / base - 1) : 0;
+                sum->short_v210[sum->n_loads] = (double) st[P_HAMI_V210].short_cores;
+                sum->n_loads++;
         }
         trace_done(&t);
 }
 
 /* The smallest cluster (in nodes) on which each policy rejects nothing of
  * one trace, against the offline lower bound. */
-static void gpus_needed(const struct model *m, size_t ref_nodes, size_t n_pods, double load, uint64_t seed) {
+static void gpus_needed(const struct model *m, size_t ref_nodes, size_t n_pods, double load, uint64_t seed,
+                        struct summary *sum) {
         struct trace t;
-        trace_make(&t, n_pods, load, ref_nodes * GPUS_PER_NODE, seed);
+        trace_make(m, &t, n_pods, load, ref_nodes * GPUS_PER_NODE, seed);
         unsigned peak;
-        unsigned lb = trace_lower_bound(&t, &peak);
+        unsigned lb = trace_lower_bound(m, &t, &peak);
         printf("\n%s: GPUs needed to accept every pod of a %zu-pod trace (load %.2f of %zu nodes); lower bound %u GPUs "
                "(%u nodes), peak %u pods at once\n",
                m->title, n_pods, load, ref_nodes, lb, (lb + GPUS_PER_NODE - 1) / GPUS_PER_NODE, peak);
@@ -843,7 +988,13 @@ static void gpus_needed(const struct model *m, size_t ref_nodes, size_t n_pods, 
                        policy_names[needed_shown[i]], lo, lo * GPUS_PER_NODE, (double) (lo * GPUS_PER_NODE) / lb,
                        ((lb + GPUS_PER_NODE - 1) / GPUS_PER_NODE) * GPUS_PER_NODE,
                        (double) lo / ((lb + GPUS_PER_NODE - 1) / GPUS_PER_NODE));
+                if (sum && needed_shown[i] == P_MIGKIT)
+                        sum->migkit_gpus = (unsigned) (lo * GPUS_PER_NODE);
+                if (sum && needed_shown[i] == P_HAMI_V210)
+                        sum->v210_gpus = (unsigned) (lo * GPUS_PER_NODE);
         }
+        if (sum)
+                sum->bound = lb;
         trace_done(&t);
 }
 
@@ -884,6 +1035,7 @@ static void decision_time(const struct model *m, size_t n_nodes, size_t n_decisi
                                         .placement = r.choices[0].placement,
                                 };
                                 c.fit[gi].n_used = g->n_used;
+                                cache_refresh(&c, gi);
                         }
                 }
                 unsigned used = (unsigned) __builtin_popcount(mk_fit_used_mask(&c.fit[gi]));
@@ -893,32 +1045,45 @@ static void decision_time(const struct model *m, size_t n_nodes, size_t n_decisi
         double *t = malloc(n_decisions * sizeof *t), *cpu = malloc(n_decisions * sizeof *cpu);
         if (!t || !cpu)
                 abort();
-        unsigned long fits = 0;
-        for (size_t i = 0; i < n_decisions; i++) {
-                unsigned cls = (unsigned) (rng_next(&s) % 10);
-                cls = cls < 4 ? 0 : cls < 7 ? 1 : cls < 9 ? 2 : 3;
-                struct mk_fit_request rq = {.gpus = 1, .mem_mib = classes[cls].mem_mib,
-                                            .mem_percent = classes[cls].mem_mib ? 0 : 100};
-                size_t node;
-                struct mk_fit_result r;
-                struct timespec a, b, ca, cb;
-                clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ca);
-                clock_gettime(CLOCK_MONOTONIC, &a);
-                int q = migkit_best(&c, &rq, &node, &r);
-                clock_gettime(CLOCK_MONOTONIC, &b);
-                clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cb);
-                fits += q == 0;
-                t[i] = (double) (b.tv_sec - a.tv_sec) * 1e6 + (double) (b.tv_nsec - a.tv_nsec) / 1e3;
-                cpu[i] = (double) (cb.tv_sec - ca.tv_sec) * 1e6 + (double) (cb.tv_nsec - ca.tv_nsec) / 1e3;
-        }
-        qsort(t, n_decisions, sizeof *t, dbl_cmp);
-        qsort(cpu, n_decisions, sizeof *cpu, dbl_cmp);
         printf("\n%s: decision time of plan/fit for one pod over %zu nodes x %d GPUs (%lu GPUs in use, %.0f%% of units "
-               "used; %zu pods from the mix, %lu fit), one thread:\n"
-               "  wall median %.0f us, p99 %.0f us, max %.0f us; CPU time median %.0f us, p99 %.0f us\n",
+               "used; %zu pods from the mix), one thread, capacity tables %s:\n",
                m->title, n_nodes, GPUS_PER_NODE, gpus_used, 100.0 * units / (double) (c.n_gpus * UNITS), n_decisions,
-               fits, t[n_decisions / 2], t[(size_t) ((double) n_decisions * 0.99)], t[n_decisions - 1],
-               cpu[n_decisions / 2], cpu[(size_t) ((double) n_decisions * 0.99)]);
+               m->all_tables ? "yes" : "no");
+        /* The same pods on the same states, with each node's cache, then without. */
+        struct mk_fit_node_cache *caches = c.cache;
+        uint64_t seed_pods = s;
+        for (int pass = 0; pass < 2; pass++) {
+                if (pass == 1 && !caches)
+                        break;
+                c.cache = pass == 0 ? caches : NULL;
+                s = seed_pods;
+                unsigned long fits = 0;
+                for (size_t i = 0; i < n_decisions; i++) {
+                        unsigned cls = (unsigned) (rng_next(&s) % 10);
+                        cls = cls < 4 ? 0 : cls < 7 ? 1 : cls < 9 ? 2 : 3;
+                        struct mk_fit_request rq = {.gpus = 1, .mem_mib = classes[cls].mem_mib,
+                                                    .mem_percent = classes[cls].mem_mib ? 0 : 100};
+                        size_t node;
+                        struct mk_fit_result r;
+                        struct timespec a, b, ca, cb;
+                        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ca);
+                        clock_gettime(CLOCK_MONOTONIC, &a);
+                        int q = migkit_best(&c, &rq, &node, &r);
+                        clock_gettime(CLOCK_MONOTONIC, &b);
+                        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cb);
+                        fits += q == 0;
+                        t[i] = (double) (b.tv_sec - a.tv_sec) * 1e6 + (double) (b.tv_nsec - a.tv_nsec) / 1e3;
+                        cpu[i] = (double) (cb.tv_sec - ca.tv_sec) * 1e6 + (double) (cb.tv_nsec - ca.tv_nsec) / 1e3;
+                }
+                qsort(t, n_decisions, sizeof *t, dbl_cmp);
+                qsort(cpu, n_decisions, sizeof *cpu, dbl_cmp);
+                printf("  %-24s wall median %4.0f us, p99 %4.0f us, max %5.0f us; CPU time median %4.0f us, p99 %4.0f us"
+                       " (%lu fit)\n",
+                       c.cache ? "node caches:" : "no caches (GPUs read):", t[n_decisions / 2],
+                       t[(size_t) ((double) n_decisions * 0.99)], t[n_decisions - 1], cpu[n_decisions / 2],
+                       cpu[(size_t) ((double) n_decisions * 0.99)], fits);
+        }
+        c.cache = caches;
         free(t);
         free(cpu);
         cluster_done(&c);
@@ -937,6 +1102,7 @@ int main(int argc, char **argv) {
         size_t n_nodes = 50, n_pods = 12000, timing_nodes = 1000, n_decisions = 2000;
         uint64_t seed = 42;
         bool tables = true, do_acc = true, do_needed = true, do_time = true;
+        const char *mix_filter = NULL;
         double loads[8] = {0.8, 1.0, 1.2};
         size_t n_loads = 3;
         for (int i = 1; i < argc; i++) {
@@ -944,6 +1110,10 @@ int main(int argc, char **argv) {
                 int r = 0;
                 if (streq(a, "--no-tables")) {
                         tables = false;
+                        continue;
+                }
+                if (streq(a, "--no-cache")) {
+                        use_caches = false;
                         continue;
                 }
                 if (streq(a, "--quick")) {
@@ -955,7 +1125,8 @@ int main(int argc, char **argv) {
                 }
                 if (!v) {
                         fprintf(stderr, "usage: bench-sched [--nodes N] [--pods N] [--seed N] [--loads a,b] "
-                                        "[--timing-nodes N] [--no-tables] [--sections accept,needed,time] [--quick]\n");
+                                        "[--timing-nodes N] [--no-tables] [--no-cache] [--sections accept,needed,time] "
+                                        "[--mixes issue,inference,large,cores] [--quick]\n");
                         return 2;
                 }
                 i++;
@@ -965,6 +1136,8 @@ int main(int argc, char **argv) {
                         r = parse_size(v, &n_pods);
                 else if (streq(a, "--timing-nodes"))
                         r = parse_size(v, &timing_nodes);
+                else if (streq(a, "--mixes"))
+                        mix_filter = v;
                 else if (streq(a, "--sections")) {
                         do_acc = strstr(v, "accept") != NULL;
                         do_needed = strstr(v, "needed") != NULL;
@@ -1011,24 +1184,58 @@ int main(int argc, char **argv) {
                 model_tables(&models[1]);
         }
 
-        printf("bench-sched: seed %" PRIu64 ", pods one GPU each, mix", seed);
-        for (size_t c = 0; c < N_CLASSES; c++)
-                printf(" %.0f%% %s%s", classes[c].share * 100, classes[c].name,
-                       classes[c].mem_mib ? "" : " (whole GPU)");
-        printf(";\n  requests 9/19/39 GiB and the whole GPU; Poisson arrivals (rate 1), exponential lifetimes; "
-               "rejected pods are dropped\n");
+        printf("bench-sched: seed %" PRIu64 ", pods one GPU each; Poisson arrivals (rate 1), exponential lifetimes; "
+               "rejected pods are dropped\n",
+               seed);
         for (size_t i = 0; i < 2; i++)
                 printf("  %s profiles: %s\n", models[i].title, models[i].source);
-        printf("  plan/fit capacity tables: %s\n", tables ? "yes (mk_fit_tables_new)" : "no (--no-tables)");
+        printf("  plan/fit capacity tables: %s; node caches: %s\n", tables ? "yes (mk_fit_tables_new)" : "no (--no-tables)",
+               use_caches ? "yes (mk_fit_node_cache_update)" : "no (--no-cache)");
 
-        for (size_t i = 0; i < 2; i++) {
-                for (size_t l = 0; do_acc && l < n_loads; l++)
-                        acceptance(&models[i], n_nodes, n_pods, loads[l], seed + l);
-                if (do_needed)
-                        gpus_needed(&models[i], n_nodes, n_pods, 1.0, seed + 100);
-                if (do_time)
-                        decision_time(&models[i], timing_nodes, n_decisions, seed + 200);
+        for (size_t k = 0; k < ELEMENTSOF(mixes); k++) {
+                mix = &mixes[k];
+                if (mix_filter && !strstr(mix_filter, mix->key))
+                        continue;
+                if (!do_acc && !do_needed)
+                        break;
+                printf("\n=== mix '%s': %s\n", mix->key, mix->title);
+                printf("  requests:");
+                for (size_t c = 0; c < N_CLASSES; c++) {
+                        printf(" %s", classes[c].name);
+                        if (classes[c].mem_mib)
+                                printf(" = %" PRIu64 " MiB", classes[c].mem_mib);
+                        else
+                                printf(" = the whole GPU");
+                        if (classes[c].cores)
+                                printf(" + %u%% cores", classes[c].cores);
+                        printf(" (%s)%s", class_profile(&models[0], &classes[c])->name, c + 1 < N_CLASSES ? "," : "\n");
+                }
+                struct summary sum[2] = {};
+                for (size_t i = 0; i < 2; i++) {
+                        for (size_t l = 0; do_acc && l < n_loads; l++)
+                                acceptance(&models[i], n_nodes, n_pods, loads[l], seed + l, &sum[i]);
+                        if (do_needed)
+                                gpus_needed(&models[i], n_nodes, n_pods, 1.0, seed + 100, &sum[i]);
+                }
+                printf("\n  summary, mix '%s':\n", mix->key);
+                for (size_t i = 0; i < 2; i++) {
+                        if (do_acc) {
+                                printf("    %-16s migkit vs HAMi v2.10 accepted:", models[i].key);
+                                for (size_t l = 0; l < sum[i].n_loads; l++)
+                                        printf(" load %.1f %+.1f%%%s", sum[i].loads[l], sum[i].vs_v210[l],
+                                               l + 1 < sum[i].n_loads ? "," : "");
+                                printf("\n");
+                        }
+                        if (do_needed)
+                                printf("    %-16s GPUs needed vs bound: migkit %u (%.3f x), HAMi v2.10 %u (%.3f x), bound "
+                                       "%u\n",
+                                       models[i].key, sum[i].migkit_gpus, (double) sum[i].migkit_gpus / sum[i].bound,
+                                       sum[i].v210_gpus, (double) sum[i].v210_gpus / sum[i].bound, sum[i].bound);
+                }
         }
+        mix = &mixes[0];
+        for (size_t i = 0; do_time && i < 2; i++)
+                decision_time(&models[i], timing_nodes, n_decisions, seed + 200);
         for (size_t i = 0; i < 2; i++) {
                 mk_fit_tables_free(models[i].all_tables);
                 mk_fit_tables_free(models[i].hami_tables);

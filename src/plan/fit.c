@@ -259,7 +259,9 @@ struct gpu_state {
         unsigned free_slices;
         unsigned sms;                   /* SMs of the whole GPU */
         unsigned cap;                   /* C(free) now, when have_cap */
+        unsigned ideal;                 /* max(C, ideal C of the free units), when have_ideal */
         bool have_cap;
+        bool have_ideal;
         bool have_counts;
         unsigned counts[MK_FIT_MAX_PROFILES];   /* used instances per allowed profile, when have_counts */
 };
@@ -273,7 +275,8 @@ static int gpu_prepare(struct profcache *pc, const struct mk_fit_gpu *g, struct 
         if (s->ps->valid < 0)
                 return s->ps->valid;
         s->all = units_mask(g->memory_units);
-        s->have_cap = s->have_counts = false;
+        s->have_counts = false;
+        s->have_cap = s->have_ideal = false;
         unsigned used_slices = 0, units = g->memory_units;
         uint32_t used = 0;
         for (size_t i = 0; i < g->n_used; i++) {
@@ -306,6 +309,11 @@ static unsigned count_of(const struct mk_fit_gpu *g, unsigned id) {
         for (size_t i = 0; i < g->n_used; i++)
                 c += g->used[i].profile_id == id;
         return c;
+}
+
+/* Whether profile j (a limited one) has max_count instances already. */
+static bool limit_reached(const struct mk_fit_gpu *g, const struct gpu_state *s, size_t j) {
+        return (s->have_counts ? s->counts[j] : count_of(g, g->profiles[j].id)) >= g->profiles[j].max_count;
 }
 
 /* M_p: instances of p that still fit in `free`, alone. */
@@ -393,6 +401,21 @@ static void frag_parts(const struct mk_fit_gpu *g, struct gpu_state *s, uint32_t
         *ret_ideal = MAX(ideal, cap);
 }
 
+/* C(free) and the ideal (at least C) of a GPU as it is. */
+static void gpu_now(const struct mk_fit_gpu *g, struct gpu_state *s, unsigned *ret_cap, unsigned *ret_ideal) {
+        uint32_t free = s->all & ~s->used;
+        if (!s->have_cap) {
+                s->cap = capacity(g, s, free, s->free_slices, SIZE_MAX);
+                s->have_cap = true;
+        }
+        if (!s->have_ideal) {
+                s->ideal = MAX(s->cap, ideal_capacity(g, s, popcount32(free), s->free_slices));
+                s->have_ideal = true;
+        }
+        *ret_cap = s->cap;
+        *ret_ideal = s->ideal;
+}
+
 static unsigned profile_cores(const struct gpu_state *s, const struct mk_gi_profile *p) {
         if (s->sms > 0 && p->multiprocessors > 0)
                 return (unsigned) (((uint64_t) p->multiprocessors * 100 + s->sms - 1) / s->sms);
@@ -409,7 +432,7 @@ static uint32_t free_starts(const struct mk_fit_gpu *g, const struct gpu_state *
         const struct pinfo *pi = &s->ps->pi[j];
         /* A limit of at least the placement count binds only on instances
          * outside the profile's own placements, which NVML cannot create. */
-        if (pi->limited && (s->have_counts ? s->counts[j] : count_of(g, p->id)) >= p->max_count)
+        if (pi->limited && limit_reached(g, s, j))
                 return 0;
         return free_runs(s->all & ~s->used, pi->size) & pi->starts;
 }
@@ -621,7 +644,7 @@ struct mk_fit_tables *mk_fit_tables_free(struct mk_fit_tables *t) {
 struct cand {
         unsigned gpu;
         size_t profile;                 /* index into that GPU's profiles */
-        size_t placement;               /* index into the profile's placements */
+        unsigned start;                 /* of the placement, in memory units */
         uint64_t memory_mib;            /* of the profile: smaller first */
         unsigned slices;                /* of the profile: fewer first */
         unsigned loss;                  /* C(before) - C(after) */
@@ -705,8 +728,7 @@ static bool gpu_best(const struct mk_fit_gpu *g, struct gpu_state *s, unsigned g
                 const struct mk_gi_profile *p = &g->profiles[j];
                 if (best_j != SIZE_MAX && profile_rank_compare(p, &g->profiles[best_j]) > 0)
                         break;
-                if (p->slices > s->free_slices ||
-                    (ps->pi[j].limited && (s->have_counts ? s->counts[j] : count_of(g, p->id)) >= p->max_count))
+                if (p->slices > s->free_slices || (ps->pi[j].limited && limit_reached(g, s, j)))
                         continue;
                 uint8_t b = ps->tab->best[best_index(j, free, s->free_slices)];
                 if (b == 0)
@@ -754,7 +776,7 @@ static bool gpu_best(const struct mk_fit_gpu *g, struct gpu_state *s, unsigned g
         *ret = (struct cand) {
                 .gpu = gi,
                 .profile = best_j,
-                .placement = placement_index(p, best_start),
+                .start = best_start,
                 .memory_mib = p->memory_mib,
                 .slices = p->slices,
                 .loss = best_loss,
@@ -765,6 +787,279 @@ static bool gpu_best(const struct mk_fit_gpu *g, struct gpu_state *s, unsigned g
 
 static double clamp01(double x) {
         return x < 0 ? 0 : x > 1 ? 1 : x;
+}
+
+/* The node after an allocation, in integers (so both paths give the same
+ * doubles): units, C and ideal sums over available GPUs, the chosen
+ * placements' losses and their GPUs' empty capacity. */
+struct sums {
+        unsigned total_units, used_units, cap_sum, ideal_sum, loss, empty_cap;
+};
+
+static int no_room(const struct mk_fit_node *node, const struct mk_fit_request *req, const struct needs *n,
+                   size_t n_cands, struct mk_error *e) {
+        char what[96];
+        if (n->whole)
+                (void) snprintf(what, sizeof what, "a whole GPU");
+        else if (req->mem_mib > 0)
+                (void) snprintf(what, sizeof what, "%" PRIu64 " MiB", req->mem_mib);
+        else
+                (void) snprintf(what, sizeof what, "%u%% of GPU memory", req->mem_percent);
+        return mk_error_set(e, -ENOSPC, "%zu of %zu GPUs have a free MIG placement for %s%s%s%s, %u needed", n_cands,
+                            node->n_gpus, what, req->cores_percent ? " with cores" : "",
+                            req->variant && *req->variant ? " variant " : "",
+                            req->variant && *req->variant ? req->variant : "", req->gpus);
+}
+
+/* Puts the request's GPUs, the first `gpus` candidates in order, first. */
+static void cands_select(struct cand *cands, size_t n_cands, unsigned gpus, enum mk_fit_policy gpu_policy) {
+        for (size_t k = 0; k < gpus; k++) {
+                size_t bi = k;
+                for (size_t i = k + 1; i < n_cands; i++)
+                        if (cand_compare(&cands[i], &cands[bi], gpu_policy) < 0)
+                                bi = i;
+                struct cand t = cands[k];
+                cands[k] = cands[bi];
+                cands[bi] = t;
+        }
+}
+
+/* The fit from the GPU descriptions. */
+static int fit_read(const struct mk_fit_node *node, const struct mk_fit_request *req, const struct needs *n,
+                    enum mk_fit_policy gpu_policy, struct cand *cands, struct sums *ret, struct mk_error *e) {
+        struct profcache pc;
+        pc.n = pc.next = 0;
+        struct gpu_state st[MK_FIT_MAX_NODE_GPUS];
+        size_t n_cands = 0;
+        for (size_t gi = 0; gi < node->n_gpus; gi++) {
+                const struct mk_fit_gpu *g = &node->gpus[gi];
+                struct gpu_state *s = &st[gi];
+                if (g->unavailable)
+                        continue;
+                if (gpu_prepare(&pc, g, s) < 0)
+                        return mk_error_set(e, -EINVAL, "GPU %zu: malformed description", gi);
+                if (!n->whole && n->mem_mib == 0 && g->memory_mib > UINT64_MAX / 100)
+                        return mk_error_set(e, -EINVAL, "GPU %zu: memory out of range", gi);
+                if (gpu_best(g, s, (unsigned) gi, n, &cands[n_cands]))
+                        n_cands++;
+        }
+        if (n_cands < req->gpus)
+                return no_room(node, req, n, n_cands, e);
+        cands_select(cands, n_cands, req->gpus, gpu_policy);
+
+        /* The node after the allocation: utilisation, fragmentation, and the
+         * share of an empty GPU's capacity the allocation destroys. */
+        struct sums sm = {};
+        uint64_t chosen = 0;
+        for (size_t k = 0; k < req->gpus; k++) {
+                const struct cand *c = &cands[k];
+                const struct mk_fit_gpu *g = &node->gpus[c->gpu];
+                const struct mk_gi_profile *p = &g->profiles[c->profile];
+                struct gpu_state *s = &st[c->gpu];
+                chosen |= UINT64_C(1) << c->gpu;
+                uint32_t m = units_mask(s->ps->pi[c->profile].size) << c->start;
+                unsigned cap, ideal;
+                frag_parts(g, s, s->all & ~(s->used | m), s->free_slices - p->slices, c->profile, &cap, &ideal);
+                sm.cap_sum += cap;
+                sm.ideal_sum += ideal;
+                sm.used_units += popcount32(s->used | m);
+                sm.loss += c->loss;
+                sm.empty_cap += ideal_capacity(g, s, g->memory_units, s->slices);
+        }
+        for (size_t gi = 0; gi < node->n_gpus; gi++) {
+                const struct mk_fit_gpu *g = &node->gpus[gi];
+                struct gpu_state *s = &st[gi];
+                if (g->unavailable)
+                        continue;
+                sm.total_units += g->memory_units;
+                if (chosen & (UINT64_C(1) << gi))
+                        continue;
+                unsigned cap, ideal;
+                gpu_now(g, s, &cap, &ideal);
+                sm.cap_sum += cap;
+                sm.ideal_sum += ideal;
+                sm.used_units += popcount32(s->used);
+        }
+        *ret = sm;
+        return 0;
+}
+
+/* The fit from the node cache: the same choices and sums as fit_read()
+ * (one GPU description, tables), from the cached per-GPU state. */
+static int fit_cached(const struct mk_fit_node *node, const struct mk_fit_node_cache *c,
+                      const struct mk_fit_request *req, const struct needs *n, enum mk_fit_policy gpu_policy,
+                      struct cand *cands, struct sums *ret, struct mk_error *e) {
+        const struct mk_fit_gpu *g0 = &node->gpus[c->first];
+        const struct mk_fit_tables *tab = g0->tables;
+        const struct mk_gi_profile *profiles = g0->profiles;
+        if (!n->whole && n->mem_mib == 0 && g0->memory_mib > UINT64_MAX / 100)
+                return mk_error_set(e, -EINVAL, "GPU %zu: memory out of range", c->first);
+
+        /* The adequate profiles, smallest first (adequate_profiles()'s order). */
+        struct gpu_state s0 = {
+                .slices = g0->slices > 0 ? g0->slices : tab->max_slices,
+                .sms = g0->multiprocessors > 0 ? g0->multiprocessors : tab->max_sms,
+        };
+        uint64_t need = n->mem_mib;
+        if (!n->whole && need == 0)
+                need = (g0->memory_mib * n->mem_percent + 99) / 100;
+        uint8_t order[MK_FIT_MAX_PROFILES];
+        size_t n_order = 0;
+        uint64_t adequate = 0;
+        for (size_t k = 0; k < g0->n_profiles; k++) {
+                size_t j = c->rank[k];
+                const struct mk_gi_profile *p = &profiles[j];
+                if (!(c->hostable & (UINT64_C(1) << j)) ||
+                    !(n->variant && *n->variant ? variant_matches(p, n->variant) : tab->pi[j].base))
+                        continue;
+                if (n->whole ? tab->pi[j].size != g0->memory_units : need == 0 || p->memory_mib < need)
+                        continue;
+                if (n->cores > 0 && profile_cores(&s0, p) < n->cores)
+                        continue;
+                order[n_order++] = (uint8_t) j;
+                adequate |= UINT64_C(1) << j;
+        }
+
+        uint32_t all = units_mask(g0->memory_units);
+        size_t n_cands = 0;
+        for (size_t gi = 0; adequate && gi < node->n_gpus; gi++) {
+                const struct mk_fit_node_cache_gpu *cg = &c->gpu[gi];
+                uint64_t avail = cg->hostable & adequate;
+                if (!avail)
+                        continue;
+                uint32_t free = all & ~cg->used;
+                size_t best_j = SIZE_MAX;
+                unsigned best_loss = 0, best_start = 0;
+                for (size_t k = 0; k < n_order; k++) {
+                        size_t j = order[k];
+                        if (!(avail & (UINT64_C(1) << j)))
+                                continue;
+                        const struct mk_gi_profile *p = &profiles[j];
+                        if (best_j != SIZE_MAX && profile_rank_compare(p, &profiles[best_j]) > 0)
+                                break;
+                        unsigned start = tab->best[best_index(j, free, cg->free_slices)] - 1u;
+                        uint32_t m = units_mask(tab->pi[j].size) << start;
+                        unsigned after = tab->cap[free & ~m][cg->free_slices - p->slices];
+                        unsigned loss = cg->cap > after ? cg->cap - after : 0;
+                        if (best_j == SIZE_MAX || loss < best_loss || (loss == best_loss && start > best_start)) {
+                                best_j = j;
+                                best_loss = loss;
+                                best_start = start;
+                        }
+                }
+                const struct mk_gi_profile *p = &profiles[best_j];
+                cands[n_cands++] = (struct cand) {
+                        .gpu = (unsigned) gi,
+                        .profile = best_j,
+                        .start = best_start,
+                        .memory_mib = p->memory_mib,
+                        .slices = p->slices,
+                        .loss = best_loss,
+                        .used_units = cg->used_units,
+                };
+        }
+        if (n_cands < req->gpus)
+                return no_room(node, req, n, n_cands, e);
+        cands_select(cands, n_cands, req->gpus, gpu_policy);
+
+        struct sums sm = {
+                .total_units = c->total_units,
+                .used_units = c->used_units,
+                .cap_sum = c->cap_sum,
+                .ideal_sum = c->ideal_sum,
+        };
+        for (size_t k = 0; k < req->gpus; k++) {
+                const struct cand *cd = &cands[k];
+                const struct mk_fit_node_cache_gpu *cg = &c->gpu[cd->gpu];
+                const struct mk_gi_profile *p = &profiles[cd->profile];
+                uint32_t used = cg->used | (units_mask(tab->pi[cd->profile].size) << cd->start);
+                uint32_t free = all & ~used;
+                unsigned fs = cg->free_slices - p->slices;
+                unsigned cap = tab->cap[free][fs];
+                unsigned ideal = MAX(cap, (unsigned) tab->cap[units_mask(popcount32(free))][fs]);
+                sm.cap_sum = sm.cap_sum - cg->cap + cap;
+                sm.ideal_sum = sm.ideal_sum - cg->ideal + ideal;
+                sm.used_units = sm.used_units - cg->used_units + popcount32(used);
+                sm.loss += cd->loss;
+                sm.empty_cap += c->empty_cap;
+        }
+        *ret = sm;
+        return 0;
+}
+
+int mk_fit_node_cache_update(const struct mk_fit_node *node, struct mk_fit_node_cache *c) {
+        c->usable = false;
+        c->gpus = node->gpus;
+        c->n_gpus = node->n_gpus;
+        if (node->n_gpus > MK_FIT_MAX_NODE_GPUS || (node->n_gpus > 0 && !node->gpus))
+                return -EINVAL;
+        const struct mk_fit_gpu *g0 = NULL;
+        struct profcache pc;
+        pc.n = pc.next = 0;
+        uint64_t hostable = 0;
+        unsigned total_units = 0, used_units = 0, cap_sum = 0, ideal_sum = 0;
+        for (size_t gi = 0; gi < node->n_gpus; gi++) {
+                const struct mk_fit_gpu *g = &node->gpus[gi];
+                struct mk_fit_node_cache_gpu *cg = &c->gpu[gi];
+                *cg = (struct mk_fit_node_cache_gpu) {};
+                if (g->unavailable)
+                        continue;
+                struct gpu_state s;
+                if (gpu_prepare(&pc, g, &s) < 0)
+                        return -EINVAL;
+                if (!g0) {
+                        g0 = g;
+                        c->first = gi;
+                        if (!s.ps->tab)
+                                return -EOPNOTSUPP;
+                } else if (g->profiles != g0->profiles || g->n_profiles != g0->n_profiles ||
+                           g->tables != g0->tables || g->memory_units != g0->memory_units ||
+                           g->slices != g0->slices || g->multiprocessors != g0->multiprocessors ||
+                           g->memory_mib != g0->memory_mib)
+                        return -EOPNOTSUPP;
+                const struct mk_fit_tables *tab = s.ps->tab;
+                uint32_t free = s.all & ~s.used;
+                unsigned cap, ideal;
+                gpu_now(g, &s, &cap, &ideal);
+                for (size_t j = 0; j < g->n_profiles; j++) {
+                        const struct mk_gi_profile *p = &g->profiles[j];
+                        if (p->slices > s.free_slices || (s.ps->pi[j].limited && limit_reached(g, &s, j)))
+                                continue;
+                        if (tab->best[best_index(j, free, s.free_slices)] != 0)
+                                cg->hostable |= UINT64_C(1) << j;
+                }
+                cg->used = s.used;
+                cg->cap = (uint16_t) cap;
+                cg->ideal = (uint16_t) ideal;
+                cg->free_slices = (uint8_t) s.free_slices;
+                cg->used_units = (uint8_t) popcount32(s.used);
+                cg->available = true;
+                hostable |= cg->hostable;
+                total_units += g->memory_units;
+                used_units += popcount32(s.used);
+                cap_sum += cap;
+                ideal_sum += ideal;
+        }
+        if (!g0)
+                return -EOPNOTSUPP;
+        /* Smallest first, stable: adequate_profiles()'s insertion order. */
+        size_t n = 0;
+        for (size_t j = 0; j < g0->n_profiles; j++) {
+                size_t k = n++;
+                while (k > 0 && profile_rank_compare(&g0->profiles[c->rank[k - 1]], &g0->profiles[j]) > 0) {
+                        c->rank[k] = c->rank[k - 1];
+                        k--;
+                }
+                c->rank[k] = (uint8_t) j;
+        }
+        c->hostable = hostable;
+        c->total_units = total_units;
+        c->used_units = used_units;
+        c->cap_sum = cap_sum;
+        c->ideal_sum = ideal_sum;
+        c->empty_cap = g0->tables->cap[units_mask(g0->memory_units)][g0->slices > 0 ? g0->slices : g0->tables->max_slices];
+        c->usable = true;
+        return 0;
 }
 
 int mk_fit_node(const struct mk_fit_node *node, const struct mk_fit_request *req, enum mk_fit_policy node_policy,
@@ -807,11 +1102,6 @@ int mk_fit_node(const struct mk_fit_node *node, const struct mk_fit_request *req
                 res_util = clamp01((cu + mu) / 2);
         }
 
-        struct profcache pc;
-        pc.n = pc.next = 0;
-        struct gpu_state st[MK_FIT_MAX_NODE_GPUS];
-        struct cand cands[MK_FIT_MAX_NODE_GPUS];
-        size_t n_cands = 0;
         struct needs n = {
                 .whole = req->mem_mib == 0 && (req->mem_percent == 0 || req->mem_percent == 100),
                 .mem_mib = req->mem_mib,
@@ -819,89 +1109,20 @@ int mk_fit_node(const struct mk_fit_node *node, const struct mk_fit_request *req
                 .cores = req->cores_percent,
                 .variant = req->variant,
         };
+        struct cand cands[MK_FIT_MAX_NODE_GPUS];
+        struct sums sm = {};
+        const struct mk_fit_node_cache *c = node->cache;
+        int q;
+        if (c && c->usable && c->gpus == node->gpus && c->n_gpus == node->n_gpus)
+                q = fit_cached(node, c, req, &n, gpu_policy, cands, &sm, e);
+        else
+                q = fit_read(node, req, &n, gpu_policy, cands, &sm, e);
+        if (q < 0)
+                return q;
 
-        for (size_t gi = 0; gi < node->n_gpus; gi++) {
-                const struct mk_fit_gpu *g = &node->gpus[gi];
-                struct gpu_state *s = &st[gi];
-                if (g->unavailable)
-                        continue;
-                if (gpu_prepare(&pc, g, s) < 0)
-                        return mk_error_set(e, -EINVAL, "GPU %zu: malformed description", gi);
-                if (!n.whole && n.mem_mib == 0 && g->memory_mib > UINT64_MAX / 100)
-                        return mk_error_set(e, -EINVAL, "GPU %zu: memory out of range", gi);
-                if (gpu_best(g, s, (unsigned) gi, &n, &cands[n_cands]))
-                        n_cands++;
-        }
-
-        if (n_cands < req->gpus) {
-                char what[96];
-                if (n.whole)
-                        (void) snprintf(what, sizeof what, "a whole GPU");
-                else if (req->mem_mib > 0)
-                        (void) snprintf(what, sizeof what, "%" PRIu64 " MiB", req->mem_mib);
-                else
-                        (void) snprintf(what, sizeof what, "%u%% of GPU memory", req->mem_percent);
-                return mk_error_set(e, -ENOSPC,
-                                    "%zu of %zu GPUs have a free MIG placement for %s%s%s%s, %u needed", n_cands,
-                                    node->n_gpus, what, req->cores_percent ? " with cores" : "",
-                                    req->variant && *req->variant ? " variant " : "",
-                                    req->variant && *req->variant ? req->variant : "", req->gpus);
-        }
-
-        /* The request's GPUs: the first `gpus` candidates in order. */
-        for (size_t k = 0; k < req->gpus; k++) {
-                size_t bi = k;
-                for (size_t i = k + 1; i < n_cands; i++)
-                        if (cand_compare(&cands[i], &cands[bi], gpu_policy) < 0)
-                                bi = i;
-                struct cand t = cands[k];
-                cands[k] = cands[bi];
-                cands[bi] = t;
-        }
-
-        /* The node after the allocation: utilisation, fragmentation, and the
-         * share of an empty GPU's capacity the allocation destroys. */
-        struct mk_fit_choice choices[MK_FIT_MAX_REQUEST_GPUS];
-        unsigned total_units = 0, used_units = 0, cap_sum = 0, ideal_sum = 0, loss = 0, empty_cap = 0;
-        uint64_t chosen = 0;
-        for (size_t k = 0; k < req->gpus; k++) {
-                const struct cand *c = &cands[k];
-                const struct mk_fit_gpu *g = &node->gpus[c->gpu];
-                const struct mk_gi_profile *p = &g->profiles[c->profile];
-                struct gpu_state *s = &st[c->gpu];
-                choices[k] = (struct mk_fit_choice) {
-                        .gpu = c->gpu,
-                        .profile = p,
-                        .placement = p->placements[c->placement],
-                };
-                chosen |= UINT64_C(1) << c->gpu;
-                uint32_t m = pmask(p->placements[c->placement]);
-                unsigned cap, ideal;
-                frag_parts(g, s, s->all & ~(s->used | m), s->free_slices - p->slices, c->profile, &cap, &ideal);
-                cap_sum += cap;
-                ideal_sum += ideal;
-                used_units += popcount32(s->used | m);
-                loss += c->loss;
-                empty_cap += ideal_capacity(g, s, g->memory_units, s->slices);
-        }
-        for (size_t gi = 0; gi < node->n_gpus; gi++) {
-                const struct mk_fit_gpu *g = &node->gpus[gi];
-                struct gpu_state *s = &st[gi];
-                if (g->unavailable)
-                        continue;
-                total_units += g->memory_units;
-                if (chosen & (UINT64_C(1) << gi))
-                        continue;
-                uint32_t free = s->all & ~s->used;
-                unsigned cap = s->have_cap ? s->cap : capacity(g, s, free, s->free_slices, SIZE_MAX);
-                cap_sum += cap;
-                ideal_sum += MAX(cap, ideal_capacity(g, s, popcount32(free), s->free_slices));
-                used_units += popcount32(s->used);
-        }
-
-        double util = total_units > 0 ? (double) used_units / total_units : 0;
-        double frag = ideal_sum > 0 ? 1.0 - (double) cap_sum / ideal_sum : 0;
-        double keep = empty_cap > 0 ? 1.0 - (double) loss / empty_cap : 1;
+        double util = sm.total_units > 0 ? (double) sm.used_units / sm.total_units : 0;
+        double frag = sm.ideal_sum > 0 ? 1.0 - (double) sm.cap_sum / sm.ideal_sum : 0;
+        double keep = sm.empty_cap > 0 ? 1.0 - (double) sm.loss / sm.empty_cap : 1;
         double w_util = node_policy == MK_FIT_BINPACK ? W_UTIL_BINPACK : W_UTIL_SPREAD, w_res = 0;
         double w_keep = 1.0 - w_util - W_FRAG;
         if (r) {
@@ -913,7 +1134,14 @@ int mk_fit_node(const struct mk_fit_node *node, const struct mk_fit_request *req
                 score = w_keep * keep + w_util * util + W_FRAG * (1 - frag) + w_res * res_util;
         else
                 score = w_keep * keep + w_util * (1 - util) + W_FRAG * (1 - frag) + w_res * (1 - res_util);
-        memcpy(ret->choices, choices, req->gpus * sizeof choices[0]);
+        for (size_t k = 0; k < req->gpus; k++) {
+                const struct mk_gi_profile *p = &node->gpus[cands[k].gpu].profiles[cands[k].profile];
+                ret->choices[k] = (struct mk_fit_choice) {
+                        .gpu = cands[k].gpu,
+                        .profile = p,
+                        .placement = p->placements[placement_index(p, cands[k].start)],
+                };
+        }
         ret->n_choices = req->gpus;
         ret->score = 100.0 * clamp01(score);
         ret->fragmentation = clamp01(frag);

@@ -84,11 +84,56 @@ struct mk_fit_node_resources {
         uint64_t memory_allocatable_bytes, memory_requested_bytes;
 };
 
+struct mk_fit_node_cache;
+
 struct mk_fit_node {
         const struct mk_fit_gpu *gpus;
         size_t n_gpus;                  /* <= MK_FIT_MAX_NODE_GPUS */
         const struct mk_fit_node_resources *resources;  /* NULL: CPU and memory not considered */
+        const struct mk_fit_node_cache *cache;  /* optional: this node's derived state, kept by the caller
+                                                 * (mk_fit_node_cache_update); NULL, unusable or computed for
+                                                 * another `gpus` array: the GPUs are read per call, same
+                                                 * answers, slower */
 };
+
+/* Derived state of one node that a caller keeps beside its GPU array, so
+ * that a fit reads one compact record instead of every GPU's instances and
+ * recomputes nothing: per GPU the used units, free compute slices, capacity
+ * value and ideal (docs/scheduler-fit.md §3, §5) and the profiles that still
+ * have a free placement, plus the node's sums. A node whose available GPUs
+ * all share one profile array, matching capacity tables and the same units,
+ * slices, SMs and memory (one GPU model) can use it; it rejects a request no
+ * GPU can host in O(1) and scores without touching the other GPUs. Refresh
+ * it with mk_fit_node_cache_update() whenever anything in the node's GPU
+ * descriptions changes (an instance added or removed, availability). The
+ * fields are private to plan/fit. A cache computed for another GPU array
+ * or count is ignored; one left stale after an in-place change of the same
+ * array is the caller's bug (the fit then answers for the old state). */
+struct mk_fit_node_cache_gpu {
+        uint64_t hostable;              /* bit j: profile j has a free placement (slices, limit included) */
+        uint32_t used;                  /* units held by instances */
+        uint16_t cap, ideal;            /* C(free) and max(C, C(ideal)) */
+        uint8_t free_slices, used_units;
+        bool available;
+};
+struct mk_fit_node_cache {
+        const struct mk_fit_gpu *gpus;  /* the array it was computed for */
+        size_t n_gpus;
+        bool usable;                    /* false: fits read the GPUs */
+        size_t first;                   /* the first available GPU, whose description all share */
+        uint64_t hostable;              /* union over the GPUs */
+        unsigned total_units, used_units, cap_sum, ideal_sum;  /* over available GPUs */
+        unsigned empty_cap;             /* C of an empty GPU */
+        uint8_t rank[MK_FIT_MAX_PROFILES];      /* profile indices, smallest first (memory, slices, index) */
+        struct mk_fit_node_cache_gpu gpu[MK_FIT_MAX_NODE_GPUS];
+};
+
+/* Computes the node's derived state into *c (node->cache is not read). 0;
+ * -EOPNOTSUPP when the node cannot use one (mixed GPU descriptions, no
+ * matching tables, no available GPU) and -EINVAL for a GPU the fit would
+ * reject: *c is then marked unusable and fits read the GPUs as without a
+ * cache (and report the same errors). */
+int mk_fit_node_cache_update(const struct mk_fit_node *node, struct mk_fit_node_cache *c) _nonnull_(1, 2);
 
 /* What one container asks for: `gpus` distinct GPUs, one MIG instance on
  * each, each with at least the memory and cores asked. */

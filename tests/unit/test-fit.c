@@ -290,6 +290,45 @@ static const struct fit_case cases[] = {
          "EINVAL"},
 };
 
+/* With capacity tables set on the node's GPUs: the fit through a node cache
+ * (mk_fit_node_cache_update) gives exactly the answer without one: return
+ * code, choices, score, fragmentation and message. Also requires that the
+ * cache was usable whenever a GPU is available, so the comparison is real.
+ * Returns the number of differences (printed). */
+static int cache_differences(struct mk_fit_node *node, const struct mk_fit_request *rq, enum mk_fit_policy np,
+                             enum mk_fit_policy gp, const char *what) {
+        int failures = 0;
+        struct mk_fit_node_cache nc;
+        memset(&nc, 0x5A, sizeof nc);
+        int u = mk_fit_node_cache_update(node, &nc);
+        bool any_available = false;
+        for (size_t i = 0; i < node->n_gpus; i++)
+                any_available |= !node->gpus[i].unavailable;
+        if (any_available ? u != 0 : u != -EOPNOTSUPP) {
+                print_error("%s: node cache update returned %d\n", what, u);
+                failures++;
+        }
+        struct mk_fit_result a, c;
+        struct mk_error ea = {}, ec = {};
+        memset(&a, 0, sizeof a);
+        memset(&c, 0, sizeof c);
+        int ra = mk_fit_node(node, rq, np, gp, &a, &ea);
+        node->cache = &nc;
+        int rc = mk_fit_node(node, rq, np, gp, &c, &ec);
+        node->cache = NULL;
+        char x[256], y[256];
+        result_format(ra, &a, x, sizeof x);
+        result_format(rc, &c, y, sizeof y);
+        if (ra != rc || !streq(x, y) || !streq(ea.msg, ec.msg) ||
+            (ra == 0 && (a.score != c.score || a.fragmentation != c.fragmentation))) {
+                print_error("%s: with the node cache '%s' (score %.17g, fragmentation %.17g, '%s'), without '%s' "
+                            "(score %.17g, fragmentation %.17g, '%s')\n",
+                            what, y, c.score, c.fragmentation, ec.msg, x, a.score, a.fragmentation, ea.msg);
+                failures++;
+        }
+        return failures;
+}
+
 static void test_cases(void **state) {
         (void) state;
         int failures = 0;
@@ -319,6 +358,8 @@ static void test_cases(void **state) {
                                     got_t, q == 0 ? rt.score : 0, got, r == 0 ? res.score : 0);
                         failures++;
                 }
+                for (int np = 0; np < _MK_FIT_POLICY_MAX; np++)
+                        failures += cache_differences(&node, &c->req, (enum mk_fit_policy) np, c->gpu_policy, c->what);
                 mk_fit_tables_free(t);
                 if (!streq(got, c->expect)) {
                         print_error("case '%s': expected '%s', got '%s' (%s)\n", c->what, c->expect, got, e.msg);
@@ -356,7 +397,8 @@ static void test_random_states_legal(void **state) {
                                 one.unavailable = false;
                                 struct mk_fit_node n1 = {.gpus = &one, .n_gpus = 1};
                                 static const uint64_t sizes[] = {GIB(9), GIB(19), GIB(39), 0};
-                                struct mk_fit_request rq = {.gpus = 1, .mem_mib = sizes[rand_r(&seed) % 4]};
+                                struct mk_fit_request rq = {.gpus = 1, .mem_mib = sizes[rand_r(&seed) % 4],
+                                                            .variant = rand_r(&seed) % 8 == 0 ? "+me" : NULL};
                                 struct mk_fit_result res;
                                 if (mk_fit_node(&n1, &rq, MK_FIT_BINPACK, MK_FIT_BINPACK, &res, NULL) == 0)
                                         b.used[gi][b.gpus[gi].n_used++] = (struct mk_fit_instance) {
@@ -367,9 +409,11 @@ static void test_random_states_legal(void **state) {
                         }
                         assert_int_equal(mk_fit_gpu_validate(&b.gpus[gi], NULL), 0);
                 }
+                bool pct = rand_r(&seed) % 6 == 0;
                 struct mk_fit_request rq = {
                         .gpus = 1 + (unsigned) (rand_r(&seed) % 3),
-                        .mem_mib = GIB(1 + rand_r(&seed) % 40),
+                        .mem_mib = pct ? 0 : GIB(1 + rand_r(&seed) % 40),
+                        .mem_percent = pct ? (unsigned) (rand_r(&seed) % 101) : 0,
                         .cores_percent = (unsigned) (rand_r(&seed) % 3 == 0 ? rand_r(&seed) % 60 : 0),
                         .variant = rand_r(&seed) % 5 == 0 ? "+me" : NULL,
                 };
@@ -385,6 +429,9 @@ static void test_random_states_legal(void **state) {
                 for (size_t gi = 0; gi < MAX_GPUS; gi++)
                         b.gpus[gi].tables = t;
                 int q = mk_fit_node(&node, &rq, np, gp, &rt, NULL);
+                char what[64];
+                snprintf(what, sizeof what, "iteration %d", iter);
+                assert_int_equal(cache_differences(&node, &rq, np, gp, what), 0);
                 for (size_t gi = 0; gi < MAX_GPUS; gi++)
                         b.gpus[gi].tables = NULL;
                 assert_int_equal(q, r);
@@ -409,6 +456,8 @@ static void test_random_states_legal(void **state) {
                         for (size_t j = 0; j < k; j++)
                                 assert_int_not_equal(res.choices[j].gpu, c->gpu);
                         assert_true(c->profile->memory_mib >= rq.mem_mib);
+                        if (rq.mem_percent < 100) /* 100: the whole GPU, whose profile has a little less */
+                                assert_true(c->profile->memory_mib * 100 >= m->memory_mib * rq.mem_percent);
                         assert_true(mk_fit_profile_cores(g, c->profile) >= rq.cores_percent);
                         bool listed = false;
                         for (size_t i = 0; i < c->profile->n_placements; i++)
@@ -641,12 +690,88 @@ static void test_tables(void **state) {
         mk_fit_tables_free(t);
 }
 
+/* When a node cache cannot be used it says so and the fit reads the GPUs:
+ * no tables, mixed GPUs, no available GPU, a malformed GPU (same error as
+ * without), a cache of another GPU array. A refreshed cache follows the
+ * node; a full node is rejected with the same message. */
+static void test_node_cache(void **state) {
+        (void) state;
+        struct node_buf b;
+        struct mk_fit_node node;
+        struct mk_fit_node_cache nc;
+        struct mk_fit_result res, ref;
+        struct mk_error e = {}, eref = {};
+        struct mk_fit_request rq = {.gpus = 1, .mem_mib = GIB(9)};
+        node_build(&b, &a100, NULL, (const char *const[]) {"1g.10gb@6", "3g.40gb@4"}, 2, &node);
+        assert_int_equal(mk_fit_node_cache_update(&node, &nc), -EOPNOTSUPP); /* no tables */
+        node.cache = &nc;
+        assert_int_equal(mk_fit_node(&node, &rq, MK_FIT_BINPACK, MK_FIT_BINPACK, &res, NULL), 0);
+        assert_string_equal(res.choices[0].profile->name, "1g.10gb");
+
+        _cleanup_(mk_fit_tables_freep) struct mk_fit_tables *t = NULL;
+        assert_int_equal(mk_fit_tables_new(&b.gpus[0], &t), 0);
+        b.gpus[0].tables = b.gpus[1].tables = t;
+        assert_int_equal(mk_fit_node_cache_update(&node, &nc), 0);
+        assert_int_equal(mk_fit_node(&node, &rq, MK_FIT_BINPACK, MK_FIT_BINPACK, &res, NULL), 0);
+        assert_int_equal(res.choices[0].gpu, 0);
+        assert_int_equal(res.choices[0].placement.start, 5);
+
+        /* The GPU changes, the cache is refreshed: the choice follows. */
+        b.used[0][b.gpus[0].n_used++] = (struct mk_fit_instance) {.profile_id = 0, .slices = 7, .placement = {0, 8}};
+        assert_int_equal(mk_fit_node_cache_update(&node, &nc), 0);
+        assert_int_equal(mk_fit_node(&node, &rq, MK_FIT_BINPACK, MK_FIT_BINPACK, &res, NULL), 0);
+        assert_int_equal(res.choices[0].gpu, 1);
+        assert_int_equal(res.choices[0].placement.start, 3);
+
+        /* Nothing can host a whole GPU: the same rejection, with or without. */
+        struct mk_fit_request whole = {.gpus = 1, .mem_percent = 100};
+        assert_int_equal(mk_fit_node(&node, &whole, MK_FIT_BINPACK, MK_FIT_BINPACK, &res, &e), -ENOSPC);
+        node.cache = NULL;
+        assert_int_equal(mk_fit_node(&node, &whole, MK_FIT_BINPACK, MK_FIT_BINPACK, &ref, &eref), -ENOSPC);
+        assert_string_equal(e.msg, eref.msg);
+        assert_non_null(strstr(e.msg, "0 of 2 GPUs"));
+
+        /* A cache of another array is ignored. */
+        struct node_buf b2;
+        struct mk_fit_node other;
+        node_build(&b2, &a100, NULL, (const char *const[]) {"", ""}, 2, &other);
+        other.cache = &nc;
+        b2.gpus[0].tables = b2.gpus[1].tables = NULL;
+        assert_int_equal(mk_fit_node(&other, &rq, MK_FIT_BINPACK, MK_FIT_BINPACK, &res, NULL), 0);
+        assert_int_equal(res.choices[0].gpu, 0);
+        assert_int_equal(res.choices[0].placement.start, 6);
+
+        /* Mixed descriptions: another SM count, another profile array. */
+        b.gpus[1].multiprocessors = 100;
+        assert_int_equal(mk_fit_node_cache_update(&node, &nc), -EOPNOTSUPP);
+        b.gpus[1].multiprocessors = b.gpus[0].multiprocessors;
+        b.gpus[1].profiles = b2.allowed;
+        assert_int_equal(mk_fit_node_cache_update(&node, &nc), -EOPNOTSUPP);
+        b.gpus[1].profiles = b.allowed;
+
+        /* No available GPU. */
+        b.gpus[0].unavailable = b.gpus[1].unavailable = true;
+        assert_int_equal(mk_fit_node_cache_update(&node, &nc), -EOPNOTSUPP);
+        b.gpus[0].unavailable = b.gpus[1].unavailable = false;
+
+        /* A malformed GPU: the fit reports it as without a cache. */
+        b.used[1][0].placement = (struct mk_placement) {6, 4};
+        assert_int_equal(mk_fit_node_cache_update(&node, &nc), -EINVAL);
+        node.cache = &nc;
+        assert_int_equal(mk_fit_node(&node, &rq, MK_FIT_BINPACK, MK_FIT_BINPACK, &res, &e), -EINVAL);
+        assert_non_null(strstr(e.msg, "GPU 1"));
+
+        /* Too many GPUs. */
+        struct mk_fit_node big = {.gpus = b.gpus, .n_gpus = MK_FIT_MAX_NODE_GPUS + 1};
+        assert_int_equal(mk_fit_node_cache_update(&big, &nc), -EINVAL);
+}
+
 /* Garbage in: never a crash, only 0, -ENOSPC or -EINVAL, and a choice is
  * always one of the chosen profile's own placements on a listed GPU. */
 static void test_garbage(void **state) {
         (void) state;
         unsigned seed = 777;
-        unsigned fits = 0, nospace = 0, invalid = 0;
+        unsigned fits = 0, nospace = 0, invalid = 0, cached = 0;
         for (int iter = 0; iter < 20000; iter++) {
                 struct mk_gi_profile prof[4];
                 struct mk_placement pl[4][4];
@@ -705,12 +830,26 @@ static void test_garbage(void **state) {
                         .cores_percent = rand_r(&seed) % 3 ? 0 : (unsigned) (rand_r(&seed) % 120),
                         .variant = rand_r(&seed) % 5 == 0 ? "+mmmmmmmmmmmmmmmmmmmm" : rand_r(&seed) % 4 == 0 ? "+me" : NULL,
                 };
-                struct mk_fit_result res;
-                struct mk_error e = {};
-                int r = mk_fit_node(&node, &rq, (enum mk_fit_policy) (rand_r(&seed) % 16 == 0 ? 2 : rand_r(&seed) % 2),
-                                    (enum mk_fit_policy) (rand_r(&seed) % 2), &res, &e);
+                struct mk_fit_result res, rc;
+                struct mk_error e = {}, ec = {};
+                enum mk_fit_policy np = (enum mk_fit_policy) (rand_r(&seed) % 16 == 0 ? 2 : rand_r(&seed) % 2);
+                enum mk_fit_policy gp = (enum mk_fit_policy) (rand_r(&seed) % 2);
+                int r = mk_fit_node(&node, &rq, np, gp, &res, &e);
                 if (r != 0 && r != -ENOSPC && r != -EINVAL)
                         fail_msg("iteration %d: unexpected %d", iter, r);
+                /* A node cache of garbage: usable or not, the same answer. */
+                struct mk_fit_node_cache nc;
+                int u = mk_fit_node_cache_update(&node, &nc);
+                if (u != 0 && u != -EOPNOTSUPP && u != -EINVAL)
+                        fail_msg("iteration %d: node cache update %d", iter, u);
+                cached += u == 0;
+                node.cache = &nc;
+                int q = mk_fit_node(&node, &rq, np, gp, &rc, &ec);
+                node.cache = NULL;
+                if (q != r || !streq(e.msg, ec.msg) ||
+                    (r == 0 && (memcmp(res.choices, rc.choices, res.n_choices * sizeof res.choices[0]) != 0 ||
+                                res.score != rc.score || res.fragmentation != rc.fragmentation)))
+                        fail_msg("iteration %d: with the node cache %d '%s', without %d '%s'", iter, q, ec.msg, r, e.msg);
                 fits += r == 0;
                 nospace += r == -ENOSPC;
                 invalid += r == -EINVAL;
@@ -735,8 +874,9 @@ static void test_garbage(void **state) {
                 mk_fit_tables_free(t);
         }
         /* The generator reaches every outcome. */
-        print_message("garbage: %u fits, %u -ENOSPC, %u -EINVAL\n", fits, nospace, invalid);
-        assert_true(fits > 300 && nospace > 300 && invalid > 300);
+        print_message("garbage: %u fits, %u -ENOSPC, %u -EINVAL, %u with a usable node cache\n", fits, nospace, invalid,
+                      cached);
+        assert_true(fits > 300 && nospace > 300 && invalid > 300 && cached > 300);
 }
 
 static void test_policy_strings(void **state) {
@@ -761,6 +901,7 @@ int main(void) {
                 cmocka_unit_test(test_slices_limit),
                 cmocka_unit_test(test_validate),
                 cmocka_unit_test(test_tables),
+                cmocka_unit_test(test_node_cache),
                 cmocka_unit_test(test_garbage),
                 cmocka_unit_test(test_policy_strings),
         };
