@@ -170,7 +170,16 @@ static int do_inventory(struct mk_sched_config *cfg, const char *kubeconfig, con
 }
 
 int cli_scheduler(int argc, char **argv) {
-        enum { ARG_KUBECONFIG = 0x100, ARG_ADDRESS, ARG_PORT, ARG_THREADS, ARG_GRACE, ARG_RESYNC, ARG_ONCE, ARG_NO_KUBE };
+        enum {
+                ARG_KUBECONFIG = 0x100,
+                ARG_ADDRESS,
+                ARG_PORT,
+                ARG_THREADS,
+                ARG_GRACE,
+                ARG_RESYNC,
+                ARG_ONCE,
+                ARG_NO_KUBE,
+        };
         static const struct option opts[] = {
                 {"help", no_argument, NULL, 'h'},
                 {"config", required_argument, NULL, 'c'},

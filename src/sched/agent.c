@@ -87,7 +87,8 @@ static int on_pod_item(json_t *item, void *userdata) {
         int has = mk_claim_from_pod(item, cl, &e);
         if (has < 0) {
                 const char *name = json_string_value(json_object_get(json_object_get(item, "metadata"), "name"));
-                report(c->o, MK_LOG_WARNING, "Pod '%s' on this node has a malformed reservation (%s), ignoring", name ? name : "?",
+                report(c->o, MK_LOG_WARNING, "Pod '%s' on this node has a malformed reservation (%s), ignoring",
+                       name ? name : "?",
                             e.msg);
         }
         if (has <= 0 || !streq(cl->node, c->node)) {
@@ -193,10 +194,12 @@ static int create_instance(struct agent *a, const struct mk_gpu *g, const struct
         if (r < 0) {
                 struct mk_error re = {0};
                 if (mk_nvml_destroy_gi(a->nvml, g->index, gi_id, &re) < 0)
-                        report(a->o, MK_LOG_WARNING, "GPU %u: cannot roll back GPU instance %u: %s", g->index, gi_id, re.msg);
+                        report(a->o, MK_LOG_WARNING, "GPU %u: cannot roll back GPU instance %u: %s", g->index, gi_id,
+                               re.msg);
                 return r;
         }
-        report(a->o, MK_LOG_INFO, "GPU %u: created %s at %u:%u (GPU instance %u)", g->index, p->name, d->placement.start,
+        report(a->o, MK_LOG_INFO, "GPU %u: created %s at %u:%u (GPU instance %u)", g->index, p->name,
+               d->placement.start,
                  d->placement.size, gi_id);
         return 0;
 }
@@ -209,7 +212,8 @@ static int destroy_instance(struct agent *a, const struct mk_gpu *g, const struc
         }
         int r = mk_nvml_destroy_gi(a->nvml, g->index, gi->id, e);
         if (r >= 0)
-                report(a->o, MK_LOG_INFO, "GPU %u: destroyed orphan GPU instance %u at %u:%u", g->index, gi->id, gi->placement.start,
+                report(a->o, MK_LOG_INFO, "GPU %u: destroyed orphan GPU instance %u at %u:%u", g->index, gi->id,
+                       gi->placement.start,
                          gi->placement.size);
         return r;
 }
@@ -263,7 +267,8 @@ static int record_devices(struct agent *a, const struct mk_snapshot *s, struct p
         int r = ch ? mk_kube_patch_metadata(a->o->kube, path, "annotations", ch, NULL, &e) : -ENOMEM;
         json_decref(ch);
         if (r < 0) {
-                report(a->o, MK_LOG_WARNING, "Cannot record the MIG devices of pod %s/%s: %s", pc->claim.namespace, pc->claim.name,
+                report(a->o, MK_LOG_WARNING, "Cannot record the MIG devices of pod %s/%s: %s", pc->claim.namespace,
+                       pc->claim.name,
                             e.msg);
                 pass->failed++;
                 return 0;
@@ -332,7 +337,8 @@ static int pass_run(struct agent *a, struct mk_sched_agent_pass *pass, struct mk
                         const struct mk_gpu *g = gpu_by_uuid(s, cd->gpu);
                         struct mk_error ce = {0};
                         if (!g) {
-                                report(a->o, MK_LOG_WARNING, "Pod %s/%s reserves GPU '%s', which this node does not have",
+                                report(a->o, MK_LOG_WARNING,
+                                       "Pod %s/%s reserves GPU '%s', which this node does not have",
                                             pcs[c].claim.namespace, pcs[c].claim.name, cd->gpu);
                                 pass->failed++;
                                 continue;
@@ -378,7 +384,8 @@ static int pass_run(struct agent *a, struct mk_sched_agent_pass *pass, struct mk
                         }
                         struct mk_error de = {0};
                         if (destroy_instance(a, g, gi, &de) < 0) {
-                                report(a->o, MK_LOG_WARNING, "GPU %u: cannot destroy orphan GPU instance %u: %s", g->index, gi->id,
+                                report(a->o, MK_LOG_WARNING, "GPU %u: cannot destroy orphan GPU instance %u: %s",
+                                       g->index, gi->id,
                                             de.msg);
                                 pass->failed++;
                                 continue;

@@ -131,7 +131,8 @@ out:
 }
 
 static const char *annotation(const json_t *pod, const char *key) {
-        return json_string_value(json_object_get(json_object_get(json_object_get(pod, "metadata"), "annotations"), key));
+        const json_t *md = json_object_get(pod, "metadata");
+        return json_string_value(json_object_get(json_object_get(md, "annotations"), key));
 }
 
 int mk_claim_from_pod(const json_t *pod, struct mk_claim *ret, struct mk_error *e) {

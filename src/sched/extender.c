@@ -120,9 +120,17 @@ struct pod_entry {
 struct node_entry {
         char *name;
         struct mk_inventory *inv;       /* NULL when absent or malformed */
+        struct mk_fit_tables **tables;  /* per GPU of inv (entries may be NULL): the fit's accelerator */
         char reason[MK_ERROR_MSG_MAX];  /* why inv is NULL */
         struct pod_entry **claims;      /* reservations on this node (borrowed from the pod table) */
         size_t n_claims, alloc_claims;
+        /* The fit's view of the node with every active reservation, kept
+         * current under the write lock so that most filters fit straight on
+         * it (node_refit, fast_path). */
+        struct mk_fit_gpu *fit_gpus;
+        struct mk_fit_instance *fit_used;       /* n_gpus * MK_FIT_MAX_INSTANCES */
+        struct mk_fit_node_cache *fit_cache;
+        bool fit_valid;
 };
 
 struct mk_sched {
@@ -133,11 +141,70 @@ struct mk_sched {
         struct mk_sched_stats stats;
 };
 
+static struct mk_fit_tables **tables_free(struct mk_fit_tables **t, size_t n) {
+        for (size_t i = 0; t && i < n; i++)
+                mk_fit_tables_free(t[i]);
+        free(t);
+        return NULL;
+}
+
+static bool same_gpu_kind(const struct mk_inv_gpu *a, const struct mk_inv_gpu *b) {
+        if (a->n_profiles != b->n_profiles || a->memory_units != b->memory_units || a->slices != b->slices ||
+            a->memory_mib != b->memory_mib || a->multiprocessors != b->multiprocessors)
+                return false;
+        for (size_t i = 0; i < a->n_profiles; i++) {
+                const struct mk_gi_profile *p = &a->profiles[i], *q = &b->profiles[i];
+                if (!streq(p->name, q->name) || p->id != q->id || p->slices != q->slices ||
+                    p->memory_mib != q->memory_mib || p->max_count != q->max_count ||
+                    p->multiprocessors != q->multiprocessors || p->n_placements != q->n_placements ||
+                    memcmp(p->placements, q->placements, p->n_placements * sizeof(*p->placements)) != 0)
+                        return false;
+        }
+        return true;
+}
+
+/* The first GPU of the node with the same description as GPU g: GPUs of
+ * one kind share one profile array and one set of tables, which lets the
+ * fit keep a compact per-node cache (plan/fit.h). */
+static size_t gpu_rep(const struct mk_inventory *inv, size_t g) {
+        for (size_t k = 0; k < g; k++)
+                if (same_gpu_kind(&inv->gpus[k], &inv->gpus[g]))
+                        return k;
+        return g;
+}
+
+/* The fit's capacity tables, built once per inventory for each kind of GPU
+ * (at its representative's index; NULL elsewhere, and where the fit cannot
+ * use tables: it then computes per call). */
+static struct mk_fit_tables **tables_new(const struct mk_inventory *inv) {
+        struct mk_fit_tables **t = calloc(inv->n_gpus + 1, sizeof(*t));
+        for (size_t g = 0; t && g < inv->n_gpus; g++) {
+                if (gpu_rep(inv, g) != g)
+                        continue;
+                const struct mk_inv_gpu *ig = &inv->gpus[g];
+                struct mk_fit_gpu fg = {
+                        .profiles = ig->profiles,
+                        .n_profiles = ig->n_profiles,
+                        .memory_units = ig->memory_units,
+                        .slices = ig->slices,
+                        .memory_mib = ig->memory_mib,
+                        .multiprocessors = ig->multiprocessors,
+                };
+                if (mk_fit_tables_new(&fg, &t[g]) < 0)
+                        t[g] = NULL;
+        }
+        return t;
+}
+
 static void node_entry_free(void *p) {
         struct node_entry *n = p;
         if (!n)
                 return;
+        n->tables = tables_free(n->tables, n->inv ? n->inv->n_gpus : 0);
         mk_inventory_free(n->inv);
+        free(n->fit_gpus);
+        free(n->fit_used);
+        free(n->fit_cache);
         free(n->claims);
         free(n->name);
         free(n);
@@ -177,6 +244,50 @@ void mk_sched_counts(struct mk_sched *s, size_t *ret_nodes, size_t *ret_claims) 
         pthread_rwlock_unlock(&s->lock);
 }
 
+static int add_used_to(struct mk_fit_gpu *fg, struct mk_fit_instance *arr, unsigned profile_id, unsigned slices,
+                       struct mk_placement p) {
+        for (size_t i = 0; i < fg->n_used; i++)
+                if (arr[i].placement.start == p.start && arr[i].placement.size == p.size)
+                        return 0;
+        if (fg->n_used >= MK_FIT_MAX_INSTANCES)
+                return -E2BIG;
+        arr[fg->n_used++] = (struct mk_fit_instance) {.profile_id = profile_id, .slices = slices, .placement = p};
+        return 0;
+}
+
+/* Fills gpus[g] / used[g * MK_FIT_MAX_INSTANCES] from the inventory and the
+ * active claims, leaving out `skip_uid`'s own and expired pending ones;
+ * `req` (may be NULL) marks GPUs of an unwanted type unavailable. */
+static int fill_gpus(struct mk_fit_gpu *gpus, struct mk_fit_instance *used, const struct mk_inventory *inv,
+                     struct mk_fit_tables *const *tables, struct pod_entry *const *claims, size_t n_claims,
+                     const struct mk_pod_request *req, const char *skip_uid, int64_t now);
+
+static void node_refit(struct node_entry *n) {
+        n->fit_valid = false;
+        if (!n->inv || n->inv->n_gpus == 0 || n->inv->n_gpus > MK_FIT_MAX_NODE_GPUS)
+                return;
+        size_t ng = n->inv->n_gpus;
+        if (!n->fit_gpus) {
+                n->fit_gpus = calloc(MK_FIT_MAX_NODE_GPUS, sizeof(*n->fit_gpus));
+                n->fit_used = calloc((size_t) MK_FIT_MAX_NODE_GPUS * MK_FIT_MAX_INSTANCES, sizeof(*n->fit_used));
+                n->fit_cache = calloc(1, sizeof(*n->fit_cache));
+                if (!n->fit_gpus || !n->fit_used || !n->fit_cache) {
+                        free(n->fit_gpus);
+                        free(n->fit_used);
+                        free(n->fit_cache);
+                        n->fit_gpus = NULL;
+                        n->fit_used = NULL;
+                        n->fit_cache = NULL;
+                        return;
+                }
+        }
+        if (fill_gpus(n->fit_gpus, n->fit_used, n->inv, n->tables, n->claims, n->n_claims, NULL, NULL, 0) < 0)
+                return;
+        struct mk_fit_node fn = {.gpus = n->fit_gpus, .n_gpus = ng};
+        (void) mk_fit_node_cache_update(&fn, n->fit_cache); /* an unusable cache only makes fits slower */
+        n->fit_valid = true;
+}
+
 static struct node_entry *node_get_or_add(struct mk_sched *s, const char *name) {
         struct node_entry *n = table_get(&s->nodes, name);
         if (n)
@@ -196,6 +307,7 @@ static void node_unlink_claim(struct mk_sched *s, struct pod_entry *p) {
         for (size_t i = 0; n && i < n->n_claims; i++)
                 if (n->claims[i] == p) {
                         n->claims[i] = n->claims[--n->n_claims];
+                        node_refit(n);
                         return;
                 }
 }
@@ -213,6 +325,7 @@ static int node_link_claim(struct mk_sched *s, struct pod_entry *p) {
                 n->alloc_claims = na;
         }
         n->claims[n->n_claims++] = p;
+        node_refit(n);
         return 0;
 }
 
@@ -273,9 +386,12 @@ int mk_sched_node_event(struct mk_sched *s, enum mk_kube_event_type type, const 
         if (!name)
                 return 0;
         struct mk_inventory *inv = NULL;
+        struct mk_fit_tables **tables = NULL;
         char reason[MK_ERROR_MSG_MAX];
         if (type != MK_KUBE_EVENT_DELETED)
                 (void) node_inventory(node, &inv, reason, sizeof(reason));
+        if (inv)
+                tables = tables_new(inv);
         pthread_rwlock_wrlock(&s->lock);
         int r = 0;
         if (type == MK_KUBE_EVENT_DELETED) {
@@ -283,7 +399,9 @@ int mk_sched_node_event(struct mk_sched *s, enum mk_kube_event_type type, const 
                 if (n && n->n_claims == 0)
                         node_entry_free(table_del(&s->nodes, name));
                 else if (n) {
+                        n->tables = tables_free(n->tables, n->inv ? n->inv->n_gpus : 0);
                         n->inv = mk_inventory_free(n->inv);
+                        node_refit(n);
                         snprintf(n->reason, sizeof(n->reason), "node was deleted");
                 }
         } else {
@@ -291,13 +409,17 @@ int mk_sched_node_event(struct mk_sched *s, enum mk_kube_event_type type, const 
                 if (!n)
                         r = -ENOMEM;
                 else {
+                        tables_free(n->tables, n->inv ? n->inv->n_gpus : 0);
                         mk_inventory_free(n->inv);
+                        n->tables = TAKE_PTR(tables);
                         n->inv = TAKE_PTR(inv);
                         if (!n->inv)
                                 snprintf(n->reason, sizeof(n->reason), "%s", reason);
+                        node_refit(n);
                 }
         }
         pthread_rwlock_unlock(&s->lock);
+        tables_free(tables, inv ? inv->n_gpus : 0);
         mk_inventory_free(inv);
         if (r < 0)
                 log_debug_area("sched", "Node '%s': out of memory", name);
@@ -339,48 +461,37 @@ struct scratch {
 };
 
 static int add_used(struct scratch *sc, size_t g, unsigned profile_id, unsigned slices, struct mk_placement p) {
-        struct mk_fit_gpu *fg = &sc->gpus[g];
-        for (size_t i = 0; i < fg->n_used; i++)
-                if (sc->used[g][i].placement.start == p.start && sc->used[g][i].placement.size == p.size)
-                        return 0;
-        if (fg->n_used >= MK_FIT_MAX_INSTANCES)
-                return -E2BIG;
-        sc->used[g][fg->n_used++] = (struct mk_fit_instance) {.profile_id = profile_id, .slices = slices, .placement = p};
-        return 0;
+        return add_used_to(&sc->gpus[g], sc->used[g], profile_id, slices, p);
 }
 
 static bool pending_expired(const struct pod_entry *p, int64_t now) {
         return p->pending && now > 0 && p->pending_since > 0 && now - p->pending_since > MK_SCHED_PENDING_TTL_S;
 }
 
-/* Fits `req` on the node; on success the score (0..100) and, when `claim`
- * is set, its devices. `claims` may be NULL. Returns 0, -ENOSPC with the
- * reason, or another error. */
-static int fit_pod(struct scratch *sc, const struct mk_inventory *inv, struct pod_entry *const *claims,
-                   size_t n_claims, const struct mk_pod_request *req, const char *skip_uid, int64_t now,
-                   struct mk_claim *claim, double *ret_score, char *reason, size_t size) {
-        if (inv->n_gpus > MK_FIT_MAX_NODE_GPUS) {
-                snprintf(reason, size, "node has more than %u GPUs", MK_FIT_MAX_NODE_GPUS);
-                return -E2BIG;
-        }
+static int fill_gpus(struct mk_fit_gpu *gpus, struct mk_fit_instance *used, const struct mk_inventory *inv,
+                     struct mk_fit_tables *const *tables, struct pod_entry *const *claims, size_t n_claims,
+                     const struct mk_pod_request *req, const char *skip_uid, int64_t now) {
         int r = 0;
         for (size_t g = 0; g < inv->n_gpus && r >= 0; g++) {
                 const struct mk_inv_gpu *ig = &inv->gpus[g];
-                sc->gpus[g] = (struct mk_fit_gpu) {
-                        .profiles = ig->profiles,
+                size_t rep = gpu_rep(inv, g);
+                struct mk_fit_instance *u = used + g * MK_FIT_MAX_INSTANCES;
+                gpus[g] = (struct mk_fit_gpu) {
+                        .profiles = inv->gpus[rep].profiles,
                         .n_profiles = ig->n_profiles,
                         .memory_units = ig->memory_units,
                         .slices = ig->slices,
                         .memory_mib = ig->memory_mib,
                         .multiprocessors = ig->multiprocessors,
-                        .used = sc->used[g],
-                        .unavailable = !ig->mig_enabled || !mk_pod_request_gpu_type_ok(req, ig->model),
+                        .used = u,
+                        .tables = tables ? tables[rep] : NULL,
+                        .unavailable = !ig->mig_enabled || (req && !mk_pod_request_gpu_type_ok(req, ig->model)),
                 };
                 for (size_t i = 0; i < ig->n_instances && r >= 0; i++) {
                         const struct mk_inv_instance *in = &ig->instances[i];
                         if (skip_uid && streq(in->uid, skip_uid) && in->state == MK_INV_RESERVED)
                                 continue;
-                        r = add_used(sc, g, in->profile_id, in->slices, in->placement);
+                        r = add_used_to(&gpus[g], u, in->profile_id, in->slices, in->placement);
                 }
                 for (size_t c = 0; c < n_claims && r >= 0; c++) {
                         const struct pod_entry *p = claims[c];
@@ -389,20 +500,78 @@ static int fit_pod(struct scratch *sc, const struct mk_inventory *inv, struct po
                                 continue;
                         for (size_t d = 0; d < p->claim.n_devices && r >= 0; d++)
                                 if (streq(p->claim.devices[d].gpu, ig->uuid))
-                                        r = add_used(sc, g, p->claim.devices[d].profile_id,
-                                                     p->claim.devices[d].slices, p->claim.devices[d].placement);
+                                        r = add_used_to(&gpus[g], u, p->claim.devices[d].profile_id,
+                                                        p->claim.devices[d].slices, p->claim.devices[d].placement);
                 }
         }
+        return r;
+}
+
+static void request_policies(const struct mk_pod_request *req, enum mk_fit_policy *np, enum mk_fit_policy *gp) {
+        *np = req->node_policy[0] ? mk_fit_policy_from_string(req->node_policy) : MK_FIT_BINPACK;
+        *gp = req->gpu_policy[0] ? mk_fit_policy_from_string(req->gpu_policy) : MK_FIT_SPREAD;
+        if ((int) *np < 0)
+                *np = MK_FIT_BINPACK;
+        if ((int) *gp < 0)
+                *gp = MK_FIT_SPREAD;
+}
+
+/* Whether a request can be fitted straight on the node's kept view: one
+ * container, no GPU-type filter, no pending reservation on the node (they
+ * may expire) and none of the pod's own. */
+static bool fast_path_ok(const struct node_entry *n, const struct mk_pod_request *req, const char *uid) {
+        if (!n->fit_valid || req->n_containers != 1 || req->use_types[0] || req->nouse_types[0])
+                return false;
+        for (size_t i = 0; i < n->n_claims; i++)
+                if (n->claims[i]->pending || (uid && streq(n->claims[i]->claim.uid, uid)))
+                        return false;
+        return true;
+}
+
+static int fit_fast(const struct node_entry *n, const struct mk_pod_request *req, double *ret_score, char *reason,
+                    size_t size) {
+        enum mk_fit_policy np, gp;
+        request_policies(req, &np, &gp);
+        const struct mk_pod_request_container *rc = &req->containers[0];
+        struct mk_fit_request fr = {
+                .gpus = rc->gpus,
+                .mem_mib = rc->mem_mib,
+                .mem_percent = rc->mem_percent,
+                .cores_percent = rc->cores_percent,
+                .variant = req->variant,
+                .cpu_milli = req->cpu_milli,
+                .memory_bytes = req->memory_bytes,
+        };
+        struct mk_fit_node fn = {.gpus = n->fit_gpus, .n_gpus = n->inv->n_gpus, .cache = n->fit_cache};
+        struct mk_fit_result res;
+        struct mk_error e = {0};
+        int r = mk_fit_node(&fn, &fr, np, gp, &res, &e);
+        if (r < 0) {
+                snprintf(reason, size, "%s", e.msg[0] ? e.msg : "does not fit");
+                return r;
+        }
+        *ret_score = res.score;
+        return 0;
+}
+
+/* Fits `req` on the node; on success the score (0..100) and, when `claim`
+ * is set, its devices. `claims` may be NULL. Returns 0, -ENOSPC with the
+ * reason, or another error. */
+static int fit_pod(struct scratch *sc, const struct mk_inventory *inv, struct mk_fit_tables *const *tables,
+                   struct pod_entry *const *claims,
+                   size_t n_claims, const struct mk_pod_request *req, const char *skip_uid, int64_t now,
+                   struct mk_claim *claim, double *ret_score, char *reason, size_t size) {
+        if (inv->n_gpus > MK_FIT_MAX_NODE_GPUS) {
+                snprintf(reason, size, "node has more than %u GPUs", MK_FIT_MAX_NODE_GPUS);
+                return -E2BIG;
+        }
+        int r = fill_gpus(sc->gpus, &sc->used[0][0], inv, tables, claims, n_claims, req, skip_uid, now);
         if (r < 0) {
                 snprintf(reason, size, "a GPU has more than %u instances", MK_FIT_MAX_INSTANCES);
                 return r;
         }
-        enum mk_fit_policy np = req->node_policy[0] ? mk_fit_policy_from_string(req->node_policy) : MK_FIT_BINPACK;
-        enum mk_fit_policy gp = req->gpu_policy[0] ? mk_fit_policy_from_string(req->gpu_policy) : MK_FIT_SPREAD;
-        if ((int) np < 0)
-                np = MK_FIT_BINPACK;
-        if ((int) gp < 0)
-                gp = MK_FIT_SPREAD;
+        enum mk_fit_policy np, gp;
+        request_policies(req, &np, &gp);
         struct mk_fit_node fn = {.gpus = sc->gpus, .n_gpus = inv->n_gpus};
         double score = 0;
         size_t n_dev = 0;
@@ -504,7 +673,8 @@ static int get_candidates(const json_t *args, struct cand **ret, size_t *ret_n, 
                         c[i].name = json_string_value(json_array_get(names, i));
                 else {
                         c[i].object = json_array_get(items, i);
-                        c[i].name = json_string_value(json_object_get(json_object_get(c[i].object, "metadata"), "name"));
+                        const json_t *md = json_object_get(c[i].object, "metadata");
+                        c[i].name = json_string_value(json_object_get(md, "name"));
                 }
                 if (!c[i].name || strlen(c[i].name) >= MK_K8S_NAME_MAX) {
                         snprintf(err, size, "node %zu has no valid name", i);
@@ -519,7 +689,7 @@ static int get_candidates(const json_t *args, struct cand **ret, size_t *ret_n, 
 }
 
 /* Evaluates one candidate: 0 feasible with *score, else <0 with reason. */
-static int eval_node(struct mk_sched *s, struct scratch *sc, const struct cand *c, const struct mk_pod_request *req,
+static int eval_node(struct mk_sched *s, struct scratch **scp, const struct cand *c, const struct mk_pod_request *req,
                      const char *uid, int64_t now, double *score, char *reason, size_t size) {
         enum mk_sched_mode mode = mk_sched_config_node_mode(s->cfg, c->name);
         if (mode != MK_SCHED_MODE_MIG) {
@@ -541,7 +711,17 @@ static int eval_node(struct mk_sched *s, struct scratch *sc, const struct cand *
                 snprintf(reason, size, "%s", n->reason);
                 return -ENOSPC;
         }
-        int r = fit_pod(sc, inv, n ? n->claims : NULL, n ? n->n_claims : 0, req, uid, now, NULL, score, reason, size);
+        if (!own && fast_path_ok(n, req, uid))
+                return fit_fast(n, req, score, reason, size);
+        /* The slow path's scratch, allocated once per request when first needed. */
+        if (!*scp && !(*scp = malloc(sizeof(**scp)))) {
+                mk_inventory_free(own);
+                snprintf(reason, size, "out of memory");
+                return -ENOMEM;
+        }
+        struct scratch *sc = *scp;
+        int r = fit_pod(sc, inv, own ? NULL : n->tables, n ? n->claims : NULL, n ? n->n_claims : 0, req, uid, now,
+                        NULL, score, reason, size);
         mk_inventory_free(own);
         return r;
 }
@@ -581,7 +761,7 @@ json_t *mk_sched_filter(struct mk_sched *s, const json_t *args) {
                 return filter_error("%s", err);
         }
         json_t *ok_names = json_array(), *ok_nodes = json_array(), *failed = json_object();
-        struct scratch *sc = malloc(sizeof(*sc)); /* reused for every node: fit_pod sets what it reads */
+        struct scratch *sc = NULL; /* reused for every node: fit_pod sets what it reads */
         int64_t now = now_s();
         size_t feasible = 0;
         pthread_rwlock_rdlock(&s->lock);
@@ -596,7 +776,7 @@ json_t *mk_sched_filter(struct mk_sched *s, const json_t *args) {
                 } else if (req->n_containers == 0)
                         r = 0;
                 else
-                        r = sc ? eval_node(s, sc, &cands[i], req, uid, now, &score, reason, sizeof(reason)) : -ENOMEM;
+                        r = eval_node(s, &sc, &cands[i], req, uid, now, &score, reason, sizeof(reason));
                 if (r >= 0) {
                         feasible++;
                         if (by_name)
@@ -647,13 +827,13 @@ json_t *mk_sched_prioritize(struct mk_sched *s, const json_t *args) {
                 return list;
         }
         int64_t now = now_s();
-        struct scratch *sc = malloc(sizeof(*sc));
+        struct scratch *sc = NULL;
         pthread_rwlock_rdlock(&s->lock);
         for (size_t i = 0; i < n; i++) {
                 char reason[MK_ERROR_MSG_MAX];
                 double score = 0;
-                if (req->n_containers == 0 || !sc ||
-                    eval_node(s, sc, &cands[i], req, uid, now, &score, reason, sizeof(reason)) < 0)
+                if (req->n_containers == 0 ||
+                    eval_node(s, &sc, &cands[i], req, uid, now, &score, reason, sizeof(reason)) < 0)
                         score = 0;
                 long pri = (long) (score / 10.0 + 0.5); /* MaxExtenderPriority is 10 */
                 json_array_append_new(list, json_pack("{s:s, s:i}", "Host", cands[i].name, "Score",
@@ -739,7 +919,7 @@ int mk_sched_reserve(struct mk_sched *s, const json_t *pod, const char *node, in
                 r = 0;
         else if (!(sc = malloc(sizeof(*sc))))
                 r = -ENOMEM;
-        else if ((r = fit_pod(sc, n->inv, n->claims, n->n_claims, req, c->uid, now, c, &score, reason,
+        else if ((r = fit_pod(sc, n->inv, n->tables, n->claims, n->n_claims, req, c->uid, now, c, &score, reason,
                               sizeof(reason))) < 0)
                 r = mk_error_set(e, r, "node '%s': %s", node, reason);
         if (r >= 0 && c->n_devices > 0)
