@@ -635,6 +635,49 @@ static void test_reserve_and_prioritize(void **state) {
         json_decref(p3);
 }
 
+/* The kept per-node view (single-container pods) and the per-request path
+ * (forced here by a GPU-type filter every GPU passes) answer alike. */
+static void test_fast_and_slow_paths_agree(void **state) {
+        struct fixture *f = *state;
+        int64_t now = (int64_t) time(NULL);
+        static const char *const mems[] = {"19000", "4000", "9000", "4000"};
+        for (size_t i = 0; i < ELEMENTSOF(mems); i++) {
+                char uid[16], res[128];
+                snprintf(uid, sizeof(uid), "r%zu", i);
+                snprintf(res, sizeof(res), "{\"limits\":{\"nvidia.com/gpu\":1,\"nvidia.com/gpumem\":\"%s\"}}", mems[i]);
+                json_t *p = pod_json(uid, res, NULL);
+                struct mk_claim c;
+                assert_int_equal(mk_sched_reserve(f->s, p, i % 2 ? "n2" : "n1", now, &c, NULL), 0);
+                char *v = NULL;
+                assert_int_equal(mk_claim_reservation_format(&c, &v), 0);
+                json_object_set_new(json_object_get(json_object_get(p, "metadata"), "annotations"),
+                                    MK_ANN_RESERVATION, json_string(v));
+                free(v);
+                assert_int_equal(mk_sched_pod_event(f->s, MK_KUBE_EVENT_MODIFIED, p), 0); /* observed: not pending */
+                json_decref(p);
+        }
+        static const char *const names[] = {"n1", "n2"};
+        static const char *const asks[] = {"1000", "4000", "9000", "19000", "30000", "40000"};
+        for (size_t i = 0; i < ELEMENTSOF(asks); i++) {
+                char res[128];
+                snprintf(res, sizeof(res), "{\"limits\":{\"nvidia.com/gpu\":1,\"nvidia.com/gpumem\":\"%s\"}}", asks[i]);
+                char *a = dumps(filter_own(f->s, args_names(pod_json("q", res, NULL), "Pod", names, 2)));
+                char *b = dumps(filter_own(
+                        f->s, args_names(pod_json("q", res, "\"nvidia.com/use-gputype\":\"A100\""), "Pod", names, 2)));
+                if (!streq(a, b))
+                        fail_msg("%s MiB: filter differs:\n kept     %s\n per-call %s", asks[i], a, b);
+                free(a);
+                free(b);
+                a = dumps(prioritize_own(f->s, args_names(pod_json("q", res, NULL), "Pod", names, 2)));
+                b = dumps(prioritize_own(
+                        f->s, args_names(pod_json("q", res, "\"nvidia.com/use-gputype\":\"A100\""), "Pod", names, 2)));
+                if (!streq(a, b))
+                        fail_msg("%s MiB: prioritize differs:\n kept     %s\n per-call %s", asks[i], a, b);
+                free(a);
+                free(b);
+        }
+}
+
 static void test_bind_args(void **state) {
         (void) state;
         struct mk_bind_args a;
@@ -763,6 +806,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_filter, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_filter_nodes_form, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_reserve_and_prioritize, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_fast_and_slow_paths_agree, setup, teardown),
                 cmocka_unit_test(test_bind_args),
                 cmocka_unit_test_setup_teardown(test_http, setup, teardown),
         };
