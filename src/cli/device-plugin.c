@@ -270,7 +270,15 @@ int cli_device_plugin(int argc, char **argv) {
                 }
                 int r = kubeconfig ? mk_kube_config_from_kubeconfig(kubeconfig, NULL, &kc, &e)
                                    : mk_kube_config_load(NULL, &kc, &e);
-                if (r < 0 || mk_kube_new(&kc, NULL, &k, &e) < 0)
+                /* One try per publication with short timeouts: the plugin
+                 * retries on its own every 30 s, and a shutdown waits for
+                 * the request in flight. */
+                const struct mk_kube_options ko = {
+                        .connect_timeout_ms = 5000,
+                        .request_timeout_ms = 10000,
+                        .attempts = 1,
+                };
+                if (r < 0 || mk_kube_new(&kc, &ko, &k, &e) < 0)
                         return cli_fail(&e);
                 o.kube = k;
         }

@@ -202,7 +202,14 @@ struct dp_daemon {
         bool up;                        /* servers started */
         uint64_t retry_at_ms;           /* 0: no retry pending */
         bool retry_reload;              /* the retry re-reads config and NVML */
-        uint64_t labels_retry_at_ms;
+        uint64_t labels_retry_at_ms;    /* NFD file */
+
+        /* The labeller thread (labels=node). */
+        pthread_t lab_thread;
+        bool lab_running, lab_init, lab_stop;
+        pthread_mutex_t lab_lock;
+        pthread_cond_t lab_cond;
+        struct mk_labels *lab_pending;  /* newest labels not yet taken by the thread */
 };
 
 static uint64_t now_ms(void) {
@@ -836,8 +843,104 @@ static int load_config(struct dp_daemon *d, struct mk_error *e) {
         return 0;
 }
 
-/* Computes the GFD labels and puts them where o->labels says. Failures are
- * logged and retried later; they never stop the plugin. */
+/* Merge-patches `l` onto the Node (GET, compute, PATCH when something
+ * changed). Runs on the labeller thread. */
+static int node_labels_publish(struct dp_daemon *d, const struct mk_labels *l) {
+        char path[64 + MK_DP_MAX_NODE_NAME];
+        snprintf(path, sizeof(path), "/api/v1/nodes/%s", d->o->node_name);
+        struct mk_error e = {0};
+        _cleanup_(json_decrefp) json_t *node = NULL, *patch = NULL;
+        int r = mk_kube_get(d->o->kube, path, &node, &e);
+        if (r >= 0) {
+                r = mk_dp_node_labels_patch(node, l, &patch);
+                if (r < 0)
+                        mk_error_set(&e, r, "Cannot build the label patch");
+        }
+        if (r >= 0 && patch) {
+                r = mk_kube_patch(d->o->kube, path, MK_KUBE_PATCH_MERGE, patch, NULL, &e);
+                if (r >= 0)
+                        log_info("Labelled node '%s' with %zu labels", d->o->node_name, l->n);
+        }
+        if (r < 0)
+                log_warning_errno(r, "Cannot label node '%s': %s; retrying in %us", d->o->node_name, e.msg,
+                                  MK_DP_RETRY_MS / 1000);
+        return r;
+}
+
+/* The labeller thread: the apiserver may be slow or away, and the main loop
+ * must keep answering signals and kubelet restarts, so Node labels are
+ * published here. It takes the newest labels handed over, and retries a
+ * failed publication every MK_DP_RETRY_MS until newer labels replace it. */
+static void *labeller_main(void *userdata) {
+        struct dp_daemon *d = userdata;
+        struct mk_labels *cur = NULL;
+        struct timespec deadline = {0};
+        pthread_mutex_lock(&d->lab_lock);
+        for (;;) {
+                while (!d->lab_pending && !d->lab_stop) {
+                        if (!cur)
+                                pthread_cond_wait(&d->lab_cond, &d->lab_lock);
+                        else if (pthread_cond_timedwait(&d->lab_cond, &d->lab_lock, &deadline) == ETIMEDOUT)
+                                break;
+                }
+                if (d->lab_stop)
+                        break;
+                if (d->lab_pending) {
+                        mk_labels_free(cur);
+                        cur = TAKE_PTR(d->lab_pending);
+                }
+                pthread_mutex_unlock(&d->lab_lock);
+                int r = node_labels_publish(d, cur);
+                pthread_mutex_lock(&d->lab_lock);
+                if (r >= 0)
+                        cur = mk_labels_free(cur);
+                else {
+                        clock_gettime(CLOCK_MONOTONIC, &deadline);
+                        deadline.tv_sec += MK_DP_RETRY_MS / 1000;
+                }
+        }
+        pthread_mutex_unlock(&d->lab_lock);
+        mk_labels_free(cur);
+        return NULL;
+}
+
+static int labeller_start(struct dp_daemon *d, struct mk_error *e) {
+        pthread_condattr_t attr;
+        pthread_condattr_init(&attr);
+        pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+        pthread_cond_init(&d->lab_cond, &attr);
+        pthread_condattr_destroy(&attr);
+        pthread_mutex_init(&d->lab_lock, NULL);
+        d->lab_init = true;
+        int r = pthread_create(&d->lab_thread, NULL, labeller_main, d);
+        if (r != 0)
+                return mk_error_set(e, -r, "Cannot start the labeller thread");
+        d->lab_running = true;
+        return 0;
+}
+
+/* Joins the labeller (after the request in flight, bounded by the
+ * client's timeouts). */
+static void labeller_stop(struct dp_daemon *d) {
+        if (d->lab_running) {
+                pthread_mutex_lock(&d->lab_lock);
+                d->lab_stop = true;
+                pthread_cond_signal(&d->lab_cond);
+                pthread_mutex_unlock(&d->lab_lock);
+                pthread_join(d->lab_thread, NULL);
+                d->lab_running = false;
+        }
+        if (d->lab_init) {
+                d->lab_pending = mk_labels_free(d->lab_pending);
+                pthread_cond_destroy(&d->lab_cond);
+                pthread_mutex_destroy(&d->lab_lock);
+                d->lab_init = false;
+        }
+}
+
+/* Computes the GFD labels and puts them where o->labels says: the NFD file
+ * at once (retried every MK_DP_RETRY_MS on failure), the Node through the
+ * labeller thread. Failures never stop the plugin. */
 static void labels_refresh(struct dp_daemon *d) {
         d->labels_retry_at_ms = 0;
         if (d->o->labels == MK_DP_LABELS_NONE || !d->snapshot)
@@ -861,30 +964,20 @@ static void labels_refresh(struct dp_daemon *d) {
                 log_warning_errno(r, "Cannot compute the GPU feature labels: %s, ignoring", e.msg);
                 return;
         }
-        if (d->o->labels == MK_DP_LABELS_NFD_FILE) {
-                const char *path = d->o->nfd_features_file ? d->o->nfd_features_file : MK_DP_DEFAULT_NFD_FILE;
-                r = mk_dp_write_features_file(path, l, &e);
-                if (r >= 0)
-                        log_info("Wrote %zu labels to '%s'", l->n, path);
-        } else {
-                char path[64 + MK_DP_MAX_NODE_NAME];
-                snprintf(path, sizeof(path), "/api/v1/nodes/%s", d->o->node_name);
-                _cleanup_(json_decrefp) json_t *node = NULL, *patch = NULL;
-                r = mk_kube_get(d->o->kube, path, &node, &e);
-                if (r >= 0) {
-                        r = mk_dp_node_labels_patch(node, l, &patch);
-                        if (r < 0)
-                                mk_error_set(&e, r, "Cannot build the label patch");
-                }
-                if (r >= 0 && patch) {
-                        r = mk_kube_patch(d->o->kube, path, MK_KUBE_PATCH_MERGE, patch, NULL, &e);
-                        if (r >= 0)
-                                log_info("Labelled node '%s' with %zu labels", d->o->node_name, l->n);
-                }
+        if (d->o->labels == MK_DP_LABELS_NODE) {
+                pthread_mutex_lock(&d->lab_lock);
+                mk_labels_free(d->lab_pending);
+                d->lab_pending = TAKE_PTR(l);
+                pthread_cond_signal(&d->lab_cond);
+                pthread_mutex_unlock(&d->lab_lock);
+                return;
         }
-        if (r < 0) {
-                log_warning_errno(r, "Cannot publish the GPU feature labels: %s; retrying in %us", e.msg,
-                                  MK_DP_RETRY_MS / 1000);
+        const char *path = d->o->nfd_features_file ? d->o->nfd_features_file : MK_DP_DEFAULT_NFD_FILE;
+        r = mk_dp_write_features_file(path, l, &e);
+        if (r >= 0)
+                log_info("Wrote %zu labels to '%s'", l->n, path);
+        else {
+                log_warning_errno(r, "%s; retrying in %us", e.msg, MK_DP_RETRY_MS / 1000);
                 d->labels_retry_at_ms = now_ms() + MK_DP_RETRY_MS;
         }
 }
@@ -987,6 +1080,7 @@ static bool kubelet_restarted(struct dp_daemon *d) {
 }
 
 static void daemon_done(struct dp_daemon *d) {
+        labeller_stop(d);
         plugin_stop(d, true);
         mk_dp_resources_free(d->resources);
         mk_snapshot_free(d->snapshot);
@@ -1064,6 +1158,10 @@ int mk_dp_daemon_run(const struct mk_dp_daemon_options *o, struct mk_error *e) {
                 return mk_error_set(e, r, "Cannot watch the device plugin directory '%s': %m", dir);
         }
 
+        if (o->labels == MK_DP_LABELS_NODE && (r = labeller_start(&d, e)) < 0) {
+                daemon_done(&d);
+                return r;
+        }
         mk_grpc_global_init();
         r = plugin_start(&d, true, e);
         if (r < 0)

@@ -480,6 +480,15 @@ for k, v in sorted(json.load(sys.stdin)["metadata"].get("labels", {}).items()):
   node_labels | grep -x >/dev/null 'nvidia.com/mig.config=mixed' || fail "the manager's label was removed"
   node_labels | grep -x >/dev/null 'nvidia.com/gpu.deploy.device-plugin=true' || fail "the operator's label was removed"
   node_labels | grep -x >/dev/null 'nvidia.com/gpu.count=8' || fail "gpu.count after SIGHUP: $(node_labels)"
+  # The apiserver away: the plugin still reloads and registers (labels go
+  # through a thread of their own), and labels the Node once it is back.
+  "$MIGKIT_K8S_TESTENV" down "$tmp/k8s" kube-apiserver >/dev/null || fail "stop the apiserver"
+  printf 'version: v1\nflags:\n  migStrategy: mixed\n' >"$tmp/mixed.yaml"
+  from=$(lines)
+  kill -HUP "$plugin_pid"
+  registered "$from" nvidia.com/mig-1g.10gb
+  "$MIGKIT_K8S_TESTENV" up "$tmp/k8s" kube-apiserver >/dev/null || fail "start the apiserver again"
+  WAIT=$((WAIT * 3)) wait_label nvidia.com/mig-1g.10gb.count=12 || fail "labels not published after the outage"
   stop_plugin
   # The manifest: valid for the apiserver; its ServiceAccount may patch Nodes, not delete them.
   kc apply --dry-run=server -f "$MIGKIT_SOURCE_DIR/deploy/kubernetes/device-plugin.yaml" >"$tmp/apply.out" 2>&1 \
