@@ -276,6 +276,22 @@ static uint64_t container_request(const json_t *ctr, const char *res) {
         return m;
 }
 
+void mk_pod_resource_requests(const json_t *pod, uint64_t *ret_cpu_milli, uint64_t *ret_memory_bytes) {
+        const json_t *spec = json_object_get(pod, "spec"), *ctr;
+        uint64_t cpu = 0, mem = 0, init_cpu = 0, init_mem = 0;
+        size_t i;
+        json_array_foreach(json_object_get(spec, "containers"), i, ctr) {
+                cpu += container_request(ctr, "cpu");
+                mem += container_request(ctr, "memory") / 1000;
+        }
+        json_array_foreach(json_object_get(spec, "initContainers"), i, ctr) {
+                init_cpu = MAX(init_cpu, container_request(ctr, "cpu"));
+                init_mem = MAX(init_mem, container_request(ctr, "memory") / 1000);
+        }
+        *ret_cpu_milli = MAX(cpu, init_cpu);
+        *ret_memory_bytes = MAX(mem, init_mem);
+}
+
 static void copy_annotation(const json_t *pod, const char *key, char *buf, size_t size) {
         const char *v = annotation(pod, key);
         buf[0] = 0;

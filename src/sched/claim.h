@@ -116,6 +116,12 @@ struct mk_pod_request {
 int mk_pod_request_parse(const json_t *pod, const struct mk_sched_config *cfg, struct mk_pod_request *ret,
                          struct mk_error *e) _nonnull_(1, 2, 3) _wur_;
 
+/* The pod's CPU (milli) and memory (bytes) requests as kube-scheduler
+ * counts them: the sum over its containers, or the largest init container
+ * when that is more (requests, else limits; unparseable values count 0). */
+void mk_pod_resource_requests(const json_t *pod, uint64_t *ret_cpu_milli, uint64_t *ret_memory_bytes)
+        _nonnull_(2, 3);
+
 /* Whether a GPU model passes use-gputype / nouse-gputype (comma lists,
  * case-insensitive substrings, HAMi's rule). */
 bool mk_pod_request_gpu_type_ok(const struct mk_pod_request *r, const char *model) _nonnull_(1, 2);

@@ -131,6 +131,15 @@ struct node_entry {
         struct mk_fit_instance *fit_used;       /* n_gpus * MK_FIT_MAX_INSTANCES */
         struct mk_fit_node_cache *fit_cache;
         bool fit_valid;
+        /* CPU and memory: the Node's allocatable, and the requests of the
+         * active pods bound there (all pods, not only ours). */
+        struct mk_fit_node_resources res;
+};
+
+/* What a bound pod takes from its node's CPU and memory. */
+struct pod_usage {
+        char node[MK_K8S_NAME_MAX];
+        uint64_t cpu_milli, memory_bytes;
 };
 
 struct mk_sched {
@@ -138,6 +147,7 @@ struct mk_sched {
         pthread_rwlock_t lock;
         struct table nodes;             /* name -> node_entry */
         struct table pods;              /* uid -> pod_entry (pods with a reservation only) */
+        struct table usage;             /* uid -> pod_usage (active pods bound to a node) */
         struct mk_sched_stats stats;
 };
 
@@ -228,6 +238,7 @@ struct mk_sched *mk_sched_free(struct mk_sched *s) {
                 return NULL;
         table_clear(&s->nodes, node_entry_free);
         table_clear(&s->pods, free);
+        table_clear(&s->usage, free);
         pthread_rwlock_destroy(&s->lock);
         free(s);
         return NULL;
@@ -385,6 +396,14 @@ int mk_sched_node_event(struct mk_sched *s, enum mk_kube_event_type type, const 
         const char *name = json_string_value(json_object_get(json_object_get(node, "metadata"), "name"));
         if (!name)
                 return 0;
+        const json_t *alloc = json_object_get(json_object_get(node, "status"), "allocatable");
+        uint64_t cpu = 0, mem = 0;
+        if (json_is_string(json_object_get(alloc, "cpu")) &&
+            mk_quantity_parse_milli(json_string_value(json_object_get(alloc, "cpu")), &cpu) < 0)
+                cpu = 0;
+        if (json_is_string(json_object_get(alloc, "memory")) &&
+            mk_quantity_parse_milli(json_string_value(json_object_get(alloc, "memory")), &mem) < 0)
+                mem = 0;
         struct mk_inventory *inv = NULL;
         struct mk_fit_tables **tables = NULL;
         char reason[MK_ERROR_MSG_MAX];
@@ -413,6 +432,8 @@ int mk_sched_node_event(struct mk_sched *s, enum mk_kube_event_type type, const 
                         mk_inventory_free(n->inv);
                         n->tables = TAKE_PTR(tables);
                         n->inv = TAKE_PTR(inv);
+                        n->res.cpu_allocatable_milli = cpu;
+                        n->res.memory_allocatable_bytes = mem / 1000;
                         if (!n->inv)
                                 snprintf(n->reason, sizeof(n->reason), "%s", reason);
                         node_refit(n);
@@ -424,6 +445,28 @@ int mk_sched_node_event(struct mk_sched *s, enum mk_kube_event_type type, const 
         if (r < 0)
                 log_debug_area("sched", "Node '%s': out of memory", name);
         return r;
+}
+
+/* Replaces the pod's CPU and memory usage (NULL: none). Takes `use`. */
+static void usage_set(struct mk_sched *s, const char *uid, struct pod_usage *use) {
+        struct pod_usage *old = table_del(&s->usage, uid);
+        if (old) {
+                struct node_entry *n = table_get(&s->nodes, old->node);
+                if (n) {
+                        n->res.cpu_requested_milli -= MIN(n->res.cpu_requested_milli, old->cpu_milli);
+                        n->res.memory_requested_bytes -= MIN(n->res.memory_requested_bytes, old->memory_bytes);
+                }
+                free(old);
+        }
+        if (!use)
+                return;
+        struct node_entry *n = node_get_or_add(s, use->node);
+        if (!n || table_put(&s->usage, uid, use) < 0) {
+                free(use);
+                return;
+        }
+        n->res.cpu_requested_milli += use->cpu_milli;
+        n->res.memory_requested_bytes += use->memory_bytes;
 }
 
 int mk_sched_pod_event(struct mk_sched *s, enum mk_kube_event_type type, const json_t *pod) {
@@ -438,8 +481,16 @@ int mk_sched_pod_event(struct mk_sched *s, enum mk_kube_event_type type, const j
                 free(c);
                 return 0;
         }
+        const char *bound = json_string_value(json_object_get(json_object_get(pod, "spec"), "nodeName"));
+        struct pod_usage *use = NULL;
+        if (type != MK_KUBE_EVENT_DELETED && c->active && bound && strlen(bound) < MK_K8S_NAME_MAX &&
+            (use = calloc(1, sizeof(*use)))) {
+                snprintf(use->node, sizeof(use->node), "%s", bound);
+                mk_pod_resource_requests(pod, &use->cpu_milli, &use->memory_bytes);
+        }
         int r = 0;
         pthread_rwlock_wrlock(&s->lock);
+        usage_set(s, c->uid, TAKE_PTR(use));
         struct pod_entry *old = table_get(&s->pods, c->uid);
         if (type == MK_KUBE_EVENT_DELETED || (has > 0 && !c->active))
                 pod_drop(s, c->uid);
@@ -542,7 +593,10 @@ static int fit_fast(const struct node_entry *n, const struct mk_pod_request *req
                 .cpu_milli = req->cpu_milli,
                 .memory_bytes = req->memory_bytes,
         };
-        struct mk_fit_node fn = {.gpus = n->fit_gpus, .n_gpus = n->inv->n_gpus, .cache = n->fit_cache};
+        struct mk_fit_node fn = {.gpus = n->fit_gpus,
+                                 .n_gpus = n->inv->n_gpus,
+                                 .cache = n->fit_cache,
+                                 .resources = n->res.cpu_allocatable_milli ? &n->res : NULL};
         struct mk_fit_result res;
         struct mk_error e = {0};
         int r = mk_fit_node(&fn, &fr, np, gp, &res, &e);
@@ -557,8 +611,8 @@ static int fit_fast(const struct node_entry *n, const struct mk_pod_request *req
 /* Fits `req` on the node; on success the score (0..100) and, when `claim`
  * is set, its devices. `claims` may be NULL. Returns 0, -ENOSPC with the
  * reason, or another error. */
-static int fit_pod(struct scratch *sc, const struct mk_inventory *inv, struct mk_fit_tables *const *tables,
-                   struct pod_entry *const *claims,
+static int fit_pod(struct scratch *sc, const struct mk_inventory *inv, const struct mk_fit_node_resources *node_res,
+                   struct mk_fit_tables *const *tables, struct pod_entry *const *claims,
                    size_t n_claims, const struct mk_pod_request *req, const char *skip_uid, int64_t now,
                    struct mk_claim *claim, double *ret_score, char *reason, size_t size) {
         if (inv->n_gpus > MK_FIT_MAX_NODE_GPUS) {
@@ -572,7 +626,7 @@ static int fit_pod(struct scratch *sc, const struct mk_inventory *inv, struct mk
         }
         enum mk_fit_policy np, gp;
         request_policies(req, &np, &gp);
-        struct mk_fit_node fn = {.gpus = sc->gpus, .n_gpus = inv->n_gpus};
+        struct mk_fit_node fn = {.gpus = sc->gpus, .n_gpus = inv->n_gpus, .resources = node_res};
         double score = 0;
         size_t n_dev = 0;
         for (size_t k = 0; k < req->n_containers; k++) {
@@ -720,7 +774,8 @@ static int eval_node(struct mk_sched *s, struct scratch **scp, const struct cand
                 return -ENOMEM;
         }
         struct scratch *sc = *scp;
-        int r = fit_pod(sc, inv, own ? NULL : n->tables, n ? n->claims : NULL, n ? n->n_claims : 0, req, uid, now,
+        const struct mk_fit_node_resources *res = n && n->res.cpu_allocatable_milli ? &n->res : NULL;
+        int r = fit_pod(sc, inv, res, own ? NULL : n->tables, n ? n->claims : NULL, n ? n->n_claims : 0, req, uid, now,
                         NULL, score, reason, size);
         mk_inventory_free(own);
         return r;
@@ -919,8 +974,8 @@ int mk_sched_reserve(struct mk_sched *s, const json_t *pod, const char *node, in
                 r = 0;
         else if (!(sc = malloc(sizeof(*sc))))
                 r = -ENOMEM;
-        else if ((r = fit_pod(sc, n->inv, n->tables, n->claims, n->n_claims, req, c->uid, now, c, &score, reason,
-                              sizeof(reason))) < 0)
+        else if ((r = fit_pod(sc, n->inv, n->res.cpu_allocatable_milli ? &n->res : NULL, n->tables, n->claims,
+                              n->n_claims, req, c->uid, now, c, &score, reason, sizeof(reason))) < 0)
                 r = mk_error_set(e, r, "node '%s': %s", node, reason);
         if (r >= 0 && c->n_devices > 0)
                 r = pod_set(s, c, true, now);

@@ -678,6 +678,36 @@ static void test_fast_and_slow_paths_agree(void **state) {
         }
 }
 
+/* CPU and memory: the Node's allocatable against the requests of the pods
+ * bound there (any pod) and the new pod's own. */
+static void test_node_resources(void **state) {
+        struct fixture *f = *state;
+        json_t *n = node_json("n1", f->inv);
+        json_object_set_new(n, "status", json_pack("{s:{s:s, s:s}}", "allocatable", "cpu", "4", "memory", "8Gi"));
+        assert_int_equal(mk_sched_node_event(f->s, MK_KUBE_EVENT_MODIFIED, n), 0);
+        json_decref(n);
+        json_t *busy = pod_json("busy", "{\"requests\":{\"cpu\":\"3500m\",\"memory\":\"1Gi\"}}", NULL);
+        json_object_set_new(json_object_get(busy, "spec"), "nodeName", json_string("n1"));
+        assert_int_equal(mk_sched_pod_event(f->s, MK_KUBE_EVENT_ADDED, busy), 0);
+        static const char *const names[] = {"n1", "n2"};
+        const char *res = "{\"limits\":{\"nvidia.com/gpu\":1,\"nvidia.com/gpumem\":\"4000\"},"
+                          "\"requests\":{\"cpu\":\"1\"}}";
+        json_t *r = filter_own(f->s, args_names(pod_json("q", res, NULL), "Pod", names, 2));
+        assert_int_equal(json_array_size(json_object_get(r, "NodeNames")), 1);
+        assert_string_equal(json_string_value(json_array_get(json_object_get(r, "NodeNames"), 0)), "n2");
+        const char *why = json_string_value(json_object_get(json_object_get(r, "FailedNodes"), "n1"));
+        if (!why || !strstr(why, "Insufficient cpu"))
+                fail_msg("n1's reason: '%s'", why ? why : "(none)");
+        json_decref(r);
+        /* The busy pod finishes: n1 fits again. */
+        json_object_set_new(json_object_get(busy, "status"), "phase", json_string("Succeeded"));
+        assert_int_equal(mk_sched_pod_event(f->s, MK_KUBE_EVENT_MODIFIED, busy), 0);
+        json_decref(busy);
+        r = filter_own(f->s, args_names(pod_json("q", res, NULL), "Pod", names, 2));
+        assert_int_equal(json_array_size(json_object_get(r, "NodeNames")), 2);
+        json_decref(r);
+}
+
 static void test_bind_args(void **state) {
         (void) state;
         struct mk_bind_args a;
@@ -807,6 +837,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_filter_nodes_form, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_reserve_and_prioritize, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_fast_and_slow_paths_agree, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_node_resources, setup, teardown),
                 cmocka_unit_test(test_bind_args),
                 cmocka_unit_test_setup_teardown(test_http, setup, teardown),
         };
