@@ -136,7 +136,8 @@ int main(int argc, char **argv) {
         posix_spawn_file_actions_init(&fa);
         posix_spawn_file_actions_addopen(&fa, 2, log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
         char *plugin[] = {migkit, (char *) "--simulate", (char *) "dgx-h100", (char *) "device-plugin",
-                          (char *) "--mig-strategy", (char *) "mixed", (char *) "--device-plugin-path", dir, NULL};
+                          (char *) "--mig-strategy", (char *) "mixed", (char *) "--device-plugin-path", dir,
+                          (char *) "--kubelet-socket", (char *) "", NULL};
         pid_t pid;
         int r = posix_spawn(&pid, migkit, &fa, NULL, plugin, environ);
         posix_spawn_file_actions_destroy(&fa);

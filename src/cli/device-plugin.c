@@ -53,6 +53,8 @@ static void help(void) {
                "                              [NVIDIA_DRIVER_RESOURCE_CONFIG]\n"
                "  --device-plugin-path DIR    kubelet device plugin directory\n"
                "                              (default " MK_DP_DEFAULT_PLUGIN_DIR ") [DEVICE_PLUGIN_PATH]\n"
+               "  --kubelet-socket PATH       kubelet registration socket (default <dir>/kubelet.sock);\n"
+               "                              empty: serve without registering [KUBELET_SOCKET]\n"
                "  --labels MODE               GPU feature labels: none (default), node (patch the Node\n"
                "                              NODE_NAME) or nfd-file [MIGKIT_LABELS]\n"
                "  --nfd-features-file FILE    where --labels nfd-file writes (default\n"
@@ -96,6 +98,7 @@ int cli_device_plugin(int argc, char **argv) {
                 OPT_CONFIG_FILE,
                 OPT_RESOURCE_CONFIG,
                 OPT_PLUGIN_PATH,
+                OPT_KUBELET_SOCKET,
                 OPT_LABELS,
                 OPT_NFD_FILE,
                 OPT_NODE_NAME,
@@ -119,6 +122,7 @@ int cli_device_plugin(int argc, char **argv) {
                 {"config-file", required_argument, NULL, OPT_CONFIG_FILE},
                 {"resource-config", required_argument, NULL, OPT_RESOURCE_CONFIG},
                 {"device-plugin-path", required_argument, NULL, OPT_PLUGIN_PATH},
+                {"kubelet-socket", required_argument, NULL, OPT_KUBELET_SOCKET},
                 {"labels", required_argument, NULL, OPT_LABELS},
                 {"nfd-features-file", required_argument, NULL, OPT_NFD_FILE},
                 {"node-name", required_argument, NULL, OPT_NODE_NAME},
@@ -136,6 +140,8 @@ int cli_device_plugin(int argc, char **argv) {
                    *plugin_path = env("DEVICE_PLUGIN_PATH"), *labels = env("MIGKIT_LABELS"),
                    *nfd_file = env("GFD_OUTPUT_FILE"), *node_name = env("NODE_NAME"),
                    *kubeconfig = env("KUBECONFIG"), *machine_file = env("GFD_MACHINE_TYPE_FILE");
+        /* Set but empty means "do not register", so not through env(). */
+        const char *kubelet_socket = secure_getenv("KUBELET_SOCKET");
         int c;
         while ((c = getopt_long(argc, argv, "h", options, NULL)) >= 0)
                 switch (c) {
@@ -181,6 +187,9 @@ int cli_device_plugin(int argc, char **argv) {
                 case OPT_PLUGIN_PATH:
                         plugin_path = optarg;
                         break;
+                case OPT_KUBELET_SOCKET:
+                        kubelet_socket = optarg;
+                        break;
                 case OPT_LABELS:
                         labels = optarg;
                         break;
@@ -212,6 +221,7 @@ int cli_device_plugin(int argc, char **argv) {
                 .config_file = config_file,
                 .resource_config = resource_config,
                 .plugin_dir = plugin_path,
+                .kubelet_socket = kubelet_socket,
                 .nfd_features_file = nfd_file,
                 .node_name = node_name,
                 .machine_type_file = machine_file ? machine_file : DEFAULT_MACHINE_TYPE_FILE,

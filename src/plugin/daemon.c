@@ -772,6 +772,8 @@ static void *registrar_main(void *userdata) {
 }
 
 static int registrar_start(struct dp_daemon *d, struct mk_error *e) {
+        if (!*d->kubelet_socket)
+                return 0; /* --kubelet-socket '': serve only */
         struct reg_ticket *t = calloc(1, sizeof(*t));
         if (!t)
                 return mk_error_set(e, -ENOMEM, "out of memory");
@@ -1138,7 +1140,10 @@ int mk_dp_daemon_run(const struct mk_dp_daemon_options *o, struct mk_error *e) {
         }
         for (size_t n = strlen(d.dir); n > 1 && d.dir[n - 1] == '/'; n--)
                 d.dir[n - 1] = 0;
-        if (mk_path_join(d.dir, MK_DP_KUBELET_SOCKET, &d.kubelet_socket) < 0 || mk_host_init_from_env(&d.host) < 0) {
+        /* --kubelet-socket: NULL the default in the plugin directory, "" no registration. */
+        r = o->kubelet_socket ? ((d.kubelet_socket = strdup(o->kubelet_socket)) ? 0 : -ENOMEM)
+                              : mk_path_join(d.dir, MK_DP_KUBELET_SOCKET, &d.kubelet_socket);
+        if (r < 0 || mk_host_init_from_env(&d.host) < 0) {
                 daemon_done(&d);
                 return mk_error_set(e, -ENOMEM, "out of memory");
         }

@@ -52,6 +52,7 @@ struct mk_dp_daemon_options {
         struct mk_dp_options dp;
         bool mig_strategy_given;
         const char *plugin_dir;         /* NULL: MK_DP_DEFAULT_PLUGIN_DIR */
+        const char *kubelet_socket;     /* NULL: <plugin_dir>/kubelet.sock; "": do not register */
         const char *config_file;        /* v1 config, re-read on SIGHUP; NULL: none */
         const char *resource_config;    /* "<name>:<rename>:<replicas>,..." (replaces the config's sharing) */
         bool fail_on_init_error;        /* false: NVML or resource errors are logged, retried, nothing served */

@@ -499,6 +499,20 @@ for k, v in sorted(json.load(sys.stdin)["metadata"].get("labels", {}).items()):
   [ "$(kc auth can-i --as="$sa" delete nodes 2>/dev/null || true)" = no ] || fail "the ServiceAccount may delete nodes"
 fi
 
+echo "--- --kubelet-socket '': serve without registering"
+mkdir -p "$tmp/dp3"
+plog=$tmp/noreg.log
+MIGKIT_SIM_STATE=$state_none "$MIGKIT_BIN" --simulate dgx-h100 device-plugin --device-plugin-path "$tmp/dp3" \
+  --kubelet-socket '' 2>"$plog" &
+plugin_pid=$!
+pids+=("$plugin_pid")
+for _ in $(seq 1 $((WAIT * 10))); do [ -S "$tmp/dp3/nvidia-gpu.sock" ] && break; sleep 0.1; done
+[ -S "$tmp/dp3/nvidia-gpu.sock" ] || fail "--kubelet-socket '': not serving"
+kill -TERM "$plugin_pid"
+wait "$plugin_pid" || fail "--kubelet-socket '': exit $?"
+! grep -q -e "kubelet socket" -e "Registered" "$plog" || fail "--kubelet-socket '': tried to register"
+[ ! -e "$tmp/dp3/nvidia-gpu.sock" ] || fail "--kubelet-socket '': socket left"
+
 echo "--- bad flags"
 rc=0; "$MIGKIT_BIN" device-plugin --mig-strategy bogus 2>/dev/null || rc=$?
 [ "$rc" = 2 ] || fail "--mig-strategy bogus exited $rc, want 2"
