@@ -892,7 +892,8 @@ static const enum policy shown[] = {P_HAMI_LEGACY, P_HAMI_LEGACY_BINPACK, P_HAMI
 
 /* What a mix's summary lines need of one model. */
 struct summary {
-        double loads[8], vs_v210[8], short_v210[8];
+        double loads[8], vs_v210[8], vs_v210_honoured[8];
+        unsigned long short_v210[8], accepted_v210[8];
         size_t n_loads;
         unsigned bound, migkit_gpus, v210_gpus;
 };
@@ -952,7 +953,11 @@ static void acceptance(const struct model *m, size_t n_nodes, size_t n_pods, dou
         if (sum && sum->n_loads < ELEMENTSOF(sum->loads)) {
                 sum->loads[sum->n_loads] = load;
                 sum->vs_v210[sum->n_loads] = base > 0 ? 100.0 * ((double) st[P_MIGKIT].accepted / base - 1) : 0;
-                sum->short_v210[sum->n_loads] = (double) st[P_HAMI_V210].short_cores;
+                sum->short_v210[sum->n_loads] = st[P_HAMI_V210].short_cores;
+                sum->accepted_v210[sum->n_loads] = st[P_HAMI_V210].accepted;
+                double honoured = (double) (st[P_HAMI_V210].accepted - st[P_HAMI_V210].short_cores);
+                sum->vs_v210_honoured[sum->n_loads] =
+                        honoured > 0 ? 100.0 * ((double) st[P_MIGKIT].accepted / honoured - 1) : 0;
                 sum->n_loads++;
         }
         trace_done(&t);
@@ -1225,6 +1230,14 @@ int main(int argc, char **argv) {
                                         printf(" load %.1f %+.1f%%%s", sum[i].loads[l], sum[i].vs_v210[l],
                                                l + 1 < sum[i].n_loads ? "," : "");
                                 printf("\n");
+                                bool cores = false;
+                                for (size_t c = 0; c < N_CLASSES; c++)
+                                        cores |= classes[c].cores > 0;
+                                for (size_t l = 0; cores && l < sum[i].n_loads; l++)
+                                        printf("    %-16s   load %.1f: HAMi v2.10 gave %lu of its %lu pods fewer cores than "
+                                               "asked; migkit vs HAMi's pods that got their cores %+.1f%%\n",
+                                               "", sum[i].loads[l], sum[i].short_v210[l], sum[i].accepted_v210[l],
+                                               sum[i].vs_v210_honoured[l]);
                         }
                         if (do_needed)
                                 printf("    %-16s GPUs needed vs bound: migkit %u (%.3f x), HAMi v2.10 %u (%.3f x), bound "

@@ -21,6 +21,7 @@
  * lives on the stack, bounded by the caps in fit.h. */
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -922,6 +923,25 @@ static int fit_cached(const struct mk_fit_node *node, const struct mk_fit_node_c
 
         uint32_t all = units_mask(g0->memory_units);
         size_t n_cands = 0;
+        if (req->gpus == 1 && n_order > 0 &&
+            (n_order == 1 || profile_rank_compare(&profiles[order[1]], &profiles[order[0]]) != 0)) {
+                /* Every GPU that can host the smallest adequate profile takes
+                 * it, and no other GPU comes before them: the winner among
+                 * them was found when the cache was made. */
+                size_t j = order[0];
+                const struct mk_fit_node_cache_best *nb = &c->best[gpu_policy][j];
+                cands[0] = (struct cand) {
+                        .gpu = nb->gpu,
+                        .profile = j,
+                        .start = nb->start,
+                        .memory_mib = profiles[j].memory_mib,
+                        .slices = profiles[j].slices,
+                        .loss = nb->loss,
+                        .used_units = c->gpu[nb->gpu].used_units,
+                };
+                n_cands = 1;
+                adequate = 0; /* skip the scan */
+        }
         for (size_t gi = 0; adequate && gi < node->n_gpus; gi++) {
                 const struct mk_fit_node_cache_gpu *cg = &c->gpu[gi];
                 uint64_t avail = cg->hostable & adequate;
@@ -1051,6 +1071,43 @@ int mk_fit_node_cache_update(const struct mk_fit_node *node, struct mk_fit_node_
                         k--;
                 }
                 c->rank[k] = (uint8_t) j;
+        }
+        /* Per profile and GPU policy, the GPU a one-GPU request of that
+         * profile gets when it is the smallest adequate one (fit_cached()). */
+        const struct mk_fit_tables *tab = g0->tables;
+        uint32_t all = units_mask(g0->memory_units);
+        for (size_t j = 0; j < g0->n_profiles; j++) {
+                if (!(hostable & (UINT64_C(1) << j)))
+                        continue;
+                const struct mk_gi_profile *p = &g0->profiles[j];
+                for (int pol = 0; pol < _MK_FIT_POLICY_MAX; pol++) {
+                        struct cand best = {.gpu = UINT_MAX};
+                        for (size_t gi = 0; gi < node->n_gpus; gi++) {
+                                const struct mk_fit_node_cache_gpu *cg = &c->gpu[gi];
+                                if (!(cg->hostable & (UINT64_C(1) << j)))
+                                        continue;
+                                uint32_t free = all & ~cg->used;
+                                unsigned start = tab->best[best_index(j, free, cg->free_slices)] - 1u;
+                                uint32_t m = units_mask(tab->pi[j].size) << start;
+                                unsigned after = tab->cap[free & ~m][cg->free_slices - p->slices];
+                                struct cand cd = {
+                                        .gpu = (unsigned) gi,
+                                        .profile = j,
+                                        .start = start,
+                                        .memory_mib = p->memory_mib,
+                                        .slices = p->slices,
+                                        .loss = cg->cap > after ? cg->cap - after : 0,
+                                        .used_units = cg->used_units,
+                                };
+                                if (best.gpu == UINT_MAX || cand_compare(&cd, &best, (enum mk_fit_policy) pol) < 0)
+                                        best = cd;
+                        }
+                        c->best[pol][j] = (struct mk_fit_node_cache_best) {
+                                .gpu = (uint8_t) best.gpu,
+                                .start = (uint8_t) best.start,
+                                .loss = (uint16_t) best.loss,
+                        };
+                }
         }
         c->hostable = hostable;
         c->total_units = total_units;

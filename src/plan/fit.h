@@ -116,6 +116,10 @@ struct mk_fit_node_cache_gpu {
         uint8_t free_slices, used_units;
         bool available;
 };
+struct mk_fit_node_cache_best {
+        uint8_t gpu, start;             /* the GPU a one-GPU request of this profile gets, and where */
+        uint16_t loss;
+};
 struct mk_fit_node_cache {
         const struct mk_fit_gpu *gpus;  /* the array it was computed for */
         size_t n_gpus;
@@ -125,6 +129,8 @@ struct mk_fit_node_cache {
         unsigned total_units, used_units, cap_sum, ideal_sum;  /* over available GPUs */
         unsigned empty_cap;             /* C of an empty GPU */
         uint8_t rank[MK_FIT_MAX_PROFILES];      /* profile indices, smallest first (memory, slices, index) */
+        struct mk_fit_node_cache_best best[_MK_FIT_POLICY_MAX][MK_FIT_MAX_PROFILES];  /* per GPU policy and
+                                                                                       * profile hosted here */
         struct mk_fit_node_cache_gpu gpu[MK_FIT_MAX_NODE_GPUS];
 };
 
