@@ -813,7 +813,7 @@ static int no_room(const struct mk_fit_node *node, const struct mk_fit_request *
 }
 
 /* Puts the request's GPUs, the first `gpus` candidates in order, first. */
-static void cands_select(struct cand *cands, size_t n_cands, unsigned gpus, enum mk_fit_policy gpu_policy) {
+static inline void cands_select(struct cand *cands, size_t n_cands, unsigned gpus, enum mk_fit_policy gpu_policy) {
         for (size_t k = 0; k < gpus; k++) {
                 size_t bi = k;
                 for (size_t i = k + 1; i < n_cands; i++)
@@ -875,10 +875,10 @@ static int fit_read(const struct mk_fit_node *node, const struct mk_fit_request 
                 sm.total_units += g->memory_units;
                 if (chosen & (UINT64_C(1) << gi))
                         continue;
-                unsigned cap, ideal;
-                gpu_now(g, s, &cap, &ideal);
+                uint32_t free = s->all & ~s->used;
+                unsigned cap = s->have_cap ? s->cap : capacity(g, s, free, s->free_slices, SIZE_MAX);
                 sm.cap_sum += cap;
-                sm.ideal_sum += ideal;
+                sm.ideal_sum += MAX(cap, ideal_capacity(g, s, popcount32(free), s->free_slices));
                 sm.used_units += popcount32(s->used);
         }
         *ret = sm;
