@@ -1,25 +1,32 @@
-/* Dynamic MIG scheduling, migkit vs HAMi, on one trace: a cluster of N nodes
- * x 8 GPUs (A100-80GB, then H100-80GB), pods arriving as a Poisson process
- * with exponential lifetimes and memory requests from a fixed mix, one GPU
- * each. Policies side by side on the same trace (docs/scheduler-fit.md §5):
+/* Dynamic MIG scheduling, migkit vs HAMi, on one trace per mix and load: a
+ * cluster of N nodes x 8 GPUs (A100-80GB, then H100-80GB), pods arriving as a
+ * Poisson process with exponential lifetimes and memory requests (and
+ * gpucores floors) from a stated mix, one GPU each. Mixes, all run and all
+ * reported (docs/scheduler-fit.md §8): issue 7's; small-model inference;
+ * 30 GB and 60 GB requests; gpucores floors. Policies side by side on the
+ * same trace:
  *
  *   hami-legacy   HAMi <= v2.9 knownMigGeometries first-fit templates
  *                 (shared/reference/hami.md §7.1), templates of the chart's
  *                 A100-80GB entry: 1g x7; 2g x3 + 1g; 3g x2; 7g x1
  *   hami-v2.10    smallest allowlisted profile, first free position, 1g/3g
- *                 from the highest start (§7.2), chart allowlist (no 1g.20gb)
+ *                 from the highest start (§7.2), chart allowlist (no 1g.20gb);
+ *                 gpucores ignored for sizing, as HAMi does (counted)
  *   whole-gpu     one whole GPU per pod
- *   migkit        plan/fit.h, every profile the GPU reports (1g.20gb too)
+ *   migkit        plan/fit.h, every profile the GPU reports (1g.20gb too),
+ *                 with capacity tables and one mk_fit_node_cache per node
+ *                 refreshed on every change (--no-cache: without)
  *   migkit-hami-profiles   plan/fit.h restricted to HAMi's allowlist
  *
  * HAMi policies use HAMi's defaults: node policy binpack and GPU policy
  * spread (§6.1-6.3, scores before the pod's own allocation); the "-binpack"
  * rows give them GPU binpack too. A rejected pod is dropped (no queue).
- * Printed: pods accepted/rejected after a warm-up, the ratio to HAMi v2.10,
- * GPUs in use and fragmentation averaged over time, per-size rejections; then
- * the smallest cluster on which each policy rejects nothing, against an
- * offline lower bound; then the decision time of the migkit fit for one pod
- * over 1,000 nodes x 8 GPUs.
+ * Printed per mix: pods accepted/rejected after a warm-up, the ratio to HAMi
+ * v2.10, GPUs in use, fragmentation and idle units averaged over time and
+ * over 8 windows of time, per-class rejections; the smallest cluster on
+ * which each policy rejects nothing, against an offline lower bound; a
+ * summary. Then the decision time of the migkit fit for one pod over 1,000
+ * nodes x 8 GPUs, with the node caches and without.
  *
  * Profiles: from the NVML simulator (MIGKIT_NVML_LIB, set by bench/run,
  * machines a100-80gb and h100-80gb) when available, else the built-in tables
