@@ -17,8 +17,12 @@
  *
  * Speed: C is looked up in mk_fit_tables when the caller built them
  * (C for every free mask and free slice count of an 8-unit GPU, 4.6 KiB),
- * else computed with popcounts. No allocation in mk_fit_node: per-call state
- * lives on the stack, bounded by the caps in fit.h. */
+ * else computed with popcounts. With a node cache (mk_fit_node_cache_update,
+ * kept by the caller) nothing per GPU is recomputed: fit_cached() works from
+ * the cached masks, sums and per-profile winners and gives fit_read()'s
+ * answers exactly (integer sums, same comparisons). No allocation in
+ * mk_fit_node: per-call state lives on the stack, bounded by the caps in
+ * fit.h. */
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
