@@ -24,7 +24,7 @@ struct mk_nvml;
 struct mk_snapshot;
 
 #define MK_HEALTH_DEFAULT_RECHECK_MS 30000u
-#define MK_HEALTH_WAIT_MS 5000u         /* longest NVML event wait; mk_health_stop() joins within it */
+#define MK_HEALTH_WAIT_MS 500u          /* longest NVML event wait; mk_health_stop() joins within it */
 #define MK_HEALTH_MAX_XIDS 256u         /* Xids listed in one variable */
 #define MK_HEALTH_ENV_MAX 4096u         /* bytes of one variable */
 
