@@ -59,8 +59,13 @@ static void help(void) {
                "                              NODE_NAME) or nfd-file [MIGKIT_LABELS]\n"
                "  --nfd-features-file FILE    where --labels nfd-file writes (default\n"
                "                              " MK_DP_DEFAULT_NFD_FILE ") [GFD_OUTPUT_FILE]\n"
-               "  --node-name NAME            this node, for --labels node [NODE_NAME]\n"
-               "  --kubeconfig PATH           kubeconfig for --labels node [KUBECONFIG]; default in-cluster\n"
+               "  --dynamic-mig[=BOOL]        dynamic MIG (default false): nvidia.com/gpu as replica ids,\n"
+               "                              Allocate answers with the MIG devices `migkit scheduler`\n"
+               "                              reserved for the pod; needs the node name and the\n"
+               "                              apiserver [MIGKIT_DYNAMIC_MIG]\n"
+               "  --node-name NAME            this node, for --labels node and --dynamic-mig [NODE_NAME]\n"
+               "  --kubeconfig PATH           kubeconfig for --labels node and --dynamic-mig [KUBECONFIG];\n"
+               "                              default in-cluster\n"
                "  --machine-type-file FILE    source of nvidia.com/gpu.machine\n"
                "                              (default " DEFAULT_MACHINE_TYPE_FILE ") [GFD_MACHINE_TYPE_FILE]\n"
                "\n"
@@ -104,6 +109,7 @@ int cli_device_plugin(int argc, char **argv) {
                 OPT_NODE_NAME,
                 OPT_KUBECONFIG,
                 OPT_MACHINE_TYPE_FILE,
+                OPT_DYNAMIC_MIG,
         };
         static const struct option options[] = {
                 {"mig-strategy", required_argument, NULL, OPT_MIG_STRATEGY},
@@ -128,6 +134,7 @@ int cli_device_plugin(int argc, char **argv) {
                 {"node-name", required_argument, NULL, OPT_NODE_NAME},
                 {"kubeconfig", required_argument, NULL, OPT_KUBECONFIG},
                 {"machine-type-file", required_argument, NULL, OPT_MACHINE_TYPE_FILE},
+                {"dynamic-mig", optional_argument, NULL, OPT_DYNAMIC_MIG},
                 {"help", no_argument, NULL, 'h'},
                 {},
         };
@@ -139,7 +146,8 @@ int cli_device_plugin(int argc, char **argv) {
                    *config_file = env("CONFIG_FILE"), *resource_config = env("NVIDIA_DRIVER_RESOURCE_CONFIG"),
                    *plugin_path = env("DEVICE_PLUGIN_PATH"), *labels = env("MIGKIT_LABELS"),
                    *nfd_file = env("GFD_OUTPUT_FILE"), *node_name = env("NODE_NAME"),
-                   *kubeconfig = env("KUBECONFIG"), *machine_file = env("GFD_MACHINE_TYPE_FILE");
+                   *kubeconfig = env("KUBECONFIG"), *machine_file = env("GFD_MACHINE_TYPE_FILE"),
+                   *dynamic = env("MIGKIT_DYNAMIC_MIG");
         /* Set but empty means "do not register", so not through env(). */
         const char *kubelet_socket = secure_getenv("KUBELET_SOCKET");
         int c;
@@ -205,6 +213,9 @@ int cli_device_plugin(int argc, char **argv) {
                 case OPT_MACHINE_TYPE_FILE:
                         machine_file = optarg;
                         break;
+                case OPT_DYNAMIC_MIG:
+                        dynamic = optarg ? optarg : "true";
+                        break;
                 case 'h':
                         help();
                         return MK_EXIT_OK;
@@ -253,7 +264,8 @@ int cli_device_plugin(int argc, char **argv) {
             parse_bool_opt("--pass-device-specs", pass_specs, &o.dp.pass_device_specs) < 0 ||
             parse_bool_opt("--gds-enabled", gds, &o.dp.gds_enabled) < 0 ||
             parse_bool_opt("--mofed-enabled", mofed, &o.dp.mofed_enabled) < 0 ||
-            parse_bool_opt("--gdrcopy-enabled", gdrcopy, &o.dp.gdrcopy_enabled) < 0)
+            parse_bool_opt("--gdrcopy-enabled", gdrcopy, &o.dp.gdrcopy_enabled) < 0 ||
+            parse_bool_opt("--dynamic-mig", dynamic, &o.dynamic_mig) < 0)
                 return MK_EXIT_USAGE;
         if (driver_root)
                 o.dp.driver_root = driver_root;
@@ -273,16 +285,20 @@ int cli_device_plugin(int argc, char **argv) {
 
         _cleanup_(mk_kube_config_done) struct mk_kube_config kc = {0};
         _cleanup_kube_free_ struct mk_kube *k = NULL;
-        if (o.labels == MK_DP_LABELS_NODE) {
+        if (o.labels == MK_DP_LABELS_NODE || o.dynamic_mig) {
                 if (!node_name) {
-                        fprintf(stderr, "Error: --labels node needs --node-name or NODE_NAME\n");
+                        fprintf(stderr, "Error: %s needs --node-name or NODE_NAME\n",
+                                o.dynamic_mig ? "--dynamic-mig" : "--labels node");
                         return MK_EXIT_USAGE;
                 }
                 int r = kubeconfig ? mk_kube_config_from_kubeconfig(kubeconfig, NULL, &kc, &e)
                                    : mk_kube_config_load(NULL, &kc, &e);
-                /* One try per publication with short timeouts: the plugin
-                 * retries on its own every 30 s, and a shutdown waits for
-                 * the request in flight. */
+                /* One try per request with short timeouts: the plugin
+                 * retries labels on its own every 30 s, the kubelet retries
+                 * a failed Allocate, and a shutdown waits for the request
+                 * in flight. One try also keeps a lost answer to the
+                 * mig-allocated patch from being retried into a 409 that
+                 * would make the next pod's claim look free. */
                 const struct mk_kube_options ko = {
                         .connect_timeout_ms = 5000,
                         .request_timeout_ms = 10000,

@@ -209,16 +209,29 @@ int mk_dp_allocate(const struct mk_snapshot *s, const struct mk_dp_resource *r, 
                                     "is 1; found %zu",
                                     r->name, n_ids);
         _cleanup_free_ const struct mk_dp_device **req = calloc(n_ids, sizeof(*req));
-        _cleanup_free_ const char **rt = calloc(n_ids, sizeof(*rt)); /* runtime ids, deduplicated */
-        if (!req || !rt)
+        if (!req)
                 return mk_error_set(e, -ENOMEM, "Out of memory");
-        size_t n_rt = 0;
         for (size_t i = 0; i < n_ids; i++) {
                 const struct mk_dp_device *d = ids && ids[i] ? mk_dp_resource_find_device(r, ids[i]) : NULL;
                 if (!d)
                         return mk_error_set(e, -EINVAL, "invalid allocation request for '%s': unknown device: '%.*s'",
                                             r->name, 128, ids && ids[i] ? ids[i] : "(null)");
                 req[i] = d;
+        }
+        (void) s;
+        return mk_dp_allocate_devices(req, n_ids, r->name, o, ret, e);
+}
+
+int mk_dp_allocate_devices(const struct mk_dp_device *const *req, size_t n_ids, const char *resource,
+                           const struct mk_dp_options *o, struct mk_dp_response *ret, struct mk_error *e) {
+        if (n_ids == 0)
+                return mk_error_set(e, -EINVAL, "invalid allocation request for '%s': no devices", resource);
+        _cleanup_free_ const char **rt = calloc(n_ids, sizeof(*rt)); /* runtime ids, deduplicated */
+        if (!rt)
+                return mk_error_set(e, -ENOMEM, "Out of memory");
+        size_t n_rt = 0;
+        for (size_t i = 0; i < n_ids; i++) {
+                const struct mk_dp_device *d = req[i];
                 const char *v = o->id_strategy == MK_DP_ID_INDEX ? d->index : d->base_id;
                 bool seen = false;
                 for (size_t j = 0; j < n_rt && !seen; j++)
@@ -285,13 +298,12 @@ int mk_dp_allocate(const struct mk_snapshot *s, const struct mk_dp_resource *r, 
         if (q < 0)
                 return mk_error_set(e, q, q == -E2BIG ? "Allocate response for '%s' larger than the cap"
                                                       : "Failed to build the Allocate response for '%s'",
-                                    r->name);
+                                    resource);
         if (o->pass_device_specs && !cdi_only) {
                 int k = device_specs(&res, req, n_ids, o, e);
                 if (k < 0)
                         return k;
         }
-        (void) s;
         *ret = res;
         res = (struct mk_dp_response) {0};
         return 0;

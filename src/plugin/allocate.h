@@ -59,6 +59,15 @@ int mk_dp_allocate(const struct mk_snapshot *s, const struct mk_dp_resource *r, 
                    const struct mk_dp_options *o, struct mk_dp_response *ret, struct mk_error *e)
         _nonnull_(2, 5, 6) _wur_;
 
+/* mk_dp_allocate() for devices already resolved (the dynamic MIG mode,
+ * plugin/dynamic.h, hands the MIG devices of a reservation): `resource`
+ * names the resource in messages; no id validation, no sharing check; the
+ * same envs, mounts, annotations, CDI devices and device specs as above.
+ * *ret is written only on success. */
+int mk_dp_allocate_devices(const struct mk_dp_device *const *devs, size_t n, const char *resource,
+                           const struct mk_dp_options *o, struct mk_dp_response *ret, struct mk_error *e)
+        _nonnull_(1, 3, 4, 5) _wur_;
+
 /* Frees the contents and zeroes *r; accepts an already-done response. */
 void mk_dp_response_done(struct mk_dp_response *r);
 

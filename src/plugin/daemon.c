@@ -34,6 +34,7 @@
 #include "nvml/nvml.h"
 #include "plugin/allocate.h"
 #include "plugin/daemon.h"
+#include "plugin/dynamic.h"
 #include "plugin/grpc.h"
 #include "plugin/health.h"
 #include "plugin/labels.h"
@@ -192,6 +193,7 @@ struct dp_daemon {
         struct mk_snapshot *snapshot;
         struct mk_dp_resources *resources;
         pthread_mutex_t lock;           /* snapshot and resources vs. handlers and health */
+        pthread_mutex_t dyn_lock;       /* one dynamic Allocate at a time (the kubelet sends one) */
 
         struct dp_server *servers;
         size_t n_servers;
@@ -379,6 +381,52 @@ static int fill_container(const struct mk_dp_response *r, V1beta1__ContainerAllo
         return 0;
 }
 
+static int dyn_snapshot(void *userdata, struct mk_snapshot **ret, struct mk_error *e) {
+        struct dp_daemon *d = userdata;
+        return mk_nvml_snapshot(d->nvml, ret, e);
+}
+
+/* Dynamic MIG: the ids only say how many devices each container wants
+ * (checked to be ours); the reservation says which (plugin/dynamic.h). */
+static int allocate_dynamic(struct dp_server *s, const V1beta1__AllocateRequest *m, struct mk_dp_response *out,
+                            struct mk_error *e) {
+        struct dp_daemon *d = s->d;
+        size_t n = m->n_container_requests;
+        if (n == 0 || n > MK_MAX_POD_CONTAINERS)
+                return mk_error_set(e, -EINVAL, "Allocate: %zu container requests, 1 to %u in dynamic MIG mode", n,
+                                    MK_MAX_POD_CONTAINERS);
+        unsigned counts[MK_MAX_POD_CONTAINERS];
+        int r = 0;
+        pthread_mutex_lock(&d->lock);
+        for (size_t i = 0; r >= 0 && i < n; i++) {
+                const V1beta1__ContainerAllocateRequest *c = m->container_requests[i];
+                if (c->n_devices_ids == 0 || c->n_devices_ids > MK_MAX_CLAIM_DEVICES)
+                        r = mk_error_set(e, -EINVAL, "Allocate: container request %zu has %zu devices, 1 to %u", i,
+                                         c->n_devices_ids, MK_MAX_CLAIM_DEVICES);
+                for (size_t j = 0; r >= 0 && j < c->n_devices_ids; j++)
+                        if (!c->devices_ids[j] || !mk_dp_resource_find_device(server_resource(s), c->devices_ids[j]))
+                                r = mk_error_set(e, -EINVAL, "invalid allocation request for '%s': unknown device: '%.*s'",
+                                                 s->name, 128, c->devices_ids[j] ? c->devices_ids[j] : "(null)");
+                counts[i] = (unsigned) c->n_devices_ids;
+        }
+        pthread_mutex_unlock(&d->lock);
+        if (r < 0)
+                return r;
+        struct mk_claim *claim = calloc(1, sizeof(*claim));
+        if (!claim)
+                return mk_error_set(e, -ENOMEM, "out of memory");
+        pthread_mutex_lock(&d->dyn_lock);
+        r = mk_dp_dynamic_allocate(d->o->kube, d->o->node_name, counts, n, &d->dp, dyn_snapshot, d, out, claim, e);
+        pthread_mutex_unlock(&d->dyn_lock);
+        if (r >= 0)
+                log_info("Allocate: %zu container(s) of pod %s/%s get their reserved MIG devices", n, claim->namespace,
+                         claim->name);
+        else
+                log_warning_errno(r, "Allocate in dynamic MIG mode failed: %s", e->msg);
+        free(claim);
+        return r;
+}
+
 static int handle_allocate(struct dp_server *s, const uint8_t *req, size_t len, struct mk_buf *resp,
                            struct mk_error *e) {
         V1beta1__AllocateRequest *m = v1beta1__allocate_request__unpack(NULL, len, req);
@@ -396,6 +444,10 @@ static int handle_allocate(struct dp_server *s, const uint8_t *req, size_t len, 
         int r = out && cs && cps ? 0 : mk_error_set(e, -ENOMEM, "out of memory");
         size_t done = 0;
         struct dp_daemon *d = s->d;
+        if (r >= 0 && d->o->dynamic_mig) {
+                r = allocate_dynamic(s, m, out, e);
+                done = r >= 0 ? n : 0;
+        }
         pthread_mutex_lock(&d->lock);
         for (; r >= 0 && done < n; done++) {
                 const V1beta1__ContainerAllocateRequest *c = m->container_requests[done];
@@ -1015,7 +1067,8 @@ static int plugin_start(struct dp_daemon *d, bool reload, struct mk_error *e) {
                         mk_error_prefix(e, "NVML");
                         return r;
                 }
-                r = mk_dp_resources_build(snap, &d->dp, &res, e);
+                r = d->o->dynamic_mig ? mk_dp_dynamic_resources_build(snap, &res, e)
+                                      : mk_dp_resources_build(snap, &d->dp, &res, e);
                 if (r < 0)
                         return r;
                 pthread_mutex_lock(&d->lock);
@@ -1024,8 +1077,12 @@ static int plugin_start(struct dp_daemon *d, bool reload, struct mk_error *e) {
                 d->resources = TAKE_PTR(res);
                 d->snapshot = TAKE_PTR(snap);
                 pthread_mutex_unlock(&d->lock);
-                log_info("%zu GPU(s), MIG strategy %s: %zu resource(s)", d->snapshot->n_gpus,
-                         mk_mig_strategy_to_string(d->dp.mig_strategy), d->resources->n);
+                if (d->o->dynamic_mig)
+                        log_info("%zu GPU(s), dynamic MIG for node '%s': %zu resource(s)", d->snapshot->n_gpus,
+                                 d->o->node_name, d->resources->n);
+                else
+                        log_info("%zu GPU(s), MIG strategy %s: %zu resource(s)", d->snapshot->n_gpus,
+                                 mk_mig_strategy_to_string(d->dp.mig_strategy), d->resources->n);
         }
         if (d->resources->n == 0)
                 log_warning("No devices found. Waiting indefinitely.");
@@ -1092,6 +1149,7 @@ static void daemon_done(struct dp_daemon *d) {
         mk_host_done(&d->host);
         free(d->dir);
         free(d->kubelet_socket);
+        pthread_mutex_destroy(&d->dyn_lock);
         pthread_mutex_destroy(&d->lock);
 }
 
@@ -1128,6 +1186,7 @@ int mk_dp_daemon_run(const struct mk_dp_daemon_options *o, struct mk_error *e) {
 
         struct dp_daemon d = {.o = o};
         pthread_mutex_init(&d.lock, NULL);
+        pthread_mutex_init(&d.dyn_lock, NULL);
         const char *dir = o->plugin_dir ? o->plugin_dir : MK_DP_DEFAULT_PLUGIN_DIR;
         if (!*dir) {
                 daemon_done(&d);
@@ -1151,6 +1210,11 @@ int mk_dp_daemon_run(const struct mk_dp_daemon_options *o, struct mk_error *e) {
                                                 strlen(o->node_name) > MK_DP_MAX_NODE_NAME)) {
                 daemon_done(&d);
                 return mk_error_set(e, -EINVAL, "--labels node needs a Kubernetes client and a node name (NODE_NAME)");
+        }
+        if (o->dynamic_mig && (!o->kube || !o->node_name || !*o->node_name ||
+                               strlen(o->node_name) > MK_DP_MAX_NODE_NAME)) {
+                daemon_done(&d);
+                return mk_error_set(e, -EINVAL, "--dynamic-mig needs a Kubernetes client and a node name (NODE_NAME)");
         }
 
         /* The directory is watched, not the files: kubelet.sock is

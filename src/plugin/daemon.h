@@ -59,8 +59,13 @@ struct mk_dp_daemon_options {
         const char *nvml_lib;           /* NULL: MIGKIT_NVML_LIB or libnvidia-ml.so.1 */
         enum mk_dp_labels_mode labels;
         const char *nfd_features_file;  /* NULL: MK_DP_DEFAULT_NFD_FILE */
-        const char *node_name;          /* labels=node */
-        struct mk_kube *kube;           /* labels=node; borrowed */
+        const char *node_name;          /* labels=node, dynamic_mig */
+        struct mk_kube *kube;           /* labels=node, dynamic_mig; borrowed */
+        /* Dynamic MIG (plugin/dynamic.h): nvidia.com/gpu as replica ids, each
+         * Allocate answered with the MIG devices `migkit scheduler` reserved
+         * for the pod; needs kube and node_name; the MIG strategy and sharing
+         * do not apply. */
+        bool dynamic_mig;
         const char *machine_type_file;  /* nvidia.com/gpu.machine; NULL: none */
         int register_timeout_ms;        /* <= 0: MK_DP_REGISTER_TIMEOUT_MS */
 };
