@@ -9,7 +9,11 @@
 # and records their MIG UUIDs; concurrent pods never share a placement; a pod
 # that fits nowhere stays Pending with migkit's reason in its PodScheduled
 # condition; a deleted pod's instance is destroyed after the grace period; a
-# restarted extender and agent lose nothing.
+# restarted extender and agent lose nothing. The device plugin in dynamic
+# MIG mode (`device-plugin --dynamic-mig`, against the stand-in kubelet
+# kubelet_standin.py) answers each Allocate with exactly the MIG device
+# reserved for the next pod, marks that pod migkit.io/mig-allocated, and
+# fails the Allocate once no reservation is left.
 #
 # Runs only when MIGKIT_K8S_TESTENV names scripts/k8s-testenv (CI sets it).
 set -euo pipefail
@@ -20,16 +24,19 @@ fi
 : "${MIGKIT_BIN:?}" "${MIGKIT_SOURCE_DIR:?}"
 mkdir -p "${MIGKIT_TEST_TMP:-/tmp}"
 tmp=$(mktemp -d "${MIGKIT_TEST_TMP:-/tmp}/test-scheduler.XXXXXX")
-ext_pid= ag1_pid= ag2_pid=
+ext_pid= ag1_pid= ag2_pid= dp_pid= standin_pid= dptmp=
 cleanup() {
-  for p in $ext_pid $ag1_pid $ag2_pid; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
+  for p in $dp_pid $standin_pid $ext_pid $ag1_pid $ag2_pid; do
+    kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true
+  done
+  [ -z "$dptmp" ] || rm -rf "$dptmp"
   "$MIGKIT_K8S_TESTENV" stop "$tmp/k8s" >/dev/null 2>&1 || true
   [ -n "${MIGKIT_KEEP_TEST_TMP:-}" ] || rm -rf "$tmp"
 }
 trap cleanup EXIT
 fail() {
   echo "FAIL: $*" >&2
-  for f in ext.log ag1.log ag2.log k8s/kube-scheduler.log; do
+  for f in ext.log ag1.log ag2.log dp.log standin.log k8s/kube-scheduler.log; do
     echo "--- $f (last 30 lines):" >&2
     tail -n 30 "$tmp/$f" >&2 2>/dev/null || true
   done
@@ -267,6 +274,101 @@ for f in sys.argv[1:]:
             total += count * len(entry["devices"]) if isinstance(entry["devices"], list) else count
 assert total == 9, total
 EOF
+
+step "the device plugin in dynamic MIG mode hands each pod its reserved MIG device"
+# A python with grpcio for the stand-in kubelet (as test-device-plugin.sh).
+PY=
+for p in python3 /usr/bin/python3; do
+  if command -v "$p" >/dev/null && "$p" -c 'import grpc, google.protobuf' 2>/dev/null; then PY=$p; break; fi
+done
+if [ -z "$PY" ] || ! command -v protoc >/dev/null; then
+  [ "${CI:-}" = true ] && fail "python3-grpcio, python3-protobuf or protoc missing (scripts/install-deps)"
+  echo "    SKIP (this step): python3-grpcio / protoc not installed"
+else
+  standin=$MIGKIT_SOURCE_DIR/tests/integration/kubelet_standin.py
+  # Unix socket paths are short (108 bytes): the sockets go to a short temp dir.
+  dptmp=$(mktemp -d /tmp/mk-dyn.XXXXXX)
+  mkdir -p "$dptmp/dp"
+  ev=$dptmp/events.jsonl
+  : >"$ev"
+  mkfifo "$dptmp/cmd"
+  "$PY" "$standin" serve --dir "$dptmp/dp" --out "$ev" --proto "$MIGKIT_SOURCE_DIR/proto/deviceplugin.proto" \
+    <"$dptmp/cmd" 2>"$tmp/standin.log" &
+  standin_pid=$!
+  exec 7>"$dptmp/cmd"
+  wait_ev() { "$PY" "$standin" wait --out "$ev" --expr "$1" --timeout 30 2>/dev/null; }
+  echo 0 >"$dptmp/cmd-no"
+  dcmd() { # VERB ARGS...: the stand-in's reply (JSON line); called in $(...), so the counter is a file
+    local cmd_no
+    cmd_no=$(($(cat "$dptmp/cmd-no") + 1))
+    echo "$cmd_no" >"$dptmp/cmd-no"
+    echo "c$cmd_no $*" >&7
+    wait_ev "e['event'] == 'reply' and e['id'] == 'c$cmd_no'" || fail "no reply to '$*'"
+  }
+  wait_ev "e['event'] == 'listening'" >/dev/null || fail "the stand-in kubelet did not start"
+  MIGKIT_SIM_STATE=$tmp/sim-1.json "$MIGKIT_BIN" --simulate dgx-a100 device-plugin --dynamic-mig \
+    --node-name gpu-node-1 --device-plugin-path "$dptmp/dp" >>"$tmp/dp.log" 2>&1 &
+  dp_pid=$!
+  wait_ev "e['event'] == 'register' and e['resource'] == 'nvidia.com/gpu' and e['accepted']" >/dev/null ||
+    fail "the dynamic device plugin did not register nvidia.com/gpu"
+  devs=$(wait_ev "e['event'] == 'devices' and e['resource'] == 'nvidia.com/gpu'") || fail "no device list"
+  # Expected order: the node's reservations with their instances created,
+  # earliest first, ties by namespace/name (mk_claim_match_allocate).
+  kc get pods -o json >"$tmp/pods-dyn.json"
+  order=$(python3 - "$devs" "$tmp/pods-dyn.json" <<'EOF'
+import json, sys
+devs = json.loads(sys.argv[1])["devices"]
+# 8 simulated A100-40GB with MIG on, 7 (1g.5gb's instance count) ids each
+assert len(devs) == 56 and all(d["id"].startswith("dyn-GPU-") and d["health"] == "Healthy" for d in devs), devs
+assert len({d["id"].split("::")[0] for d in devs}) == 8
+pods = []
+for p in json.load(open(sys.argv[2]))["items"]:
+    a = p["metadata"].get("annotations", {})
+    if p["spec"].get("nodeName") != "gpu-node-1" or "migkit.io/mig-reservation" not in a:
+        continue
+    r = json.loads(a["migkit.io/mig-reservation"])
+    mig = json.loads(a["migkit.io/mig-devices"])
+    assert len(r["devices"]) == 1, r
+    pods.append((r["time"], p["metadata"]["namespace"], p["metadata"]["name"], mig[0]))
+assert pods, "no reservation on gpu-node-1"
+print(" ".join("%s=%s" % (n, m) for _, _, n, m in sorted(pods)))
+EOF
+  ) || fail "dynamic device list: $devs"
+  id0=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["devices"][0]["id"])' "$devs")
+  ids=$(python3 -c 'import json,sys; print(",".join(d["id"] for d in json.loads(sys.argv[1])["devices"][:9]))' "$devs")
+  r=$(dcmd preferred nvidia.com/gpu "$ids" - 2)
+  python3 -c 'import json,sys; e=json.loads(sys.argv[1]); assert e["ok"] and len(e["ids"][0]) == 2, e' "$r" ||
+    fail "GetPreferredAllocation: $r"
+  for pm in $order; do
+    p=${pm%%=*} mig=${pm#*=}
+    [ -z "$(ann "$p" mig-allocated)" ] || fail "$p allocated before its Allocate"
+    r=$(dcmd allocate nvidia.com/gpu "$id0")
+    python3 - "$r" "$mig" <<'EOF' || fail "Allocate for $p (want $mig): $r"
+import json, sys
+e, mig = json.loads(sys.argv[1]), sys.argv[2]
+assert e["ok"], e
+(c,) = e["responses"]
+assert c["envs"] == {"NVIDIA_VISIBLE_DEVICES": mig}, c
+EOF
+    [ -n "$(ann "$p" mig-allocated)" ] || fail "$p not marked migkit.io/mig-allocated"
+    echo "    Allocate -> $p: $mig"
+  done
+  r=$(dcmd allocate nvidia.com/gpu "$id0")
+  python3 -c 'import json,sys; e=json.loads(sys.argv[1]); assert not e["ok"] and "no MIG reservation" in e["error"], e' \
+    "$r" || fail "Allocate with no reservation left: $r"
+  # Two devices for one container: no such reservation on the node.
+  r=$(dcmd allocate nvidia.com/gpu "$ids")
+  python3 -c 'import json,sys; e=json.loads(sys.argv[1]); assert not e["ok"], e' "$r" || fail "9 devices: $r"
+  r=$(dcmd allocate nvidia.com/gpu "GPU-not-ours")
+  python3 -c 'import json,sys; e=json.loads(sys.argv[1]); assert not e["ok"] and "unknown device" in e["error"], e' \
+    "$r" || fail "unknown id: $r"
+  kill -TERM "$dp_pid"; wait "$dp_pid" || fail "the dynamic device plugin exited $? on SIGTERM"
+  dp_pid=
+  echo "0 quit" >&7
+  exec 7>&-
+  wait "$standin_pid" || true
+  standin_pid=
+fi
 
 step "a pod that fits nowhere stays Pending with migkit's reason"
 pod p-too-big 1 60000
