@@ -505,7 +505,18 @@ static int fail_run(struct mgr *m, int r, const char *name, const struct mk_erro
         mk_error_format(e, buf, sizeof(buf));
         log_error("MIG config '%s' failed on node '%s': %s", name, m->o->node, buf);
         restart_clients(m);
-        (void) restore_labels(m);
+        /* The paused components must come back even when the apiserver is
+         * away right now (the run may have failed because of it): retry the
+         * restore with backoff, up to about two minutes, before the state. */
+        unsigned delay_ms = 500, waited_ms = 0;
+        while (restore_labels(m) < 0 && waited_ms < MK_MANAGER_RESTORE_RETRY_MS) {
+                log_warning("Cannot restore the paused labels of node '%s' yet; retrying in %u ms", m->o->node,
+                            delay_ms);
+                if (mk_kube_sleep_ms(delay_ms, m->cancel) < 0)
+                        break;
+                waited_ms += delay_ms;
+                delay_ms = MIN(delay_ms * 2, 8000u);
+        }
         (void) set_state(m, MK_MIG_STATE_FAILED);
         post_event(m, true, "MigConfigFailed", "MIG config '%s' failed: %s", name, buf);
         return r < 0 ? r : -EIO;

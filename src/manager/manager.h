@@ -35,6 +35,7 @@ struct mk_service_settings;
 #define MK_MANAGER_DEFAULT_BACKOFF_INITIAL_S 10
 #define MK_MANAGER_DEFAULT_BACKOFF_MAX_S 300
 #define MK_MANAGER_POD_POLL_MS 1000
+#define MK_MANAGER_RESTORE_RETRY_MS 120000u  /* a failed run retries restoring paused labels this long */
 #define MK_MAX_PAUSED_LABELS 64          /* entries of the paused-labels annotation */
 
 enum mk_mig_state {

@@ -162,7 +162,7 @@ step "same layout under another name: success without touching anything"
 mk export >"$tmp/before.yaml"
 n_paused=$(grep -c 'Paused GPU components' "$tmp/mgr.log")
 select_config all-balanced-again
-for _ in $(seq 50); do grep -q "'all-balanced-again' is already applied" "$tmp/mgr.log" && break; sleep 0.2; done
+for _ in $(seq 150); do grep -q "'all-balanced-again' is already applied" "$tmp/mgr.log" && break; sleep 0.2; done
 grep -q "'all-balanced-again' is already applied" "$tmp/mgr.log" || fail "no 'already applied'"
 wait_for success 5
 [ "$(grep -c 'Paused GPU components' "$tmp/mgr.log")" = "$n_paused" ] || fail "paused for an applied config"
@@ -178,7 +178,7 @@ events | grep -x MigConfigFailed >/dev/null || fail "no MigConfigFailed event"
 
 step "unknown config name: failed"
 select_config no-such-config
-for _ in $(seq 50); do grep -q "no config named 'no-such-config'" "$tmp/mgr.log" && break; sleep 0.2; done
+for _ in $(seq 150); do grep -q "no config named 'no-such-config'" "$tmp/mgr.log" && break; sleep 0.2; done
 grep -q "no config named 'no-such-config'" "$tmp/mgr.log" || fail "unknown config not reported"
 wait_for failed 5
 expect_restored failed "after an unknown config"
@@ -214,7 +214,7 @@ spec:
 EOF
 select_config all-3g
 wait_for pending 15
-for _ in $(seq 25); do node_view | grep "$paused" >/dev/null && break; sleep 0.2; done
+for _ in $(seq 150); do node_view | grep "$paused" >/dev/null && break; sleep 0.2; done
 node_view | grep "state=pending $paused annotation=" >/dev/null || fail "not paused while waiting: $(node_view)"
 wait_for failed 20
 expect_restored failed "after the pod wait timed out"
@@ -271,7 +271,7 @@ spec:
     image: dcgm-exporter:none
 EOF
 select_config all-balanced
-for _ in $(seq 50); do node_view | grep "state=pending $paused" >/dev/null && break; sleep 0.2; done
+for _ in $(seq 150); do node_view | grep "state=pending $paused" >/dev/null && break; sleep 0.2; done
 node_view | grep "state=pending $paused" >/dev/null || fail "not paused: $(node_view)"
 "$MIGKIT_K8S_TESTENV" down "$tmp/k8s" kube-apiserver --kill >/dev/null || fail "apiserver down failed"
 sleep 4
@@ -294,7 +294,7 @@ kc apply -f "$MIGKIT_SOURCE_DIR/deploy/kubernetes/namespace.yaml" >/dev/null
 POD_NAMESPACE=migkit "$MIGKIT_BIN" --simulate dgx-a100 manager -n gpu-node-2 -m "$tmp/host" \
   --generated-config-file "$tmp/generated.yaml" >"$tmp/gen.log" 2>&1 &
 gen_pid=$!
-for _ in $(seq 50); do kc get configmap -n migkit gpu-node-2-mig-config >/dev/null 2>&1 && break; sleep 0.2; done
+for _ in $(seq 150); do kc get configmap -n migkit gpu-node-2-mig-config >/dev/null 2>&1 && break; sleep 0.2; done
 kc get configmap -n migkit gpu-node-2-mig-config -o json >"$tmp/cm.json" 2>/dev/null ||
   { kill "$gen_pid"; cat "$tmp/gen.log" >&2; fail "no ConfigMap gpu-node-2-mig-config"; }
 kill "$gen_pid"; wait "$gen_pid" || true
@@ -313,7 +313,7 @@ kc patch configmap -n migkit gpu-node-2-mig-config --type merge -p '{"data":{"co
 POD_NAMESPACE=migkit "$MIGKIT_BIN" --simulate dgx-a100 manager -n gpu-node-2 -m "$tmp/host" \
   --generated-config-file "$tmp/generated.yaml" >"$tmp/gen2.log" 2>&1 &
 gen_pid=$!
-for _ in $(seq 50); do grep -q 'Published the generated config' "$tmp/gen2.log" && break; sleep 0.2; done
+for _ in $(seq 150); do grep -q 'Published the generated config' "$tmp/gen2.log" && break; sleep 0.2; done
 kill "$gen_pid"; wait "$gen_pid" || true
 grep -q 'Published the generated config' "$tmp/gen2.log" || fail "second publish: $(cat "$tmp/gen2.log")"
 kc get configmap -n migkit gpu-node-2-mig-config -o jsonpath='{.data.config\.yaml}' | grep 'all-balanced:' >/dev/null ||
@@ -371,7 +371,7 @@ run_pt_manager() {
 run_pt_manager
 wait_state3 "rebooting paused-for-mig-change" 30
 # The state is written before `reboot` runs.
-for _ in $(seq 50); do [ -s "$tmp/pt/reboots" ] && break; sleep 0.2; done
+for _ in $(seq 150); do [ -s "$tmp/pt/reboots" ] && break; sleep 0.2; done
 [ "$(cat "$tmp/pt/reboots")" = "reboot " ] || fail "reboot calls: $(cat "$tmp/pt/reboots" 2>/dev/null)"
 [ -s "$tmp/pt/host/var/lib/migkit/reboot-attempted" ] || fail "no reboot marker"
 stop_pt
