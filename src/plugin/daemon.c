@@ -405,7 +405,8 @@ static int allocate_dynamic(struct dp_server *s, const V1beta1__AllocateRequest 
                                          c->n_devices_ids, MK_MAX_CLAIM_DEVICES);
                 for (size_t j = 0; r >= 0 && j < c->n_devices_ids; j++)
                         if (!c->devices_ids[j] || !mk_dp_resource_find_device(server_resource(s), c->devices_ids[j]))
-                                r = mk_error_set(e, -EINVAL, "invalid allocation request for '%s': unknown device: '%.*s'",
+                                r = mk_error_set(e, -EINVAL,
+                                                 "invalid allocation request for '%s': unknown device: '%.*s'",
                                                  s->name, 128, c->devices_ids[j] ? c->devices_ids[j] : "(null)");
                 counts[i] = (unsigned) c->n_devices_ids;
         }
