@@ -12,7 +12,8 @@
  *   - the same over HTTP on loopback (mk_sched_server, libcurl, keep-alive).
  * Pod kinds: common (one container), GPU-type filter, two containers.
  *
- *   bench-extender [--nodes N] [--pods P] [--http-pods P] [--seed S]
+ *   bench-extender [--nodes N] [--pods P] [--http-pods P] [--kinds K] [--seed S]
+ * (--kinds 1: only the common pods)
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -204,21 +205,97 @@ static char *args_body(json_t *pod, json_t *names) {
         return s;
 }
 
+/* Where a verb's time goes (ns summed over the pods of one kind):
+ * parsing the body, deciding, serialising and freeing the answer. */
+struct split {
+        uint64_t parse, decide, dump;
+        uint64_t last;                  /* the last call's parse + decide + serialise */
+};
+
+/* What the bench reads of an answer: the feasible count of a filter, the
+ * best host of a prioritize. */
+static void pick(const json_t *r, size_t *feasible, char *best, size_t best_size) {
+        if (feasible)
+                *feasible = json_array_size(json_object_get(r, "NodeNames"));
+        if (best) {
+                json_int_t top = -1;
+                size_t i;
+                json_t *h;
+                best[0] = 0;
+                json_array_foreach(r, i, h) {
+                        json_int_t v = json_integer_value(json_object_get(h, "Score"));
+                        if (v > top) {
+                                top = v;
+                                snprintf(best, best_size, "%s", json_string_value(json_object_get(h, "Host")));
+                        }
+                }
+        }
+}
+
 /* What the HTTP handler does around a verb: parse, decide, serialise. */
-static char *verb(struct mk_sched *s, bool filter, const char *body, size_t *feasible) {
+static char *verb(struct mk_sched *s, bool filter, bool text, const char *body, size_t *feasible, struct split *sp,
+                  char *best, size_t best_size) {
         json_error_t je;
+        uint64_t t0 = mono_ns();
         json_t *args = json_loads(body, 0, &je);
         if (!args)
                 die(je.text);
+        uint64_t t1 = mono_ns();
+        if (text) {
+                char *out = filter ? mk_sched_filter_text(s, args) : mk_sched_prioritize_text(s, args);
+                uint64_t t2 = mono_ns();
+                json_decref(args);
+                uint64_t t3 = mono_ns();
+                if (!out)
+                        die("out of memory");
+                sp->parse += t1 - t0;
+                sp->decide += t2 - t1;
+                sp->dump += t3 - t2;
+                sp->last = t3 - t0;
+                json_t *r = json_loads(out, 0, &je); /* not timed: what the bench reads of the answer */
+                if (!r)
+                        die(je.text);
+                pick(r, feasible, best, best_size);
+                json_decref(r);
+                return out;
+        }
         json_t *r = filter ? mk_sched_filter(s, args) : mk_sched_prioritize(s, args);
+        uint64_t t2 = mono_ns();
         json_decref(args);
-        if (feasible)
-                *feasible = json_array_size(json_object_get(r, "NodeNames"));
+        uint64_t t2b = mono_ns(); /* not timed: picking the node to bind */
+        pick(r, feasible, best, best_size);
+        t2 += mono_ns() - t2b;
         char *out = json_dumps(r, JSON_COMPACT);
         json_decref(r);
+        uint64_t t3 = mono_ns();
+        sp->parse += t1 - t0;
+        sp->decide += t2 - t1;
+        sp->dump += t3 - t2;
+        sp->last = t3 - t0;
         if (!out)
                 die("out of memory");
         return out;
+}
+
+/* What a completed bind leaves in the cache: the reservation, observed on
+ * the pod, and the pod's CPU and memory on the node. */
+static unsigned bind_pod(struct mk_sched *s, const char *uid, const char *annotations, unsigned m1, unsigned m2,
+                     const char *node, int64_t now) {
+        json_t *p = pod_json(uid, annotations, m1, m2, NULL, NULL);
+        struct mk_claim c;
+        int r = mk_sched_reserve(s, p, node, now, &c, NULL);
+        json_decref(p);
+        if (r < 0)
+                return 0;
+        char *v = NULL;
+        if (mk_claim_reservation_format(&c, &v) < 0)
+                die("out of memory");
+        p = pod_json(uid, annotations, m1, m2, node, v);
+        free(v);
+        if (mk_sched_pod_event(s, MK_KUBE_EVENT_ADDED, p) < 0)
+                die("pod event failed");
+        json_decref(p);
+        return 1;
 }
 
 static size_t on_body(char *p, size_t size, size_t n, void *userdata) {
@@ -254,6 +331,7 @@ static size_t parse_size(const char *opt, const char *v) {
 int main(int argc, char **argv) {
         size_t n_nodes = 1000, n_pods = 2000, n_http = 1000;
         uint64_t seed = 7;
+        size_t n_kinds = ELEMENTSOF(kinds);
         for (int i = 1; i < argc; i++) {
                 const char *v = i + 1 < argc ? argv[i + 1] : NULL;
                 if (streq(argv[i], "--nodes"))
@@ -262,10 +340,12 @@ int main(int argc, char **argv) {
                         n_pods = parse_size(argv[i], v), i++;
                 else if (streq(argv[i], "--http-pods"))
                         n_http = parse_size(argv[i], v), i++;
+                else if (streq(argv[i], "--kinds"))
+                        n_kinds = MIN(parse_size(argv[i], v), ELEMENTSOF(kinds)), i++;
                 else if (streq(argv[i], "--seed"))
                         seed = parse_size(argv[i], v), i++;
                 else {
-                        fprintf(stderr, "usage: bench-extender [--nodes N] [--pods P] [--http-pods P] [--seed S]\n");
+                        fprintf(stderr, "usage: bench-extender [--nodes N] [--pods P] [--http-pods P] [--kinds K] [--seed S]\n");
                         return streq(argv[i], "--help") ? EXIT_SUCCESS : EXIT_FAILURE;
                 }
         }
@@ -335,9 +415,26 @@ int main(int argc, char **argv) {
                *tb = malloc(n_pods * sizeof(*tb));
         if (!tf || !tp || !tb)
                 die("out of memory");
-        for (size_t k = 0; k < ELEMENTSOF(kinds); k++) {
+        /* Per kind: the json_t entry points without the memo (as before it),
+         * then the text ones the server uses, with the memo; for the common
+         * kind also the json_t ones with the memo. */
+        static const struct {
+                size_t kind;
+                bool memo, text;
+        } passes[] = {
+                {0, false, false}, {0, true, false}, {0, true, true}, {1, false, false},
+                {1, true, true},   {2, false, false}, {2, true, true},
+        };
+        for (size_t pass = 0; pass < ELEMENTSOF(passes); pass++) {
+                size_t k = passes[pass].kind;
+                bool memo = passes[pass].memo, text = passes[pass].text;
+                if (k >= n_kinds)
+                        continue;
+                mk_sched_set_memo(s, memo);
+                unsigned long hits0 = atomic_load(&mk_sched_stats(s)->memo_hits), bound = 0;
                 size_t np = k == 0 ? n_pods : MAX(n_pods / 2, (size_t) 1);
                 unsigned long feasible = 0, none = 0;
+                struct split sf = {0}, sp = {0};
                 for (size_t i = 0; i < np; i++) {
                         char uid[64];
                         snprintf(uid, sizeof(uid), "new-%zu-%zu", k, i);
@@ -346,25 +443,36 @@ int main(int argc, char **argv) {
                         char *body = args_body(pod, names);
                         json_decref(pod);
                         size_t f = 0;
-                        uint64_t a = mono_ns();
-                        char *out = verb(s, true, body, &f);
-                        uint64_t b = mono_ns();
+                        char *out = verb(s, true, text, body, &f, &sf, NULL, 0);
                         free(out);
-                        out = verb(s, false, body, NULL);
-                        uint64_t c = mono_ns();
+                        char best[256];
+                        out = verb(s, false, text, body, NULL, &sp, best, sizeof(best));
                         free(out);
                         free(body);
-                        tf[i] = (double) (b - a) / 1e3;
-                        tp[i] = (double) (c - b) / 1e3;
-                        tb[i] = (double) (c - a) / 1e3;
+                        /* Bind every 2nd pod to its best node (not timed): the
+                         * cluster changes between decisions, as it does live. */
+                        if (i % 2 == 0 && best[0] && f > 0) {
+                                bound += bind_pod(s, uid, kinds[k].annotations, m1, m2, best, now);
+                        }
+                        tf[i] = (double) sf.last / 1e3;
+                        tp[i] = (double) sp.last / 1e3;
+                        tb[i] = tf[i] + tp[i];
                         feasible += f;
                         none += f == 0;
                 }
-                printf("  in-process, %s, %zu pods (%.0f feasible nodes on average, %lu pods fit nowhere):\n",
-                       kinds[k].title, np, (double) feasible / (double) np, none);
+                printf("  in-process, %s, %s, memo %s, %zu pods (%.0f feasible nodes on average, %lu pods fit "
+                       "nowhere, %lu bound):\n",
+                       kinds[k].title, text ? "mk_sched_*_text" : "json_t API", memo ? "on" : "off", np, (double) feasible / (double) np, none, bound);
                 report("filter", tf, np);
                 report("prioritize", tp, np);
                 report("filter + prioritize", tb, np);
+                printf("    memo %s: %lu node decisions answered from a node's memo\n", memo ? "on" : "off",
+                       atomic_load(&mk_sched_stats(s)->memo_hits) - hits0);
+                printf("    mean split, parse / decide / serialise+free: filter %.0f / %.0f / %.0f us, "
+                       "prioritize %.0f / %.0f / %.0f us\n",
+                       (double) sf.parse / 1e3 / (double) np, (double) sf.decide / 1e3 / (double) np,
+                       (double) sf.dump / 1e3 / (double) np, (double) sp.parse / 1e3 / (double) np,
+                       (double) sp.decide / 1e3 / (double) np, (double) sp.dump / 1e3 / (double) np);
         }
 
         /* Over HTTP: the server's own thread pool, one client, keep-alive. */

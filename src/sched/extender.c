@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/dynbuf.h"
 #include "base/log.h"
 #include "base/macro.h"
 #include "plan/fit.h"
@@ -117,6 +118,17 @@ struct pod_entry {
         int64_t pending_since;
 };
 
+/* One remembered decision of a node for one request shape (memo below). */
+struct memo_entry {
+        uint64_t shape;                 /* shape id; 0: empty slot */
+        int r;                          /* eval_node's answer */
+        double score;
+        char reason[MK_ERROR_MSG_MAX];
+};
+
+#define MEMO_SLOTS 4u                   /* shapes remembered per node (round robin) */
+#define MEMO_MAX_SHAPES 4096u           /* distinct shapes interned before the table starts over */
+
 struct node_entry {
         char *name;
         struct mk_inventory *inv;       /* NULL when absent or malformed */
@@ -131,9 +143,18 @@ struct node_entry {
         struct mk_fit_instance *fit_used;       /* n_gpus * MK_FIT_MAX_INSTANCES */
         struct mk_fit_node_cache *fit_cache;
         bool fit_valid;
+        bool inv_reserved;              /* inv lists instances in state reserved (they name their pod) */
         /* CPU and memory: the Node's allocatable, and the requests of the
          * active pods bound there (all pods, not only ours). */
         struct mk_fit_node_resources res;
+        /* Decisions already made on this state, per request shape: filter
+         * and prioritize of one pod, and pods of one shape (replicas), then
+         * cost a lookup. Emptied under the write lock whenever anything a
+         * decision reads changes (node_forget); filled by readers, one at a
+         * time (memo_busy: a reader that finds it taken just decides). */
+        struct memo_entry *memo;        /* MEMO_SLOTS, allocated on first use */
+        unsigned memo_next;
+        atomic_flag memo_busy;
 };
 
 /* What a bound pod takes from its node's CPU and memory. */
@@ -149,6 +170,13 @@ struct mk_sched {
         struct table pods;              /* uid -> pod_entry (pods with a reservation only) */
         struct table usage;             /* uid -> pod_usage (active pods bound to a node) */
         struct mk_sched_stats stats;
+        /* Request shapes (what a decision reads of a pod) interned to ids
+         * that are never reused, so a node's memo cannot match a shape that
+         * was dropped. */
+        pthread_mutex_t shapes_lock;
+        struct table shapes;            /* canonical shape text -> uint64_t id */
+        uint64_t next_shape;
+        atomic_bool memo_off;
 };
 
 static struct mk_fit_tables **tables_free(struct mk_fit_tables **t, size_t n) {
@@ -215,9 +243,17 @@ static void node_entry_free(void *p) {
         free(n->fit_gpus);
         free(n->fit_used);
         free(n->fit_cache);
+        free(n->memo);
         free(n->claims);
         free(n->name);
         free(n);
+}
+
+/* Called with the write lock held whenever the node's inventory, its
+ * reservations or its CPU and memory change. */
+static void node_forget(struct node_entry *n) {
+        for (size_t i = 0; n->memo && i < MEMO_SLOTS; i++)
+                n->memo[i].shape = 0;
 }
 
 int mk_sched_new(const struct mk_sched_config *cfg, struct mk_sched **ret) {
@@ -229,6 +265,12 @@ int mk_sched_new(const struct mk_sched_config *cfg, struct mk_sched **ret) {
                 free(s);
                 return -ENOMEM;
         }
+        if (pthread_mutex_init(&s->shapes_lock, NULL) != 0) {
+                pthread_rwlock_destroy(&s->lock);
+                free(s);
+                return -ENOMEM;
+        }
+        s->next_shape = 1;
         *ret = s;
         return 0;
 }
@@ -239,6 +281,8 @@ struct mk_sched *mk_sched_free(struct mk_sched *s) {
         table_clear(&s->nodes, node_entry_free);
         table_clear(&s->pods, free);
         table_clear(&s->usage, free);
+        table_clear(&s->shapes, free);
+        pthread_mutex_destroy(&s->shapes_lock);
         pthread_rwlock_destroy(&s->lock);
         free(s);
         return NULL;
@@ -274,7 +318,12 @@ static int fill_gpus(struct mk_fit_gpu *gpus, struct mk_fit_instance *used, cons
                      const struct mk_pod_request *req, const char *skip_uid, int64_t now);
 
 static void node_refit(struct node_entry *n) {
+        node_forget(n);
         n->fit_valid = false;
+        n->inv_reserved = false;
+        for (size_t g = 0; n->inv && g < n->inv->n_gpus; g++)
+                for (size_t i = 0; i < n->inv->gpus[g].n_instances; i++)
+                        n->inv_reserved |= n->inv->gpus[g].instances[i].state == MK_INV_RESERVED;
         if (!n->inv || n->inv->n_gpus == 0 || n->inv->n_gpus > MK_FIT_MAX_NODE_GPUS)
                 return;
         size_t ng = n->inv->n_gpus;
@@ -453,6 +502,7 @@ static void usage_set(struct mk_sched *s, const char *uid, struct pod_usage *use
         if (old) {
                 struct node_entry *n = table_get(&s->nodes, old->node);
                 if (n) {
+                        node_forget(n);
                         n->res.cpu_requested_milli -= MIN(n->res.cpu_requested_milli, old->cpu_milli);
                         n->res.memory_requested_bytes -= MIN(n->res.memory_requested_bytes, old->memory_bytes);
                 }
@@ -465,6 +515,7 @@ static void usage_set(struct mk_sched *s, const char *uid, struct pod_usage *use
                 free(use);
                 return;
         }
+        node_forget(n);
         n->res.cpu_requested_milli += use->cpu_milli;
         n->res.memory_requested_bytes += use->memory_bytes;
 }
@@ -567,16 +618,107 @@ static void request_policies(const struct mk_pod_request *req, enum mk_fit_polic
                 *gp = MK_FIT_SPREAD;
 }
 
-/* Whether a request can be fitted straight on the node's kept view: one
- * container, no GPU-type filter, no pending reservation on the node (they
- * may expire) and none of the pod's own. */
-static bool fast_path_ok(const struct node_entry *n, const struct mk_pod_request *req, const char *uid) {
-        if (!n->fit_valid || req->n_containers != 1 || req->use_types[0] || req->nouse_types[0])
-                return false;
+/* Whether the node's decisions depend only on its kept state and the
+ * request: no pending reservation on the node (they may expire) and none
+ * of the pod's own, in the cache or in the inventory (left out of its fit). */
+static bool node_state_plain(const struct node_entry *n, const char *uid) {
         for (size_t i = 0; i < n->n_claims; i++)
                 if (n->claims[i]->pending || (uid && streq(n->claims[i]->claim.uid, uid)))
                         return false;
+        for (size_t g = 0; n->inv_reserved && uid && g < n->inv->n_gpus; g++)
+                for (size_t i = 0; i < n->inv->gpus[g].n_instances; i++)
+                        if (n->inv->gpus[g].instances[i].state == MK_INV_RESERVED &&
+                            streq(n->inv->gpus[g].instances[i].uid, uid))
+                                return false;
         return true;
+}
+
+/* Whether a request can be fitted straight on the node's kept view: one
+ * container, no GPU-type filter, a plain state (node_state_plain). */
+static bool fast_path_ok(const struct node_entry *n, const struct mk_pod_request *req, bool plain) {
+        return n->fit_valid && plain && req->n_containers == 1 && !req->use_types[0] && !req->nouse_types[0];
+}
+
+/* Appends `v` to the shape text as "<length>:<v>" (no separator can be forged). */
+static bool shape_add(char *buf, size_t size, size_t *len, const char *fmt, ...) _printf_(4, 5);
+static bool shape_add(char *buf, size_t size, size_t *len, const char *fmt, ...) {
+        va_list ap;
+        va_start(ap, fmt);
+        int k = vsnprintf(buf + *len, size - *len, fmt, ap);
+        va_end(ap);
+        if (k < 0 || (size_t) k >= size - *len)
+                return false;
+        *len += (size_t) k;
+        return true;
+}
+
+/* The id of the request's shape: everything of the pod that a decision on
+ * a plain node reads (eval_node). 0 when it cannot be remembered (memo
+ * off, a shape too long, out of memory). */
+static uint64_t request_shape(struct mk_sched *s, const struct mk_pod_request *req) {
+        char buf[8192];
+        size_t len = 0;
+        bool ok = !atomic_load(&s->memo_off) &&
+                  shape_add(buf, sizeof(buf), &len, "%zu|%d|%" PRIu64 "|%" PRIu64 "|%zu:%s|%zu:%s|%zu:%s|%zu:%s|%zu:%s",
+                            req->n_containers, (int) req->not_mig, req->cpu_milli, req->memory_bytes,
+                            strlen(req->variant), req->variant, strlen(req->use_types), req->use_types,
+                            strlen(req->nouse_types), req->nouse_types, strlen(req->node_policy), req->node_policy,
+                            strlen(req->gpu_policy), req->gpu_policy);
+        for (size_t i = 0; ok && i < req->n_containers && i < MK_MAX_POD_CONTAINERS; i++) {
+                const struct mk_pod_request_container *c = &req->containers[i];
+                ok = shape_add(buf, sizeof(buf), &len, "|%u,%u,%" PRIu64 ",%u,%u", c->index, c->gpus, c->mem_mib,
+                               c->mem_percent, c->cores_percent);
+        }
+        if (!ok)
+                return 0;
+        uint64_t id = 0;
+        pthread_mutex_lock(&s->shapes_lock);
+        uint64_t *v = table_get(&s->shapes, buf);
+        if (v)
+                id = *v;
+        else {
+                if (s->shapes.n >= MEMO_MAX_SHAPES)
+                        table_clear(&s->shapes, free); /* ids are not reused: old memos just stop matching */
+                v = malloc(sizeof(*v));
+                if (v && table_put(&s->shapes, buf, v) == 0) {
+                        *v = id = s->next_shape++;
+                } else
+                        free(v);
+        }
+        pthread_mutex_unlock(&s->shapes_lock);
+        return id;
+}
+
+/* The remembered decision of node `n` for `shape`: true with the answer. */
+static bool memo_get(struct node_entry *n, uint64_t shape, int *r, double *score, char *reason, size_t size) {
+        bool hit = false;
+        if (atomic_flag_test_and_set(&n->memo_busy))
+                return false;
+        for (size_t i = 0; n->memo && i < MEMO_SLOTS; i++)
+                if (n->memo[i].shape == shape) {
+                        *r = n->memo[i].r;
+                        *score = n->memo[i].score;
+                        if (*r < 0)
+                                snprintf(reason, size, "%s", n->memo[i].reason);
+                        hit = true;
+                        break;
+                }
+        atomic_flag_clear(&n->memo_busy);
+        return hit;
+}
+
+static void memo_put(struct node_entry *n, uint64_t shape, int r, double score, const char *reason) {
+        if (atomic_flag_test_and_set(&n->memo_busy))
+                return;
+        if (!n->memo)
+                n->memo = calloc(MEMO_SLOTS, sizeof(*n->memo));
+        if (n->memo) {
+                struct memo_entry *m = &n->memo[n->memo_next++ % MEMO_SLOTS];
+                *m = (struct memo_entry) {.shape = shape, .r = r, .score = score};
+                if (r < 0)
+                        snprintf(m->reason, sizeof(m->reason), "%s", reason);
+        }
+        atomic_flag_clear(&n->memo_busy);
 }
 
 static int fit_fast(const struct node_entry *n, const struct mk_pod_request *req, double *ret_score, char *reason,
@@ -742,15 +884,16 @@ static int get_candidates(const json_t *args, struct cand **ret, size_t *ret_n, 
         return 0;
 }
 
-/* Evaluates one candidate: 0 feasible with *score, else <0 with reason. */
+/* Evaluates one candidate: 0 feasible with *score, else <0 with reason.
+ * `shape` (0: none) lets a plain node answer from its memo. */
 static int eval_node(struct mk_sched *s, struct scratch **scp, const struct cand *c, const struct mk_pod_request *req,
-                     const char *uid, int64_t now, double *score, char *reason, size_t size) {
+                     uint64_t shape, const char *uid, int64_t now, double *score, char *reason, size_t size) {
         enum mk_sched_mode mode = mk_sched_config_node_mode(s->cfg, c->name);
         if (mode != MK_SCHED_MODE_MIG) {
                 snprintf(reason, size, "node is in operating mode '%s', not mig", mk_sched_mode_to_string(mode));
                 return -ENOSPC;
         }
-        const struct node_entry *n = table_get(&s->nodes, c->name);
+        struct node_entry *n = table_get(&s->nodes, c->name);
         struct mk_inventory *own = NULL;
         const struct mk_inventory *inv = n ? n->inv : NULL;
         if (c->object) {
@@ -765,20 +908,33 @@ static int eval_node(struct mk_sched *s, struct scratch **scp, const struct cand
                 snprintf(reason, size, "%s", n->reason);
                 return -ENOSPC;
         }
-        if (!own && fast_path_ok(n, req, uid))
-                return fit_fast(n, req, score, reason, size);
-        /* The slow path's scratch, allocated once per request when first needed. */
-        if (!*scp && !(*scp = malloc(sizeof(**scp)))) {
-                mk_inventory_free(own);
-                snprintf(reason, size, "out of memory");
-                return -ENOMEM;
+        bool plain = !own && node_state_plain(n, uid);
+        int r;
+        if (plain && shape && memo_get(n, shape, &r, score, reason, size)) {
+                atomic_fetch_add(&s->stats.memo_hits, 1);
+                return r;
         }
-        struct scratch *sc = *scp;
-        const struct mk_fit_node_resources *res = n && n->res.cpu_allocatable_milli ? &n->res : NULL;
-        int r = fit_pod(sc, inv, res, own ? NULL : n->tables, n ? n->claims : NULL, n ? n->n_claims : 0, req, uid, now,
-                        NULL, score, reason, size);
-        mk_inventory_free(own);
+        if (!own && fast_path_ok(n, req, plain))
+                r = fit_fast(n, req, score, reason, size);
+        else {
+                /* The slow path's scratch, allocated once per request when first needed. */
+                if (!*scp && !(*scp = malloc(sizeof(**scp)))) {
+                        mk_inventory_free(own);
+                        snprintf(reason, size, "out of memory");
+                        return -ENOMEM;
+                }
+                const struct mk_fit_node_resources *res = n && n->res.cpu_allocatable_milli ? &n->res : NULL;
+                r = fit_pod(*scp, inv, res, own ? NULL : n->tables, n ? n->claims : NULL, n ? n->n_claims : 0, req,
+                            uid, now, NULL, score, reason, size);
+                mk_inventory_free(own);
+        }
+        if (plain && shape && r != -ENOMEM)
+                memo_put(n, shape, r, r >= 0 ? *score : 0, reason);
         return r;
+}
+
+void mk_sched_set_memo(struct mk_sched *s, bool on) {
+        atomic_store(&s->memo_off, !on);
 }
 
 static int parse_pod(struct mk_sched *s, const json_t *args, struct mk_pod_request *req, const char **uid, char *err,
@@ -798,107 +954,292 @@ static int parse_pod(struct mk_sched *s, const json_t *args, struct mk_pod_reque
         return 0;
 }
 
+/* One request's decisions, before they are written out as JSON (a json_t
+ * for mk_sched_filter/prioritize, text for the _text variants). */
+struct verdict {
+        int r;                          /* eval_node's answer (0: feasible) */
+        int priority;                   /* 0..10 */
+        size_t reason;                  /* failed: offset of its reason in decisions.reasons */
+};
+
+struct decisions {
+        struct cand *cands;
+        size_t n;
+        bool by_name;
+        struct verdict *v;
+        struct mk_buf reasons;          /* NUL-separated, filter only */
+        size_t feasible;
+};
+
+static void decisions_done(struct decisions *d) {
+        free(d->cands);
+        free(d->v);
+        mk_buf_done(&d->reasons);
+        *d = (struct decisions) {0};
+}
+
+/* Decides every candidate of `args`: 0, or <0 with `err` for a malformed
+ * request (a filter's Error). `with_reasons`: keep the failed nodes' reasons. */
+static int decide(struct mk_sched *s, const json_t *args, bool with_reasons, struct decisions *d, char *err,
+                  size_t size) {
+        *d = (struct decisions) {0};
+        mk_buf_init(&d->reasons, (size_t) MK_MAX_EXTENDER_NODES * (MK_ERROR_MSG_MAX + 1));
+        struct mk_pod_request *req = calloc(1, sizeof(*req));
+        const char *uid = NULL;
+        if (!req) {
+                snprintf(err, size, "out of memory");
+                return -ENOMEM;
+        }
+        int r = parse_pod(s, args, req, &uid, err, size);
+        if (r >= 0)
+                r = get_candidates(args, &d->cands, &d->n, &d->by_name, err, size);
+        if (r >= 0 && !(d->v = calloc(d->n + 1, sizeof(*d->v)))) {
+                snprintf(err, size, "out of memory");
+                r = -ENOMEM;
+        }
+        if (r < 0) {
+                free(req);
+                decisions_done(d);
+                return r;
+        }
+        uint64_t shape = d->by_name ? request_shape(s, req) : 0;
+        struct scratch *sc = NULL; /* reused for every node: fit_pod sets what it reads */
+        int64_t now = now_s();
+        pthread_rwlock_rdlock(&s->lock);
+        for (size_t i = 0; i < d->n; i++) {
+                char reason[MK_ERROR_MSG_MAX] = "";
+                double score = 0;
+                int q;
+                if (req->not_mig) {
+                        snprintf(reason, sizeof(reason), "pod asks %s '%s'; migkit schedules MIG instances only",
+                                 MK_ANN_VGPU_MODE, annotation(mk_json_get_ci(args, "Pod"), MK_ANN_VGPU_MODE));
+                        q = -ENOSPC;
+                } else if (req->n_containers == 0)
+                        q = 0;
+                else
+                        q = eval_node(s, &sc, &d->cands[i], req, shape, uid, now, &score, reason, sizeof(reason));
+                struct verdict *v = &d->v[i];
+                v->r = q;
+                if (q >= 0) {
+                        long pri = (long) (score / 10.0 + 0.5); /* MaxExtenderPriority is 10 */
+                        v->priority = (int) MAX(0, MIN(10, pri));
+                        d->feasible++;
+                } else if (with_reasons) {
+                        v->reason = d->reasons.len;
+                        if (mk_buf_append(&d->reasons, reason, strlen(reason) + 1) < 0)
+                                v->reason = SIZE_MAX;
+                }
+        }
+        pthread_rwlock_unlock(&s->lock);
+        free(sc);
+        free(req);
+        return 0;
+}
+
+static const char *verdict_reason(const struct decisions *d, const struct verdict *v) {
+        return v->reason < d->reasons.len ? d->reasons.data + v->reason : "out of memory";
+}
+
+static json_t *filter_json(const struct decisions *d) {
+        json_t *ok = json_array(), *failed = json_object(), *res = json_object();
+        for (size_t i = 0; i < d->n; i++) {
+                if (d->v[i].r >= 0) {
+                        if (d->by_name)
+                                json_array_append_new(ok, json_string(d->cands[i].name));
+                        else
+                                json_array_append(ok, (json_t *) d->cands[i].object);
+                } else {
+                        char msg[MK_ERROR_MSG_MAX + 16];
+                        snprintf(msg, sizeof(msg), "migkit: %s", verdict_reason(d, &d->v[i]));
+                        json_object_set_new(failed, d->cands[i].name, json_string(msg));
+                }
+        }
+        if (d->by_name) {
+                json_object_set_new(res, "Nodes", json_null());
+                json_object_set_new(res, "NodeNames", ok);
+        } else {
+                json_object_set_new(res, "Nodes", json_pack("{s:o}", "items", ok));
+                json_object_set_new(res, "NodeNames", json_null());
+        }
+        json_object_set_new(res, "FailedNodes", failed);
+        json_object_set_new(res, "Error", json_string(""));
+        return res;
+}
+
+static void filter_account(struct mk_sched *s, const struct decisions *d, uint64_t t0) {
+        atomic_fetch_add(&s->stats.filter_ns_total, mono_ns() - t0);
+        atomic_fetch_add(&s->stats.filter_nodes_total, d->n);
+        atomic_fetch_add(&s->stats.feasible_total, d->feasible);
+}
+
 json_t *mk_sched_filter(struct mk_sched *s, const json_t *args) {
         atomic_fetch_add(&s->stats.filter, 1);
         uint64_t t0 = mono_ns();
         char err[MK_ERROR_MSG_MAX];
-        struct mk_pod_request *req = calloc(1, sizeof(*req));
-        struct cand *cands = NULL;
-        size_t n = 0;
-        bool by_name = true;
-        const char *uid = NULL;
-        if (!req)
-                return filter_error("out of memory");
-        if (parse_pod(s, args, req, &uid, err, sizeof(err)) < 0 ||
-            get_candidates(args, &cands, &n, &by_name, err, sizeof(err)) < 0) {
-                free(req);
+        struct decisions d;
+        if (decide(s, args, true, &d, err, sizeof(err)) < 0) {
                 atomic_fetch_add(&s->stats.errors, 1);
                 return filter_error("%s", err);
         }
-        json_t *ok_names = json_array(), *ok_nodes = json_array(), *failed = json_object();
-        struct scratch *sc = NULL; /* reused for every node: fit_pod sets what it reads */
-        int64_t now = now_s();
-        size_t feasible = 0;
-        pthread_rwlock_rdlock(&s->lock);
-        for (size_t i = 0; i < n; i++) {
-                char reason[MK_ERROR_MSG_MAX] = "";
-                double score;
-                int r;
-                if (req->not_mig) {
-                        snprintf(reason, sizeof(reason), "pod asks %s '%s'; migkit schedules MIG instances only",
-                                 MK_ANN_VGPU_MODE, annotation(mk_json_get_ci(args, "Pod"), MK_ANN_VGPU_MODE));
-                        r = -ENOSPC;
-                } else if (req->n_containers == 0)
-                        r = 0;
-                else
-                        r = eval_node(s, &sc, &cands[i], req, uid, now, &score, reason, sizeof(reason));
-                if (r >= 0) {
-                        feasible++;
-                        if (by_name)
-                                json_array_append_new(ok_names, json_string(cands[i].name));
-                        else
-                                json_array_append(ok_nodes, (json_t *) cands[i].object);
-                } else {
-                        char msg[MK_ERROR_MSG_MAX + 16];
-                        snprintf(msg, sizeof(msg), "migkit: %s", reason);
-                        json_object_set_new(failed, cands[i].name, json_string(msg));
-                }
-        }
-        pthread_rwlock_unlock(&s->lock);
-        json_t *res = json_object();
-        if (by_name) {
-                json_object_set_new(res, "Nodes", json_null());
-                json_object_set_new(res, "NodeNames", ok_names);
-                json_decref(ok_nodes);
-        } else {
-                json_object_set_new(res, "Nodes", json_pack("{s:o}", "items", ok_nodes));
-                json_object_set_new(res, "NodeNames", json_null());
-                json_decref(ok_names);
-        }
-        json_object_set_new(res, "FailedNodes", failed);
-        json_object_set_new(res, "Error", json_string(""));
-        atomic_fetch_add(&s->stats.filter_ns_total, mono_ns() - t0);
-        atomic_fetch_add(&s->stats.filter_nodes_total, n);
-        atomic_fetch_add(&s->stats.feasible_total, feasible);
-        free(sc);
-        free(cands);
-        free(req);
+        json_t *res = filter_json(&d);
+        filter_account(s, &d, t0);
+        decisions_done(&d);
         return res;
 }
 
 json_t *mk_sched_prioritize(struct mk_sched *s, const json_t *args) {
         atomic_fetch_add(&s->stats.prioritize, 1);
         char err[MK_ERROR_MSG_MAX];
-        struct mk_pod_request *req = calloc(1, sizeof(*req));
-        struct cand *cands = NULL;
-        size_t n = 0;
-        bool by_name;
-        const char *uid = NULL;
+        struct decisions d;
         json_t *list = json_array();
-        if (!req || parse_pod(s, args, req, &uid, err, sizeof(err)) < 0 ||
-            get_candidates(args, &cands, &n, &by_name, err, sizeof(err)) < 0) {
-                free(req);
+        if (decide(s, args, false, &d, err, sizeof(err)) < 0) {
                 atomic_fetch_add(&s->stats.errors, 1);
                 return list;
         }
-        int64_t now = now_s();
-        struct scratch *sc = NULL;
-        pthread_rwlock_rdlock(&s->lock);
-        for (size_t i = 0; i < n; i++) {
-                char reason[MK_ERROR_MSG_MAX];
-                double score = 0;
-                if (req->n_containers == 0 ||
-                    eval_node(s, &sc, &cands[i], req, uid, now, &score, reason, sizeof(reason)) < 0)
-                        score = 0;
-                long pri = (long) (score / 10.0 + 0.5); /* MaxExtenderPriority is 10 */
-                json_array_append_new(list, json_pack("{s:s, s:i}", "Host", cands[i].name, "Score",
-                                                      (int) MAX(0, MIN(10, pri))));
+        for (size_t i = 0; i < d.n; i++) {
+                json_t *h = json_object();
+                json_object_set_new(h, "Host", json_string(d.cands[i].name));
+                json_object_set_new(h, "Score", json_integer(d.v[i].r >= 0 ? d.v[i].priority : 0));
+                json_array_append_new(list, h);
         }
-        pthread_rwlock_unlock(&s->lock);
-        free(sc);
-        free(cands);
-        free(req);
+        decisions_done(&d);
         return list;
+}
+
+/* --- the same answers written as text, without building a json_t --- */
+
+/* Appends `v` as a JSON string. Bytes that are not valid UTF-8 (a reason
+ * cut in the middle of a character) become '?'. */
+static int put_json_string(struct mk_buf *b, const char *v) {
+        static const char hex[] = "0123456789abcdef";
+        char out[512];
+        size_t k = 0;
+        int r;
+        out[k++] = '"';
+        for (const unsigned char *p = (const unsigned char *) v; *p;) {
+                if (k > sizeof(out) - 16) {
+                        if ((r = mk_buf_append(b, out, k)) < 0)
+                                return r;
+                        k = 0;
+                }
+                unsigned char c = *p;
+                if (c == '"' || c == '\\') {
+                        out[k++] = '\\';
+                        out[k++] = (char) c;
+                        p++;
+                } else if (c < 0x20) {
+                        memcpy(out + k, "\\u00", 4);
+                        out[k + 4] = hex[c >> 4];
+                        out[k + 5] = hex[c & 15];
+                        k += 6;
+                        p++;
+                } else if (c < 0x80) {
+                        out[k++] = (char) c;
+                        p++;
+                } else {
+                        /* the length of a well-formed sequence (RFC 3629), else 0 */
+                        size_t n = c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+                        for (size_t j = 1; j < n; j++)
+                                if ((p[j] & 0xc0) != 0x80)
+                                        n = 0;
+                        if (n >= 3) {
+                                unsigned cp = n == 3 ? (c & 0x0fu) << 12 | (p[1] & 0x3fu) << 6 | (p[2] & 0x3fu)
+                                                     : (c & 0x07u) << 18 | (p[1] & 0x3fu) << 12 | (p[2] & 0x3fu) << 6 |
+                                                               (p[3] & 0x3fu);
+                                if ((n == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
+                                    (n == 4 && (cp < 0x10000 || cp > 0x10ffff)))
+                                        n = 0;
+                        }
+                        if (n == 0) {
+                                out[k++] = '?';
+                                p++;
+                        } else {
+                                memcpy(out + k, p, n);
+                                k += n;
+                                p += n;
+                        }
+                }
+        }
+        out[k++] = '"';
+        return mk_buf_append(b, out, k);
+}
+
+static char *json_text(json_t *v) {
+        char *t = json_dumps(v, JSON_COMPACT);
+        json_decref(v);
+        return t;
+}
+
+char *mk_sched_filter_text(struct mk_sched *s, const json_t *args) {
+        atomic_fetch_add(&s->stats.filter, 1);
+        uint64_t t0 = mono_ns();
+        char err[MK_ERROR_MSG_MAX];
+        struct decisions d;
+        if (decide(s, args, true, &d, err, sizeof(err)) < 0) {
+                atomic_fetch_add(&s->stats.errors, 1);
+                return json_text(filter_error("%s", err));
+        }
+        if (!d.by_name) {
+                /* Full Node objects are echoed back: jansson writes them. */
+                char *t = json_text(filter_json(&d));
+                filter_account(s, &d, t0);
+                decisions_done(&d);
+                return t;
+        }
+        struct mk_buf b;
+        mk_buf_init(&b, SIZE_MAX);
+        int r = mk_buf_puts(&b, "{\"Nodes\":null,\"NodeNames\":[");
+        for (size_t i = 0, k = 0; r >= 0 && i < d.n; i++)
+                if (d.v[i].r >= 0 && (r = k++ ? mk_buf_putc(&b, ',') : 0) >= 0)
+                        r = put_json_string(&b, d.cands[i].name);
+        if (r >= 0)
+                r = mk_buf_puts(&b, "],\"FailedNodes\":{");
+        for (size_t i = 0, k = 0; r >= 0 && i < d.n; i++) {
+                char msg[MK_ERROR_MSG_MAX + 16];
+                if (d.v[i].r >= 0)
+                        continue;
+                snprintf(msg, sizeof(msg), "migkit: %s", verdict_reason(&d, &d.v[i]));
+                if ((r = k++ ? mk_buf_putc(&b, ',') : 0) >= 0 && (r = put_json_string(&b, d.cands[i].name)) >= 0 &&
+                    (r = mk_buf_putc(&b, ':')) >= 0)
+                        r = put_json_string(&b, msg);
+        }
+        if (r >= 0)
+                r = mk_buf_puts(&b, "},\"Error\":\"\"}");
+        filter_account(s, &d, t0);
+        decisions_done(&d);
+        if (r < 0) {
+                mk_buf_done(&b);
+                return NULL;
+        }
+        return mk_buf_take(&b);
+}
+
+char *mk_sched_prioritize_text(struct mk_sched *s, const json_t *args) {
+        atomic_fetch_add(&s->stats.prioritize, 1);
+        char err[MK_ERROR_MSG_MAX];
+        struct decisions d;
+        if (decide(s, args, false, &d, err, sizeof(err)) < 0) {
+                atomic_fetch_add(&s->stats.errors, 1);
+                return strdup("[]");
+        }
+        struct mk_buf b;
+        mk_buf_init(&b, SIZE_MAX);
+        int r = mk_buf_putc(&b, '[');
+        for (size_t i = 0; r >= 0 && i < d.n; i++) {
+                char tail[32];
+                snprintf(tail, sizeof(tail), ",\"Score\":%d}", d.v[i].r >= 0 ? d.v[i].priority : 0);
+                if ((r = mk_buf_puts(&b, i ? ",{\"Host\":" : "{\"Host\":")) >= 0 &&
+                    (r = put_json_string(&b, d.cands[i].name)) >= 0)
+                        r = mk_buf_puts(&b, tail);
+        }
+        if (r >= 0)
+                r = mk_buf_putc(&b, ']');
+        decisions_done(&d);
+        if (r < 0) {
+                mk_buf_done(&b);
+                return NULL;
+        }
+        return mk_buf_take(&b);
 }
 
 int mk_bind_args_parse(const json_t *args, struct mk_bind_args *ret, struct mk_error *e) {

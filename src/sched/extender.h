@@ -34,6 +34,7 @@ struct mk_sched;
 struct mk_sched_stats {
         atomic_ulong filter, prioritize, bind, bind_ok, bind_conflicts, bind_errors, errors;
         atomic_ulong filter_ns_total, filter_nodes_total, feasible_total;
+        atomic_ulong memo_hits;         /* node decisions answered from a node's memo */
 };
 
 /* The cache. `cfg` is borrowed and must outlive it. */
@@ -56,6 +57,18 @@ int mk_sched_pod_event(struct mk_sched *s, enum mk_kube_event_type type, const j
  * malformed request gives a result with Error set (filter) or an empty list. */
 json_t *mk_sched_filter(struct mk_sched *s, const json_t *args) _nonnull_(1);
 json_t *mk_sched_prioritize(struct mk_sched *s, const json_t *args) _nonnull_(1);
+/* The same answers as compact JSON text (malloc'd), written without
+ * building a json_t (what the HTTP server sends); NULL only when out of
+ * memory. */
+char *mk_sched_filter_text(struct mk_sched *s, const json_t *args) _nonnull_(1);
+char *mk_sched_prioritize_text(struct mk_sched *s, const json_t *args) _nonnull_(1);
+
+/* Node decisions are remembered per request shape (what a decision reads of
+ * a pod: its containers' GPU requests, CPU and memory, annotations) until
+ * the node's state changes, so that prioritize after filter, and pods of
+ * one shape, cost a lookup per node. On by default; off: every decision is
+ * computed (the tests compare both). */
+void mk_sched_set_memo(struct mk_sched *s, bool on) _nonnull_(1);
 
 /* ExtenderBindingArgs. */
 struct mk_bind_args {

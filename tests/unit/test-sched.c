@@ -678,6 +678,186 @@ static void test_fast_and_slow_paths_agree(void **state) {
         }
 }
 
+static uint64_t rng_next(uint64_t *x) { /* splitmix64: a fixed seed, the same states every run */
+        uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+        return z ^ (z >> 31);
+}
+
+/* One random pod for the agreement test: 1 or 2 GPU containers, a memory
+ * from a small list (so shapes repeat and the memo answers), sometimes CPU,
+ * a GPU-type filter or a policy. */
+static json_t *random_pod(uint64_t *x, const char *uid) {
+        static const char *const mems[] = {"1000", "4000", "9000", "19000", "30000", "40000"};
+        static const char *const anns[] = {
+                NULL,
+                NULL,
+                "\"nvidia.com/use-gputype\":\"A100\"",
+                "\"nvidia.com/nouse-gputype\":\"H100\"",
+                "\"hami.io/node-scheduler-policy\":\"spread\"",
+                "\"hami.io/gpu-scheduler-policy\":\"binpack\"",
+        };
+        char res[256];
+        snprintf(res, sizeof(res), "{\"limits\":{\"nvidia.com/gpu\":1,\"nvidia.com/gpumem\":\"%s\"}%s}",
+                 mems[rng_next(x) % ELEMENTSOF(mems)],
+                 rng_next(x) % 3 == 0 ? ",\"requests\":{\"cpu\":\"1500m\",\"memory\":\"1Gi\"}" : "");
+        json_t *p = pod_json(uid, res, anns[rng_next(x) % ELEMENTSOF(anns)]);
+        if (rng_next(x) % 5 == 0) {
+                char r2[128];
+                snprintf(r2, sizeof(r2), "{\"limits\":{\"nvidia.com/gpu\":1,\"nvidia.com/gpumem\":\"%s\"}}",
+                         mems[rng_next(x) % 3]);
+                json_error_t je;
+                json_t *c = json_pack("{s:s, s:o}", "name", "d", "resources", json_loads(r2, 0, &je));
+                json_array_append_new(json_object_get(json_object_get(p, "spec"), "containers"), c);
+        }
+        return p;
+}
+
+/* Text answers, parsed and re-written like dumps(), for comparison. */
+static char *text_dumps(char *t) {
+        assert_non_null(t);
+        json_error_t je;
+        json_t *v = json_loads(t, 0, &je);
+        if (!v)
+                fail_msg("answer is not JSON (%s): %s", je.text, t);
+        free(t);
+        return dumps(v);
+}
+
+/* On random cluster states (reservations pending and observed, pods
+ * deleted, CPU used by pods with and without MIG, a node's allocatable
+ * changed), filter and prioritize
+ * give the same answers with the memo off, with it on (asked twice, so the
+ * second answers from it), and as text. A memo not emptied when a node
+ * changes shows here as a difference. */
+static void test_memo_and_text_agree(void **state) {
+        struct fixture *f = *state;
+        int64_t now = (int64_t) time(NULL);
+        static const char *const extra[] = {"n1", "n2", "n3", "n4", "n5"};
+        for (size_t i = 0; i < ELEMENTSOF(extra); i++) { /* CPU counts from the start */
+                json_t *n = node_json(extra[i], f->inv);
+                json_object_set_new(n, "status", json_pack("{s:{s:s, s:s}}", "allocatable", "cpu", "3", "memory", "8Gi"));
+                assert_int_equal(mk_sched_node_event(f->s, MK_KUBE_EVENT_ADDED, n), 0);
+                json_decref(n);
+        }
+        static const char *const names[] = {"n1", "n2", "n3", "n4", "n5", "soft", "bare", "broken", "gone",
+                                            "we\"ird\\n\u0153ud"};
+        uint64_t x = 42;
+        unsigned long compared = 0, memo_hits0 = atomic_load(&mk_sched_stats(f->s)->memo_hits);
+        for (unsigned step = 0; step < 300; step++) {
+                char uid[32];
+                snprintf(uid, sizeof(uid), "p%u", (unsigned) (rng_next(&x) % 24));
+                const char *node = names[rng_next(&x) % 5];
+                unsigned action = (unsigned) (rng_next(&x) % 10);
+                json_t *p = random_pod(&x, uid);
+                if (action <= 3) { /* a bind: pending, or observed with the pod bound (CPU used) */
+                        struct mk_claim c;
+                        if (mk_sched_reserve(f->s, p, node, now, &c, NULL) == 0 && action >= 2) {
+                                char *v = NULL;
+                                assert_int_equal(mk_claim_reservation_format(&c, &v), 0);
+                                json_object_set_new(json_object_get(json_object_get(p, "metadata"), "annotations"),
+                                                    MK_ANN_RESERVATION, json_string(v));
+                                json_object_set_new(json_object_get(p, "spec"), "nodeName", json_string(node));
+                                free(v);
+                                assert_int_equal(mk_sched_pod_event(f->s, MK_KUBE_EVENT_MODIFIED, p), 0);
+                        }
+                } else if (action == 4) {
+                        assert_int_equal(mk_sched_pod_event(f->s, MK_KUBE_EVENT_DELETED, p), 0);
+                } else if (action >= 6) { /* a pod bound there without MIG: CPU and memory only */
+                        json_object_set_new(json_object_get(p, "spec"), "nodeName", json_string(node));
+                        if (action == 9) /* ...and done */
+                                json_object_set_new(json_object_get(p, "status"), "phase", json_string("Succeeded"));
+                        assert_int_equal(mk_sched_pod_event(f->s, MK_KUBE_EVENT_MODIFIED, p), 0);
+                } else if (action == 5) {
+                        json_t *n = node_json(node, f->inv);
+                        json_object_set_new(n, "status", json_pack("{s:{s:s, s:s}}", "allocatable", "cpu",
+                                                                   rng_next(&x) % 2 ? "2" : "8", "memory", "8Gi"));
+                        assert_int_equal(mk_sched_node_event(f->s, MK_KUBE_EVENT_MODIFIED, n), 0);
+                        json_decref(n);
+                }
+                json_decref(p);
+                /* Ask: a new pod, or one that holds a reservation (its own is left out). */
+                for (unsigned q = 0; q < 4; q++) {
+                        char quid[32];
+                        snprintf(quid, sizeof(quid), q == 0 ? "p%u" : "new%u",
+                                 q == 0 ? (unsigned) (rng_next(&x) % 24) : step);
+                        /* q 2 and 3: the same two shapes every step, so the memo
+                         * kept from earlier steps is what answers */
+                        json_t *pod = q < 2 ? random_pod(&x, quid)
+                                            : pod_json(quid,
+                                                       q == 2 ? "{\"limits\":{\"nvidia.com/gpu\":1,\"nvidia.com/gpumem\":"
+                                                                "\"4000\"},\"requests\":{\"cpu\":\"1500m\"}}"
+                                                              : "{\"limits\":{\"nvidia.com/gpu\":1,\"nvidia.com/gpumem\":"
+                                                                "\"9000\"}}",
+                                                       NULL);
+                        json_t *args = args_names(pod, "Pod", names, ELEMENTSOF(names));
+                        mk_sched_set_memo(f->s, false);
+                        char *a = dumps(mk_sched_filter(f->s, args));
+                        char *pa = dumps(mk_sched_prioritize(f->s, args));
+                        mk_sched_set_memo(f->s, true);
+                        char *b = dumps(mk_sched_filter(f->s, args));
+                        char *pb = dumps(mk_sched_prioritize(f->s, args));
+                        char *c = text_dumps(mk_sched_filter_text(f->s, args));
+                        char *pc = text_dumps(mk_sched_prioritize_text(f->s, args));
+                        if (!streq(a, b) || !streq(a, c))
+                                fail_msg("step %u: filter differs:\n memo off %s\n memo on  %s\n text     %s", step, a,
+                                         b, c);
+                        if (!streq(pa, pb) || !streq(pa, pc))
+                                fail_msg("step %u: prioritize differs:\n memo off %s\n memo on  %s\n text     %s",
+                                         step, pa, pb, pc);
+                        compared++;
+                        free(a);
+                        free(b);
+                        free(c);
+                        free(pa);
+                        free(pb);
+                        free(pc);
+                        json_decref(args);
+                }
+        }
+        assert_int_equal(compared, 1200);
+        /* The memo was used (else this test compares nothing). */
+        assert_true(atomic_load(&mk_sched_stats(f->s)->memo_hits) - memo_hits0 > 1000);
+}
+
+/* Names and reasons are escaped in the text answers. */
+static void test_text_escaping(void **state) {
+        struct fixture *f = *state;
+        static const char *const names[] = {"n1", "a\"b\\c\td\u00e9\U0001F600"};
+        json_t *pod = pod_json("t", "{\"limits\":{\"nvidia.com/gpu\":1,\"nvidia.com/gpumem\":\"4000\"}}", NULL);
+        json_t *args = args_names(pod, "Pod", names, 2);
+        char *t = mk_sched_filter_text(f->s, args);
+        json_error_t je;
+        json_t *v = json_loads(t, 0, &je);
+        if (!v)
+                fail_msg("not JSON (%s): %s", je.text, t);
+        assert_non_null(json_object_get(json_object_get(v, "FailedNodes"), names[1]));
+        assert_string_equal(json_string_value(json_array_get(json_object_get(v, "NodeNames"), 0)), "n1");
+        assert_true(json_is_null(json_object_get(v, "Nodes")));
+        assert_string_equal(json_string_value(json_object_get(v, "Error")), "");
+        json_decref(v);
+        free(t);
+        t = mk_sched_prioritize_text(f->s, args);
+        v = json_loads(t, 0, &je);
+        if (!v)
+                fail_msg("not JSON (%s): %s", je.text, t);
+        assert_string_equal(json_string_value(json_object_get(json_array_get(v, 1), "Host")), names[1]);
+        assert_int_equal(json_integer_value(json_object_get(json_array_get(v, 1), "Score")), 0);
+        json_decref(v);
+        free(t);
+        json_decref(args);
+        /* A malformed request: the filter's Error, an empty priority list. */
+        args = json_pack("{s:[]}", "NodeNames");
+        t = text_dumps(mk_sched_filter_text(f->s, args));
+        assert_non_null(strstr(t, "\"Error\":\"ExtenderArgs has no Pod\""));
+        free(t);
+        t = mk_sched_prioritize_text(f->s, args);
+        assert_string_equal(t, "[]");
+        free(t);
+        json_decref(args);
+}
+
 /* CPU and memory: the Node's allocatable against the requests of the pods
  * bound there (any pod) and the new pod's own. */
 static void test_node_resources(void **state) {
@@ -837,6 +1017,8 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_filter_nodes_form, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_reserve_and_prioritize, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_fast_and_slow_paths_agree, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_memo_and_text_agree, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_text_escaping, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_node_resources, setup, teardown),
                 cmocka_unit_test(test_bind_args),
                 cmocka_unit_test_setup_teardown(test_http, setup, teardown),
