@@ -191,7 +191,7 @@ static int dbl_cmp(const void *a, const void *b) {
 
 static void report(const char *what, double *us, size_t n) {
         qsort(us, n, sizeof(*us), dbl_cmp);
-        printf("    %-28s median %6.0f us, p99 %6.0f us, max %6.0f us\n", what, us[n / 2],
+        printf("    %-34s median %6.0f us, p99 %6.0f us, max %6.0f us\n", what, us[n / 2],
                us[(size_t) ((double) n * 0.99)], us[n - 1]);
 }
 
@@ -210,7 +210,14 @@ static char *args_body(json_t *pod, json_t *names) {
 struct split {
         uint64_t parse, decide, dump;
         uint64_t last;                  /* the last call's parse + decide + serialise */
+        uint64_t last_cpu;              /* the same in this thread's CPU time */
 };
+
+static uint64_t cpu_ns(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+        return (uint64_t) ts.tv_sec * 1000000000ull + (uint64_t) ts.tv_nsec;
+}
 
 /* What the bench reads of an answer: the feasible count of a filter, the
  * best host of a prioritize. */
@@ -236,7 +243,7 @@ static void pick(const json_t *r, size_t *feasible, char *best, size_t best_size
 static char *verb(struct mk_sched *s, bool filter, bool text, const char *body, size_t *feasible, struct split *sp,
                   char *best, size_t best_size) {
         json_error_t je;
-        uint64_t t0 = mono_ns();
+        uint64_t c0 = cpu_ns(), t0 = mono_ns();
         json_t *args = json_loads(body, 0, &je);
         if (!args)
                 die(je.text);
@@ -252,6 +259,7 @@ static char *verb(struct mk_sched *s, bool filter, bool text, const char *body, 
                 sp->decide += t2 - t1;
                 sp->dump += t3 - t2;
                 sp->last = t3 - t0;
+                sp->last_cpu = cpu_ns() - c0;
                 json_t *r = json_loads(out, 0, &je); /* not timed: what the bench reads of the answer */
                 if (!r)
                         die(je.text);
@@ -264,7 +272,8 @@ static char *verb(struct mk_sched *s, bool filter, bool text, const char *body, 
         json_decref(args);
         uint64_t t2b = mono_ns(); /* not timed: picking the node to bind */
         pick(r, feasible, best, best_size);
-        t2 += mono_ns() - t2b;
+        uint64_t t2b_end = mono_ns();
+        t2 += t2b_end - t2b;
         char *out = json_dumps(r, JSON_COMPACT);
         json_decref(r);
         uint64_t t3 = mono_ns();
@@ -272,6 +281,7 @@ static char *verb(struct mk_sched *s, bool filter, bool text, const char *body, 
         sp->decide += t2 - t1;
         sp->dump += t3 - t2;
         sp->last = t3 - t0;
+        sp->last_cpu = cpu_ns() - c0 - (t2b_end - t2b); /* the pick's wall time stands for its CPU time */
         if (!out)
                 die("out of memory");
         return out;
@@ -412,8 +422,9 @@ int main(int argc, char **argv) {
                n_nodes);
 
         double *tf = malloc(n_pods * sizeof(*tf)), *tp = malloc(n_pods * sizeof(*tp)),
-               *tb = malloc(n_pods * sizeof(*tb));
-        if (!tf || !tp || !tb)
+               *tb = malloc(n_pods * sizeof(*tb)), *cf = malloc(n_pods * sizeof(*cf)),
+               *cp = malloc(n_pods * sizeof(*cp));
+        if (!tf || !tp || !tb || !cf || !cp)
                 die("out of memory");
         /* Per kind: the json_t entry points without the memo (as before it),
          * then the text ones the server uses, with the memo; for the common
@@ -457,6 +468,8 @@ int main(int argc, char **argv) {
                         tf[i] = (double) sf.last / 1e3;
                         tp[i] = (double) sp.last / 1e3;
                         tb[i] = tf[i] + tp[i];
+                        cf[i] = (double) sf.last_cpu / 1e3;
+                        cp[i] = (double) sp.last_cpu / 1e3;
                         feasible += f;
                         none += f == 0;
                 }
@@ -466,6 +479,8 @@ int main(int argc, char **argv) {
                 report("filter", tf, np);
                 report("prioritize", tp, np);
                 report("filter + prioritize", tb, np);
+                report("filter, CPU time", cf, np);
+                report("prioritize, CPU time", cp, np);
                 printf("    memo %s: %lu node decisions answered from a node's memo\n", memo ? "on" : "off",
                        atomic_load(&mk_sched_stats(s)->memo_hits) - hits0);
                 printf("    mean split, parse / decide / serialise+free: filter %.0f / %.0f / %.0f us, "
@@ -515,6 +530,8 @@ int main(int argc, char **argv) {
         free(tf);
         free(tp);
         free(tb);
+        free(cf);
+        free(cp);
         json_decref(names);
         mk_sched_free(s);
         mk_sched_config_free(cfg);

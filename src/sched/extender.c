@@ -123,6 +123,7 @@ struct memo_entry {
         uint64_t shape;                 /* shape id; 0: empty slot */
         int r;                          /* eval_node's answer */
         double score;
+        bool has_reason;                /* a failure's reason was kept (prioritize keeps none) */
         char reason[MK_ERROR_MSG_MAX];
 };
 
@@ -689,33 +690,47 @@ static uint64_t request_shape(struct mk_sched *s, const struct mk_pod_request *r
         return id;
 }
 
-/* The remembered decision of node `n` for `shape`: true with the answer. */
+/* The remembered decision of node `n` for `shape`: true with the answer
+ * (and, when `size` > 0, a failure's reason). */
 static bool memo_get(struct node_entry *n, uint64_t shape, int *r, double *score, char *reason, size_t size) {
         bool hit = false;
         if (atomic_flag_test_and_set(&n->memo_busy))
                 return false;
-        for (size_t i = 0; n->memo && i < MEMO_SLOTS; i++)
-                if (n->memo[i].shape == shape) {
-                        *r = n->memo[i].r;
-                        *score = n->memo[i].score;
-                        if (*r < 0)
-                                snprintf(reason, size, "%s", n->memo[i].reason);
-                        hit = true;
-                        break;
-                }
+        for (size_t i = 0; n->memo && i < MEMO_SLOTS; i++) {
+                const struct memo_entry *m = &n->memo[i];
+                if (m->shape != shape)
+                        continue;
+                if (m->r < 0 && size > 0 && !m->has_reason)
+                        break; /* decided by a prioritize: decide again for the reason */
+                *r = m->r;
+                *score = m->score;
+                if (m->r < 0 && size > 0)
+                        snprintf(reason, size, "%s", m->reason);
+                hit = true;
+                break;
+        }
         atomic_flag_clear(&n->memo_busy);
         return hit;
 }
 
+/* `reason`: NULL when none was asked for. */
 static void memo_put(struct node_entry *n, uint64_t shape, int r, double score, const char *reason) {
         if (atomic_flag_test_and_set(&n->memo_busy))
                 return;
         if (!n->memo)
                 n->memo = calloc(MEMO_SLOTS, sizeof(*n->memo));
         if (n->memo) {
-                struct memo_entry *m = &n->memo[n->memo_next++ % MEMO_SLOTS];
-                *m = (struct memo_entry) {.shape = shape, .r = r, .score = score};
-                if (r < 0)
+                struct memo_entry *m = NULL;
+                for (size_t i = 0; i < MEMO_SLOTS && !m; i++)
+                        if (n->memo[i].shape == shape)
+                                m = &n->memo[i];
+                if (!m)
+                        m = &n->memo[n->memo_next++ % MEMO_SLOTS];
+                m->shape = shape;
+                m->r = r;
+                m->score = score;
+                m->has_reason = r < 0 && reason;
+                if (m->has_reason)
                         snprintf(m->reason, sizeof(m->reason), "%s", reason);
         }
         atomic_flag_clear(&n->memo_busy);
@@ -929,7 +944,7 @@ static int eval_node(struct mk_sched *s, struct scratch **scp, const struct cand
                 mk_inventory_free(own);
         }
         if (plain && shape && r != -ENOMEM)
-                memo_put(n, shape, r, r >= 0 ? *score : 0, reason);
+                memo_put(n, shape, r, r >= 0 ? *score : 0, size > 0 ? reason : NULL);
         return r;
 }
 
@@ -1007,9 +1022,11 @@ static int decide(struct mk_sched *s, const json_t *args, bool with_reasons, str
         int64_t now = now_s();
         pthread_rwlock_rdlock(&s->lock);
         for (size_t i = 0; i < d->n; i++) {
-                char reason[MK_ERROR_MSG_MAX] = "";
+                char reason[MK_ERROR_MSG_MAX];
+                size_t rsize = with_reasons ? sizeof(reason) : 0; /* prioritize: no reasons written */
                 double score = 0;
                 int q;
+                reason[0] = 0;
                 if (req->not_mig) {
                         snprintf(reason, sizeof(reason), "pod asks %s '%s'; migkit schedules MIG instances only",
                                  MK_ANN_VGPU_MODE, annotation(mk_json_get_ci(args, "Pod"), MK_ANN_VGPU_MODE));
@@ -1017,7 +1034,7 @@ static int decide(struct mk_sched *s, const json_t *args, bool with_reasons, str
                 } else if (req->n_containers == 0)
                         q = 0;
                 else
-                        q = eval_node(s, &sc, &d->cands[i], req, shape, uid, now, &score, reason, sizeof(reason));
+                        q = eval_node(s, &sc, &d->cands[i], req, shape, uid, now, &score, reason, rsize);
                 struct verdict *v = &d->v[i];
                 v->r = q;
                 if (q >= 0) {
