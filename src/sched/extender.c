@@ -118,19 +118,24 @@ struct pod_entry {
         int64_t pending_since;
 };
 
-/* One remembered decision of a node for one request shape (memo below). */
-struct memo_entry {
-        uint64_t shape;                 /* shape id; 0: empty slot */
-        int r;                          /* eval_node's answer */
-        double score;
-        bool has_reason;                /* a failure's reason was kept (prioritize keeps none) */
-        char reason[MK_ERROR_MSG_MAX];
-};
-
 #define MEMO_SLOTS 4u                   /* shapes remembered per node (round robin) */
 #define MEMO_MAX_SHAPES 4096u           /* distinct shapes interned before the table starts over */
 
 struct node_entry {
+        /* Decisions already made on this state, per request shape: filter
+         * and prioritize of one pod, and pods of one shape (replicas), then
+         * cost a lookup. Emptied under the write lock whenever anything a
+         * decision reads changes (node_forget); filled by readers, one at a
+         * time (memo_busy: a reader that finds it taken just decides). First
+         * in the entry and compact: a filter over 1,000s of nodes reads this
+         * line of each; the reasons, larger, only for failed nodes. */
+        uint64_t memo_shape[MEMO_SLOTS];        /* shape ids; 0: empty slot */
+        double memo_score[MEMO_SLOTS];
+        int memo_r[MEMO_SLOTS];                 /* eval_node's answer */
+        bool memo_has_reason[MEMO_SLOTS];       /* a failure's reason was kept (prioritize keeps none) */
+        unsigned memo_next;
+        atomic_flag memo_busy;
+        char (*memo_reason)[MK_ERROR_MSG_MAX];  /* MEMO_SLOTS, allocated on the first failure kept */
         char *name;
         struct mk_inventory *inv;       /* NULL when absent or malformed */
         struct mk_fit_tables **tables;  /* per GPU of inv (entries may be NULL): the fit's accelerator */
@@ -148,14 +153,6 @@ struct node_entry {
         /* CPU and memory: the Node's allocatable, and the requests of the
          * active pods bound there (all pods, not only ours). */
         struct mk_fit_node_resources res;
-        /* Decisions already made on this state, per request shape: filter
-         * and prioritize of one pod, and pods of one shape (replicas), then
-         * cost a lookup. Emptied under the write lock whenever anything a
-         * decision reads changes (node_forget); filled by readers, one at a
-         * time (memo_busy: a reader that finds it taken just decides). */
-        struct memo_entry *memo;        /* MEMO_SLOTS, allocated on first use */
-        unsigned memo_next;
-        atomic_flag memo_busy;
 };
 
 /* What a bound pod takes from its node's CPU and memory. */
@@ -244,7 +241,7 @@ static void node_entry_free(void *p) {
         free(n->fit_gpus);
         free(n->fit_used);
         free(n->fit_cache);
-        free(n->memo);
+        free(n->memo_reason);
         free(n->claims);
         free(n->name);
         free(n);
@@ -253,8 +250,8 @@ static void node_entry_free(void *p) {
 /* Called with the write lock held whenever the node's inventory, its
  * reservations or its CPU and memory change. */
 static void node_forget(struct node_entry *n) {
-        for (size_t i = 0; n->memo && i < MEMO_SLOTS; i++)
-                n->memo[i].shape = 0;
+        for (size_t i = 0; i < MEMO_SLOTS; i++)
+                n->memo_shape[i] = 0;
 }
 
 int mk_sched_new(const struct mk_sched_config *cfg, struct mk_sched **ret) {
@@ -696,16 +693,15 @@ static bool memo_get(struct node_entry *n, uint64_t shape, int *r, double *score
         bool hit = false;
         if (atomic_flag_test_and_set(&n->memo_busy))
                 return false;
-        for (size_t i = 0; n->memo && i < MEMO_SLOTS; i++) {
-                const struct memo_entry *m = &n->memo[i];
-                if (m->shape != shape)
+        for (size_t i = 0; i < MEMO_SLOTS; i++) {
+                if (n->memo_shape[i] != shape)
                         continue;
-                if (m->r < 0 && size > 0 && !m->has_reason)
+                if (n->memo_r[i] < 0 && size > 0 && !n->memo_has_reason[i])
                         break; /* decided by a prioritize: decide again for the reason */
-                *r = m->r;
-                *score = m->score;
-                if (m->r < 0 && size > 0)
-                        snprintf(reason, size, "%s", m->reason);
+                *r = n->memo_r[i];
+                *score = n->memo_score[i];
+                if (*r < 0 && size > 0)
+                        snprintf(reason, size, "%s", n->memo_reason[i]);
                 hit = true;
                 break;
         }
@@ -717,22 +713,20 @@ static bool memo_get(struct node_entry *n, uint64_t shape, int *r, double *score
 static void memo_put(struct node_entry *n, uint64_t shape, int r, double score, const char *reason) {
         if (atomic_flag_test_and_set(&n->memo_busy))
                 return;
-        if (!n->memo)
-                n->memo = calloc(MEMO_SLOTS, sizeof(*n->memo));
-        if (n->memo) {
-                struct memo_entry *m = NULL;
-                for (size_t i = 0; i < MEMO_SLOTS && !m; i++)
-                        if (n->memo[i].shape == shape)
-                                m = &n->memo[i];
-                if (!m)
-                        m = &n->memo[n->memo_next++ % MEMO_SLOTS];
-                m->shape = shape;
-                m->r = r;
-                m->score = score;
-                m->has_reason = r < 0 && reason;
-                if (m->has_reason)
-                        snprintf(m->reason, sizeof(m->reason), "%s", reason);
-        }
+        size_t k = MEMO_SLOTS;
+        for (size_t i = 0; i < MEMO_SLOTS && k == MEMO_SLOTS; i++)
+                if (n->memo_shape[i] == shape)
+                        k = i;
+        if (k == MEMO_SLOTS)
+                k = n->memo_next++ % MEMO_SLOTS;
+        if (r < 0 && reason && !n->memo_reason)
+                n->memo_reason = calloc(MEMO_SLOTS, sizeof(*n->memo_reason));
+        n->memo_shape[k] = shape;
+        n->memo_r[k] = r;
+        n->memo_score[k] = score;
+        n->memo_has_reason[k] = r < 0 && reason && n->memo_reason;
+        if (n->memo_has_reason[k])
+                snprintf(n->memo_reason[k], sizeof(n->memo_reason[k]), "%s", reason);
         atomic_flag_clear(&n->memo_busy);
 }
 
