@@ -1,9 +1,10 @@
 /* Unit tests for plugin/dynamic: the replica resource of dynamic MIG mode,
  * GetPreferredAllocation over it, picking the reservation an Allocate
  * serves from a pod list (as data: pods in, chosen pod or reason out), the
- * Allocate answers built from a claim's MIG devices, and the exact
- * mig-allocated patch. The apiserver round trip is in
- * tests/integration/test-scheduler.sh. */
+ * Allocate answers built from a claim's MIG devices, the exact
+ * mig-allocated patch, and the whole Allocate against a scripted HTTP
+ * apiserver (409 -> list and match again; a failed patch fails the
+ * Allocate). The real apiserver is in tests/integration/test-scheduler.sh. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,16 +12,24 @@
 
 #include <cmocka.h>
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <jansson.h>
 
 #include "base/error.h"
 #include "base/host.h"
 #include "base/macro.h"
+#include "kube/kube.h"
+#include "kube/kubeconfig.h"
 #include "mig/gpu.h"
 #include "plugin/allocate.h"
 #include "plugin/dynamic.h"
@@ -316,10 +325,225 @@ static void test_allocated_patch(void **state) {
         json_decref(list);
 }
 
+/* ---- the whole Allocate against a scripted apiserver ---- */
+
+struct step {
+        const char *method;     /* expected request method */
+        const char *path;       /* expected path prefix */
+        const char *body_has;   /* substring the request body must hold, or NULL */
+        int status;
+        char *reply;            /* malloc'd body */
+};
+
+struct fake {
+        int fd;
+        struct step *steps;
+        size_t n, next;
+        char failure[512];
+};
+
+/* Reads one request (headers, Content-Length body) from fd into a malloc'd string. */
+static char *read_request(int fd, size_t *ret_header_len) {
+        size_t cap = 1 << 20, len = 0;
+        char *buf = calloc(1, cap + 1);
+        if (!buf)
+                return NULL;
+        char *end = NULL;
+        while (!(end = strstr(buf, "\r\n\r\n")) && len < cap) {
+                ssize_t k = read(fd, buf + len, cap - len);
+                if (k <= 0)
+                        break;
+                len += (size_t) k;
+        }
+        if (!end) {
+                free(buf);
+                return NULL;
+        }
+        size_t hlen = (size_t) (end - buf) + 4, body = 0;
+        for (char *l = buf; l && l < end; l = strstr(l, "\r\n"), l = l ? l + 2 : NULL)
+                if (strncasecmp(l, "Content-Length:", 15) == 0) {
+                        char *e = NULL;
+                        unsigned long v = strtoul(l + 15, &e, 10);
+                        if (e && (*e == '\r' || *e == ' '))
+                                body = v;
+                }
+        while (len < hlen + body && len < cap) {
+                ssize_t k = read(fd, buf + len, cap - len);
+                if (k <= 0)
+                        break;
+                len += (size_t) k;
+        }
+        *ret_header_len = hlen;
+        return buf;
+}
+
+static void *fake_main(void *userdata) {
+        struct fake *f = userdata;
+        while (f->next < f->n) {
+                int c = accept(f->fd, NULL, NULL);
+                if (c < 0)
+                        break;
+                size_t hlen = 0;
+                char *req = read_request(c, &hlen);
+                struct step *st = &f->steps[f->next++];
+                char method[16] = "", path[512] = "";
+                const char *sp = req ? strchr(req, ' ') : NULL, *sp2 = sp ? strchr(sp + 1, ' ') : NULL;
+                if (sp && sp2 && (size_t) (sp - req) < sizeof(method) && (size_t) (sp2 - sp - 1) < sizeof(path)) {
+                        memcpy(method, req, (size_t) (sp - req));
+                        memcpy(path, sp + 1, (size_t) (sp2 - sp - 1));
+                }
+                const char *body = req ? req + hlen : "";
+                if (!f->failure[0] && (!streq(method, st->method) || !strneq(path, st->path, strlen(st->path)) ||
+                                       (st->body_has && !strstr(body, st->body_has))))
+                        snprintf(f->failure, sizeof(f->failure),
+                                 "request %zu: got '%s %s' body '%.200s', want '%s %s' with '%s'", f->next, method,
+                                 path, body, st->method, st->path, st->body_has ? st->body_has : "");
+                char head[256];
+                int hn = snprintf(head, sizeof(head),
+                                  "HTTP/1.1 %d X\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
+                                  "Connection: close\r\n\r\n",
+                                  st->status, strlen(st->reply));
+                if (write(c, head, (size_t) hn) < 0 || write(c, st->reply, strlen(st->reply)) < 0)
+                        snprintf(f->failure, sizeof(f->failure), "request %zu: cannot answer", f->next);
+                free(req);
+                close(c);
+        }
+        return NULL;
+}
+
+static char *list_text(const char *allocated_name) {
+        json_t *l = pod_list();
+        json_t *items = json_object_get(l, "items");
+        for (size_t i = 0; allocated_name && i < json_array_size(items); i++) {
+                json_t *m = json_object_get(json_array_get(items, i), "metadata");
+                if (streq(json_string_value(json_object_get(m, "name")), allocated_name))
+                        json_object_set_new(json_object_get(m, "annotations"), MK_ANN_ALLOCATED, json_string("x"));
+        }
+        char *t = json_dumps(l, JSON_COMPACT);
+        json_decref(l);
+        return t;
+}
+
+static int fake_snapshot(void *userdata, struct mk_snapshot **ret, struct mk_error *e) {
+        (void) e;
+        (*(unsigned *) userdata)++;
+        *ret = node();
+        return 0;
+}
+
+/* Runs mk_dp_dynamic_allocate for one container of one device against the
+ * script; returns its result, the chosen pod in ret_name, the env in ret_env. */
+static int run_script(struct step *steps, size_t n, char *ret_name, char *ret_env, unsigned *ret_snapshots,
+                      struct mk_error *e) {
+        struct fake f = {.steps = steps, .n = n};
+        f.fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        assert_true(f.fd >= 0);
+        struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        assert_int_equal(bind(f.fd, (struct sockaddr *) &a, sizeof(a)), 0);
+        socklen_t al = sizeof(a);
+        assert_int_equal(getsockname(f.fd, (struct sockaddr *) &a, &al), 0);
+        assert_int_equal(listen(f.fd, 8), 0);
+        pthread_t th;
+        assert_int_equal(pthread_create(&th, NULL, fake_main, &f), 0);
+
+        struct mk_kube_config c = {0};
+        assert_true(asprintf(&c.server, "http://127.0.0.1:%u", (unsigned) ntohs(a.sin_port)) > 0);
+        c.token = strdup("t0ken");
+        const struct mk_kube_options ko = {.attempts = 1, .request_timeout_ms = 10000, .connect_timeout_ms = 2000};
+        struct mk_kube *k = NULL;
+        assert_int_equal(mk_kube_new(&c, &ko, &k, e), 0);
+        struct mk_dp_options o;
+        mk_dp_options_init(&o);
+        unsigned one = 1;
+        struct mk_dp_response res = {.n_envs = 99};
+        struct mk_claim *claim = calloc(1, sizeof(*claim));
+        assert_non_null(claim);
+        int r = mk_dp_dynamic_allocate(k, "n1", &one, 1, &o, fake_snapshot, ret_snapshots, &res, claim, e);
+        if (r >= 0) {
+                snprintf(ret_name, 64, "%.63s", claim->name);
+                snprintf(ret_env, 128, "%.127s", mk_dp_response_env(&res, "NVIDIA_VISIBLE_DEVICES"));
+                mk_dp_response_done(&res);
+        } else
+                assert_int_equal(res.n_envs, 99); /* untouched */
+        free(claim);
+        mk_kube_free(k);
+        shutdown(f.fd, SHUT_RDWR);
+        close(f.fd);
+        pthread_join(th, NULL);
+        if (f.failure[0])
+                fail_msg("%s", f.failure);
+        if (f.next != n)
+                fail_msg("the plugin made %zu of the %zu scripted requests", f.next, n);
+        for (size_t i = 0; i < n; i++)
+                free(steps[i].reply);
+        return r;
+}
+
+#define LIST_PATH "/api/v1/pods?"
+#define CONFLICT "{\"kind\":\"Status\",\"status\":\"Failure\",\"reason\":\"Conflict\",\"code\":409}"
+
+static void test_allocate_conflict(void **state) {
+        (void) state;
+        /* 409 on pod a (another Allocate took it meanwhile): list again, b. */
+        struct step steps[] = {
+                {"GET", LIST_PATH, NULL, 200, list_text(NULL)},
+                {"PATCH", "/api/v1/namespaces/ns/pods/a", "\"resourceVersion\":\"42\"", 409, strdup(CONFLICT)},
+                {"GET", LIST_PATH, NULL, 200, list_text("a")},
+                {"PATCH", "/api/v1/namespaces/ns/pods/b", "migkit.io/mig-allocated", 200, strdup("{}")},
+        };
+        char name[64] = "", env[128] = "";
+        unsigned snaps = 0;
+        struct mk_error e = {0};
+        int r = run_script(steps, ELEMENTSOF(steps), name, env, &snaps, &e);
+        if (r < 0)
+                fail_msg("allocate: %s", e.msg);
+        assert_string_equal(name, "b");
+        assert_string_equal(env, MIG0_2);
+        assert_int_equal(snaps, 2);
+}
+
+static void test_allocate_patch_fails(void **state) {
+        (void) state;
+        /* A refused patch fails the Allocate: nothing handed out. */
+        struct step steps[] = {
+                {"GET", LIST_PATH, NULL, 200, list_text(NULL)},
+                {"PATCH", "/api/v1/namespaces/ns/pods/a", NULL, 403,
+                 strdup("{\"kind\":\"Status\",\"reason\":\"Forbidden\",\"message\":\"no\",\"code\":403}")},
+        };
+        char name[64] = "", env[128] = "";
+        unsigned snaps = 0;
+        struct mk_error e = {0};
+        assert_int_equal(run_script(steps, ELEMENTSOF(steps), name, env, &snaps, &e), -EACCES);
+        assert_non_null(strstr(e.msg, "Cannot mark pod ns/a allocated"));
+
+        /* Nothing ready (every pod allocated): -ENOENT, no snapshot, no patch. */
+        json_t *l = pod_list();
+        json_t *items = json_object_get(l, "items");
+        for (size_t i = 0; i < json_array_size(items); i++) {
+                json_t *m = json_object_get(json_array_get(items, i), "metadata");
+                json_object_set_new(json_object_get(m, "annotations"), MK_ANN_ALLOCATED, json_string("x"));
+        }
+        struct step none[] = {{"GET", LIST_PATH, NULL, 200, json_dumps(l, JSON_COMPACT)}};
+        json_decref(l);
+        snaps = 0;
+        assert_int_equal(run_script(none, 1, name, env, &snaps, &e), -ENOENT);
+        assert_int_equal(snaps, 0);
+
+        /* Conflicts every time: gives up after MK_DP_DYNAMIC_ATTEMPTS rounds. */
+        struct step busy[2 * MK_DP_DYNAMIC_ATTEMPTS];
+        for (size_t i = 0; i < ELEMENTSOF(busy); i += 2) {
+                busy[i] = (struct step) {"GET", LIST_PATH, NULL, 200, list_text(NULL)};
+                busy[i + 1] = (struct step) {"PATCH", "/api/v1/namespaces/ns/pods/a", NULL, 409, strdup(CONFLICT)};
+        }
+        assert_int_equal(run_script(busy, ELEMENTSOF(busy), name, env, &snaps, &e), -EBUSY);
+        assert_non_null(strstr(e.msg, "gave up after 5 attempts"));
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_resources), cmocka_unit_test(test_preferred), cmocka_unit_test(test_pick),
                 cmocka_unit_test(test_responses), cmocka_unit_test(test_allocated_patch),
+                cmocka_unit_test(test_allocate_conflict), cmocka_unit_test(test_allocate_patch_fails),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
