@@ -130,14 +130,17 @@ struct node_entry {
          * in the entry and compact: a filter over 1,000s of nodes reads this
          * line of each; the reasons, larger, only for failed nodes. */
         uint64_t memo_shape[MEMO_SLOTS];        /* shape ids; 0: empty slot */
-        double memo_score[MEMO_SLOTS];
         int memo_r[MEMO_SLOTS];                 /* eval_node's answer */
+        int8_t memo_priority[MEMO_SLOTS];
         bool memo_has_reason[MEMO_SLOTS];       /* a failure's reason was kept (prioritize keeps none) */
-        unsigned memo_next;
+        uint8_t memo_next;
         atomic_flag memo_busy;
+        bool fit_valid;
+        bool inv_reserved;              /* inv lists instances in state reserved (they name their pod) */
+        unsigned n_pending;             /* claims made by our bind, not yet observed */
+        struct mk_inventory *inv;       /* NULL when absent or malformed */
         char (*memo_reason)[MK_ERROR_MSG_MAX];  /* MEMO_SLOTS, allocated on the first failure kept */
         char *name;
-        struct mk_inventory *inv;       /* NULL when absent or malformed */
         struct mk_fit_tables **tables;  /* per GPU of inv (entries may be NULL): the fit's accelerator */
         char reason[MK_ERROR_MSG_MAX];  /* why inv is NULL */
         struct pod_entry **claims;      /* reservations on this node (borrowed from the pod table) */
@@ -148,8 +151,6 @@ struct node_entry {
         struct mk_fit_gpu *fit_gpus;
         struct mk_fit_instance *fit_used;       /* n_gpus * MK_FIT_MAX_INSTANCES */
         struct mk_fit_node_cache *fit_cache;
-        bool fit_valid;
-        bool inv_reserved;              /* inv lists instances in state reserved (they name their pod) */
         /* CPU and memory: the Node's allocatable, and the requests of the
          * active pods bound there (all pods, not only ours). */
         struct mk_fit_node_resources res;
@@ -319,6 +320,9 @@ static void node_refit(struct node_entry *n) {
         node_forget(n);
         n->fit_valid = false;
         n->inv_reserved = false;
+        n->n_pending = 0;
+        for (size_t i = 0; i < n->n_claims; i++)
+                n->n_pending += n->claims[i]->pending;
         for (size_t g = 0; n->inv && g < n->inv->n_gpus; g++)
                 for (size_t i = 0; i < n->inv->gpus[g].n_instances; i++)
                         n->inv_reserved |= n->inv->gpus[g].instances[i].state == MK_INV_RESERVED;
@@ -618,11 +622,11 @@ static void request_policies(const struct mk_pod_request *req, enum mk_fit_polic
 
 /* Whether the node's decisions depend only on its kept state and the
  * request: no pending reservation on the node (they may expire) and none
- * of the pod's own, in the cache or in the inventory (left out of its fit). */
-static bool node_state_plain(const struct node_entry *n, const char *uid) {
-        for (size_t i = 0; i < n->n_claims; i++)
-                if (n->claims[i]->pending || (uid && streq(n->claims[i]->claim.uid, uid)))
-                        return false;
+ * of the pod's own, in the cache (`own_node`: the node its reservation is
+ * linked to) or in the inventory (left out of its fit). */
+static bool node_state_plain(const struct node_entry *n, const char *uid, const struct node_entry *own_node) {
+        if (n->n_pending > 0 || n == own_node)
+                return false;
         for (size_t g = 0; n->inv_reserved && uid && g < n->inv->n_gpus; g++)
                 for (size_t i = 0; i < n->inv->gpus[g].n_instances; i++)
                         if (n->inv->gpus[g].instances[i].state == MK_INV_RESERVED &&
@@ -689,7 +693,7 @@ static uint64_t request_shape(struct mk_sched *s, const struct mk_pod_request *r
 
 /* The remembered decision of node `n` for `shape`: true with the answer
  * (and, when `size` > 0, a failure's reason). */
-static bool memo_get(struct node_entry *n, uint64_t shape, int *r, double *score, char *reason, size_t size) {
+static bool memo_get(struct node_entry *n, uint64_t shape, int *r, int *priority, char *reason, size_t size) {
         bool hit = false;
         if (atomic_flag_test_and_set(&n->memo_busy))
                 return false;
@@ -699,7 +703,7 @@ static bool memo_get(struct node_entry *n, uint64_t shape, int *r, double *score
                 if (n->memo_r[i] < 0 && size > 0 && !n->memo_has_reason[i])
                         break; /* decided by a prioritize: decide again for the reason */
                 *r = n->memo_r[i];
-                *score = n->memo_score[i];
+                *priority = n->memo_priority[i];
                 if (*r < 0 && size > 0)
                         snprintf(reason, size, "%s", n->memo_reason[i]);
                 hit = true;
@@ -710,7 +714,7 @@ static bool memo_get(struct node_entry *n, uint64_t shape, int *r, double *score
 }
 
 /* `reason`: NULL when none was asked for. */
-static void memo_put(struct node_entry *n, uint64_t shape, int r, double score, const char *reason) {
+static void memo_put(struct node_entry *n, uint64_t shape, int r, int priority, const char *reason) {
         if (atomic_flag_test_and_set(&n->memo_busy))
                 return;
         size_t k = MEMO_SLOTS;
@@ -723,7 +727,7 @@ static void memo_put(struct node_entry *n, uint64_t shape, int r, double score, 
                 n->memo_reason = calloc(MEMO_SLOTS, sizeof(*n->memo_reason));
         n->memo_shape[k] = shape;
         n->memo_r[k] = r;
-        n->memo_score[k] = score;
+        n->memo_priority[k] = (int8_t) priority;
         n->memo_has_reason[k] = r < 0 && reason && n->memo_reason;
         if (n->memo_has_reason[k])
                 snprintf(n->memo_reason[k], sizeof(n->memo_reason[k]), "%s", reason);
@@ -893,10 +897,18 @@ static int get_candidates(const json_t *args, struct cand **ret, size_t *ret_n, 
         return 0;
 }
 
-/* Evaluates one candidate: 0 feasible with *score, else <0 with reason.
- * `shape` (0: none) lets a plain node answer from its memo. */
+/* The extender's priority of a node score (0..100): MaxExtenderPriority is 10. */
+static int score_priority(double score) {
+        long pri = (long) (score / 10.0 + 0.5);
+        return (int) MAX(0, MIN(10, pri));
+}
+
+/* Evaluates one candidate: 0 feasible with *priority, else <0 with reason.
+ * `shape` (0: none) lets a plain node answer from its memo (*hits counts
+ * those answers); `own_node`: where the pod's own reservation is linked. */
 static int eval_node(struct mk_sched *s, struct scratch **scp, const struct cand *c, const struct mk_pod_request *req,
-                     uint64_t shape, const char *uid, int64_t now, double *score, char *reason, size_t size) {
+                     uint64_t shape, const char *uid, const struct node_entry *own_node, int64_t now, int *priority,
+                     unsigned long *hits, char *reason, size_t size) {
         enum mk_sched_mode mode = mk_sched_config_node_mode(s->cfg, c->name);
         if (mode != MK_SCHED_MODE_MIG) {
                 snprintf(reason, size, "node is in operating mode '%s', not mig", mk_sched_mode_to_string(mode));
@@ -917,14 +929,15 @@ static int eval_node(struct mk_sched *s, struct scratch **scp, const struct cand
                 snprintf(reason, size, "%s", n->reason);
                 return -ENOSPC;
         }
-        bool plain = !own && node_state_plain(n, uid);
+        bool plain = !own && node_state_plain(n, uid, own_node);
         int r;
-        if (plain && shape && memo_get(n, shape, &r, score, reason, size)) {
-                atomic_fetch_add(&s->stats.memo_hits, 1);
+        if (plain && shape && memo_get(n, shape, &r, priority, reason, size)) {
+                (*hits)++;
                 return r;
         }
+        double score = 0;
         if (!own && fast_path_ok(n, req, plain))
-                r = fit_fast(n, req, score, reason, size);
+                r = fit_fast(n, req, &score, reason, size);
         else {
                 /* The slow path's scratch, allocated once per request when first needed. */
                 if (!*scp && !(*scp = malloc(sizeof(**scp)))) {
@@ -934,11 +947,12 @@ static int eval_node(struct mk_sched *s, struct scratch **scp, const struct cand
                 }
                 const struct mk_fit_node_resources *res = n && n->res.cpu_allocatable_milli ? &n->res : NULL;
                 r = fit_pod(*scp, inv, res, own ? NULL : n->tables, n ? n->claims : NULL, n ? n->n_claims : 0, req,
-                            uid, now, NULL, score, reason, size);
+                            uid, now, NULL, &score, reason, size);
                 mk_inventory_free(own);
         }
+        *priority = r >= 0 ? score_priority(score) : 0;
         if (plain && shape && r != -ENOMEM)
-                memo_put(n, shape, r, r >= 0 ? *score : 0, size > 0 ? reason : NULL);
+                memo_put(n, shape, r, *priority, size > 0 ? reason : NULL);
         return r;
 }
 
@@ -1014,11 +1028,14 @@ static int decide(struct mk_sched *s, const json_t *args, bool with_reasons, str
         uint64_t shape = d->by_name ? request_shape(s, req) : 0;
         struct scratch *sc = NULL; /* reused for every node: fit_pod sets what it reads */
         int64_t now = now_s();
+        unsigned long hits = 0;
         pthread_rwlock_rdlock(&s->lock);
+        const struct pod_entry *mine = uid ? table_get(&s->pods, uid) : NULL;
+        const struct node_entry *own_node = mine ? table_get(&s->nodes, mine->claim.node) : NULL;
         for (size_t i = 0; i < d->n; i++) {
                 char reason[MK_ERROR_MSG_MAX];
                 size_t rsize = with_reasons ? sizeof(reason) : 0; /* prioritize: no reasons written */
-                double score = 0;
+                int priority = 0;
                 int q;
                 reason[0] = 0;
                 if (req->not_mig) {
@@ -1028,12 +1045,12 @@ static int decide(struct mk_sched *s, const json_t *args, bool with_reasons, str
                 } else if (req->n_containers == 0)
                         q = 0;
                 else
-                        q = eval_node(s, &sc, &d->cands[i], req, shape, uid, now, &score, reason, rsize);
+                        q = eval_node(s, &sc, &d->cands[i], req, shape, uid, own_node, now, &priority, &hits,
+                                      reason, rsize);
                 struct verdict *v = &d->v[i];
                 v->r = q;
                 if (q >= 0) {
-                        long pri = (long) (score / 10.0 + 0.5); /* MaxExtenderPriority is 10 */
-                        v->priority = (int) MAX(0, MIN(10, pri));
+                        v->priority = priority;
                         d->feasible++;
                 } else if (with_reasons) {
                         v->reason = d->reasons.len;
@@ -1042,6 +1059,7 @@ static int decide(struct mk_sched *s, const json_t *args, bool with_reasons, str
                 }
         }
         pthread_rwlock_unlock(&s->lock);
+        atomic_fetch_add(&s->stats.memo_hits, hits);
         free(sc);
         free(req);
         return 0;
