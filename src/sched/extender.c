@@ -19,9 +19,10 @@
 /* --- a small string-keyed hash table --- */
 
 struct entry {
-        char *key;
-        void *value;
         struct entry *next;
+        void *value;
+        uint64_t hash;
+        char key[];                     /* in the entry: a lookup touches one allocation */
 };
 
 struct table {
@@ -39,8 +40,9 @@ static uint64_t hash_str(const char *s) {
 static void *table_get(const struct table *t, const char *key) {
         if (!t->n_buckets)
                 return NULL;
-        for (struct entry *e = t->buckets[hash_str(key) & (t->n_buckets - 1)]; e; e = e->next)
-                if (streq(e->key, key))
+        uint64_t h = hash_str(key);
+        for (struct entry *e = t->buckets[h & (t->n_buckets - 1)]; e; e = e->next)
+                if (e->hash == h && streq(e->key, key))
                         return e->value;
         return NULL;
 }
@@ -53,7 +55,7 @@ static int table_grow(struct table *t) {
         for (size_t i = 0; i < t->n_buckets; i++)
                 for (struct entry *e = t->buckets[i], *next; e; e = next) {
                         next = e->next;
-                        size_t k = hash_str(e->key) & (nb - 1);
+                        size_t k = e->hash & (nb - 1);
                         e->next = b[k];
                         b[k] = e;
                 }
@@ -67,12 +69,13 @@ static int table_grow(struct table *t) {
 static int table_put(struct table *t, const char *key, void *value) {
         if (t->n + 1 > t->n_buckets && table_grow(t) < 0)
                 return -ENOMEM;
-        struct entry *e = calloc(1, sizeof(*e));
-        if (!e || !(e->key = strdup(key))) {
-                free(e);
+        size_t len = strlen(key);
+        struct entry *e = malloc(sizeof(*e) + len + 1);
+        if (!e)
                 return -ENOMEM;
-        }
-        size_t k = hash_str(key) & (t->n_buckets - 1);
+        memcpy(e->key, key, len + 1);
+        e->hash = hash_str(key);
+        size_t k = e->hash & (t->n_buckets - 1);
         e->value = value;
         e->next = t->buckets[k];
         t->buckets[k] = e;
@@ -89,7 +92,6 @@ static void *table_del(struct table *t, const char *key) {
                         struct entry *e = *p;
                         void *v = e->value;
                         *p = e->next;
-                        free(e->key);
                         free(e);
                         t->n--;
                         return v;
@@ -103,7 +105,6 @@ static void table_clear(struct table *t, void (*free_value)(void *)) {
                         next = e->next;
                         if (free_value)
                                 free_value(e->value);
-                        free(e->key);
                         free(e);
                 }
         free(t->buckets);
