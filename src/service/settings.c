@@ -111,23 +111,6 @@ bool mk_service_image_name_valid(const char *s) {
         return true;
 }
 
-/* A string scalar (plain or quoted, but a string: `123` or `yes` is not). */
-static int get_str(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, const char *what, char **ret) {
-        struct mk_yaml_scalar v;
-        int r = mk_yaml_resolve(c, n, &v);
-        if (r < 0)
-                return r;
-        if (v.type != MK_YAML_STR)
-                return mk_yaml_error(c, n, "%s must be a string, not %s", what, mk_yaml_type_json(v.type));
-        if (strlen(n->value) != n->len)
-                return mk_yaml_error(c, n, "%s contains a NUL byte", what);
-        char *s = strdup(n->value);
-        if (!s)
-                return mk_yaml_error_code(c, -ENOMEM, n, "out of memory");
-        *ret = s;
-        return 0;
-}
-
 static int get_list(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, bool units, char ***ret, size_t *ret_n) {
         struct mk_yaml_scalar v;
         int r = mk_yaml_resolve(c, n, &v);
@@ -147,7 +130,7 @@ static int get_list(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, bool un
         for (size_t i = 0; i < count; i++) {
                 const struct mk_yaml_node *it = n->items[i];
                 size_t old = mk_yaml_path_push_index(c, i);
-                r = get_str(c, it, units ? "a unit name" : "an image name", &l[i]);
+                r = mk_yaml_get_str(c, it, units ? "a unit name" : "an image name", &l[i]);
                 if (r < 0)
                         return r;
                 if (strlen(l[i]) > MK_MAX_CLIENT_NAME)
@@ -255,7 +238,7 @@ static int parse_top(struct mk_yaml_ctx *c, const struct mk_yaml_node *root, str
                 size_t old = mk_yaml_path_push_key(c, k);
                 if (streq(k, "version")) {
                         _cleanup_free_ char *ver = NULL;
-                        r = get_str(c, v, "version", &ver);
+                        r = mk_yaml_get_str(c, v, "version", &ver);
                         if (r >= 0 && !streq(ver, "v1"))
                                 r = mk_yaml_error(c, v, "unsupported version '%s' (want v1)", ver);
                         have_version = true;

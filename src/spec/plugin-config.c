@@ -88,22 +88,6 @@ static void sharing_block_done(struct sharing_block *b) {
         *b = (struct sharing_block) {0};
 }
 
-static int get_str(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, const char *what, char **ret) {
-        struct mk_yaml_scalar v;
-        int r = mk_yaml_resolve(c, n, &v);
-        if (r < 0)
-                return r;
-        if (v.type != MK_YAML_STR)
-                return mk_yaml_error(c, n, "%s must be a string, not %s", what, mk_yaml_type_json(v.type));
-        if (strlen(n->value) != n->len)
-                return mk_yaml_error(c, n, "%s contains a NUL byte", what);
-        char *s = strdup(n->value);
-        if (!s)
-                return mk_yaml_error_code(c, -ENOMEM, n, "out of memory");
-        *ret = s;
-        return 0;
-}
-
 /* Kubernetes' DNS-1123 subdomain: lower-case alphanumerics, '-' and '.',
  * starting and ending alphanumeric. */
 static bool dns_subdomain_valid(const char *s) {
@@ -145,7 +129,7 @@ static int resource_name_full(const char *s, char **ret, const char **ret_why) {
 
 static int get_resource_name(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, const char *what, char **ret) {
         _cleanup_free_ char *s = NULL;
-        int r = get_str(c, n, what, &s);
+        int r = mk_yaml_get_str(c, n, what, &s);
         if (r < 0)
                 return r;
         const char *why = NULL;
@@ -249,7 +233,7 @@ static int get_devices(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, stru
                                 return mk_yaml_error_code(c, -ENOMEM, it, "out of memory");
                         }
                 } else {
-                        r = get_str(c, it, "a device", &l[i]);
+                        r = mk_yaml_get_str(c, it, "a device", &l[i]);
                         if (r < 0)
                                 return r;
                         if (!device_ref_valid(l[i]))
@@ -412,7 +396,7 @@ static int parse_flags(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, stru
                 size_t old = mk_yaml_path_push_key(c, k);
                 if (streq(k, "migStrategy")) {
                         _cleanup_free_ char *s = NULL;
-                        r = get_str(c, v, "migStrategy", &s);
+                        r = mk_yaml_get_str(c, v, "migStrategy", &s);
                         if (r >= 0) {
                                 enum mk_mig_strategy st = mk_mig_strategy_from_string(s);
                                 if (st < 0)
@@ -446,7 +430,7 @@ static int parse_top(struct mk_yaml_ctx *c, const struct mk_yaml_node *root, str
                 size_t old = mk_yaml_path_push_key(c, k);
                 if (streq(k, "version")) {
                         _cleanup_free_ char *ver = NULL;
-                        r = get_str(c, v, "version", &ver);
+                        r = mk_yaml_get_str(c, v, "version", &ver);
                         if (r >= 0 && !streq(ver, "v1"))
                                 r = mk_yaml_error(c, v, "unsupported version '%s' (want v1)", ver);
                 } else if (streq(k, "flags"))

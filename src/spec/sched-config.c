@@ -52,22 +52,16 @@ struct mk_sched_config *mk_sched_config_free(struct mk_sched_config *c) {
 }
 
 static int get_str(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, const char *what, char **ret) {
-        struct mk_yaml_scalar v;
-        int r = mk_yaml_resolve(c, n, &v);
+        char *v = NULL;
+        int r = mk_yaml_get_str(c, n, what, &v);
         if (r < 0)
                 return r;
-        if (v.type != MK_YAML_STR)
-                return mk_yaml_error(c, n, "%s must be a string, not %s", what, mk_yaml_type_json(v.type));
-        if (strlen(n->value) != n->len)
-                return mk_yaml_error(c, n, "%s contains a NUL byte", what);
-        if (n->len == 0)
-                return mk_yaml_error(c, n, "%s must not be empty", what);
-        if (n->len > MK_MAX_SCHED_NAME)
-                return mk_yaml_error(c, n, "%s is longer than %u characters", what, MK_MAX_SCHED_NAME);
-        char *s = strdup(n->value);
-        if (!s)
-                return mk_yaml_error_code(c, -ENOMEM, n, "out of memory");
-        *ret = s;
+        if (n->len == 0 || n->len > MK_MAX_SCHED_NAME) {
+                free(v);
+                return n->len == 0 ? mk_yaml_error(c, n, "%s must not be empty", what)
+                                   : mk_yaml_error(c, n, "%s is longer than %u characters", what, MK_MAX_SCHED_NAME);
+        }
+        *ret = v;
         return 0;
 }
 

@@ -989,6 +989,22 @@ int mk_yaml_map_load_known(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, 
         return 0;
 }
 
+int mk_yaml_get_str(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, const char *what, char **ret) {
+        struct mk_yaml_scalar v;
+        int r = mk_yaml_resolve(c, n, &v);
+        if (r < 0)
+                return r;
+        if (v.type != MK_YAML_STR)
+                return mk_yaml_error(c, n, "%s must be a string, not %s", what, mk_yaml_type_json(v.type));
+        if (strlen(n->value) != n->len)
+                return mk_yaml_error(c, n, "%s contains a NUL byte", what);
+        char *s = strdup(n->value);
+        if (!s)
+                return mk_yaml_error_code(c, -ENOMEM, n, "out of memory");
+        *ret = s;
+        return 0;
+}
+
 int mk_yaml_get_bool(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, bool *ret) {
         struct mk_yaml_scalar v;
         int r = mk_yaml_resolve(c, n, &v);

@@ -141,5 +141,8 @@ void mk_yaml_map_done(struct mk_yaml_map *m);
 int mk_yaml_map_load_known(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, const char *what,
                            const char *const *known, bool list_known, struct mk_yaml_map *ret);
 
+/* A string scalar (plain or quoted, but a string: `123` or `yes` is not),
+ * without NUL bytes, copied to *ret; else "<what> must be a string, not <type>". */
+int mk_yaml_get_str(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, const char *what, char **ret);
 /* A YAML boolean (YAML 1.1 forms), else "must be true or false, not <type>". */
 int mk_yaml_get_bool(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, bool *ret);
