@@ -81,3 +81,18 @@ static inline void strv_freep(char ***l) {
 static inline int negative_errno(void) {
         return errno > 0 ? -errno : -EIO;
 }
+
+/* The to_string()/from_string() pair of an enum with a string table (STYLE 13):
+ * to_string gives NULL outside [0, max), from_string `invalid` for an unknown
+ * or NULL name. */
+#define MK_DEFINE_STRING_TABLE_LOOKUP(name, type, table, max, invalid)            \
+        const char *name##_to_string(type v) {                                    \
+                return v >= 0 && v < (max) ? table[v] : NULL;                     \
+        }                                                                         \
+        type name##_from_string(const char *s) {                                  \
+                for (int i = 0; s && i < (max); i++)                              \
+                        if (table[i] && streq(s, table[i]))                       \
+                                return (type) i;                                  \
+                return invalid;                                                   \
+        }                                                                         \
+        struct mk_string_table_semicolon_##name

@@ -63,16 +63,7 @@ static const char *const patch_content_type_table[_MK_KUBE_PATCH_TYPE_MAX] = {
         [MK_KUBE_PATCH_JSON] = "application/json-patch+json",
 };
 
-const char *mk_kube_patch_type_to_string(enum mk_kube_patch_type t) {
-        return t >= 0 && t < _MK_KUBE_PATCH_TYPE_MAX ? patch_type_table[t] : NULL;
-}
-
-enum mk_kube_patch_type mk_kube_patch_type_from_string(const char *s) {
-        for (int i = 0; s && i < _MK_KUBE_PATCH_TYPE_MAX; i++)
-                if (streq(patch_type_table[i], s))
-                        return (enum mk_kube_patch_type) i;
-        return _MK_KUBE_PATCH_TYPE_INVALID;
-}
+MK_DEFINE_STRING_TABLE_LOOKUP(mk_kube_patch_type, enum mk_kube_patch_type, patch_type_table, _MK_KUBE_PATCH_TYPE_MAX, _MK_KUBE_PATCH_TYPE_INVALID);
 
 const char *mk_kube_patch_content_type(enum mk_kube_patch_type t) {
         return t >= 0 && t < _MK_KUBE_PATCH_TYPE_MAX ? patch_content_type_table[t] : NULL;
@@ -86,16 +77,7 @@ static const char *const event_type_table[_MK_KUBE_EVENT_TYPE_MAX] = {
         [MK_KUBE_EVENT_ERROR] = "ERROR",
 };
 
-const char *mk_kube_event_type_to_string(enum mk_kube_event_type t) {
-        return t >= 0 && t < _MK_KUBE_EVENT_TYPE_MAX ? event_type_table[t] : NULL;
-}
-
-enum mk_kube_event_type mk_kube_event_type_from_string(const char *s) {
-        for (int i = 0; s && i < _MK_KUBE_EVENT_TYPE_MAX; i++)
-                if (streq(event_type_table[i], s))
-                        return (enum mk_kube_event_type) i;
-        return _MK_KUBE_EVENT_TYPE_INVALID;
-}
+MK_DEFINE_STRING_TABLE_LOOKUP(mk_kube_event_type, enum mk_kube_event_type, event_type_table, _MK_KUBE_EVENT_TYPE_MAX, _MK_KUBE_EVENT_TYPE_INVALID);
 
 int mk_kube_status_to_errno(long status, const char *reason) {
         if (reason && streq(reason, "Timeout"))

@@ -68,16 +68,7 @@ static const char *const id_strategy_table[_MK_DP_ID_MAX] = {
         [MK_DP_ID_INDEX] = "index",
 };
 
-const char *mk_dp_id_strategy_to_string(enum mk_dp_id_strategy s) {
-        return s >= 0 && s < _MK_DP_ID_MAX ? id_strategy_table[s] : NULL;
-}
-
-enum mk_dp_id_strategy mk_dp_id_strategy_from_string(const char *s) {
-        for (int i = 0; s && i < _MK_DP_ID_MAX; i++)
-                if (streq(s, id_strategy_table[i]))
-                        return (enum mk_dp_id_strategy) i;
-        return _MK_DP_ID_INVALID;
-}
+MK_DEFINE_STRING_TABLE_LOOKUP(mk_dp_id_strategy, enum mk_dp_id_strategy, id_strategy_table, _MK_DP_ID_MAX, _MK_DP_ID_INVALID);
 
 void mk_dp_options_init(struct mk_dp_options *o) {
         *o = (struct mk_dp_options) {

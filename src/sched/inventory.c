@@ -18,16 +18,7 @@ static const char *const state_table[_MK_INV_STATE_MAX] = {
         [MK_INV_ORPHAN] = "orphan",
 };
 
-const char *mk_inv_state_to_string(enum mk_inv_state s) {
-        return s >= 0 && s < _MK_INV_STATE_MAX ? state_table[s] : NULL;
-}
-
-enum mk_inv_state mk_inv_state_from_string(const char *s) {
-        for (int i = 0; s && i < _MK_INV_STATE_MAX; i++)
-                if (streq(s, state_table[i]))
-                        return (enum mk_inv_state) i;
-        return _MK_INV_STATE_INVALID;
-}
+MK_DEFINE_STRING_TABLE_LOOKUP(mk_inv_state, enum mk_inv_state, state_table, _MK_INV_STATE_MAX, _MK_INV_STATE_INVALID);
 
 static void inv_gpu_done(struct mk_inv_gpu *g) {
         for (size_t i = 0; g->profiles && i < g->n_profiles; i++)

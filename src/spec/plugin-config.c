@@ -16,16 +16,7 @@ static const char *const mig_strategy_table[_MK_MIG_STRATEGY_MAX] = {
         [MK_MIG_STRATEGY_MIXED] = "mixed",
 };
 
-const char *mk_mig_strategy_to_string(enum mk_mig_strategy s) {
-        return s >= 0 && s < _MK_MIG_STRATEGY_MAX ? mig_strategy_table[s] : NULL;
-}
-
-enum mk_mig_strategy mk_mig_strategy_from_string(const char *s) {
-        for (int i = 0; s && i < _MK_MIG_STRATEGY_MAX; i++)
-                if (streq(s, mig_strategy_table[i]))
-                        return (enum mk_mig_strategy) i;
-        return _MK_MIG_STRATEGY_INVALID;
-}
+MK_DEFINE_STRING_TABLE_LOOKUP(mk_mig_strategy, enum mk_mig_strategy, mig_strategy_table, _MK_MIG_STRATEGY_MAX, _MK_MIG_STRATEGY_INVALID);
 
 static const char *const sharing_table[_MK_SHARING_MAX] = {
         [MK_SHARING_NONE] = "none",
@@ -33,16 +24,7 @@ static const char *const sharing_table[_MK_SHARING_MAX] = {
         [MK_SHARING_MPS] = "mps",
 };
 
-const char *mk_sharing_strategy_to_string(enum mk_sharing_strategy s) {
-        return s >= 0 && s < _MK_SHARING_MAX ? sharing_table[s] : NULL;
-}
-
-enum mk_sharing_strategy mk_sharing_strategy_from_string(const char *s) {
-        for (int i = 0; s && i < _MK_SHARING_MAX; i++)
-                if (streq(s, sharing_table[i]))
-                        return (enum mk_sharing_strategy) i;
-        return _MK_SHARING_INVALID;
-}
+MK_DEFINE_STRING_TABLE_LOOKUP(mk_sharing_strategy, enum mk_sharing_strategy, sharing_table, _MK_SHARING_MAX, _MK_SHARING_INVALID);
 
 static void resource_done(struct mk_shared_resource *r) {
         free(r->name);

@@ -16,16 +16,7 @@ static const char *const mode_table[_MK_SCHED_MODE_MAX] = {
         [MK_SCHED_MODE_DISABLED] = "disabled",
 };
 
-const char *mk_sched_mode_to_string(enum mk_sched_mode m) {
-        return m >= 0 && m < _MK_SCHED_MODE_MAX ? mode_table[m] : NULL;
-}
-
-enum mk_sched_mode mk_sched_mode_from_string(const char *s) {
-        for (int i = 0; s && i < _MK_SCHED_MODE_MAX; i++)
-                if (streq(s, mode_table[i]))
-                        return (enum mk_sched_mode) i;
-        return _MK_SCHED_MODE_INVALID;
-}
+MK_DEFINE_STRING_TABLE_LOOKUP(mk_sched_mode, enum mk_sched_mode, mode_table, _MK_SCHED_MODE_MAX, _MK_SCHED_MODE_INVALID);
 
 static void model_done(struct mk_sched_model *m) {
         strv_free(m->models);
