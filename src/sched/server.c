@@ -148,6 +148,10 @@ char *mk_sched_metrics_text(struct mk_sched *s) {
                 "# HELP migkit_scheduler_filter_feasible_total Nodes found feasible by filters.\n"
                 "# TYPE migkit_scheduler_filter_feasible_total counter\n"
                 "migkit_scheduler_filter_feasible_total %lu\n"
+                "# HELP migkit_scheduler_memo_hits_total Node decisions answered from the node's memo (same state, "
+                "same request shape).\n"
+                "# TYPE migkit_scheduler_memo_hits_total counter\n"
+                "migkit_scheduler_memo_hits_total %lu\n"
                 "# HELP migkit_scheduler_nodes Nodes in the cache.\n"
                 "# TYPE migkit_scheduler_nodes gauge\n"
                 "migkit_scheduler_nodes %zu\n"
@@ -157,7 +161,8 @@ char *mk_sched_metrics_text(struct mk_sched *s) {
                 atomic_load(&st->filter), atomic_load(&st->prioritize), atomic_load(&st->bind),
                 atomic_load(&st->bind_ok), atomic_load(&st->bind_errors), atomic_load(&st->bind_conflicts),
                 atomic_load(&st->errors), (double) atomic_load(&st->filter_ns_total) / 1e9,
-                atomic_load(&st->filter_nodes_total), atomic_load(&st->feasible_total), nodes, claims);
+                atomic_load(&st->filter_nodes_total), atomic_load(&st->feasible_total), atomic_load(&st->memo_hits),
+                nodes, claims);
         if (r < 0) {
                 mk_buf_done(&b);
                 return NULL;

@@ -999,6 +999,8 @@ static void test_http(void **state) {
         assert_non_null(strstr(out, "migkit_scheduler_requests_total{verb=\"filter\"} 1\n"));
         assert_non_null(strstr(out, "migkit_scheduler_binds_total{result=\"error\"} 1\n"));
         assert_non_null(strstr(out, "migkit_scheduler_nodes 5\n"));
+        /* The prioritize after the filter of one pod: n2 answered from its memo. */
+        assert_non_null(strstr(out, "migkit_scheduler_memo_hits_total 1\n"));
         free(out);
         mk_sched_server_stop(srv);
 }
