@@ -143,6 +143,7 @@ struct node_entry {
         char (*memo_reason)[MK_ERROR_MSG_MAX];  /* MEMO_SLOTS, allocated on the first failure kept */
         char *name;
         struct mk_fit_tables **tables;  /* per GPU of inv (entries may be NULL): the fit's accelerator */
+        uint16_t *reps;                 /* per GPU of inv: gpu_rep(), computed once (NULL: per call) */
         char reason[MK_ERROR_MSG_MAX];  /* why inv is NULL */
         struct pod_entry **claims;      /* reservations on this node (borrowed from the pod table) */
         size_t n_claims, alloc_claims;
@@ -211,6 +212,15 @@ static size_t gpu_rep(const struct mk_inventory *inv, size_t g) {
         return g;
 }
 
+/* gpu_rep() of every GPU (the comparison of profile arrays is not free:
+ * done once per inventory, not per fit). NULL when out of memory. */
+static uint16_t *reps_new(const struct mk_inventory *inv) {
+        uint16_t *r = calloc(inv->n_gpus + 1, sizeof(*r));
+        for (size_t g = 0; r && g < inv->n_gpus; g++)
+                r[g] = (uint16_t) gpu_rep(inv, g);
+        return r;
+}
+
 /* The fit's capacity tables, built once per inventory for each kind of GPU
  * (at its representative's index; NULL elsewhere, and where the fit cannot
  * use tables: it then computes per call). */
@@ -239,6 +249,7 @@ static void node_entry_free(void *p) {
         if (!n)
                 return;
         n->tables = tables_free(n->tables, n->inv ? n->inv->n_gpus : 0);
+        free(n->reps);
         mk_inventory_free(n->inv);
         free(n->fit_gpus);
         free(n->fit_used);
@@ -314,7 +325,8 @@ static int add_used_to(struct mk_fit_gpu *fg, struct mk_fit_instance *arr, unsig
  * active claims, leaving out `skip_uid`'s own and expired pending ones;
  * `req` (may be NULL) marks GPUs of an unwanted type unavailable. */
 static int fill_gpus(struct mk_fit_gpu *gpus, struct mk_fit_instance *used, const struct mk_inventory *inv,
-                     struct mk_fit_tables *const *tables, struct pod_entry *const *claims, size_t n_claims,
+                     struct mk_fit_tables *const *tables, const uint16_t *reps, struct pod_entry *const *claims,
+                     size_t n_claims,
                      const struct mk_pod_request *req, const char *skip_uid, int64_t now);
 
 static void node_refit(struct node_entry *n) {
@@ -344,7 +356,7 @@ static void node_refit(struct node_entry *n) {
                         return;
                 }
         }
-        if (fill_gpus(n->fit_gpus, n->fit_used, n->inv, n->tables, n->claims, n->n_claims, NULL, NULL, 0) < 0)
+        if (fill_gpus(n->fit_gpus, n->fit_used, n->inv, n->tables, n->reps, n->claims, n->n_claims, NULL, NULL, 0) < 0)
                 return;
         struct mk_fit_node fn = {.gpus = n->fit_gpus, .n_gpus = ng};
         (void) mk_fit_node_cache_update(&fn, n->fit_cache); /* an unusable cache only makes fits slower */
@@ -458,11 +470,14 @@ int mk_sched_node_event(struct mk_sched *s, enum mk_kube_event_type type, const 
                 mem = 0;
         struct mk_inventory *inv = NULL;
         struct mk_fit_tables **tables = NULL;
+        uint16_t *reps = NULL;
         char reason[MK_ERROR_MSG_MAX];
         if (type != MK_KUBE_EVENT_DELETED)
                 (void) node_inventory(node, &inv, reason, sizeof(reason));
-        if (inv)
+        if (inv) {
                 tables = tables_new(inv);
+                reps = reps_new(inv);
+        }
         pthread_rwlock_wrlock(&s->lock);
         int r = 0;
         if (type == MK_KUBE_EVENT_DELETED) {
@@ -471,6 +486,8 @@ int mk_sched_node_event(struct mk_sched *s, enum mk_kube_event_type type, const 
                         node_entry_free(table_del(&s->nodes, name));
                 else if (n) {
                         n->tables = tables_free(n->tables, n->inv ? n->inv->n_gpus : 0);
+                        free(n->reps);
+                        n->reps = NULL;
                         n->inv = mk_inventory_free(n->inv);
                         node_refit(n);
                         snprintf(n->reason, sizeof(n->reason), "node was deleted");
@@ -481,8 +498,10 @@ int mk_sched_node_event(struct mk_sched *s, enum mk_kube_event_type type, const 
                         r = -ENOMEM;
                 else {
                         tables_free(n->tables, n->inv ? n->inv->n_gpus : 0);
+                        free(n->reps);
                         mk_inventory_free(n->inv);
                         n->tables = TAKE_PTR(tables);
+                        n->reps = TAKE_PTR(reps);
                         n->inv = TAKE_PTR(inv);
                         n->res.cpu_allocatable_milli = cpu;
                         n->res.memory_allocatable_bytes = mem / 1000;
@@ -493,6 +512,7 @@ int mk_sched_node_event(struct mk_sched *s, enum mk_kube_event_type type, const 
         }
         pthread_rwlock_unlock(&s->lock);
         tables_free(tables, inv ? inv->n_gpus : 0);
+        free(reps);
         mk_inventory_free(inv);
         if (r < 0)
                 log_debug_area("sched", "Node '%s': out of memory", name);
@@ -574,12 +594,13 @@ static bool pending_expired(const struct pod_entry *p, int64_t now) {
 }
 
 static int fill_gpus(struct mk_fit_gpu *gpus, struct mk_fit_instance *used, const struct mk_inventory *inv,
-                     struct mk_fit_tables *const *tables, struct pod_entry *const *claims, size_t n_claims,
+                     struct mk_fit_tables *const *tables, const uint16_t *reps, struct pod_entry *const *claims,
+                     size_t n_claims,
                      const struct mk_pod_request *req, const char *skip_uid, int64_t now) {
         int r = 0;
         for (size_t g = 0; g < inv->n_gpus && r >= 0; g++) {
                 const struct mk_inv_gpu *ig = &inv->gpus[g];
-                size_t rep = gpu_rep(inv, g);
+                size_t rep = reps ? reps[g] : gpu_rep(inv, g);
                 struct mk_fit_instance *u = used + g * MK_FIT_MAX_INSTANCES;
                 gpus[g] = (struct mk_fit_gpu) {
                         .profiles = inv->gpus[rep].profiles,
@@ -768,14 +789,14 @@ static int fit_fast(const struct node_entry *n, const struct mk_pod_request *req
  * is set, its devices. `claims` may be NULL. Returns 0, -ENOSPC with the
  * reason, or another error. */
 static int fit_pod(struct scratch *sc, const struct mk_inventory *inv, const struct mk_fit_node_resources *node_res,
-                   struct mk_fit_tables *const *tables, struct pod_entry *const *claims,
+                   struct mk_fit_tables *const *tables, const uint16_t *reps, struct pod_entry *const *claims,
                    size_t n_claims, const struct mk_pod_request *req, const char *skip_uid, int64_t now,
                    struct mk_claim *claim, double *ret_score, char *reason, size_t size) {
         if (inv->n_gpus > MK_FIT_MAX_NODE_GPUS) {
                 snprintf(reason, size, "node has more than %u GPUs", MK_FIT_MAX_NODE_GPUS);
                 return -E2BIG;
         }
-        int r = fill_gpus(sc->gpus, &sc->used[0][0], inv, tables, claims, n_claims, req, skip_uid, now);
+        int r = fill_gpus(sc->gpus, &sc->used[0][0], inv, tables, reps, claims, n_claims, req, skip_uid, now);
         if (r < 0) {
                 snprintf(reason, size, "a GPU has more than %u instances", MK_FIT_MAX_INSTANCES);
                 return r;
@@ -947,7 +968,8 @@ static int eval_node(struct mk_sched *s, struct scratch **scp, const struct cand
                         return -ENOMEM;
                 }
                 const struct mk_fit_node_resources *res = n && n->res.cpu_allocatable_milli ? &n->res : NULL;
-                r = fit_pod(*scp, inv, res, own ? NULL : n->tables, n ? n->claims : NULL, n ? n->n_claims : 0, req,
+                r = fit_pod(*scp, inv, res, own ? NULL : n->tables, own ? NULL : n->reps, n ? n->claims : NULL,
+                            n ? n->n_claims : 0, req,
                             uid, now, NULL, &score, reason, size);
                 mk_inventory_free(own);
         }
@@ -1345,7 +1367,7 @@ int mk_sched_reserve(struct mk_sched *s, const json_t *pod, const char *node, in
                 r = 0;
         else if (!(sc = malloc(sizeof(*sc))))
                 r = -ENOMEM;
-        else if ((r = fit_pod(sc, n->inv, n->res.cpu_allocatable_milli ? &n->res : NULL, n->tables, n->claims,
+        else if ((r = fit_pod(sc, n->inv, n->res.cpu_allocatable_milli ? &n->res : NULL, n->tables, n->reps, n->claims,
                               n->n_claims, req, c->uid, now, c, &score, reason, sizeof(reason))) < 0)
                 r = mk_error_set(e, r, "node '%s': %s", node, reason);
         if (r >= 0 && c->n_devices > 0)
