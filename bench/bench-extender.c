@@ -211,6 +211,7 @@ struct split {
         uint64_t parse, decide, dump;
         uint64_t last;                  /* the last call's parse + decide + serialise */
         uint64_t last_cpu;              /* the same in this thread's CPU time */
+        uint64_t last_decide;           /* the last call's decide step alone */
 };
 
 static uint64_t cpu_ns(void) {
@@ -260,6 +261,7 @@ static char *verb(struct mk_sched *s, bool filter, bool text, const char *body, 
                 sp->dump += t3 - t2;
                 sp->last = t3 - t0;
                 sp->last_cpu = cpu_ns() - c0;
+                sp->last_decide = t2 - t1;
                 json_t *r = json_loads(out, 0, &je); /* not timed: what the bench reads of the answer */
                 if (!r)
                         die(je.text);
@@ -281,6 +283,7 @@ static char *verb(struct mk_sched *s, bool filter, bool text, const char *body, 
         sp->decide += t2 - t1;
         sp->dump += t3 - t2;
         sp->last = t3 - t0;
+        sp->last_decide = t2 - t1;
         sp->last_cpu = cpu_ns() - c0 - (c2b_end - c2b);
         if (!out)
                 die("out of memory");
@@ -423,8 +426,9 @@ int main(int argc, char **argv) {
 
         double *tf = malloc(n_pods * sizeof(*tf)), *tp = malloc(n_pods * sizeof(*tp)),
                *tb = malloc(n_pods * sizeof(*tb)), *cf = malloc(n_pods * sizeof(*cf)),
-               *cp = malloc(n_pods * sizeof(*cp));
-        if (!tf || !tp || !tb || !cf || !cp)
+               *cp = malloc(n_pods * sizeof(*cp)), *df = malloc(n_pods * sizeof(*df)),
+               *dp = malloc(n_pods * sizeof(*dp));
+        if (!tf || !tp || !tb || !cf || !cp || !df || !dp)
                 die("out of memory");
         /* Per kind: the json_t entry points without the memo (as before it),
          * then the text ones the server uses, with the memo; for the common
@@ -470,6 +474,8 @@ int main(int argc, char **argv) {
                         tb[i] = tf[i] + tp[i];
                         cf[i] = (double) sf.last_cpu / 1e3;
                         cp[i] = (double) sp.last_cpu / 1e3;
+                        df[i] = (double) sf.last_decide / 1e3;
+                        dp[i] = (double) sp.last_decide / 1e3;
                         feasible += f;
                         none += f == 0;
                 }
@@ -481,6 +487,8 @@ int main(int argc, char **argv) {
                 report("filter + prioritize", tb, np);
                 report("filter, CPU time", cf, np);
                 report("prioritize, CPU time", cp, np);
+                report("filter, decide step only", df, np);
+                report("prioritize, decide step only", dp, np);
                 printf("    memo %s: %lu node decisions answered from a node's memo\n", memo ? "on" : "off",
                        atomic_load(&mk_sched_stats(s)->memo_hits) - hits0);
                 printf("    mean split, parse / decide / serialise+free: filter %.0f / %.0f / %.0f us, "
@@ -532,6 +540,8 @@ int main(int argc, char **argv) {
         free(tb);
         free(cf);
         free(cp);
+        free(df);
+        free(dp);
         json_decref(names);
         mk_sched_free(s);
         mk_sched_config_free(cfg);
