@@ -330,11 +330,11 @@ static int add_mig(struct cands *c, const struct mk_snapshot *s, size_t i, int n
                                 snprintf(x->resource, sizeof(x->resource), PREFIX "gpu");
                                 continue;
                         }
-                        if (strlen(PREFIX "mig-") + strlen(ci->name) > MK_MAX_RESOURCE_NAME)
+                        int w = snprintf(x->resource, sizeof(x->resource), PREFIX "mig-%s", ci->name);
+                        if (w < 0 || (size_t) w > MK_MAX_RESOURCE_NAME)
                                 return mk_error_set(e, -EINVAL, "GPU %u: MIG profile '%s' gives a resource name "
                                                     "longer than %u characters",
                                                     g->index, ci->name, MK_MAX_RESOURCE_NAME);
-                        snprintf(x->resource, sizeof(x->resource), PREFIX "mig-%s", ci->name);
                         for (char *p = x->resource; *p; p++)
                                 if (*p == '+')
                                         *p = '.';

@@ -395,8 +395,8 @@ static void *fake_main(void *userdata) {
                 const char *body = req ? req + hlen : "";
                 if (!f->failure[0] && (!streq(method, st->method) || !strneq(path, st->path, strlen(st->path)) ||
                                        (st->body_has && !strstr(body, st->body_has))))
-                        snprintf(f->failure, sizeof(f->failure),
-                                 "request %zu: got '%s %s' body '%.200s', want '%s %s' with '%s'", f->next, method,
+                        (void) !snprintf(f->failure, sizeof(f->failure),
+                                 "request %zu: got '%s %.200s' body '%.200s', want '%s %s' with '%s'", f->next, method,
                                  path, body, st->method, st->path, st->body_has ? st->body_has : "");
                 char head[256];
                 int hn = snprintf(head, sizeof(head),
