@@ -260,11 +260,8 @@ static int parse_top(struct mk_yaml_ctx *c, const struct mk_yaml_node *root, str
 int mk_service_settings_parse(const char *data, size_t len, const char *file, struct mk_service_settings **ret,
                               struct mk_error *e) {
         struct mk_yaml_ctx c = {.file = file ? file : "<input>", .e = e};
-        if (len > MK_MAX_SERVICE_YAML_BYTES)
-                return mk_error_set_at(e, -E2BIG, c.file, 0, 0, "'%s' is larger than %u bytes", c.file,
-                                       MK_MAX_SERVICE_YAML_BYTES);
         _cleanup_(mk_yaml_doc_freep) struct mk_yaml_doc *doc = NULL;
-        int r = mk_yaml_parse(data ? data : "", data ? len : 0, c.file, &doc, e);
+        int r = mk_yaml_parse_capped(data, len, c.file, MK_MAX_SERVICE_YAML_BYTES, &doc, e);
         if (r < 0)
                 return r;
         _cleanup_(mk_service_settings_freep) struct mk_service_settings *s = settings_new(c.file);

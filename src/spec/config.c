@@ -629,10 +629,7 @@ int mk_config_parse(const char *data, size_t len, const char *file, struct mk_co
         struct mk_yaml_ctx c = {.file = file ? file : "<input>", .e = e};
         int r;
 
-        if (len > MK_MAX_YAML_BYTES)
-                return mk_error_set_at(e, -E2BIG, c.file, 0, 0, "'%s' is larger than %u bytes", c.file,
-                                       MK_MAX_YAML_BYTES);
-        r = mk_yaml_parse(data ? data : "", data ? len : 0, c.file, &doc, e);
+        r = mk_yaml_parse_capped(data, len, c.file, MK_MAX_YAML_BYTES, &doc, e);
         if (r < 0)
                 return r;
 

@@ -430,11 +430,8 @@ static int parse_top(struct mk_yaml_ctx *c, const struct mk_yaml_node *root, str
 int mk_plugin_config_parse(const char *data, size_t len, const char *file, struct mk_plugin_config **ret,
                            struct mk_error *e) {
         struct mk_yaml_ctx c = {.file = file ? file : "<input>", .e = e};
-        if (len > MK_MAX_PLUGIN_CONFIG_BYTES)
-                return mk_error_set_at(e, -E2BIG, c.file, 0, 0, "'%s' is larger than %u bytes", c.file,
-                                       MK_MAX_PLUGIN_CONFIG_BYTES);
         _cleanup_(mk_yaml_doc_freep) struct mk_yaml_doc *doc = NULL;
-        int r = mk_yaml_parse(data ? data : "", data ? len : 0, c.file, &doc, e);
+        int r = mk_yaml_parse_capped(data, len, c.file, MK_MAX_PLUGIN_CONFIG_BYTES, &doc, e);
         if (r < 0)
                 return r;
         _cleanup_(mk_plugin_config_freep) struct mk_plugin_config *cfg = calloc(1, sizeof(*cfg));

@@ -388,6 +388,13 @@ int mk_yaml_parse(const char *data, size_t len, const char *file, struct mk_yaml
         return 0;
 }
 
+int mk_yaml_parse_capped(const char *data, size_t len, const char *file, size_t max_bytes, struct mk_yaml_doc **ret,
+                         struct mk_error *e) {
+        if (len > max_bytes)
+                return mk_error_set_at(e, -E2BIG, file, 0, 0, "'%s' is larger than %zu bytes", file, max_bytes);
+        return mk_yaml_parse(data ? data : "", data ? len : 0, file, ret, e);
+}
+
 struct mk_yaml_doc *mk_yaml_doc_free(struct mk_yaml_doc *d) {
         if (!d)
                 return NULL;

@@ -49,6 +49,10 @@ struct mk_yaml_doc {
  * YAML (the libyaml problem at its position), too deep a nesting, an unknown
  * anchor, or more than MK_YAML_MAX_NODES expanded nodes; -ENOMEM. */
 int mk_yaml_parse(const char *data, size_t len, const char *file, struct mk_yaml_doc **ret, struct mk_error *e);
+/* The same for a whole input file: -E2BIG ("'<file>' is larger than N
+ * bytes") over `max_bytes`; NULL data is an empty document. */
+int mk_yaml_parse_capped(const char *data, size_t len, const char *file, size_t max_bytes, struct mk_yaml_doc **ret,
+                         struct mk_error *e);
 struct mk_yaml_doc *mk_yaml_doc_free(struct mk_yaml_doc *d);
 static inline void mk_yaml_doc_freep(struct mk_yaml_doc **d) {
         mk_yaml_doc_free(*d);
