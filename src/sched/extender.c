@@ -178,6 +178,17 @@ struct mk_sched {
         struct table shapes;            /* canonical shape text -> uint64_t id */
         uint64_t next_shape;
         atomic_bool memo_off;
+        /* The node entries of the last NodeNames list resolved (resolve_names),
+         * in its order: kube-scheduler sends the same list again and again,
+         * and a request with that list then skips a hash lookup per node.
+         * Valid while nodes_gen is unchanged; guarded by names_lock, taken
+         * with trylock (a reader that finds it busy looks the names up). */
+        uint64_t nodes_gen;             /* bumped under the write lock when a node entry is added or freed */
+        pthread_mutex_t names_lock;
+        uint64_t names_gen;
+        struct mk_buf names;            /* the names, each with its NUL */
+        struct node_entry **names_nodes;
+        size_t names_n, names_alloc;
 };
 
 static struct mk_fit_tables **tables_free(struct mk_fit_tables **t, size_t n) {
@@ -281,6 +292,13 @@ int mk_sched_new(const struct mk_sched_config *cfg, struct mk_sched **ret) {
                 free(s);
                 return -ENOMEM;
         }
+        if (pthread_mutex_init(&s->names_lock, NULL) != 0) {
+                pthread_mutex_destroy(&s->shapes_lock);
+                pthread_rwlock_destroy(&s->lock);
+                free(s);
+                return -ENOMEM;
+        }
+        mk_buf_init(&s->names, (size_t) MK_MAX_EXTENDER_NODES * MK_K8S_NAME_MAX);
         s->next_shape = 1;
         *ret = s;
         return 0;
@@ -293,6 +311,9 @@ struct mk_sched *mk_sched_free(struct mk_sched *s) {
         table_clear(&s->pods, free);
         table_clear(&s->usage, free);
         table_clear(&s->shapes, free);
+        mk_buf_done(&s->names);
+        free(s->names_nodes);
+        pthread_mutex_destroy(&s->names_lock);
         pthread_mutex_destroy(&s->shapes_lock);
         pthread_rwlock_destroy(&s->lock);
         free(s);
@@ -372,6 +393,7 @@ static struct node_entry *node_get_or_add(struct mk_sched *s, const char *name) 
                 node_entry_free(n);
                 return NULL;
         }
+        s->nodes_gen++;
         snprintf(n->reason, sizeof(n->reason), "node has no %s annotation (is 'migkit scheduler node' running there?)",
                  MK_ANN_INVENTORY);
         return n;
@@ -482,9 +504,10 @@ int mk_sched_node_event(struct mk_sched *s, enum mk_kube_event_type type, const 
         int r = 0;
         if (type == MK_KUBE_EVENT_DELETED) {
                 struct node_entry *n = table_get(&s->nodes, name);
-                if (n && n->n_claims == 0)
+                if (n && n->n_claims == 0) {
                         node_entry_free(table_del(&s->nodes, name));
-                else if (n) {
+                        s->nodes_gen++;
+                } else if (n) {
                         n->tables = tables_free(n->tables, n->inv ? n->inv->n_gpus : 0);
                         free(n->reps);
                         n->reps = NULL;
@@ -726,8 +749,11 @@ static bool memo_get(struct node_entry *n, uint64_t shape, int *r, int *priority
                         break; /* decided by a prioritize: decide again for the reason */
                 *r = n->memo_r[i];
                 *priority = n->memo_priority[i];
-                if (*r < 0 && size > 0)
-                        snprintf(reason, size, "%s", n->memo_reason[i]);
+                if (*r < 0 && size > 0) {
+                        size_t len = strnlen(n->memo_reason[i], MIN(size, sizeof(n->memo_reason[i])) - 1);
+                        memcpy(reason, n->memo_reason[i], len);
+                        reason[len] = 0;
+                }
                 hit = true;
                 break;
         }
@@ -878,6 +904,7 @@ static uint64_t mono_ns(void) {
 /* One node of a request: by name from the cache, or a Node object. */
 struct cand {
         const char *name;
+        size_t len;                     /* strlen(name) */
         const json_t *object;           /* from Nodes; NULL with NodeNames */
 };
 
@@ -907,7 +934,7 @@ static int get_candidates(const json_t *args, struct cand **ret, size_t *ret_n, 
                         const json_t *md = json_object_get(c[i].object, "metadata");
                         c[i].name = json_string_value(json_object_get(md, "name"));
                 }
-                if (!c[i].name || strlen(c[i].name) >= MK_K8S_NAME_MAX) {
+                if (!c[i].name || (c[i].len = strlen(c[i].name)) >= MK_K8S_NAME_MAX) {
                         snprintf(err, size, "node %zu has no valid name", i);
                         free(c);
                         return -EINVAL;
@@ -928,15 +955,15 @@ static int score_priority(double score) {
 /* Evaluates one candidate: 0 feasible with *priority, else <0 with reason.
  * `shape` (0: none) lets a plain node answer from its memo (*hits counts
  * those answers); `own_node`: where the pod's own reservation is linked. */
-static int eval_node(struct mk_sched *s, struct scratch **scp, const struct cand *c, const struct mk_pod_request *req,
-                     uint64_t shape, const char *uid, const struct node_entry *own_node, int64_t now, int *priority,
-                     unsigned long *hits, char *reason, size_t size) {
-        enum mk_sched_mode mode = mk_sched_config_node_mode(s->cfg, c->name);
+static int eval_node(struct mk_sched *s, struct scratch **scp, const struct cand *c, struct node_entry *n,
+                     const struct mk_pod_request *req, uint64_t shape, const char *uid,
+                     const struct node_entry *own_node, int64_t now, int *priority, unsigned long *hits, char *reason,
+                     size_t size) {
+        enum mk_sched_mode mode = s->cfg->n_nodes ? mk_sched_config_node_mode(s->cfg, c->name) : MK_SCHED_MODE_MIG;
         if (mode != MK_SCHED_MODE_MIG) {
                 snprintf(reason, size, "node is in operating mode '%s', not mig", mk_sched_mode_to_string(mode));
                 return -ENOSPC;
         }
-        struct node_entry *n = table_get(&s->nodes, c->name);
         struct mk_inventory *own = NULL;
         const struct mk_inventory *inv = n ? n->inv : NULL;
         if (c->object) {
@@ -1024,6 +1051,57 @@ static void decisions_done(struct decisions *d) {
         *d = (struct decisions) {0};
 }
 
+/* The node entry of every candidate (NULL: not in the cache) into
+ * ret[0..d->n), with the read lock held: copied from the last list
+ * resolved when the names and the node entries are the same, else looked
+ * up (and kept for the next request when names_lock is free). */
+static void resolve_names(struct mk_sched *s, const struct decisions *d, struct node_entry **ret) {
+        bool locked = pthread_mutex_trylock(&s->names_lock) == 0;
+        if (locked && s->names_gen == s->nodes_gen && s->names_n == d->n && s->names.data) {
+                const char *p = s->names.data, *end = s->names.data + s->names.len;
+                size_t i = 0;
+                for (; i < d->n; i++) {
+                        const struct cand *c = &d->cands[i];
+                        if ((size_t) (end - p) <= c->len || memcmp(p, c->name, c->len + 1) != 0)
+                                break;
+                        p += c->len + 1;
+                }
+                if (i == d->n) {
+                        memcpy(ret, s->names_nodes, d->n * sizeof(*ret));
+                        pthread_mutex_unlock(&s->names_lock);
+                        return;
+                }
+        }
+        for (size_t i = 0; i < d->n; i++)
+                ret[i] = table_get(&s->nodes, d->cands[i].name);
+        if (!locked)
+                return;
+        /* Kept only when all of it fits: a partial copy must not match. */
+        s->names_n = 0;
+        s->names.len = 0;
+        if (s->names.data)
+                s->names.data[0] = 0;
+        if (d->n > s->names_alloc) {
+                struct node_entry **a = realloc(s->names_nodes, d->n * sizeof(*a));
+                if (!a) {
+                        pthread_mutex_unlock(&s->names_lock);
+                        return;
+                }
+                s->names_nodes = a;
+                s->names_alloc = d->n;
+        }
+        int r = 0;
+        for (size_t i = 0; i < d->n && r >= 0; i++)
+                r = mk_buf_append(&s->names, d->cands[i].name, d->cands[i].len + 1);
+        if (r >= 0 && d->n > 0) {
+                memcpy(s->names_nodes, ret, d->n * sizeof(*ret));
+                s->names_n = d->n;
+                s->names_gen = s->nodes_gen;
+        } else
+                s->names.len = 0;
+        pthread_mutex_unlock(&s->names_lock);
+}
+
 /* Decides every candidate of `args`: 0, or <0 with `err` for a malformed
  * request (a filter's Error). `with_reasons`: keep the failed nodes' reasons. */
 static int decide(struct mk_sched *s, const json_t *args, bool with_reasons, struct decisions *d, char *err,
@@ -1049,12 +1127,24 @@ static int decide(struct mk_sched *s, const json_t *args, bool with_reasons, str
                 return r;
         }
         uint64_t shape = d->by_name ? request_shape(s, req) : 0;
+        struct node_entry **ents = calloc(d->n + 1, sizeof(*ents));
+        if (!ents) {
+                snprintf(err, size, "out of memory");
+                free(req);
+                decisions_done(d);
+                return -ENOMEM;
+        }
         struct scratch *sc = NULL; /* reused for every node: fit_pod sets what it reads */
         int64_t now = now_s();
         unsigned long hits = 0;
         pthread_rwlock_rdlock(&s->lock);
         const struct pod_entry *mine = uid ? table_get(&s->pods, uid) : NULL;
         const struct node_entry *own_node = mine ? table_get(&s->nodes, mine->claim.node) : NULL;
+        if (d->by_name)
+                resolve_names(s, d, ents);
+        else
+                for (size_t i = 0; i < d->n; i++)
+                        ents[i] = table_get(&s->nodes, d->cands[i].name);
         for (size_t i = 0; i < d->n; i++) {
                 char reason[MK_ERROR_MSG_MAX];
                 size_t rsize = with_reasons ? sizeof(reason) : 0; /* prioritize: no reasons written */
@@ -1068,8 +1158,8 @@ static int decide(struct mk_sched *s, const json_t *args, bool with_reasons, str
                 } else if (req->n_containers == 0)
                         q = 0;
                 else
-                        q = eval_node(s, &sc, &d->cands[i], req, shape, uid, own_node, now, &priority, &hits,
-                                      reason, rsize);
+                        q = eval_node(s, &sc, &d->cands[i], ents[i], req, shape, uid, own_node, now, &priority,
+                                      &hits, reason, rsize);
                 struct verdict *v = &d->v[i];
                 v->r = q;
                 if (q >= 0) {
@@ -1083,6 +1173,7 @@ static int decide(struct mk_sched *s, const json_t *args, bool with_reasons, str
         }
         pthread_rwlock_unlock(&s->lock);
         atomic_fetch_add(&s->stats.memo_hits, hits);
+        free(ents);
         free(sc);
         free(req);
         return 0;
@@ -1250,7 +1341,11 @@ char *mk_sched_filter_text(struct mk_sched *s, const json_t *args) {
                 char msg[MK_ERROR_MSG_MAX + 16];
                 if (d.v[i].r >= 0)
                         continue;
-                snprintf(msg, sizeof(msg), "migkit: %s", verdict_reason(&d, &d.v[i]));
+                const char *why = verdict_reason(&d, &d.v[i]);
+                size_t len = strnlen(why, sizeof(msg) - sizeof("migkit: "));
+                memcpy(msg, "migkit: ", sizeof("migkit: ") - 1);
+                memcpy(msg + sizeof("migkit: ") - 1, why, len);
+                msg[sizeof("migkit: ") - 1 + len] = 0;
                 if ((r = k++ ? mk_buf_putc(&b, ',') : 0) >= 0 && (r = put_json_string(&b, d.cands[i].name)) >= 0 &&
                     (r = mk_buf_putc(&b, ':')) >= 0)
                         r = put_json_string(&b, msg);

@@ -544,6 +544,67 @@ static void test_filter(void **state) {
         }
 }
 
+/* The feasible names of a filter over `names`, comma-separated, and the
+ * reason of `failed` (NULL: none asked). */
+static char *feasible_names(struct mk_sched *sc, const char *const *names, size_t n, const char *failed,
+                            char *why, size_t why_size) {
+        json_t *pod = pod_json("u-names", "{\"limits\":{\"nvidia.com/gpu\":1,\"nvidia.com/gpumem\":\"9000\"}}", NULL);
+        json_t *res = filter_own(sc, args_names(pod, "Pod", names, n));
+        char *ok = json_dumps(json_object_get(res, "NodeNames"), JSON_COMPACT);
+        if (failed) {
+                const char *w = json_string_value(json_object_get(json_object_get(res, "FailedNodes"), failed));
+                snprintf(why, why_size, "%s", w ? w : "(feasible)");
+        }
+        json_decref(res);
+        return ok;
+}
+
+/* The node entries of a NodeNames list are kept for the next request with
+ * the same list: a node added or deleted in between, or another list of
+ * the same length, must not be answered from them. */
+static void test_names_cache(void **state) {
+        struct fixture *f = *state;
+        static const char *const names[] = {"n1", "late", "n2"};
+        char why[512];
+        for (int round = 0; round < 2; round++) {
+                char *ok = feasible_names(f->s, names, ELEMENTSOF(names), "late", why, sizeof(why));
+                assert_string_equal(ok, "[\"n1\",\"n2\"]");
+                assert_non_null(strstr(why, "not in migkit's cache"));
+                free(ok);
+        }
+        json_t *n = node_json("late", f->inv);
+        assert_int_equal(mk_sched_node_event(f->s, MK_KUBE_EVENT_ADDED, n), 0);
+        json_decref(n);
+        char *ok = feasible_names(f->s, names, ELEMENTSOF(names), NULL, NULL, 0);
+        assert_string_equal(ok, "[\"n1\",\"late\",\"n2\"]");
+        free(ok);
+        n = node_json("n1", f->inv);
+        assert_int_equal(mk_sched_node_event(f->s, MK_KUBE_EVENT_DELETED, n), 0);
+        json_decref(n);
+        for (int round = 0; round < 2; round++) {
+                ok = feasible_names(f->s, names, ELEMENTSOF(names), "n1", why, sizeof(why));
+                assert_string_equal(ok, "[\"late\",\"n2\"]");
+                assert_non_null(strstr(why, "not in migkit's cache"));
+                free(ok);
+        }
+        /* Same count, other names or order; names whose concatenation is the same. */
+        static const char *const other[] = {"n2", "late", "bare"};
+        ok = feasible_names(f->s, other, ELEMENTSOF(other), "bare", why, sizeof(why));
+        assert_string_equal(ok, "[\"n2\",\"late\"]");
+        assert_non_null(strstr(why, "annotation"));
+        free(ok);
+        static const char *const split1[] = {"n", "2late"}, *const split2[] = {"n2", "late"};
+        ok = feasible_names(f->s, split1, ELEMENTSOF(split1), NULL, NULL, 0);
+        assert_string_equal(ok, "[]");
+        free(ok);
+        ok = feasible_names(f->s, split2, ELEMENTSOF(split2), NULL, NULL, 0);
+        assert_string_equal(ok, "[\"n2\",\"late\"]");
+        free(ok);
+        ok = feasible_names(f->s, split1, ELEMENTSOF(split1), NULL, NULL, 0);
+        assert_string_equal(ok, "[]");
+        free(ok);
+}
+
 static void test_filter_nodes_form(void **state) {
         struct fixture *f = *state;
         /* Not nodeCacheCapable: full Node objects in, the feasible ones echoed
@@ -1018,6 +1079,7 @@ int main(void) {
                 cmocka_unit_test(test_inventory_invalid),
                 cmocka_unit_test_setup_teardown(test_filter, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_filter_nodes_form, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_names_cache, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_reserve_and_prioritize, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_fast_and_slow_paths_agree, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_memo_and_text_agree, setup, teardown),
