@@ -1027,6 +1027,126 @@ static int parse_pod(struct mk_sched *s, const json_t *args, struct mk_pod_reque
         return 0;
 }
 
+/* A NodeNames list read from a request body without jansson (scan_names):
+ * the array's bytes [start, end) of the body, its names (NUL-terminated
+ * in buf). */
+struct plain_names {
+        size_t start, end;
+        char *buf;
+        struct cand *cands;
+        size_t n;
+};
+
+static void plain_names_done(struct plain_names *pn) {
+        free(pn->buf);
+        free(pn->cands);
+        *pn = (struct plain_names) {0};
+}
+
+static const char *skip_ws(const char *p, const char *end) {
+        while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
+                p++;
+        return p;
+}
+
+/* A plain name at p (after its opening quote): its length, the closing
+ * quote at p[len]; 0 when it is empty, too long, or holds anything but
+ * printable ASCII other than quotes and backslashes. */
+static size_t plain_name(const char *p, const char *end) {
+        size_t k = 0;
+        while (p + k < end && k < MK_K8S_NAME_MAX && p[k] > 0x20 && p[k] < 0x7f && p[k] != '"' && p[k] != '\\')
+                k++;
+        return p + k < end && p[k] == '"' && k < MK_K8S_NAME_MAX ? k : 0;
+}
+
+/* Finds the top-level key "NodeNames" (this spelling) of the object in
+ * body whose value is an array of plain names (plain_name), at most
+ * MK_MAX_EXTENDER_NODES. false when there is none, or anything at all is
+ * unusual (an escape in a key, other names): jansson then reads the body
+ * as it is, and reports what is wrong. The scan only finds the array; the
+ * rest of the body is left to jansson. */
+static bool scan_names(const char *body, size_t len, struct plain_names *ret) {
+        const char *end = body + len, *p = skip_ws(body, end), *arr = NULL;
+        if (p == end || *p != '{')
+                return false;
+        size_t depth = 0;
+        char last = 0; /* the last structural character outside strings */
+        while (p < end && !arr) {
+                char c = *p;
+                if (c == '"') {
+                        const char *q = p + 1;
+                        while (q < end && *q != '"')
+                                q += *q == '\\' ? 2 : 1;
+                        if (q >= end)
+                                return false;
+                        bool key = depth == 1 && (last == '{' || last == ',');
+                        if (key && q - p - 1 == 9 && memcmp(p + 1, "NodeNames", 9) == 0) {
+                                const char *v = skip_ws(q + 1, end);
+                                if (v == end || *v != ':')
+                                        return false;
+                                v = skip_ws(v + 1, end);
+                                if (v == end || *v != '[')
+                                        return false;
+                                arr = v;
+                        }
+                        p = q + 1;
+                        last = '"';
+                        continue;
+                }
+                if (c == '{' || c == '[')
+                        depth++;
+                else if (c == '}' || c == ']') {
+                        if (depth == 0)
+                                return false;
+                        depth--;
+                }
+                if (c != ' ' && c != '\t' && c != '\n' && c != '\r')
+                        last = c;
+                p++;
+        }
+        if (!arr)
+                return false;
+        /* Two passes over the array: check and count, then copy. */
+        size_t n = 0;
+        p = skip_ws(arr + 1, end);
+        if (p < end && *p == ']')
+                p++;
+        else
+                for (;;) {
+                        size_t k = p < end && *p == '"' ? plain_name(p + 1, end) : 0;
+                        if (k == 0 || ++n > MK_MAX_EXTENDER_NODES)
+                                return false;
+                        p = skip_ws(p + k + 2, end);
+                        if (p < end && *p == ']') {
+                                p++;
+                                break;
+                        }
+                        if (p == end || *p != ',')
+                                return false;
+                        p = skip_ws(p + 1, end);
+                }
+        struct plain_names pn = {.start = (size_t) (arr - body), .end = (size_t) (p - body), .n = n};
+        pn.buf = malloc(pn.end - pn.start);
+        pn.cands = calloc(n + 1, sizeof(*pn.cands));
+        if (!pn.buf || !pn.cands) {
+                plain_names_done(&pn);
+                return false;
+        }
+        char *out = pn.buf;
+        p = arr + 1;
+        for (size_t i = 0; i < n; i++) {
+                p = skip_ws(p, end); /* at the quote */
+                size_t k = plain_name(p + 1, end);
+                memcpy(out, p + 1, k);
+                out[k] = 0;
+                pn.cands[i] = (struct cand) {.name = out, .len = k};
+                out += k + 1;
+                p = skip_ws(p + k + 2, end) + 1; /* past ',' or ']' */
+        }
+        *ret = pn;
+        return true;
+}
+
 /* One request's decisions, before they are written out as JSON (a json_t
  * for mk_sched_filter/prioritize, text for the _text variants). */
 struct verdict {
@@ -1104,8 +1224,8 @@ static void resolve_names(struct mk_sched *s, const struct decisions *d, struct 
 
 /* Decides every candidate of `args`: 0, or <0 with `err` for a malformed
  * request (a filter's Error). `with_reasons`: keep the failed nodes' reasons. */
-static int decide(struct mk_sched *s, const json_t *args, bool with_reasons, struct decisions *d, char *err,
-                  size_t size) {
+static int decide(struct mk_sched *s, const json_t *args, struct plain_names *pn, bool with_reasons,
+                  struct decisions *d, char *err, size_t size) {
         *d = (struct decisions) {0};
         mk_buf_init(&d->reasons, (size_t) MK_MAX_EXTENDER_NODES * (MK_ERROR_MSG_MAX + 1));
         struct mk_pod_request *req = calloc(1, sizeof(*req));
@@ -1115,7 +1235,12 @@ static int decide(struct mk_sched *s, const json_t *args, bool with_reasons, str
                 return -ENOMEM;
         }
         int r = parse_pod(s, args, req, &uid, err, size);
-        if (r >= 0)
+        if (r >= 0 && pn) {
+                d->cands = pn->cands; /* taken over */
+                d->n = pn->n;
+                d->by_name = true;
+                pn->cands = NULL;
+        } else if (r >= 0)
                 r = get_candidates(args, &d->cands, &d->n, &d->by_name, err, size);
         if (r >= 0 && !(d->v = calloc(d->n + 1, sizeof(*d->v)))) {
                 snprintf(err, size, "out of memory");
@@ -1220,7 +1345,7 @@ json_t *mk_sched_filter(struct mk_sched *s, const json_t *args) {
         uint64_t t0 = mono_ns();
         char err[MK_ERROR_MSG_MAX];
         struct decisions d;
-        if (decide(s, args, true, &d, err, sizeof(err)) < 0) {
+        if (decide(s, args, NULL, true, &d, err, sizeof(err)) < 0) {
                 atomic_fetch_add(&s->stats.errors, 1);
                 return filter_error("%s", err);
         }
@@ -1235,7 +1360,7 @@ json_t *mk_sched_prioritize(struct mk_sched *s, const json_t *args) {
         char err[MK_ERROR_MSG_MAX];
         struct decisions d;
         json_t *list = json_array();
-        if (decide(s, args, false, &d, err, sizeof(err)) < 0) {
+        if (decide(s, args, NULL, false, &d, err, sizeof(err)) < 0) {
                 atomic_fetch_add(&s->stats.errors, 1);
                 return list;
         }
@@ -1313,12 +1438,12 @@ static char *json_text(json_t *v) {
         return t;
 }
 
-char *mk_sched_filter_text(struct mk_sched *s, const json_t *args) {
+static char *filter_text(struct mk_sched *s, const json_t *args, struct plain_names *pn) {
         atomic_fetch_add(&s->stats.filter, 1);
         uint64_t t0 = mono_ns();
         char err[MK_ERROR_MSG_MAX];
         struct decisions d;
-        if (decide(s, args, true, &d, err, sizeof(err)) < 0) {
+        if (decide(s, args, pn, true, &d, err, sizeof(err)) < 0) {
                 atomic_fetch_add(&s->stats.errors, 1);
                 return json_text(filter_error("%s", err));
         }
@@ -1361,11 +1486,11 @@ char *mk_sched_filter_text(struct mk_sched *s, const json_t *args) {
         return mk_buf_take(&b);
 }
 
-char *mk_sched_prioritize_text(struct mk_sched *s, const json_t *args) {
+static char *prioritize_text(struct mk_sched *s, const json_t *args, struct plain_names *pn) {
         atomic_fetch_add(&s->stats.prioritize, 1);
         char err[MK_ERROR_MSG_MAX];
         struct decisions d;
-        if (decide(s, args, false, &d, err, sizeof(err)) < 0) {
+        if (decide(s, args, pn, false, &d, err, sizeof(err)) < 0) {
                 atomic_fetch_add(&s->stats.errors, 1);
                 return strdup("[]");
         }
@@ -1387,6 +1512,44 @@ char *mk_sched_prioritize_text(struct mk_sched *s, const json_t *args) {
                 return NULL;
         }
         return mk_buf_take(&b);
+}
+
+char *mk_sched_filter_text(struct mk_sched *s, const json_t *args) {
+        return filter_text(s, args, NULL);
+}
+
+char *mk_sched_prioritize_text(struct mk_sched *s, const json_t *args) {
+        return prioritize_text(s, args, NULL);
+}
+
+int mk_sched_body_text(struct mk_sched *s, bool filter, const char *body, size_t len, size_t cap, char **ret,
+                       struct mk_error *e) {
+        struct plain_names pn = {0};
+        json_t *args = NULL;
+        char *copy = NULL;
+        *ret = NULL;
+        if (len <= cap && body && scan_names(body, len, &pn) && (copy = malloc(len + 1))) {
+                /* jansson reads the rest, the array emptied to its length (positions in errors stay). */
+                memcpy(copy, body, len);
+                copy[len] = 0;
+                memset(copy + pn.start + 1, ' ', pn.end - pn.start - 2);
+                copy[pn.end - 1] = ']';
+        } else
+                plain_names_done(&pn);
+        int r = mk_json_load(copy ? copy : body, len, cap, "request body", &args, e);
+        free(copy);
+        if (r < 0) {
+                plain_names_done(&pn);
+                return r;
+        }
+        struct plain_names *names = pn.cands ? &pn : NULL;
+        if (filter)
+                *ret = filter_text(s, args, names);
+        else
+                *ret = prioritize_text(s, args, names);
+        plain_names_done(&pn);
+        json_decref(args);
+        return 0;
 }
 
 int mk_bind_args_parse(const json_t *args, struct mk_bind_args *ret, struct mk_error *e) {

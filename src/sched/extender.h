@@ -62,6 +62,14 @@ json_t *mk_sched_prioritize(struct mk_sched *s, const json_t *args) _nonnull_(1)
  * memory. */
 char *mk_sched_filter_text(struct mk_sched *s, const json_t *args) _nonnull_(1);
 char *mk_sched_prioritize_text(struct mk_sched *s, const json_t *args) _nonnull_(1);
+/* What the HTTP server does with a request body of `len` bytes (at most
+ * `cap`): filter (else prioritize) as text into *ret (NULL only when out
+ * of memory). A plain NodeNames list (names of printable ASCII) is read by
+ * a bounded scan instead of jansson, which reads the rest; the answer is
+ * the same as mk_json_load + mk_sched_*_text. <0 with `e` (mk_json_load's
+ * error) when the body is not valid JSON or too large. */
+int mk_sched_body_text(struct mk_sched *s, bool filter, const char *body, size_t len, size_t cap, char **ret,
+                       struct mk_error *e) _nonnull_(1, 6) _wur_;
 
 /* Node decisions are remembered per request shape (what a decision reads of
  * a pod: its containers' GPU requests, CPU and memory, annotations) until

@@ -265,20 +265,21 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         }
         json_t *args = NULL;
         struct mk_error e = {0};
-        if (mk_json_load(mk_buf_str(&rq->body), rq->body.len, srv->max_request, "request body", &args, &e) < 0) {
+        char *text = NULL;
+        bool verb = !streq(url, "/bind");
+        /* filter and prioritize: written as text straight from the decisions
+         * (no json_t for 1,000s of nodes, a plain NodeNames list read without jansson). */
+        if (verb ? mk_sched_body_text(srv->sched, streq(url, "/filter"), mk_buf_str(&rq->body), rq->body.len,
+                                      srv->max_request, &text, &e) < 0
+                 : mk_json_load(mk_buf_str(&rq->body), rq->body.len, srv->max_request, "request body", &args, &e) < 0) {
                 atomic_fetch_add(&mk_sched_stats(srv->sched)->errors, 1);
                 if (streq(url, "/prioritize"))
                         return respond_json(conn, json_array());
                 char buf[MK_ERROR_MSG_MAX + MK_ERROR_LOC_MAX + 8];
                 return respond_json(conn, json_pack("{s:s}", "Error", mk_error_format(&e, buf, sizeof(buf))));
         }
-        if (!streq(url, "/bind")) {
-                /* Written as text straight from the decisions (no json_t for 1,000s of nodes). */
-                char *text = streq(url, "/filter") ? mk_sched_filter_text(srv->sched, args)
-                                                   : mk_sched_prioritize_text(srv->sched, args);
-                json_decref(args);
+        if (verb)
                 return respond(conn, MHD_HTTP_OK, "application/json", text);
-        }
         json_t *res = handle_bind(srv, args);
         json_decref(args);
         return respond_json(conn, res);

@@ -22,6 +22,7 @@
 #include "sched/claim.h"
 #include "sched/extender.h"
 #include "sched/inventory.h"
+#include "sched/json.h"
 #include "sched/server.h"
 #include "spec/sched-config.h"
 
@@ -605,6 +606,76 @@ static void test_names_cache(void **state) {
         free(ok);
 }
 
+/* mk_sched_body_text (NodeNames read by a scan where plain) answers as
+ * mk_json_load + mk_sched_*_text do, byte for byte, on plain lists and on
+ * every kind of unusual body, and fails on bad JSON with the same error. */
+static void test_body_text(void **state) {
+        struct fixture *f = *state;
+        static const char *const pods[] = {
+                "{\"metadata\":{\"uid\":\"b1\"},\"spec\":{\"containers\":[{\"name\":\"c\",\"resources\":{\"limits\":"
+                "{\"nvidia.com/gpu\":1,\"nvidia.com/gpumem\":\"9000\"}}}]}}",
+                "{\"metadata\":{\"uid\":\"b2\",\"annotations\":{\"NodeNames\":\"[x]\"}},\"spec\":{\"containers\":"
+                "[{\"name\":\"c\",\"resources\":{\"limits\":{\"nvidia.com/gpu\":1,\"nvidia.com/gpumem\":\"60000\"}}}]}}",
+        };
+        static const char *const fmts[] = {
+                "{\"Pod\":%s,\"NodeNames\":[\"n1\",\"n2\",\"soft\",\"bare\",\"broken\",\"unknown\"]}",
+                "{\"NodeNames\" :\n [ \"n2\" , \"n1\" ] , \"Pod\":%s}",
+                "{\"Pod\":%s,\"NodeNames\":[]}",
+                "{\"Pod\":%s,\"NodeNames\":[\"n1\",\"n\\u0032\"]}",
+                "{\"Pod\":%s,\"NodeNames\":[\"n1\",\"n 2\",\"\"]}",
+                "{\"Pod\":%s,\"NodeNames\":[\"n1\",\"\xc3\xa9\"]}",
+                "{\"Pod\":%s,\"NodeNames\":[\"n1\",2]}",
+                "{\"Pod\":%s,\"NodeNames\":null,\"Nodes\":{\"items\":[{\"metadata\":{\"name\":\"n1\"}}]}}",
+                "{\"Pod\":%s,\"nodenames\":[\"n1\"]}",
+                "{\"Pod\":%s,\"nodenames\":[\"n2\"],\"NodeNames\":[\"n1\"]}",
+                "{\"Pod\":%s,\"Node\\u004eames\":[\"n2\"],\"NodeNames\":[\"n1\"]}",
+                "{\"Pod\":%s,\"NodeNames\":[\"n1\"],\"NodeNames\":[\"n2\"]}",
+                "{\"Pod\":%s,\"NodeNames\":[\"n1\",]}",
+                "{\"Pod\":%s,\"NodeNames\":[\"n1\"}",
+                "{\"Pod\":%s,\"NodeNames\":[\"n1\"]",
+                "{\"Pod\":%s,\"NodeNames\":[\"n1\"] \"x\":1}",
+                "{\"Pod\":%s,\"NodeNames\":[\"n1\"]} trailing",
+                "{\"Pod\":%s,\"NodeNames\":[\"n1\"]}}",
+                "{\"Pod\":%s,\"NodeNames\":[\"n1",
+                "{\"x\":\"\\\"NodeNames\\\":[\",\"Pod\":%s,\"NodeNames\":[\"n2\"]}",
+                "[{\"Pod\":%s,\"NodeNames\":[\"n1\"]}]",
+                "{\"Pod\":%s}",
+        };
+        char body[4096];
+        for (size_t i = 0; i < ELEMENTSOF(fmts); i++)
+                for (size_t k = 0; k < ELEMENTSOF(pods); k++)
+                        for (int filter = 0; filter < 2; filter++) {
+                                const char *at = strstr(fmts[i], "%s");
+                                assert_non_null(at);
+                                int n = snprintf(body, sizeof(body), "%.*s%s%s", (int) (at - fmts[i]), fmts[i],
+                                                 pods[k], at + 2);
+                                assert_true(n > 0 && (size_t) n < sizeof(body));
+                                char *got = NULL, *want = NULL, eg[512], ew[512];
+                                struct mk_error e1 = {0}, e2 = {0};
+                                int r1 = mk_sched_body_text(f->s, filter, body, (size_t) n, 1 << 20, &got, &e1);
+                                json_t *args = NULL;
+                                int r2 = mk_json_load(body, (size_t) n, 1 << 20, "request body", &args, &e2);
+                                if (r2 >= 0) {
+                                        want = filter ? mk_sched_filter_text(f->s, args)
+                                                      : mk_sched_prioritize_text(f->s, args);
+                                        json_decref(args);
+                                }
+                                if (r1 != r2 || (r1 >= 0 && (!got || !want || !streq(got, want))) ||
+                                    (r1 < 0 && !streq(mk_error_format(&e1, eg, sizeof(eg)),
+                                                      mk_error_format(&e2, ew, sizeof(ew)))))
+                                        fail_msg("%s (%s): %d %s / %d %s", body, filter ? "filter" : "prioritize",
+                                                 r1, r1 >= 0 ? got : mk_error_format(&e1, eg, sizeof(eg)), r2,
+                                                 r2 >= 0 ? want : mk_error_format(&e2, ew, sizeof(ew)));
+                                free(got);
+                                free(want);
+                        }
+        /* Over the cap: refused as mk_json_load refuses it. */
+        char *got = NULL;
+        struct mk_error e = {0};
+        assert_int_equal(mk_sched_body_text(f->s, true, "{\"NodeNames\":[]}", 16, 8, &got, &e), -E2BIG);
+        assert_null(got);
+}
+
 static void test_filter_nodes_form(void **state) {
         struct fixture *f = *state;
         /* Not nodeCacheCapable: full Node objects in, the feasible ones echoed
@@ -1080,6 +1151,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_filter, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_filter_nodes_form, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_names_cache, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_body_text, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_reserve_and_prioritize, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_fast_and_slow_paths_agree, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_memo_and_text_agree, setup, teardown),
