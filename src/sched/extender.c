@@ -1527,7 +1527,6 @@ int mk_sched_body_text(struct mk_sched *s, bool filter, const char *body, size_t
         struct plain_names pn = {0};
         json_t *args = NULL;
         char *copy = NULL;
-        *ret = NULL;
         if (len <= cap && body && scan_names(body, len, &pn) && (copy = malloc(len + 1))) {
                 /* jansson reads the rest, the array emptied to its length (positions in errors stay). */
                 memcpy(copy, body, len);
@@ -1543,10 +1542,7 @@ int mk_sched_body_text(struct mk_sched *s, bool filter, const char *body, size_t
                 return r;
         }
         struct plain_names *names = pn.cands ? &pn : NULL;
-        if (filter)
-                *ret = filter_text(s, args, names);
-        else
-                *ret = prioritize_text(s, args, names);
+        *ret = filter ? filter_text(s, args, names) : prioritize_text(s, args, names);
         plain_names_done(&pn);
         json_decref(args);
         return 0;
