@@ -237,10 +237,7 @@ static int parse_top(struct mk_yaml_ctx *c, const struct mk_yaml_node *root, str
                 const struct mk_yaml_node *v = m.pairs[i].value;
                 size_t old = mk_yaml_path_push_key(c, k);
                 if (streq(k, "version")) {
-                        _cleanup_free_ char *ver = NULL;
-                        r = mk_yaml_get_str(c, v, "version", &ver);
-                        if (r >= 0 && !streq(ver, "v1"))
-                                r = mk_yaml_error(c, v, "unsupported version '%s' (want v1)", ver);
+                        r = mk_yaml_check_version(c, v, "v1");
                         have_version = true;
                 } else if (streq(k, "gpu-clients"))
                         r = parse_clients(c, v, s);

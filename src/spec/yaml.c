@@ -1012,6 +1012,16 @@ int mk_yaml_get_str(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, const c
         return 0;
 }
 
+int mk_yaml_check_version(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, const char *want) {
+        _cleanup_free_ char *ver = NULL;
+        int r = mk_yaml_get_str(c, n, "version", &ver);
+        if (r < 0)
+                return r;
+        if (!streq(ver, want))
+                return mk_yaml_error(c, n, "unsupported version '%s' (want %s)", ver, want);
+        return 0;
+}
+
 int mk_yaml_get_bool(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, bool *ret) {
         struct mk_yaml_scalar v;
         int r = mk_yaml_resolve(c, n, &v);

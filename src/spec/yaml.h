@@ -148,5 +148,7 @@ int mk_yaml_map_load_known(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, 
 /* A string scalar (plain or quoted, but a string: `123` or `yes` is not),
  * without NUL bytes, copied to *ret; else "<what> must be a string, not <type>". */
 int mk_yaml_get_str(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, const char *what, char **ret);
+/* A `version` value: a string equal to `want`, else "unsupported version 'x' (want v1)". */
+int mk_yaml_check_version(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, const char *want);
 /* A YAML boolean (YAML 1.1 forms), else "must be true or false, not <type>". */
 int mk_yaml_get_bool(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, bool *ret);
