@@ -14,28 +14,12 @@
 #include "sched/json.h"
 #include "spec/sched-config.h"
 
+#include "sched-fixture.h"
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static const char inventory[] =
-        "{\"version\":1,\"node\":\"n1\",\"gpus\":[{\"index\":0,\"uuid\":\"GPU-a\",\"model\":\"NVIDIA A100-SXM4-40GB\","
-        "\"memoryMiB\":40960,\"units\":8,\"slices\":7,\"sms\":98,\"mig\":true,\"profiles\":[{\"name\":\"1g.5gb\","
-        "\"id\":19,\"slices\":1,\"memoryMiB\":4864,\"maxCount\":7,\"sms\":14,\"placements\":[[0,1],[1,1],[2,1],"
-        "[3,1],[4,1],[5,1],[6,1]]},{\"name\":\"3g.20gb\",\"id\":9,\"slices\":3,\"memoryMiB\":19968,\"maxCount\":2,"
-        "\"sms\":42,\"placements\":[[0,4],[4,4]]}],\"instances\":[{\"state\":\"created\",\"profile\":\"3g.20gb\","
-        "\"id\":9,\"slices\":3,\"placement\":[0,4],\"gi\":1}]}]}";
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-        static struct mk_sched_config *cfg;
-        static struct mk_sched *s;
-        if (!s) {
-                if (mk_sched_config_load(NULL, &cfg, NULL) < 0 || mk_sched_new(cfg, &s) < 0)
-                        abort();
-                json_t *n = json_pack("{s:{s:s, s:{s:s}}}", "metadata", "name", "n1", "annotations",
-                                      MK_ANN_INVENTORY, inventory);
-                if (!n || mk_sched_node_event(s, MK_KUBE_EVENT_ADDED, n) < 0)
-                        abort();
-                json_decref(n);
-        }
+        struct mk_sched *s = fuzz_sched_one_node();
         for (int filter = 0; filter < 2; filter++) {
                 char *a = NULL, *b = NULL;
                 struct mk_error e1 = {0}, e2 = {0};
