@@ -1,16 +1,13 @@
 #include <errno.h>
-#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "base/dynbuf.h"
 #include "base/error.h"
 
 #define MK_BUF_MIN_ALLOC 64
-#define MK_READ_CHUNK 16384
 
 void mk_buf_init(struct mk_buf *b, size_t cap) {
         *b = (struct mk_buf) { .cap = cap };
@@ -117,59 +114,4 @@ void mk_buf_done(struct mk_buf *b) {
                 return;
         free(b->data);
         *b = (struct mk_buf) { .cap = b->cap };
-}
-
-int mk_read_file(const char *path, size_t cap, char **ret_data, size_t *ret_len, struct mk_error *e) {
-        _cleanup_close_ int fd_owned = -1;
-        int fd;
-
-        if (streq(path, "-"))
-                fd = STDIN_FILENO;
-        else {
-                fd = fd_owned = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-                if (fd < 0) {
-                        int r = negative_errno();
-                        return mk_error_set(e, r, "Failed to open '%s': %s", path, strerror(-r));
-                }
-        }
-
-        _cleanup_buf_done_ struct mk_buf b = { .cap = cap };
-        char chunk[MK_READ_CHUNK];
-        for (;;) {
-                ssize_t n = read(fd, chunk, sizeof(chunk));
-                if (n < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        int r = negative_errno();
-                        return mk_error_set(e, r, "Failed to read '%s': %s", path, strerror(-r));
-                }
-                if (n == 0)
-                        break;
-                int r = mk_buf_append(&b, chunk, (size_t) n);
-                if (r == -E2BIG)
-                        return mk_error_set(e, r, "'%s' is larger than %zu bytes", path, cap);
-                if (r < 0)
-                        return mk_error_set(e, r, "Failed to read '%s': %s", path, strerror(-r));
-        }
-
-        size_t len = b.len;
-        char *data = mk_buf_take(&b);
-        if (!data)
-                return mk_error_set(e, -ENOMEM, "Failed to read '%s': %s", path, strerror(ENOMEM));
-        *ret_data = data;
-        if (ret_len)
-                *ret_len = len;
-        return 0;
-}
-
-int mk_read_sysfs_attr(const char *path, char **ret_value, struct mk_error *e) {
-        char *data;
-        size_t len;
-        int r = mk_read_file(path, MK_MAX_SYSFS_BYTES, &data, &len, e);
-        if (r < 0)
-                return r;
-        while (len > 0 && (data[len - 1] == '\n' || data[len - 1] == ' ' || data[len - 1] == '\t'))
-                data[--len] = 0;
-        *ret_value = data;
-        return 0;
 }

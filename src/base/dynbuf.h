@@ -1,7 +1,7 @@
-/* Growable byte buffer with a mandatory cap (curl's dynbuf), and whole-file
- * reads bounded by a cap. Every buffer fed from outside the process has a
- * named cap; going over it is an error (-E2BIG), never a silent truncation
- * (STYLE.md habit 11). */
+/* Growable byte buffer with a mandatory cap (curl's dynbuf). Every buffer
+ * fed from outside the process has a named cap; going over it is an error
+ * (-E2BIG), never a silent truncation (STYLE.md habit 11). Whole-file reads
+ * bounded by a cap are in base/fileio.h. */
 #pragma once
 
 #include <stdbool.h>
@@ -11,10 +11,6 @@
 #include "base/macro.h"
 
 struct mk_error;
-
-/* Largest sysfs attribute we read: one page, as the kernel's sysfs show()
- * callbacks fill at most PAGE_SIZE (Documentation/filesystems/sysfs.rst). */
-#define MK_MAX_SYSFS_BYTES 4096
 
 struct mk_buf {
         char *data;     /* NULL until the first append; then always NUL-terminated */
@@ -51,16 +47,3 @@ char *mk_buf_take(struct mk_buf *b) _nonnull_(1) _wur_;
 /* Frees the content; b stays usable with the same cap. Accepts NULL. */
 void mk_buf_done(struct mk_buf *b);
 #define _cleanup_buf_done_ _cleanup_(mk_buf_done)
-
-/* Reads the whole of `path` ("-" reads stdin) into a malloc'd buffer, with a
- * NUL after the last byte (the content may hold NUL bytes too). Errors:
- * -E2BIG "'path' is larger than N bytes" when over cap; the open/read errno
- * with the path in the message. ret_* are written only on success;
- * ret_len may be NULL. */
-int mk_read_file(const char *path, size_t cap, char **ret_data, size_t *ret_len, struct mk_error *e)
-        _nonnull_(1, 3) _wur_;
-
-/* Reads a sysfs attribute (at most MK_MAX_SYSFS_BYTES) and strips trailing
- * newlines and blanks. Returns a malloc'd string in *ret_value; errors as
- * mk_read_file(). */
-int mk_read_sysfs_attr(const char *path, char **ret_value, struct mk_error *e) _nonnull_(1, 2) _wur_;

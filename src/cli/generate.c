@@ -2,11 +2,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/fileio.h"
 #include "base/log.h"
 #include "base/macro.h"
 #include "cli/cli.h"
 #include "engine/generate.h"
-#include "service/state.h"
 #include "spec/emit.h"
 
 static void help(void) {
@@ -83,7 +83,7 @@ int cli_generate_config(int argc, char **argv) {
                 }
                 return MK_EXIT_OK;
         }
-        if (mk_service_write_atomic(file, text, strlen(text), 0644, &e) < 0)
+        if (mk_write_file_atomic(file, text, strlen(text), 0644, &e) < 0)
                 return cli_fail(&e);
         log_info("Generated MIG config written to '%s'", file);
         return MK_EXIT_OK;

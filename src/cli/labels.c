@@ -5,6 +5,7 @@
 #include <time.h>
 
 #include "base/dynbuf.h"
+#include "base/fileio.h"
 #include "base/macro.h"
 #include "base/parse.h"
 #include "cli/cli.h"

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/fileio.h"
 #include "base/log.h"
 #include "base/macro.h"
 #include "base/parse.h"
@@ -206,11 +207,9 @@ static int generate(const char *node, const char *out_path, char **ret_yaml, str
                 (void) cli_fail(&e);
                 return r;
         }
-        int fd = open(out_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-        if (fd < 0 || write(fd, yaml, strlen(yaml)) != (ssize_t) strlen(yaml))
-                log_warning("Cannot write the generated config to '%s', ignoring: %m", out_path);
-        if (fd >= 0)
-                close(fd);
+        struct mk_error we = {0};
+        if (mk_write_file_atomic(out_path, yaml, strlen(yaml), 0600, &we) < 0)
+                log_warning("Cannot write the generated config, ignoring: %s", we.msg);
         *ret_yaml = yaml;
         return 0;
 }

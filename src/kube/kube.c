@@ -17,6 +17,7 @@
 
 #include "base/dynbuf.h"
 #include "base/error.h"
+#include "base/fileio.h"
 #include "base/log.h"
 #include "base/macro.h"
 #include "kube/kube.h"

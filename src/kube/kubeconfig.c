@@ -13,6 +13,7 @@
 
 #include "base/dynbuf.h"
 #include "base/error.h"
+#include "base/fileio.h"
 #include "base/host.h"
 #include "base/log.h"
 #include "base/macro.h"

@@ -27,6 +27,7 @@
 
 #include "base/dynbuf.h"
 #include "base/error.h"
+#include "base/fileio.h"
 #include "base/host.h"
 #include "base/log.h"
 #include "base/macro.h"
@@ -69,44 +70,14 @@ enum mk_dp_labels_mode mk_dp_labels_mode_from_string(const char *s) {
 /* ---- labels: NFD file and Node patch (pure parts testable) ---- */
 
 int mk_dp_write_features_file(const char *path, const struct mk_labels *l, struct mk_error *e) {
-        _cleanup_free_ char *tmp = NULL;
-        if (asprintf(&tmp, "%s.tmp.XXXXXX", path) < 0)
-                return mk_error_set(e, -ENOMEM, "out of memory");
-        _cleanup_close_ int fd = mkostemp(tmp, O_CLOEXEC);
-        if (fd < 0)
-                return mk_error_set(e, negative_errno(), "Cannot create a temporary file beside '%s': %m", path);
         _cleanup_buf_done_ struct mk_buf b;
         mk_buf_init(&b, (size_t) MK_MAX_LABELS * 1024);
-        int r = 0;
-        for (size_t i = 0; i < l->n && r >= 0; i++)
-                r = mk_buf_printf(&b, "%s=%s\n", l->items[i].key, l->items[i].value);
-        if (r >= 0) {
-                const char *p = mk_buf_str(&b);
-                size_t left = b.len;
-                while (left > 0) {
-                        ssize_t n = write(fd, p, left);
-                        if (n < 0 && errno == EINTR)
-                                continue;
-                        if (n < 0) {
-                                r = negative_errno();
-                                break;
-                        }
-                        p += n;
-                        left -= (size_t) n;
-                }
+        for (size_t i = 0; i < l->n; i++) {
+                int r = mk_buf_printf(&b, "%s=%s\n", l->items[i].key, l->items[i].value);
+                if (r < 0)
+                        return mk_error_set(e, r, "Cannot write the feature file '%s': %s", path, strerror(-r));
         }
-        if (r >= 0 && fchmod(fd, 0644) < 0)
-                r = negative_errno();
-        if (r >= 0 && fsync(fd) < 0)
-                r = negative_errno();
-        if (r >= 0 && rename(tmp, path) < 0)
-                r = negative_errno();
-        if (r < 0) {
-                (void) unlink(tmp);
-                errno = -r;
-                return mk_error_set(e, r, "Cannot write the feature file '%s': %m", path);
-        }
-        return 0;
+        return mk_write_file_atomic(path, mk_buf_str(&b), b.len, 0644, e);
 }
 
 int mk_dp_node_labels_patch(const json_t *node, const struct mk_labels *l, json_t **ret) {

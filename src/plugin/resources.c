@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "base/dynbuf.h"
+#include "base/fileio.h"
 #include "base/host.h"
 #include "base/log.h"
 #include "base/macro.h"

@@ -1,14 +1,12 @@
 /* Paths, the persisted selection and the reboot marker (state.h). */
 #include <errno.h>
-#include <fcntl.h>
-#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "base/dynbuf.h"
+#include "base/fileio.h"
 #include "base/host.h"
 #include "base/macro.h"
 #include "service/state.h"
@@ -117,82 +115,6 @@ int mk_service_selection_read(const struct mk_service_paths *p, char **ret, stru
         return 0;
 }
 
-/* mkdir -p with mode 0755 for the missing components. */
-static int mkdir_parents(const char *dir, struct mk_error *e) {
-        _cleanup_free_ char *d = strdup(dir);
-        if (!d)
-                return mk_error_set(e, -ENOMEM, "Out of memory");
-        for (char *s = d + 1;; s++) {
-                bool end = *s == 0;
-                if (*s != '/' && !end)
-                        continue;
-                *s = 0;
-                if (mkdir(d, 0755) < 0 && errno != EEXIST) {
-                        int r = negative_errno();
-                        return mk_error_set(e, r, "Failed to create directory '%s': %s", d, strerror(-r));
-                }
-                if (end)
-                        break;
-                *s = '/';
-        }
-        struct stat st;
-        if (stat(dir, &st) < 0 || !S_ISDIR(st.st_mode))
-                return mk_error_set(e, -ENOTDIR, "'%s' is not a directory", dir);
-        return 0;
-}
-
-static int fsync_dir_of(const char *path) {
-        _cleanup_free_ char *copy = strdup(path);
-        if (!copy)
-                return -ENOMEM;
-        _cleanup_close_ int fd = open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (fd < 0 || fsync(fd) < 0)
-                return negative_errno();
-        return 0;
-}
-
-int mk_service_write_atomic(const char *path, const char *data, size_t len, mode_t mode, struct mk_error *e) {
-        _cleanup_free_ char *tmp = NULL;
-        if (asprintf(&tmp, "%s.tmp.XXXXXX", path) < 0)
-                return mk_error_set(e, -ENOMEM, "Out of memory");
-        _cleanup_close_ int fd = mkostemp(tmp, O_CLOEXEC);
-        if (fd < 0) {
-                int r = negative_errno();
-                return mk_error_set(e, r, "Failed to create a temporary file for '%s': %s", path, strerror(-r));
-        }
-        int r = 0;
-        const char *what = "write";
-        for (size_t done = 0; done < len && r >= 0;) {
-                ssize_t n = write(fd, data + done, len - done);
-                if (n < 0 && errno == EINTR)
-                        continue;
-                if (n <= 0)
-                        r = n < 0 ? negative_errno() : -EIO;
-                else
-                        done += (size_t) n;
-        }
-        if (r >= 0 && fchmod(fd, mode) < 0) {
-                r = negative_errno();
-                what = "chmod";
-        }
-        if (r >= 0 && fsync(fd) < 0) {
-                r = negative_errno();
-                what = "fsync";
-        }
-        if (r >= 0 && rename(tmp, path) < 0) {
-                r = negative_errno();
-                what = "rename";
-        }
-        if (r < 0) {
-                (void) unlink(tmp);
-                return mk_error_set(e, r, "Failed to write '%s' (%s): %s", path, what, strerror(-r));
-        }
-        r = fsync_dir_of(path);
-        if (r < 0)
-                return mk_error_set(e, r, "Failed to sync the directory of '%s': %s", path, strerror(-r));
-        return 0;
-}
-
 int mk_service_selection_write(const struct mk_service_paths *p, const char *name, bool *ret_changed,
                                struct mk_error *e) {
         if (!mk_service_name_storable(name))
@@ -207,13 +129,13 @@ int mk_service_selection_write(const struct mk_service_paths *p, const char *nam
                         *ret_changed = false;
                 return 0;
         }
-        int r = mkdir_parents(p->state_dir, e);
+        int r = mk_mkdir_parents(p->state_dir, 0755, e);
         if (r < 0)
                 return r;
         _cleanup_free_ char *line = NULL;
         if (asprintf(&line, "%s\n", name) < 0)
                 return mk_error_set(e, -ENOMEM, "Out of memory");
-        r = mk_service_write_atomic(p->selection_file, line, strlen(line), 0644, e);
+        r = mk_write_file_atomic(p->selection_file, line, strlen(line), 0644, e);
         if (r < 0)
                 return r;
         if (ret_changed)
@@ -226,10 +148,10 @@ int mk_service_marker_read(const struct mk_service_paths *p, char **ret, struct 
 }
 
 int mk_service_marker_create(const struct mk_service_paths *p, const char *text, struct mk_error *e) {
-        int r = mkdir_parents(p->state_dir, e);
+        int r = mk_mkdir_parents(p->state_dir, 0755, e);
         if (r < 0)
                 return r;
-        return mk_service_write_atomic(p->marker_file, text, strlen(text), 0644, e);
+        return mk_write_file_atomic(p->marker_file, text, strlen(text), 0644, e);
 }
 
 int mk_service_marker_remove(const struct mk_service_paths *p, bool *ret_removed, struct mk_error *e) {
@@ -242,7 +164,7 @@ int mk_service_marker_remove(const struct mk_service_paths *p, bool *ret_removed
                 removed = false;
         }
         if (removed) {
-                int r = fsync_dir_of(p->marker_file);
+                int r = mk_fsync_parent_dir(p->marker_file);
                 if (r < 0)
                         return mk_error_set(e, r, "Failed to sync the directory of '%s': %s", p->marker_file,
                                             strerror(-r));

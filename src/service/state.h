@@ -37,7 +37,7 @@ bool mk_service_name_storable(const char *name);
 
 /* The persisted selection, malloc'd in *ret. -ENOENT when none was made;
  * -EINVAL for a file that does not hold one valid name (message naming
- * it); read errors as mk_read_file(). */
+ * it); read errors as mk_read_file() (base/fileio.h). */
 int mk_service_selection_read(const struct mk_service_paths *p, char **ret, struct mk_error *e) _wur_;
 /* Persists `name` atomically (the state directory is created when
  * missing). Writes nothing when the file already holds it; *ret_changed
@@ -52,9 +52,3 @@ int mk_service_marker_read(const struct mk_service_paths *p, char **ret, struct 
 int mk_service_marker_create(const struct mk_service_paths *p, const char *text, struct mk_error *e) _wur_;
 /* Removes the marker; *ret_removed (may be NULL) says whether there was one. */
 int mk_service_marker_remove(const struct mk_service_paths *p, bool *ret_removed, struct mk_error *e) _wur_;
-
-/* Writes `path` atomically: a temporary file beside it, written and
- * fsync'ed, renamed over `path`, then the directory fsync'ed. A reader sees
- * the old content or the new, never a part; on failure the temporary file
- * is removed and `path` is untouched. */
-int mk_service_write_atomic(const char *path, const char *data, size_t len, mode_t mode, struct mk_error *e) _wur_;

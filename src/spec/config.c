@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "base/dynbuf.h"
+#include "base/fileio.h"
 #include "base/macro.h"
 #include "base/parse.h"
 #include "spec/config.h"

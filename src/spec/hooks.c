@@ -11,6 +11,7 @@
 #include <strings.h>
 
 #include "base/dynbuf.h"
+#include "base/fileio.h"
 #include "base/macro.h"
 #include "spec/config.h" /* MK_MAX_YAML_BYTES */
 #include "spec/hooks.h"

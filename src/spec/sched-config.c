@@ -6,6 +6,7 @@
 #include <strings.h>
 
 #include "base/dynbuf.h"
+#include "base/fileio.h"
 #include "base/macro.h"
 #include "spec/sched-config.h"
 #include "spec/yaml.h"

@@ -1,4 +1,4 @@
-/* Unit tests for base/: error, log, dynbuf, file reads, parse, host, spawn. */
+/* Unit tests for base/: error, log, dynbuf, fileio, parse, host, spawn. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -20,6 +20,7 @@
 
 #include "base/dynbuf.h"
 #include "base/error.h"
+#include "base/fileio.h"
 #include "base/host.h"
 #include "base/log.h"
 #include "base/macro.h"
@@ -577,6 +578,125 @@ static void test_read_sysfs_attr(void **state) {
         assert_int_equal(mk_read_sysfs_attr(big, &v, &e), 0);
         assert_int_equal(strlen(v), MK_MAX_SYSFS_BYTES);
         free(v);
+}
+
+/* ---- fileio: atomic replace, mkdir -p ---- */
+
+/* The names in `dir`, sorted, joined with ' '. */
+static void dir_names(const char *dir, char *buf, size_t size) {
+        const char *argv[] = {"sh", "-c", "ls -A \"$0\" | tr '\\n' ' '", dir, NULL};
+        struct mk_spawn_opts o = {.argv = argv, .capture = true, .output_cap = 4096};
+        struct mk_spawn_result res;
+        assert_int_equal(mk_spawn(&o, &res, NULL), 0);
+        snprintf(buf, size, "%s", res.output ? res.output : "");
+        mk_spawn_result_done(&res);
+}
+
+static void test_write_atomic(void **state) {
+        _cleanup_free_ char *dir = tmp_path("atomic");
+        assert_int_equal(mkdir(dir, 0755), 0);
+        _cleanup_free_ char *path = NULL;
+        assert_int_equal(mk_path_join(dir, "file", &path), 0);
+        write_file(path, "a much longer old content\n", 26);
+        struct mk_error e = {};
+        assert_int_equal(mk_write_file_atomic(path, "new\n", 4, 0600, &e), 0);
+        char *text = NULL;
+        assert_int_equal(mk_read_file(path, 4096, &text, NULL, NULL), 0);
+        assert_string_equal(text, "new\n");
+        free(text);
+        struct stat st;
+        assert_int_equal(stat(path, &st), 0);
+        assert_int_equal(st.st_mode & 07777, 0600);
+        /* An empty write gives an empty file; nothing is left beside it. */
+        assert_int_equal(mk_write_file_atomic(path, NULL, 0, 0644, &e), 0);
+        assert_int_equal(stat(path, &st), 0);
+        assert_int_equal(st.st_size, 0);
+        assert_int_equal(st.st_mode & 07777, 0644);
+        char names[256];
+        dir_names(dir, names, sizeof(names));
+        assert_string_equal(names, "file ");
+}
+
+/* A failed write leaves the old file and no temporary file. */
+static void test_write_atomic_failure(void **state) {
+        _cleanup_free_ char *dir = tmp_path("atomic-fail");
+        assert_int_equal(mkdir(dir, 0755), 0);
+        _cleanup_free_ char *path = NULL, *inner = NULL;
+        assert_int_equal(mk_path_join(dir, "target", &path), 0);
+        /* rename() onto a non-empty directory fails after the data was written. */
+        assert_int_equal(mkdir(path, 0755), 0);
+        assert_int_equal(mk_path_join(path, "keep", &inner), 0);
+        write_file(inner, "old", 3);
+        struct mk_error e = {};
+        int r = mk_write_file_atomic(path, "new\n", 4, 0644, &e);
+        assert_true(r == -EISDIR || r == -ENOTEMPTY || r == -EEXIST);
+        assert_non_null(strstr(e.msg, "(rename)"));
+        assert_non_null(strstr(e.msg, path));
+        char names[256];
+        dir_names(dir, names, sizeof(names));
+        assert_string_equal(names, "target ");
+        char *text = NULL;
+        assert_int_equal(mk_read_file(inner, 4096, &text, NULL, NULL), 0);
+        assert_string_equal(text, "old");
+        free(text);
+
+        /* A directory that does not exist: nothing created, the error names the path. */
+        _cleanup_free_ char *missing = NULL;
+        assert_int_equal(mk_path_join(dir, "missing/file", &missing), 0);
+        mk_error_clear(&e);
+        assert_int_equal(mk_write_file_atomic(missing, "x", 1, 0644, &e), -ENOENT);
+        assert_non_null(strstr(e.msg, "temporary file"));
+        assert_non_null(strstr(e.msg, missing));
+}
+
+/* Temporary files are "<path>.tmp.<pid>.<8 hex>" (so a later start can
+ * find the ones a crash left) and created with O_EXCL: another writer's
+ * stays untouched. */
+static void test_write_atomic_temp_name(void **state) {
+        _cleanup_free_ char *dir = tmp_path("atomic-name");
+        assert_int_equal(mkdir(dir, 0755), 0);
+        _cleanup_free_ char *path = NULL;
+        assert_int_equal(mk_path_join(dir, "f", &path), 0);
+        /* A read-only directory: the temporary file cannot be created, and
+         * the message says which. Root ignores the mode, so only check when
+         * the create did fail. */
+        assert_int_equal(chmod(dir, 0555), 0);
+        struct mk_error e = {};
+        int r = mk_write_file_atomic(path, "x", 1, 0644, &e);
+        assert_int_equal(chmod(dir, 0755), 0);
+        if (r < 0) {
+                assert_int_equal(r, -EACCES);
+                assert_non_null(strstr(e.msg, "temporary file"));
+        }
+        (void) unlink(path);
+        /* Stale temporary files of another (dead) writer stay as they are;
+         * the new content lands whole. */
+        _cleanup_free_ char *stale = NULL;
+        assert_true(asprintf(&stale, "%s" MK_TEMP_FILE_INFIX "%d.%08x", path, 1, 0xdeadbeefu) > 0);
+        write_file(stale, "stale", 5);
+        assert_int_equal(mk_write_file_atomic(path, "y", 1, 0644, &e), 0);
+        char names[256];
+        dir_names(dir, names, sizeof(names));
+        assert_string_equal(names, "f f.tmp.1.deadbeef ");
+}
+
+static void test_mkdir_parents(void **state) {
+        _cleanup_free_ char *deep = tmp_path("mk/a/b/c");
+        struct mk_error e = {};
+        assert_int_equal(mk_mkdir_parents(deep, 0755, &e), 0);
+        struct stat st;
+        assert_int_equal(stat(deep, &st), 0);
+        assert_true(S_ISDIR(st.st_mode));
+        /* Again: nothing to do. */
+        assert_int_equal(mk_mkdir_parents(deep, 0755, &e), 0);
+        /* A file in the way. */
+        _cleanup_free_ char *file = tmp_path("mk/a/file");
+        write_file(file, "x", 1);
+        assert_int_equal(mk_mkdir_parents(file, 0755, &e), -ENOTDIR);
+        assert_non_null(strstr(e.msg, file));
+        _cleanup_free_ char *below = tmp_path("mk/a/file/sub");
+        assert_true(mk_mkdir_parents(below, 0755, &e) < 0);
+        assert_int_equal(mk_fsync_parent_dir(deep), 0);
 }
 
 /* ---- parse ---- */
@@ -1473,6 +1593,8 @@ int main(void) {
                 cmocka_unit_test(test_buf_binary_and_zero_cap), cmocka_unit_test(test_buf_large),
                 cmocka_unit_test(test_read_file),        cmocka_unit_test(test_read_file_errors),
                 cmocka_unit_test(test_read_file_stdin),  cmocka_unit_test(test_read_sysfs_attr),
+                cmocka_unit_test(test_write_atomic),     cmocka_unit_test(test_write_atomic_failure),
+                cmocka_unit_test(test_write_atomic_temp_name), cmocka_unit_test(test_mkdir_parents),
         };
         const struct CMUnitTest parse_tests[] = {
                 cmocka_unit_test(test_parse_u32),      cmocka_unit_test(test_parse_u64),

@@ -33,6 +33,7 @@
 
 #include "base/dynbuf.h"
 #include "base/error.h"
+#include "base/fileio.h"
 #include "base/host.h"
 #include "base/macro.h"
 #include "base/spawn.h"

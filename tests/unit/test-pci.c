@@ -25,6 +25,7 @@
 
 #include "base/dynbuf.h"
 #include "base/error.h"
+#include "base/fileio.h"
 #include "base/host.h"
 #include "base/macro.h"
 #include "pci/pci.h"

@@ -14,6 +14,7 @@
 
 #include "base/dynbuf.h"
 #include "base/error.h"
+#include "base/fileio.h"
 #include "base/macro.h"
 #include "plugin/daemon.h"
 #include "plugin/labels.h"

@@ -22,6 +22,7 @@
 
 #include "base/dynbuf.h"
 #include "base/error.h"
+#include "base/fileio.h"
 #include "base/macro.h"
 #include "service/boot.h"
 #include "service/clients.h"
@@ -525,46 +526,6 @@ static void test_selection(void **state) {
         free(tmp);
 }
 
-/* A failed atomic write leaves the old file and no temporary file. */
-static void test_write_atomic_failure(void **state) {
-        char *tmp = make_tmpdir();
-        char path[PATH_MAX], inner[PATH_MAX + 16];
-        snprintf(path, sizeof(path), "%s/target", tmp);
-        /* rename() onto a non-empty directory fails after the data was written. */
-        assert_int_equal(mkdir(path, 0755), 0);
-        snprintf(inner, sizeof(inner), "%s/keep", path);
-        write_text(inner, "old");
-        struct mk_error e = {0};
-        int r = mk_service_write_atomic(path, "new\n", 4, 0644, &e);
-        assert_true(r == -EISDIR || r == -ENOTEMPTY || r == -EEXIST);
-        assert_non_null(strstr(e.msg, "(rename)"));
-        char names[1024];
-        list_dir(tmp, names, sizeof(names));
-        assert_string_equal(names, "target");
-        char *text = read_text(inner);
-        assert_string_equal(text, "old");
-        free(text);
-
-        /* A directory that does not exist: nothing created. */
-        snprintf(path, sizeof(path), "%s/missing/file", tmp);
-        e = (struct mk_error){0};
-        assert_int_equal(mk_service_write_atomic(path, "x", 1, 0644, &e), -ENOENT);
-        assert_non_null(strstr(e.msg, "temporary file"));
-
-        /* And a good write replaces a file whole. */
-        snprintf(path, sizeof(path), "%s/file", tmp);
-        write_text(path, "a much longer old content\n");
-        assert_int_equal(mk_service_write_atomic(path, "new\n", 4, 0600, &e), 0);
-        text = read_text(path);
-        assert_string_equal(text, "new\n");
-        free(text);
-        struct stat st;
-        assert_int_equal(stat(path, &st), 0);
-        assert_int_equal(st.st_mode & 07777, 0600);
-        rm_rf(tmp);
-        free(tmp);
-}
-
 static void test_marker(void **state) {
         char *tmp = make_tmpdir();
         char state_dir[PATH_MAX];
@@ -761,7 +722,6 @@ int main(void) {
                 cmocka_unit_test(test_names),
                 cmocka_unit_test(test_paths),
                 cmocka_unit_test(test_selection),
-                cmocka_unit_test(test_write_atomic_failure),
                 cmocka_unit_test(test_marker),
                 cmocka_unit_test(test_decide),
                 cmocka_unit_test(test_image_matches),
