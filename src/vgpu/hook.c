@@ -1,0 +1,1046 @@
+/* libmigkit-vgpu.so: the CUDA driver entry points that allocate, free,
+ * report memory and launch work, interposed as programs reach them:
+ *
+ * 1. direct linking: we export the versioned names (cuMemAlloc_v2, ...),
+ *    so a preloaded copy wins symbol resolution; the real entry comes from
+ *    RTLD_NEXT (or the loaded libcuda.so.1);
+ * 2. dlopen + dlsym: we export dlsym. A look-up whose answer from the real
+ *    dlsym is the real driver's entry of a function we hook returns our
+ *    hook; everything else (RTLD_NEXT, other libraries' symbols, unknown
+ *    names) goes on to glibc's dlsym by a tail jump, so glibc still sees
+ *    the caller's return address (RTLD_NEXT stays relative to the caller);
+ * 3. cuGetProcAddress(_v2): the driver answers first; an answer that is
+ *    the real entry of a hooked function is replaced by our hook. The
+ *    driver keeps deciding which version a (name, cudaVersion, flags)
+ *    means, so new names and versions pass through untouched.
+ *
+ * The hooks take no lock across processes and allocate nothing from libc:
+ * accounting is region.c (atomics on a shared mapping), bookkeeping is
+ * track.c (mmap'ed tables). */
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "vgpu/config.h"
+#include "vgpu/cuda-abi.h"
+#include "vgpu/region.h"
+#include "vgpu/share.h"
+#include "vgpu/track.h"
+
+#define EXPORT __attribute__((visibility("default")))
+#define HIDDEN __attribute__((visibility("hidden")))
+
+/* ---- process state ---- */
+
+static struct vgpu_config cfg;
+static struct vgpu_region *region;
+static _Atomic int my_slot = -1;
+static pid_t my_pid;
+static bool active;             /* limits configured and control not disabled */
+static bool any_sm_limit;
+static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+static __thread int in_init __attribute__((tls_model("initial-exec")));     /* dlsym calls made while we initialise go straight through */
+static pthread_mutex_t slot_lock = PTHREAD_MUTEX_INITIALIZER;
+static double share_factor[VGPU_MAX_DEVICES];
+static _Atomic uint64_t share_admitted[VGPU_MAX_DEVICES]; /* this process, ns */
+static uint64_t full_threads[VGPU_MAX_DEVICES];
+static _Atomic bool watcher_started;
+
+/* ---- logging: a stack buffer and write(2), nothing allocated ---- */
+
+__attribute__((format(printf, 2, 3)))
+static void vlog(int level, const char *fmt, ...) {
+        if (level > cfg.log_level)
+                return;
+        char buf[512];
+        struct timespec ts;
+        struct tm tm;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        gmtime_r(&ts.tv_sec, &tm);
+        int n = snprintf(buf, sizeof(buf), "%c%02d%02d %02d:%02d:%02d.%06ld %d migkit-vgpu] ",
+                         level <= VGPU_LOG_ERROR ? 'E' : level <= VGPU_LOG_WARNING ? 'W' : 'I', tm.tm_mon + 1,
+                         tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000, (int) getpid());
+        va_list ap;
+        va_start(ap, fmt);
+        if (n > 0 && (size_t) n < sizeof(buf))
+                n += vsnprintf(buf + n, sizeof(buf) - (size_t) n, fmt, ap);
+        va_end(ap);
+        if (n < 0)
+                return;
+        if ((size_t) n >= sizeof(buf) - 1)
+                n = sizeof(buf) - 2;
+        buf[n++] = '\n';
+        ssize_t w = write(STDERR_FILENO, buf, (size_t) n);
+        (void) w;
+}
+
+/* ---- the real entry points ---- */
+
+typedef void *(*dlsym_fn)(void *, const char *);
+HIDDEN dlsym_fn vgpu_real_dlsym;
+
+/* Every function we hook: name, return type, parameters, arguments. */
+#define VGPU_CUDA_HOOKS(X)                                                                                    \
+        X(cuInit, CUresult, (unsigned int flags), (flags))                                                   \
+        X(cuGetProcAddress, CUresult, (const char *symbol, void **pfn, int ver, cuuint64_t flags),           \
+          (symbol, pfn, ver, flags))                                                                         \
+        X(cuGetProcAddress_v2, CUresult,                                                                     \
+          (const char *symbol, void **pfn, int ver, cuuint64_t flags, CUdriverProcAddressQueryResult *st),    \
+          (symbol, pfn, ver, flags, st))                                                                     \
+        X(cuMemAlloc_v2, CUresult, (CUdeviceptr * dptr, size_t size), (dptr, size))                          \
+        X(cuMemAllocPitch_v2, CUresult,                                                                      \
+          (CUdeviceptr * dptr, size_t *pitch, size_t width, size_t height, unsigned int elem),               \
+          (dptr, pitch, width, height, elem))                                                                \
+        X(cuMemAllocManaged, CUresult, (CUdeviceptr * dptr, size_t size, unsigned int flags),                \
+          (dptr, size, flags))                                                                               \
+        X(cuMemFree_v2, CUresult, (CUdeviceptr dptr), (dptr))                                                \
+        X(cuMemAllocAsync, CUresult, (CUdeviceptr * dptr, size_t size, CUstream s), (dptr, size, s))         \
+        X(cuMemAllocAsync_ptsz, CUresult, (CUdeviceptr * dptr, size_t size, CUstream s), (dptr, size, s))    \
+        X(cuMemAllocFromPoolAsync, CUresult, (CUdeviceptr * dptr, size_t size, CUmemoryPool p, CUstream s),  \
+          (dptr, size, p, s))                                                                                \
+        X(cuMemAllocFromPoolAsync_ptsz, CUresult,                                                            \
+          (CUdeviceptr * dptr, size_t size, CUmemoryPool p, CUstream s), (dptr, size, p, s))                 \
+        X(cuMemFreeAsync, CUresult, (CUdeviceptr dptr, CUstream s), (dptr, s))                               \
+        X(cuMemFreeAsync_ptsz, CUresult, (CUdeviceptr dptr, CUstream s), (dptr, s))                          \
+        X(cuMemCreate, CUresult,                                                                             \
+          (CUmemGenericAllocationHandle * h, size_t size, const CUmemAllocationProp *prop,                   \
+           unsigned long long flags),                                                                        \
+          (h, size, prop, flags))                                                                            \
+        X(cuMemRelease, CUresult, (CUmemGenericAllocationHandle h), (h))                                     \
+        X(cuMemGetInfo_v2, CUresult, (size_t *free, size_t *total), (free, total))                           \
+        X(cuDeviceTotalMem_v2, CUresult, (size_t *bytes, CUdevice dev), (bytes, dev))                        \
+        X(cuLaunchKernel, CUresult, LAUNCH_PARAMS, LAUNCH_ARGS)                                              \
+        X(cuLaunchKernel_ptsz, CUresult, LAUNCH_PARAMS, LAUNCH_ARGS)                                         \
+        X(cuLaunchKernelEx, CUresult, (const CUlaunchConfig *config, CUfunction f, void **params, void **extra), \
+          (config, f, params, extra))                                                                        \
+        X(cuLaunchKernelEx_ptsz, CUresult,                                                                   \
+          (const CUlaunchConfig *config, CUfunction f, void **params, void **extra), (config, f, params, extra)) \
+        X(cuLaunchCooperativeKernel, CUresult, COOP_PARAMS, COOP_ARGS)                                       \
+        X(cuLaunchCooperativeKernel_ptsz, CUresult, COOP_PARAMS, COOP_ARGS)                                  \
+        X(cuGraphLaunch, CUresult, (CUgraphExec g, CUstream s), (g, s))                                      \
+        X(cuGraphLaunch_ptsz, CUresult, (CUgraphExec g, CUstream s), (g, s))
+
+#define LAUNCH_PARAMS                                                                                         \
+        (CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx, unsigned int by,  \
+         unsigned int bz, unsigned int shmem, CUstream s, void **params, void **extra)
+#define LAUNCH_ARGS (f, gx, gy, gz, bx, by, bz, shmem, s, params, extra)
+#define COOP_PARAMS                                                                                           \
+        (CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx, unsigned int by,  \
+         unsigned int bz, unsigned int shmem, CUstream s, void **params)
+#define COOP_ARGS (f, gx, gy, gz, bx, by, bz, shmem, s, params)
+
+#define VGPU_NVML_HOOKS(X)                                                                                    \
+        X(nvmlDeviceGetMemoryInfo, nvmlReturn_t, (nvmlDevice_t d, vgpu_nvmlMemory_t * m), (d, m))            \
+        X(nvmlDeviceGetMemoryInfo_v2, nvmlReturn_t, (nvmlDevice_t d, vgpu_nvmlMemory_v2_t * m), (d, m))
+
+/* Driver functions we call but do not hook. */
+typedef CUresult (*cuCtxGetDevice_fn)(CUdevice *);
+typedef CUresult (*cuDeviceGetCount_fn)(int *);
+typedef CUresult (*cuDeviceGet_fn)(CUdevice *, int);
+typedef CUresult (*cuDeviceGetUuid_fn)(CUuuid *, CUdevice);
+typedef CUresult (*cuDeviceGetAttribute_fn)(int *, CUdevice_attribute, CUdevice);
+static cuCtxGetDevice_fn real_cuCtxGetDevice;
+static cuDeviceGetCount_fn real_cuDeviceGetCount;
+static cuDeviceGet_fn real_cuDeviceGet;
+static cuDeviceGetUuid_fn real_cuDeviceGetUuid;
+static cuDeviceGetAttribute_fn real_cuDeviceGetAttribute;
+
+typedef nvmlReturn_t (*nvmlDeviceGetUUID_fn)(nvmlDevice_t, char *, unsigned int);
+typedef nvmlReturn_t (*nvmlDeviceGetIndex_fn)(nvmlDevice_t, unsigned int *);
+static _Atomic(nvmlDeviceGetUUID_fn) real_nvmlDeviceGetUUID;
+static _Atomic(nvmlDeviceGetIndex_fn) real_nvmlDeviceGetIndex;
+
+#define DECLARE_REAL(name, ret, params, args)                                                                \
+        typedef ret(*name##_fn) params;                                                                      \
+        static _Atomic(name##_fn) real_##name;                                                               \
+        EXPORT ret name params;
+VGPU_CUDA_HOOKS(DECLARE_REAL)
+VGPU_NVML_HOOKS(DECLARE_REAL)
+
+struct hook {
+        const char *name;
+        void *fn;                /* ours */
+        _Atomic(void *) *real;   /* the real entry, once known */
+        bool nvml;
+};
+
+#define HOOK_ENTRY(name, ret, params, args) { #name, (void *) name, (_Atomic(void *) *) &real_##name, false },
+#define HOOK_ENTRY_NVML(name, ret, params, args) { #name, (void *) name, (_Atomic(void *) *) &real_##name, true },
+static const struct hook hooks[] = { VGPU_CUDA_HOOKS(HOOK_ENTRY) VGPU_NVML_HOOKS(HOOK_ENTRY_NVML) };
+
+static const struct hook *hook_by_name(const char *name) {
+        if (!name || (name[0] != 'c' && name[0] != 'n'))
+                return NULL;
+        for (size_t i = 0; i < sizeof(hooks) / sizeof(hooks[0]); i++)
+                if (strcmp(hooks[i].name, name) == 0)
+                        return &hooks[i];
+        return NULL;
+}
+
+static const struct hook *hook_by_real(void *p) {
+        if (!p)
+                return NULL;
+        for (size_t i = 0; i < sizeof(hooks) / sizeof(hooks[0]); i++)
+                if (atomic_load(hooks[i].real) == p)
+                        return &hooks[i];
+        return NULL;
+}
+
+static void resolve_real_dlsym(void) {
+        static const char *const versions[] = { "GLIBC_2.34", "GLIBC_2.2.5", "GLIBC_2.17", "GLIBC_2.0" };
+        if (vgpu_real_dlsym)
+                return;
+        for (size_t i = 0; i < sizeof(versions) / sizeof(versions[0]) && !vgpu_real_dlsym; i++)
+                vgpu_real_dlsym = (dlsym_fn) dlvsym(RTLD_NEXT, "dlsym", versions[i]);
+}
+
+/* The next definition after us, else the one in an already loaded lib. */
+static void *find_real(void *lib, const char *name) {
+        void *p = vgpu_real_dlsym(RTLD_NEXT, name);
+        if (!p && lib)
+                p = vgpu_real_dlsym(lib, name);
+        return p;
+}
+
+static const char *env_get(const char *name, void *userdata) {
+        return secure_getenv(name);
+}
+
+static void env_warn(const char *msg, void *userdata) {
+        vlog(VGPU_LOG_ERROR, "%s", msg);
+}
+
+static void atfork_prepare(void) {
+        vgpu_track_atfork_prepare();
+}
+static void atfork_parent(void) {
+        vgpu_track_atfork_parent();
+}
+static void atfork_child(void) {
+        vgpu_track_atfork_child();
+        /* The child charges into a slot of its own, claimed on first use. */
+        atomic_store(&my_slot, -1);
+        my_pid = getpid();
+        pthread_mutex_init(&slot_lock, NULL);
+        atomic_store(&watcher_started, false);
+        for (unsigned d = 0; d < VGPU_MAX_DEVICES; d++)
+                atomic_store(&share_admitted[d], 0);
+}
+
+static void do_init(void) {
+        in_init++;
+        resolve_real_dlsym();
+        my_pid = getpid();
+        vgpu_config_load(&cfg, env_get, NULL, env_warn);
+        for (unsigned d = 0; d < VGPU_MAX_DEVICES; d++) {
+                share_factor[d] = 1.0;
+                if (cfg.mem_limit[d] != VGPU_UNLIMITED || cfg.sm_limit[d] < 100)
+                        active = true;
+                if (cfg.sm_limit[d] < 100)
+                        any_sm_limit = true;
+        }
+        if (cfg.disabled)
+                active = false;
+
+        void *cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+        void *nvml = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_NOLOAD);
+        for (size_t i = 0; i < sizeof(hooks) / sizeof(hooks[0]); i++) {
+                void *p = find_real(hooks[i].nvml ? nvml : cuda, hooks[i].name);
+                if (p && p != hooks[i].fn)
+                        atomic_store(hooks[i].real, p);
+        }
+        real_cuCtxGetDevice = (cuCtxGetDevice_fn) find_real(cuda, "cuCtxGetDevice");
+        real_cuDeviceGetCount = (cuDeviceGetCount_fn) find_real(cuda, "cuDeviceGetCount");
+        real_cuDeviceGet = (cuDeviceGet_fn) find_real(cuda, "cuDeviceGet");
+        real_cuDeviceGetUuid = (cuDeviceGetUuid_fn) find_real(cuda, "cuDeviceGetUuid_v2");
+        if (!real_cuDeviceGetUuid)
+                real_cuDeviceGetUuid = (cuDeviceGetUuid_fn) find_real(cuda, "cuDeviceGetUuid");
+        real_cuDeviceGetAttribute = (cuDeviceGetAttribute_fn) find_real(cuda, "cuDeviceGetAttribute");
+        atomic_store(&real_nvmlDeviceGetUUID, (nvmlDeviceGetUUID_fn) find_real(nvml, "nvmlDeviceGetUUID"));
+        atomic_store(&real_nvmlDeviceGetIndex, (nvmlDeviceGetIndex_fn) find_real(nvml, "nvmlDeviceGetIndex"));
+        if (cuda)
+                dlclose(cuda);  /* drops the reference NOLOAD took; the library stays */
+        if (nvml)
+                dlclose(nvml);
+
+        if (active) {
+                char err[256];
+                int r = vgpu_region_open(cfg.region_path, &cfg, &region, err, sizeof(err));
+                if (r < 0) {
+                        vlog(VGPU_LOG_ERROR,
+                             "region file '%s' %s; refusing to share it: limits hold per process only. "
+                             "Remove the file when no process of the container runs.",
+                             cfg.region_path, err);
+                        if (vgpu_region_new_private(&cfg, &region) < 0)
+                                region = NULL;
+                } else {
+                        for (unsigned d = 0; d < VGPU_MAX_DEVICES; d++)
+                                if (region->mem_limit[d] != cfg.mem_limit[d] || region->sm_limit[d] != cfg.sm_limit[d]) {
+                                        vlog(VGPU_LOG_INFO,
+                                             "device %u: the region's limits (%llu bytes, %u%%) differ from this "
+                                             "process's environment; the region's apply",
+                                             d, (unsigned long long) region->mem_limit[d], region->sm_limit[d]);
+                                        break;
+                                }
+                }
+                if (!region)
+                        active = false;
+                pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+        }
+        in_init--;
+}
+
+static inline void init(void) {
+        pthread_once(&init_once, do_init);
+}
+
+__attribute__((destructor)) static void vgpu_fini(void) {
+        int s = atomic_load(&my_slot);
+        if (region && s >= 0 && my_pid == getpid())
+                vgpu_region_release(region, s);
+}
+
+/* ---- the dlsym hook ---- */
+
+/* Called by the dlsym trampoline: our hook for (handle, name), or NULL to
+ * let glibc's dlsym answer. */
+HIDDEN void *vgpu_dlsym_pick(void *handle, const char *name);
+HIDDEN void *vgpu_dlsym_pick(void *handle, const char *name) {
+        resolve_real_dlsym();
+        if (in_init || handle == RTLD_NEXT)
+                return NULL;
+        const struct hook *h = hook_by_name(name);
+        if (!h)
+                return NULL;
+        init();
+        void *p = vgpu_real_dlsym(handle, name);
+        if (!p || p == h->fn)
+                return NULL;
+        void *expect = NULL;
+        /* First sight of the library (dlopen'ed by path, say): adopt it. */
+        if (atomic_compare_exchange_strong(h->real, &expect, p) || expect == p) {
+                if (h->nvml) {
+                        nvmlDeviceGetUUID_fn u = NULL;
+                        nvmlDeviceGetIndex_fn ix = NULL;
+                        atomic_compare_exchange_strong(&real_nvmlDeviceGetUUID, &u,
+                                                       (nvmlDeviceGetUUID_fn) vgpu_real_dlsym(handle, "nvmlDeviceGetUUID"));
+                        atomic_compare_exchange_strong(&real_nvmlDeviceGetIndex, &ix,
+                                                       (nvmlDeviceGetIndex_fn) vgpu_real_dlsym(handle, "nvmlDeviceGetIndex"));
+                } else if (!real_cuCtxGetDevice) {
+                        real_cuCtxGetDevice = (cuCtxGetDevice_fn) vgpu_real_dlsym(handle, "cuCtxGetDevice");
+                        real_cuDeviceGetCount = (cuDeviceGetCount_fn) vgpu_real_dlsym(handle, "cuDeviceGetCount");
+                        real_cuDeviceGet = (cuDeviceGet_fn) vgpu_real_dlsym(handle, "cuDeviceGet");
+                        real_cuDeviceGetUuid = (cuDeviceGetUuid_fn) vgpu_real_dlsym(handle, "cuDeviceGetUuid_v2");
+                        real_cuDeviceGetAttribute =
+                                (cuDeviceGetAttribute_fn) vgpu_real_dlsym(handle, "cuDeviceGetAttribute");
+                }
+                return h->fn;
+        }
+        return NULL;  /* another library's function of that name */
+}
+
+#if defined(__x86_64__)
+__asm__(".text\n"
+        ".globl dlsym\n"
+        ".type dlsym,@function\n"
+        "dlsym:\n"
+        "  .cfi_startproc\n"
+        "  endbr64\n"
+        "  push %rdi\n"
+        "  .cfi_adjust_cfa_offset 8\n"
+        "  push %rsi\n"
+        "  .cfi_adjust_cfa_offset 8\n"
+        "  sub $8, %rsp\n"
+        "  .cfi_adjust_cfa_offset 8\n"
+        "  call vgpu_dlsym_pick\n"
+        "  add $8, %rsp\n"
+        "  .cfi_adjust_cfa_offset -8\n"
+        "  pop %rsi\n"
+        "  .cfi_adjust_cfa_offset -8\n"
+        "  pop %rdi\n"
+        "  .cfi_adjust_cfa_offset -8\n"
+        "  test %rax, %rax\n"
+        "  jz 1f\n"
+        "  ret\n"
+        "1:\n"
+        "  jmp *vgpu_real_dlsym(%rip)\n"
+        "  .cfi_endproc\n"
+        ".size dlsym, .-dlsym\n");
+#elif defined(__aarch64__)
+__asm__(".text\n"
+        ".globl dlsym\n"
+        ".type dlsym,%function\n"
+        "dlsym:\n"
+        "  stp x29, x30, [sp, #-32]!\n"
+        "  mov x29, sp\n"
+        "  stp x0, x1, [sp, #16]\n"
+        "  bl vgpu_dlsym_pick\n"
+        "  mov x2, x0\n"
+        "  ldp x0, x1, [sp, #16]\n"
+        "  ldp x29, x30, [sp], #32\n"
+        "  cbz x2, 1f\n"
+        "  mov x0, x2\n"
+        "  ret\n"
+        "1:\n"
+        "  adrp x16, vgpu_real_dlsym\n"
+        "  ldr x16, [x16, #:lo12:vgpu_real_dlsym]\n"
+        "  br x16\n"
+        ".size dlsym, .-dlsym\n");
+#else
+/* No tail-jump trampoline for this architecture: RTLD_NEXT look-ups are
+ * answered relative to this library, not the caller. */
+EXPORT void *dlsym(void *handle, const char *name) {
+        void *p = vgpu_dlsym_pick(handle, name);
+        return p ? p : vgpu_real_dlsym(handle, name);
+}
+#endif
+
+/* ---- accounting helpers ---- */
+
+static int current_device(unsigned *ret) {
+        CUdevice d;
+        if (!real_cuCtxGetDevice || real_cuCtxGetDevice(&d) != CUDA_SUCCESS || d < 0)
+                return -ENODEV;
+        *ret = (unsigned) d;
+        return 0;
+}
+
+static int slot(void) {
+        int s = atomic_load(&my_slot);
+        if (s >= 0)
+                return s;
+        pthread_mutex_lock(&slot_lock);
+        s = atomic_load(&my_slot);
+        if (s < 0) {
+                s = vgpu_region_claim(region, my_pid, vgpu_proc_start_time(my_pid), vgpu_pid_alive);
+                if (s < 0)
+                        vlog(VGPU_LOG_ERROR, "all %d process slots of region '%s' are held by live processes",
+                             VGPU_MAX_SLOTS, cfg.region_path);
+                else
+                        atomic_store(&my_slot, s);
+        }
+        pthread_mutex_unlock(&slot_lock);
+        return s;
+}
+
+static void log_oom(unsigned dev, uint64_t size) {
+        uint64_t cap = region->mem_limit[dev], used = vgpu_region_used(region, dev);
+        vlog(VGPU_LOG_WARNING,
+             "out of memory: allocation of %llu bytes on device %u refused, the container's cap is %llu bytes "
+             "(%llu MiB, CUDA_DEVICE_MEMORY_LIMIT_%u) and %llu bytes are in use",
+             (unsigned long long) size, dev, (unsigned long long) cap, (unsigned long long) (cap >> 20), dev,
+             (unsigned long long) used);
+}
+
+/* Charges size on dev before the real allocation. 0 or CUDA_ERROR_OUT_OF_MEMORY. */
+static CUresult charge(unsigned dev, uint64_t size, int *ret_slot) {
+        int s = slot();
+        if (s < 0)
+                return CUDA_ERROR_OUT_OF_MEMORY;
+        if (vgpu_region_charge(region, s, dev, size, vgpu_pid_alive) < 0) {
+                log_oom(dev, size);
+                return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        *ret_slot = s;
+        return CUDA_SUCCESS;
+}
+
+static void uncharge(int s, unsigned dev, uint64_t size) {
+        if (vgpu_region_uncharge(region, s, dev, size) < 0)
+                vlog(VGPU_LOG_ERROR, "accounting: uncharging %llu bytes on device %u went below zero (clamped)",
+                     (unsigned long long) size, dev);
+}
+
+/* The allocation finished: remember it, or undo it when we cannot. */
+typedef CUresult (*undo_fn)(uint64_t key);
+static CUresult record(enum vgpu_track_kind kind, uint64_t key, uint64_t size, unsigned dev, int s, undo_fn undo) {
+        if (vgpu_track_put(kind, key, size, dev) < 0) {
+                undo(key);
+                uncharge(s, dev, size);
+                vlog(VGPU_LOG_ERROR, "cannot track more than %u allocations, refusing one more", VGPU_TRACK_MAX_ENTRIES);
+                return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        return CUDA_SUCCESS;
+}
+
+static CUresult undo_free(uint64_t key) {
+        cuMemFree_v2_fn f = atomic_load(&real_cuMemFree_v2);
+        return f ? f((CUdeviceptr) key) : CUDA_ERROR_NOT_INITIALIZED;
+}
+
+static CUresult undo_release(uint64_t key) {
+        cuMemRelease_fn f = atomic_load(&real_cuMemRelease);
+        return f ? f((CUmemGenericAllocationHandle) key) : CUDA_ERROR_NOT_INITIALIZED;
+}
+
+#define REAL(name)                                                                                           \
+        name##_fn real = atomic_load(&real_##name);                                                          \
+        if (!real)                                                                                           \
+                return CUDA_ERROR_NOT_INITIALIZED
+
+/* ---- allocation hooks ---- */
+
+static CUresult alloc_ptr(CUdeviceptr *dptr, uint64_t size, CUresult res, unsigned dev, int s) {
+        if (res != CUDA_SUCCESS) {
+                uncharge(s, dev, size);
+                return res;
+        }
+        return record(VGPU_TRACK_PTR, *dptr, size, dev, s, undo_free);
+}
+
+EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t size) {
+        init();
+        REAL(cuMemAlloc_v2);
+        unsigned dev;
+        int s;
+        if (!active || !dptr || current_device(&dev) < 0 || dev >= VGPU_MAX_DEVICES)
+                return real(dptr, size);
+        CUresult r = charge(dev, size, &s);
+        if (r != CUDA_SUCCESS)
+                return r;
+        return alloc_ptr(dptr, size, real(dptr, size), dev, s);
+}
+
+EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t size, unsigned int flags) {
+        init();
+        REAL(cuMemAllocManaged);
+        unsigned dev;
+        int s;
+        if (!active || !dptr || current_device(&dev) < 0 || dev >= VGPU_MAX_DEVICES)
+                return real(dptr, size, flags);
+        CUresult r = charge(dev, size, &s);
+        if (r != CUDA_SUCCESS)
+                return r;
+        return alloc_ptr(dptr, size, real(dptr, size, flags), dev, s);
+}
+
+EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height, unsigned int elem) {
+        init();
+        REAL(cuMemAllocPitch_v2);
+        unsigned dev;
+        int s;
+        if (!active || !dptr || !pitch || current_device(&dev) < 0 || dev >= VGPU_MAX_DEVICES)
+                return real(dptr, pitch, width, height, elem);
+        uint64_t want;
+        if (__builtin_mul_overflow((uint64_t) width, (uint64_t) height, &want))
+                return CUDA_ERROR_INVALID_VALUE;
+        CUresult r = charge(dev, want, &s);
+        if (r != CUDA_SUCCESS)
+                return r;
+        r = real(dptr, pitch, width, height, elem);
+        if (r != CUDA_SUCCESS) {
+                uncharge(s, dev, want);
+                return r;
+        }
+        /* The driver pads rows: charge what it really took. */
+        uint64_t got;
+        if (__builtin_mul_overflow((uint64_t) *pitch, (uint64_t) height, &got))
+                got = want;
+        if (got > want && vgpu_region_charge(region, s, dev, got - want, vgpu_pid_alive) < 0) {
+                undo_free(*dptr);
+                uncharge(s, dev, want);
+                log_oom(dev, got);
+                return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        if (got < want)
+                uncharge(s, dev, want - got);
+        return record(VGPU_TRACK_PTR, *dptr, got, dev, s, undo_free);
+}
+
+static CUresult alloc_async(cuMemAllocAsync_fn real, CUdeviceptr *dptr, size_t size, CUstream st) {
+        unsigned dev;
+        int s;
+        if (!active || !dptr || current_device(&dev) < 0 || dev >= VGPU_MAX_DEVICES)
+                return real(dptr, size, st);
+        CUresult r = charge(dev, size, &s);
+        if (r != CUDA_SUCCESS)
+                return r;
+        return alloc_ptr(dptr, size, real(dptr, size, st), dev, s);
+}
+
+EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t size, CUstream st) {
+        init();
+        REAL(cuMemAllocAsync);
+        return alloc_async(real, dptr, size, st);
+}
+
+EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t size, CUstream st) {
+        init();
+        REAL(cuMemAllocAsync_ptsz);
+        return alloc_async(real, dptr, size, st);
+}
+
+static CUresult alloc_pool(cuMemAllocFromPoolAsync_fn real, CUdeviceptr *dptr, size_t size, CUmemoryPool p,
+                           CUstream st) {
+        unsigned dev;
+        int s;
+        if (!active || !dptr || current_device(&dev) < 0 || dev >= VGPU_MAX_DEVICES)
+                return real(dptr, size, p, st);
+        CUresult r = charge(dev, size, &s);
+        if (r != CUDA_SUCCESS)
+                return r;
+        return alloc_ptr(dptr, size, real(dptr, size, p, st), dev, s);
+}
+
+EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t size, CUmemoryPool p, CUstream st) {
+        init();
+        REAL(cuMemAllocFromPoolAsync);
+        return alloc_pool(real, dptr, size, p, st);
+}
+
+EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t size, CUmemoryPool p, CUstream st) {
+        init();
+        REAL(cuMemAllocFromPoolAsync_ptsz);
+        return alloc_pool(real, dptr, size, p, st);
+}
+
+/* Takes the allocation out of the table before the real free (the address
+ * cannot be handed out again until then) and puts it back if the free fails. */
+#define FREE_TRACKED(kind, key, call)                                                                         \
+        do {                                                                                                 \
+                uint64_t size_;                                                                              \
+                unsigned dev_;                                                                               \
+                int s_ = atomic_load(&my_slot);                                                              \
+                if (!active || s_ < 0 || vgpu_track_take(kind, (key), &size_, &dev_) < 0)                     \
+                        return call;                                                                         \
+                CUresult r_ = call;                                                                          \
+                if (r_ == CUDA_SUCCESS)                                                                      \
+                        uncharge(s_, dev_, size_);                                                           \
+                else if (vgpu_track_put(kind, (key), size_, dev_) < 0)                                       \
+                        uncharge(s_, dev_, size_);                                                           \
+                return r_;                                                                                   \
+        } while (0)
+
+EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
+        init();
+        REAL(cuMemFree_v2);
+        FREE_TRACKED(VGPU_TRACK_PTR, dptr, real(dptr));
+}
+
+EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream st) {
+        init();
+        REAL(cuMemFreeAsync);
+        FREE_TRACKED(VGPU_TRACK_PTR, dptr, real(dptr, st));
+}
+
+EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream st) {
+        init();
+        REAL(cuMemFreeAsync_ptsz);
+        FREE_TRACKED(VGPU_TRACK_PTR, dptr, real(dptr, st));
+}
+
+EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t size, const CUmemAllocationProp *prop,
+                            unsigned long long flags) {
+        init();
+        REAL(cuMemCreate);
+        int s;
+        if (!active || !h || !prop || prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE || prop->location.id < 0 ||
+            prop->location.id >= VGPU_MAX_DEVICES)
+                return real(h, size, prop, flags);
+        unsigned dev = (unsigned) prop->location.id;
+        CUresult r = charge(dev, size, &s);
+        if (r != CUDA_SUCCESS)
+                return r;
+        r = real(h, size, prop, flags);
+        if (r != CUDA_SUCCESS) {
+                uncharge(s, dev, size);
+                return r;
+        }
+        return record(VGPU_TRACK_HANDLE, *h, size, dev, s, undo_release);
+}
+
+EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle h) {
+        init();
+        REAL(cuMemRelease);
+        FREE_TRACKED(VGPU_TRACK_HANDLE, h, real(h));
+}
+
+/* ---- memory views ---- */
+
+static uint64_t capped_total(unsigned dev, uint64_t real_total) {
+        uint64_t cap = region->mem_limit[dev];
+        return cap < real_total ? cap : real_total;
+}
+
+EXPORT CUresult cuMemGetInfo_v2(size_t *free_b, size_t *total_b) {
+        init();
+        REAL(cuMemGetInfo_v2);
+        CUresult r = real(free_b, total_b);
+        unsigned dev;
+        if (r != CUDA_SUCCESS || !active || !free_b || !total_b || current_device(&dev) < 0 ||
+            dev >= VGPU_MAX_DEVICES || region->mem_limit[dev] == VGPU_UNLIMITED)
+                return r;
+        uint64_t total = capped_total(dev, *total_b), used = vgpu_region_used(region, dev);
+        uint64_t free_cap = used < total ? total - used : 0;
+        *total_b = total;
+        *free_b = free_cap < *free_b ? free_cap : *free_b;
+        return r;
+}
+
+EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev) {
+        init();
+        REAL(cuDeviceTotalMem_v2);
+        CUresult r = real(bytes, dev);
+        if (r == CUDA_SUCCESS && active && bytes && dev >= 0 && dev < VGPU_MAX_DEVICES &&
+            region->mem_limit[dev] != VGPU_UNLIMITED)
+                *bytes = capped_total((unsigned) dev, *bytes);
+        return r;
+}
+
+/* The container's device index of an NVML device: its UUID as a CUDA
+ * process of the container recorded it, else NVML's index. */
+static int nvml_dev_index(nvmlDevice_t d) {
+        nvmlDeviceGetUUID_fn u = atomic_load(&real_nvmlDeviceGetUUID);
+        char uuid[96];
+        if (u && u(d, uuid, sizeof(uuid)) == NVML_SUCCESS) {
+                int i = vgpu_region_find_uuid(region, uuid);
+                if (i >= 0)
+                        return i;
+        }
+        nvmlDeviceGetIndex_fn ix = atomic_load(&real_nvmlDeviceGetIndex);
+        unsigned i;
+        if (ix && ix(d, &i) == NVML_SUCCESS && i < VGPU_MAX_DEVICES)
+                return (int) i;
+        return -ENODEV;
+}
+
+static void nvml_view(nvmlDevice_t d, unsigned long long *total, unsigned long long *used,
+                      unsigned long long *free_b) {
+        int i = nvml_dev_index(d);
+        if (i < 0 || region->mem_limit[i] == VGPU_UNLIMITED)
+                return;
+        uint64_t t = capped_total((unsigned) i, *total), u = vgpu_region_used(region, (unsigned) i);
+        uint64_t f = u < t ? t - u : 0;
+        *total = t;
+        *used = u < t ? u : t;
+        *free_b = f < *free_b ? f : *free_b;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t d, vgpu_nvmlMemory_t *m) {
+        init();
+        nvmlDeviceGetMemoryInfo_fn real = atomic_load(&real_nvmlDeviceGetMemoryInfo);
+        if (!real)
+                return NVML_ERROR_FUNCTION_NOT_FOUND;
+        nvmlReturn_t r = real(d, m);
+        if (r == NVML_SUCCESS && active && m)
+                nvml_view(d, &m->total, &m->used, &m->free);
+        return r;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t d, vgpu_nvmlMemory_v2_t *m) {
+        init();
+        nvmlDeviceGetMemoryInfo_v2_fn real = atomic_load(&real_nvmlDeviceGetMemoryInfo_v2);
+        if (!real)
+                return NVML_ERROR_FUNCTION_NOT_FOUND;
+        nvmlReturn_t r = real(d, m);
+        if (r == NVML_SUCCESS && active && m) {
+                nvml_view(d, &m->total, &m->used, &m->free);
+                if (m->reserved > m->total - m->used - m->free)
+                        m->reserved = m->total - m->used - m->free;
+        }
+        return r;
+}
+
+/* ---- compute share ---- */
+
+static uint64_t now_ns(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t) ts.tv_sec * 1000000000ull + (uint64_t) ts.tv_nsec;
+}
+
+static void watcher_start(void);
+
+static bool share_applies(unsigned dev, uint64_t now) {
+        unsigned pct = region->sm_limit[dev];
+        if (pct >= 100 || pct == 0)
+                return false;
+        switch (region->policy) {
+        case VGPU_POLICY_DISABLE:
+                return false;
+        case VGPU_POLICY_FORCE:
+                return true;
+        default:
+                /* A lone container bursts; the watcher says when others run. */
+                return now < atomic_load(&region->share[dev].others_until_ns);
+        }
+}
+
+/* Admits one launch: blocks until its turn. blocks == 0: a graph. */
+static void admit(uint64_t blocks, uint64_t threads) {
+        unsigned dev;
+        if (current_device(&dev) < 0 || dev >= VGPU_MAX_DEVICES)
+                return;
+        if (!atomic_load(&watcher_started))
+                watcher_start();
+        uint64_t now = now_ns();
+        if (!share_applies(dev, now))
+                return;
+        uint64_t base = blocks ? vgpu_share_kernel_cost(blocks, threads, full_threads[dev]) : VGPU_SHARE_GRAPH_COST_NS;
+        uint64_t cost = (uint64_t) ((double) base * share_factor[dev]);
+        atomic_fetch_add(&share_admitted[dev], cost);
+        uint64_t wait = vgpu_share_admit(&region->share[dev], region->sm_limit[dev], cost, now);
+        int s = slot();
+        if (s >= 0)
+                atomic_fetch_add(&region->slots[s].launches, 1);
+        if (wait == 0)
+                return;
+        struct timespec ts = { (time_t) (wait / 1000000000ull), (long) (wait % 1000000000ull) };
+        while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+                ;
+        if (s >= 0)
+                atomic_fetch_add(&region->slots[s].throttled_ns, wait);
+}
+
+#define ADMIT_GRID(gx, gy, gz, bx, by, bz)                                                                    \
+        do {                                                                                                 \
+                if (active && any_sm_limit)                                                                  \
+                        admit((uint64_t) (gx) * (gy) * (gz), (uint64_t) (bx) * (by) * (bz));                   \
+        } while (0)
+
+EXPORT CUresult cuLaunchKernel LAUNCH_PARAMS {
+        init();
+        REAL(cuLaunchKernel);
+        ADMIT_GRID(gx, gy, gz, bx, by, bz);
+        return real LAUNCH_ARGS;
+}
+
+EXPORT CUresult cuLaunchKernel_ptsz LAUNCH_PARAMS {
+        init();
+        REAL(cuLaunchKernel_ptsz);
+        ADMIT_GRID(gx, gy, gz, bx, by, bz);
+        return real LAUNCH_ARGS;
+}
+
+EXPORT CUresult cuLaunchKernelEx(const CUlaunchConfig *c, CUfunction f, void **params, void **extra) {
+        init();
+        REAL(cuLaunchKernelEx);
+        if (c)
+                ADMIT_GRID(c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY, c->blockDimZ);
+        return real(c, f, params, extra);
+}
+
+EXPORT CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *c, CUfunction f, void **params, void **extra) {
+        init();
+        REAL(cuLaunchKernelEx_ptsz);
+        if (c)
+                ADMIT_GRID(c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY, c->blockDimZ);
+        return real(c, f, params, extra);
+}
+
+EXPORT CUresult cuLaunchCooperativeKernel COOP_PARAMS {
+        init();
+        REAL(cuLaunchCooperativeKernel);
+        ADMIT_GRID(gx, gy, gz, bx, by, bz);
+        return real COOP_ARGS;
+}
+
+EXPORT CUresult cuLaunchCooperativeKernel_ptsz COOP_PARAMS {
+        init();
+        REAL(cuLaunchCooperativeKernel_ptsz);
+        ADMIT_GRID(gx, gy, gz, bx, by, bz);
+        return real COOP_ARGS;
+}
+
+EXPORT CUresult cuGraphLaunch(CUgraphExec g, CUstream st) {
+        init();
+        REAL(cuGraphLaunch);
+        if (active && any_sm_limit)
+                admit(0, 0);
+        return real(g, st);
+}
+
+EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec g, CUstream st) {
+        init();
+        REAL(cuGraphLaunch_ptsz);
+        if (active && any_sm_limit)
+                admit(0, 0);
+        return real(g, st);
+}
+
+/* ---- init and symbol look-up ---- */
+
+static void post_cuinit(void) {
+        int n = 0;
+        if (!active || !real_cuDeviceGetCount || real_cuDeviceGetCount(&n) != CUDA_SUCCESS)
+                return;
+        for (int i = 0; i < n && i < VGPU_MAX_DEVICES; i++) {
+                CUdevice d;
+                CUuuid u;
+                int sms = 0, tpm = 0;
+                if (!real_cuDeviceGet || real_cuDeviceGet(&d, i) != CUDA_SUCCESS)
+                        continue;
+                if (real_cuDeviceGetAttribute &&
+                    real_cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, d) == CUDA_SUCCESS &&
+                    real_cuDeviceGetAttribute(&tpm, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR, d) ==
+                            CUDA_SUCCESS &&
+                    sms > 0 && tpm > 0)
+                        full_threads[i] = (uint64_t) sms * (uint64_t) tpm;
+                if (real_cuDeviceGetUuid && real_cuDeviceGetUuid(&u, d) == CUDA_SUCCESS) {
+                        char s[VGPU_UUID_LEN];
+                        const unsigned char *b = (const unsigned char *) u.bytes;
+                        snprintf(s, sizeof(s),
+                                 "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
+                                 b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14],
+                                 b[15]);
+                        vgpu_region_set_uuid(region, (unsigned) i, s);
+                }
+        }
+}
+
+EXPORT CUresult cuInit(unsigned int flags) {
+        init();
+        REAL(cuInit);
+        CUresult r = real(flags);
+        if (r == CUDA_SUCCESS) {
+                static pthread_once_t once = PTHREAD_ONCE_INIT;
+                pthread_once(&once, post_cuinit);
+                if (active && any_sm_limit)
+                        watcher_start();
+        }
+        return r;
+}
+
+static void *swap_for_hook(void *p) {
+        const struct hook *h = hook_by_real(p);
+        return h ? h->fn : p;
+}
+
+EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int ver, cuuint64_t flags) {
+        init();
+        REAL(cuGetProcAddress);
+        CUresult r = real(symbol, pfn, ver, flags);
+        if (r == CUDA_SUCCESS && pfn)
+                *pfn = swap_for_hook(*pfn);
+        return r;
+}
+
+EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int ver, cuuint64_t flags,
+                                    CUdriverProcAddressQueryResult *st) {
+        init();
+        REAL(cuGetProcAddress_v2);
+        CUresult r = real(symbol, pfn, ver, flags, st);
+        if (r == CUDA_SUCCESS && pfn)
+                *pfn = swap_for_hook(*pfn);
+        return r;
+}
+
+/* ---- the watcher: measured utilisation corrects the estimates ---- */
+
+typedef nvmlReturn_t (*nvmlInit_fn)(void);
+typedef nvmlReturn_t (*nvmlDeviceGetHandleByUUID_fn)(const char *, nvmlDevice_t *);
+typedef nvmlReturn_t (*nvmlDeviceGetHandleByIndex_fn)(unsigned int, nvmlDevice_t *);
+typedef nvmlReturn_t (*nvmlDeviceGetProcessUtilization_fn)(nvmlDevice_t, vgpu_nvmlProcessUtilizationSample_t *,
+                                                            unsigned int *, unsigned long long);
+
+#define WATCH_SAMPLES 256
+#define OTHERS_HOLD_NS 500000000ull   /* another user seen: limit for the next 0.5 s */
+#define RECLAIM_EVERY 10              /* watcher periods between dead-slot sweeps */
+
+static bool pid_in_region(unsigned pid) {
+        unsigned hwm = atomic_load(&region->slot_hwm);
+        for (unsigned i = 0; i < hwm && i < VGPU_MAX_SLOTS; i++) {
+                uint64_t o = atomic_load(&region->slots[i].owner);
+                if (o && VGPU_OWNER_STATE(o) == VGPU_OWNER_LIVE && (unsigned) VGPU_OWNER_PID(o) == pid)
+                        return true;
+        }
+        return false;
+}
+
+static void *watcher(void *arg) {
+        void *lib = dlopen("libnvidia-ml.so.1", RTLD_NOW);
+        nvmlInit_fn ini = lib ? (nvmlInit_fn) vgpu_real_dlsym(lib, "nvmlInit_v2") : NULL;
+        nvmlDeviceGetHandleByUUID_fn by_uuid =
+                lib ? (nvmlDeviceGetHandleByUUID_fn) vgpu_real_dlsym(lib, "nvmlDeviceGetHandleByUUID") : NULL;
+        nvmlDeviceGetHandleByIndex_fn by_index =
+                lib ? (nvmlDeviceGetHandleByIndex_fn) vgpu_real_dlsym(lib, "nvmlDeviceGetHandleByIndex_v2") : NULL;
+        nvmlDeviceGetProcessUtilization_fn util =
+                lib ? (nvmlDeviceGetProcessUtilization_fn) vgpu_real_dlsym(lib, "nvmlDeviceGetProcessUtilization")
+                    : NULL;
+        bool nvml_ok = ini && util && (by_uuid || by_index) && ini() == NVML_SUCCESS;
+        if (!nvml_ok)
+                vlog(VGPU_LOG_INFO, "no NVML process utilisation: compute share runs on estimates only, "
+                                    "and the default policy limits at all times");
+        static vgpu_nvmlProcessUtilizationSample_t samples[WATCH_SAMPLES];
+        unsigned long long last_seen[VGPU_MAX_DEVICES] = { 0 };
+        uint64_t last_admitted[VGPU_MAX_DEVICES] = { 0 }, last_t[VGPU_MAX_DEVICES] = { 0 };
+        for (unsigned tick = 0;; tick++) {
+                struct timespec ts = { 0, VGPU_SHARE_PERIOD_MS * 1000000l };
+                nanosleep(&ts, NULL);
+                uint64_t now = now_ns();
+                if (tick % RECLAIM_EVERY == 0)
+                        vgpu_region_reclaim(region, vgpu_pid_alive);
+                for (unsigned d = 0; d < VGPU_MAX_DEVICES; d++) {
+                        if (region->sm_limit[d] >= 100 || region->sm_limit[d] == 0)
+                                continue;
+                        nvmlDevice_t h = NULL;
+                        bool have = false;
+                        if (nvml_ok && atomic_load(&region->uuid_set[d]) == 2 && by_uuid)
+                                have = by_uuid(region->uuid[d], &h) == NVML_SUCCESS;
+                        if (nvml_ok && !have && by_index)
+                                have = by_index(d, &h) == NVML_SUCCESS;
+                        if (!have) {
+                                atomic_store(&region->share[d].others_until_ns, UINT64_MAX);
+                                continue;
+                        }
+                        unsigned n = WATCH_SAMPLES;
+                        nvmlReturn_t r = util(h, samples, &n, last_seen[d]);
+                        if (r != NVML_SUCCESS) {
+                                if (r == 6 /* NVML_ERROR_NOT_FOUND */ || n == 0)
+                                        n = 0;  /* no samples since last_seen: idle */
+                                else {
+                                        atomic_store(&region->share[d].others_until_ns, UINT64_MAX);
+                                        continue;
+                                }
+                        }
+                        unsigned mine = 0, mine_n = 0;
+                        bool others = false;
+                        for (unsigned i = 0; i < n && i < WATCH_SAMPLES; i++) {
+                                if (samples[i].timeStamp > last_seen[d])
+                                        last_seen[d] = samples[i].timeStamp;
+                                if (samples[i].pid == (unsigned) my_pid) {
+                                        mine += samples[i].smUtil;
+                                        mine_n++;
+                                } else if (samples[i].smUtil > 0 && !pid_in_region(samples[i].pid))
+                                        others = true;
+                        }
+                        if (others)
+                                atomic_store(&region->share[d].others_until_ns, now + OTHERS_HOLD_NS);
+                        uint64_t adm = atomic_load(&share_admitted[d]);
+                        if (last_t[d] && adm > last_admitted[d] && mine_n > 0) {
+                                uint64_t window = now - last_t[d];
+                                uint64_t measured = (uint64_t) ((double) window * mine / mine_n / 100.0);
+                                share_factor[d] = vgpu_share_correct(share_factor[d], adm - last_admitted[d], measured);
+                        }
+                        last_admitted[d] = adm;
+                        last_t[d] = now;
+                }
+        }
+        return arg;
+}
+
+static void watcher_start(void) {
+        bool expect = false;
+        if (!atomic_compare_exchange_strong(&watcher_started, &expect, true))
+                return;
+        pthread_t t;
+        pthread_attr_t a;
+        pthread_attr_init(&a);
+        pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+        pthread_attr_setstacksize(&a, 256 * 1024);
+        if (pthread_create(&t, &a, watcher, NULL) != 0) {
+                vlog(VGPU_LOG_ERROR, "cannot start the utilisation watcher: compute share on estimates only");
+                for (unsigned d = 0; d < VGPU_MAX_DEVICES; d++)
+                        atomic_store(&region->share[d].others_until_ns, UINT64_MAX);
+        }
+        pthread_attr_destroy(&a);
+}

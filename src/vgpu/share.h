@@ -1,0 +1,41 @@
+/* The compute share: admission of launches before the fact.
+ *
+ * Each device's share is a token bucket in nanoseconds of whole-GPU time,
+ * kept in the region so all processes of the container draw from it. It
+ * fills at limit% of wall time up to a burst of VGPU_SHARE_BURST_MS of
+ * that rate. A launch costs its estimated GPU time (share_estimate, scaled
+ * by this process's correction factor) and is admitted at once while the
+ * bucket is positive; it takes the bucket into debt, and a launch that
+ * finds debt first waits until its own share of the debt is repaid. A
+ * synchronous kernel, a graph or a long kernel all pay before they run, so
+ * the limit holds for each (HAMi-core only slows the next launches of
+ * asynchronous streams of cuLaunchKernel).
+ *
+ * The estimate is corrected by measurement: every VGPU_SHARE_PERIOD_MS
+ * the watcher compares the GPU time NVML says this process used
+ * (nvmlDeviceGetProcessUtilization smUtil x window) with what it admitted,
+ * and moves the factor toward measured/admitted. */
+#pragma once
+
+#include <stdint.h>
+
+#include "vgpu/region.h"
+
+#define VGPU_SHARE_BURST_MS 20
+#define VGPU_SHARE_PERIOD_MS 100
+#define VGPU_SHARE_MAX_WAIT_NS 2000000000ll  /* one wait is at most 2 s (then it re-checks) */
+
+/* The base estimate of a launch in GPU nanoseconds before correction:
+ * proportional to the threads launched, 10 us for a grid that fills a GPU
+ * of full_threads resident threads once; a graph is 50 us. */
+uint64_t vgpu_share_kernel_cost(uint64_t blocks, uint64_t threads_per_block, uint64_t full_threads);
+#define VGPU_SHARE_GRAPH_COST_NS 50000ull
+
+/* Takes cost_ns from the bucket of a device limited to pct percent at time
+ * now_ns. Returns how long the caller must wait before launching (0: go). */
+uint64_t vgpu_share_admit(struct vgpu_share_dev *s, unsigned pct, uint64_t cost_ns, uint64_t now_ns);
+
+/* The new correction factor from the old one, the GPU time admitted with
+ * it and the GPU time measured over the same window (both ns). The move is
+ * damped (square root of the ratio) and the factor kept in [1e-3, 1e4]. */
+double vgpu_share_correct(double factor, uint64_t admitted_ns, uint64_t measured_ns);
