@@ -74,6 +74,20 @@ int mk_read_sysfs_attr(const char *path, char **ret_value, struct mk_error *e) {
         return 0;
 }
 
+int mk_read_text_file(const char *path, size_t cap, char **ret, struct mk_error *e) {
+        _cleanup_free_ char *data = NULL;
+        size_t len = 0;
+        int r = mk_read_file(path, cap, &data, &len, e);
+        if (r < 0)
+                return r;
+        if (strlen(data) != len)
+                return mk_error_set(e, -EINVAL, "'%s' is corrupt: it contains a NUL byte", path);
+        while (len > 0 && strchr("\n\r\t ", data[len - 1]))
+                data[--len] = 0;
+        *ret = TAKE_PTR(data);
+        return 0;
+}
+
 int mk_mkdir_parents(const char *dir, mode_t mode, struct mk_error *e) {
         _cleanup_free_ char *d = strdup(dir);
         if (!d)

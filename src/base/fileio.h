@@ -27,6 +27,12 @@ int mk_read_file(const char *path, size_t cap, char **ret_data, size_t *ret_len,
  * mk_read_file(). */
 int mk_read_sysfs_attr(const char *path, char **ret_value, struct mk_error *e) _nonnull_(1, 2) _wur_;
 
+/* Reads a small text file (state, markers) of at most `cap` bytes: -EINVAL
+ * ("'path' is corrupt") when it holds a NUL byte; trailing newlines and
+ * blanks are dropped. *ret (malloc'd) is written only on success; errors
+ * otherwise as mk_read_file(). */
+int mk_read_text_file(const char *path, size_t cap, char **ret, struct mk_error *e) _nonnull_(1, 3) _wur_;
+
 /* Replaces `path` atomically: a temporary file beside it named
  * "<path>.tmp.<pid>.<8 hex digits>" (so a later start can recognise and
  * remove the ones a crash left), written, given `mode`, fsync'ed, renamed

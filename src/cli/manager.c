@@ -17,10 +17,10 @@
 #include "base/parse.h"
 #include "cli/cli.h"
 #include "engine/generate.h"
+#include "host/clients.h"
 #include "kube/kube.h"
 #include "kube/kubeconfig.h"
 #include "manager/manager.h"
-#include "service/settings.h"
 #include "spec/config.h"
 #include "spec/emit.h"
 #include "spec/hooks.h"
@@ -93,77 +93,27 @@ static int parse_secs(const char *what, const char *v, unsigned *ret) {
         return 0;
 }
 
-/* Upstream's host clients file: version: v1, systemd-services: [units]. */
-static int load_clients(const char *path, struct mk_service_settings **ret) {
-        _cleanup_(mk_service_settings_freep) struct mk_service_settings *s = NULL;
-        struct mk_error e = {0};
-        if (mk_service_settings_default(&s) < 0)
-                return -ENOMEM;
-        s->container_images = strv_free(s->container_images);
-        s->container_images = calloc(1, sizeof(char *));
-        s->n_container_images = 0;
-        if (!s->container_images)
-                return -ENOMEM;
+/* Upstream's host clients file (version: v1, systemd-services: [units]);
+ * without one, upstream's default units. */
+static int load_clients(const char *path, struct mk_gpu_clients *ret) {
         if (path) {
-                FILE *f = fopen(path, "re");
-                if (!f) {
-                        int err = -errno;
-                        fprintf(stderr, "Error: cannot open GPU clients file '%s': %s\n", path, strerror(-err));
-                        return err;
-                }
-                _cleanup_free_ char *data = malloc(MK_MAX_SERVICE_YAML_BYTES + 1);
-                size_t len = data ? fread(data, 1, MK_MAX_SERVICE_YAML_BYTES + 1, f) : 0;
-                bool read_error = ferror(f);
-                fclose(f);
-                if (!data)
-                        return -ENOMEM;
-                if (read_error) {
-                        fprintf(stderr, "Error: cannot read GPU clients file '%s'\n", path);
-                        return -EIO;
-                }
-                if (len > MK_MAX_SERVICE_YAML_BYTES) {
-                        fprintf(stderr, "Error: GPU clients file '%s' is larger than %u bytes\n", path,
-                                MK_MAX_SERVICE_YAML_BYTES);
-                        return -E2BIG;
-                }
-                struct mk_yaml_doc *doc = NULL;
-                if (mk_yaml_parse(data, len, path, &doc, &e) < 0) {
+                struct mk_error e = {0};
+                int r = mk_gpu_clients_file_load(path, ret, &e);
+                if (r < 0)
                         (void) cli_fail(&e);
-                        return -EINVAL;
-                }
-                struct mk_yaml_node *root = doc->root, *units = NULL;
-                for (size_t i = 0; root && root->kind == MK_YAML_MAPPING && i + 1 < root->n_items; i += 2)
-                        if (root->items[i]->kind == MK_YAML_SCALAR && streq(root->items[i]->value, "systemd-services"))
-                                units = root->items[i + 1];
-                if (units && units->kind == MK_YAML_SEQUENCE && units->n_items > MK_MAX_GPU_CLIENTS) {
-                        fprintf(stderr, "Error: %s: more than %u systemd-services\n", path, MK_MAX_GPU_CLIENTS);
-                        mk_yaml_doc_free(doc);
-                        return -E2BIG;
-                }
-                char **l = calloc((units && units->kind == MK_YAML_SEQUENCE ? units->n_items : 0) + 1,
-                                  sizeof(char *));
-                size_t k = 0;
-                for (size_t i = 0; l && units && units->kind == MK_YAML_SEQUENCE && i < units->n_items; i++) {
-                        const struct mk_yaml_node *u = units->items[i];
-                        if (u->kind != MK_YAML_SCALAR || !mk_service_unit_name_valid(u->value)) {
-                                fprintf(stderr, "Error: %s:%u:%u: not a systemd unit name\n", path, u->line,
-                                        u->column);
-                                strv_free(l);
-                                mk_yaml_doc_free(doc);
-                                return -EINVAL;
-                        }
-                        l[k] = strdup(u->value);
-                        if (l[k])
-                                k++;
-                }
-                mk_yaml_doc_free(doc);
-                if (!l)
-                        return -ENOMEM;
-                strv_free(s->systemd_services);
-                s->systemd_services = l;
-                s->n_systemd_services = k;
+                return r;
         }
-        *ret = TAKE_PTR(s);
+        _cleanup_(mk_gpu_clients_done) struct mk_gpu_clients c = {0};
+        if (mk_gpu_clients_init_default(&c) < 0)
+                return -ENOMEM;
+        /* Upstream stops no containers from the manager. */
+        c.container_images = strv_free(c.container_images);
+        c.container_images = calloc(1, sizeof(char *));
+        c.n_container_images = 0;
+        if (!c.container_images)
+                return -ENOMEM;
+        *ret = c;
+        c = (struct mk_gpu_clients){0};
         return 0;
 }
 
@@ -342,22 +292,18 @@ int cli_manager(int argc, char **argv) {
         }
         o.config_file = config_file;
 
-        struct mk_hooks *h = NULL;
+        _cleanup_(mk_hooks_freep) struct mk_hooks *h = NULL;
         if (hooks && mk_hooks_load(hooks, &h, &e) < 0)
                 return cli_fail(&e);
-        struct mk_service_settings *clients = NULL;
-        if (o.with_shutdown_host_gpu_clients && load_clients(clients_file, &clients) < 0) {
-                mk_hooks_free(h);
+        _cleanup_(mk_gpu_clients_done) struct mk_gpu_clients clients = {0};
+        if (o.with_shutdown_host_gpu_clients && load_clients(clients_file, &clients) < 0)
                 return MK_EXIT_FAILURE;
-        }
 
         struct sigaction sa = {.sa_handler = on_signal};
         sigemptyset(&sa.sa_mask);
         (void) sigaction(SIGTERM, &sa, NULL);
         (void) sigaction(SIGINT, &sa, NULL);
 
-        r = mk_manager_run(k, cfg, h, clients, &o);
-        mk_service_settings_free(clients);
-        mk_hooks_free(h);
+        r = mk_manager_run(k, cfg, h, o.with_shutdown_host_gpu_clients ? &clients : NULL, &o);
         return r < 0 ? MK_EXIT_FAILURE : MK_EXIT_OK;
 }

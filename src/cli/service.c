@@ -8,6 +8,7 @@
 #include "base/log.h"
 #include "base/macro.h"
 #include "cli/cli.h"
+#include "host/reboot.h"
 #include "service/boot.h"
 #include "service/state.h"
 
@@ -105,7 +106,7 @@ static int cmd_clear_marker(int argc, char **argv) {
                 return MK_EXIT_FAILURE;
         struct mk_error e = {0};
         bool removed = false;
-        r = mk_service_marker_remove(&p, &removed, &e);
+        r = mk_reboot_marker_remove(p.marker_file, &removed, &e);
         if (r < 0) {
                 mk_service_paths_done(&p);
                 return cli_fail(&e);
@@ -159,7 +160,7 @@ static int cmd_status(int argc, char **argv) {
         struct mk_error se = {0}, me = {0}, ce = {0};
         _cleanup_free_ char *selected = NULL, *marker = NULL;
         int rs = mk_service_selection_read(&p, &selected, &se);
-        int rm = mk_service_marker_read(&p, &marker, &me);
+        int rm = mk_reboot_marker_read(p.marker_file, &marker, &me);
         const char *effective = rs >= 0 ? selected : rs == -ENOENT ? "all-disabled" : NULL;
 
         /* Applied? Only with a config to check. */

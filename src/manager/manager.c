@@ -12,19 +12,16 @@
 
 #include "base/error.h"
 #include "base/log.h"
+#include "base/host.h"
 #include "base/macro.h"
-#include "base/spawn.h"
 #include "engine/engine.h"
+#include "host/clients.h"
+#include "host/reboot.h"
 #include "kube/informer.h"
 #include "kube/kube.h"
 #include "manager/manager.h"
-#include "service/boot.h"
-#include "service/clients.h"
-#include "service/settings.h"
-#include "service/state.h"
 #include "spec/config.h"
 
-#define MK_MANAGER_REBOOT_TIMEOUT_MS (60 * 1000)
 #define MK_MANAGER_REBOOT_WAIT_S 300u
 #define MK_MAX_EVENT_MESSAGE 1024
 #define MK_MAX_NODE_NAME 253
@@ -171,12 +168,12 @@ struct mgr {
         struct mk_kube *k;
         const struct mk_config *c;
         const struct mk_hooks *h;
-        const struct mk_service_settings *clients;
+        const struct mk_gpu_clients *clients;
         const struct mk_manager_opts *o;
         atomic_bool *cancel;             /* o->cancel, or our own */
         char node_path[64 + MK_MAX_NODE_NAME];
         char field_selector[64 + MK_MAX_NODE_NAME];
-        struct mk_service_paths paths;   /* the reboot marker on the host */
+        char *marker_file;               /* the reboot marker on the host */
 
         pthread_mutex_t lock;
         pthread_cond_t cond;
@@ -468,7 +465,7 @@ static int before_change(void *userdata, struct mk_error *e) {
                 return r;
 
         if (m->o->with_shutdown_host_gpu_clients && m->clients) {
-                struct mk_clients_stop_opts so = {.settings = m->clients, .stopping = client_stopping, .userdata = m};
+                struct mk_clients_stop_opts so = {.clients = m->clients, .stopping = client_stopping, .userdata = m};
                 r = mk_clients_stop(&so, e);
                 if (r < 0) {
                         mk_error_prefix(e, "Cannot stop the host GPU clients");
@@ -476,26 +473,6 @@ static int before_change(void *userdata, struct mk_error *e) {
                 }
         }
         return 0;
-}
-
-static int run_reboot(void) {
-        const char *argv[] = {"reboot", NULL};
-        struct mk_spawn_opts so = {.argv = argv, .timeout_ms = MK_MANAGER_REBOOT_TIMEOUT_MS, .capture = true,
-                                   .output_cap = 16 * 1024};
-        struct mk_spawn_result res = {0};
-        struct mk_error se = {0};
-        int r = mk_spawn(&so, &res, &se);
-        if (r < 0) {
-                log_err("Cannot run 'reboot'", &se);
-                return r;
-        }
-        if (res.timed_out || res.exit_status != 0) {
-                log_error("'reboot' failed (exit status %d)%s%s", res.exit_status, res.output ? ": " : "",
-                          res.output ? res.output : "");
-                r = -EIO;
-        }
-        mk_spawn_result_done(&res);
-        return r;
 }
 
 /* Ends a run in failed: restart host clients, restore labels, state failed,
@@ -524,16 +501,16 @@ static int fail_run(struct mgr *m, int r, const char *name, const struct mk_erro
 
 static bool marker_present(struct mgr *m) {
         _cleanup_free_ char *content = NULL;
-        return mk_service_marker_read(&m->paths, &content, NULL) >= 0;
+        return mk_reboot_marker_read(m->marker_file, &content, NULL) >= 0;
 }
 
 static void marker_remove(struct mgr *m) {
         bool removed = false;
         struct mk_error e = {0};
-        if (mk_service_marker_remove(&m->paths, &removed, &e) < 0)
-                log_warning("Cannot remove the reboot marker '%s', ignoring: %s", m->paths.marker_file, e.msg);
+        if (mk_reboot_marker_remove(m->marker_file, &removed, &e) < 0)
+                log_warning("Cannot remove the reboot marker '%s', ignoring: %s", m->marker_file, e.msg);
         else if (removed)
-                log_info("Removed the reboot marker '%s'", m->paths.marker_file);
+                log_info("Removed the reboot marker '%s'", m->marker_file);
 }
 
 /* One reconfigure run for label value `name` (NULL: no label: only restore). */
@@ -613,8 +590,8 @@ static int reconcile(struct mgr *m, const char *name) {
         mk_apply_report_done(&rep);
 
         if (reboot_needed) {
-                struct mk_boot_decision d =
-                        mk_boot_decide(MK_BOOT_REBOOT_NEEDED, m->o->with_reboot, marker_present(m));
+                struct mk_reboot_decision d =
+                        mk_reboot_decide(MK_REBOOT_NEEDED, m->o->with_reboot, marker_present(m));
                 if (!d.reboot) {
                         mk_error_set(&e, -EAGAIN, "a MIG mode change needs a reboot (%s)",
                                      m->o->with_reboot ? "already rebooted once for it; remove the marker "
@@ -631,7 +608,7 @@ static int reconcile(struct mgr *m, const char *name) {
                 snprintf(text, sizeof(text), "migkit manager rebooted node '%s' to apply the MIG mode of '%s'\n",
                          m->o->node, name);
                 struct mk_error me = {0};
-                r = mk_service_marker_create(&m->paths, text, &me);
+                r = mk_reboot_marker_create(m->marker_file, text, &me);
                 if (r < 0)
                         return fail_run(m, r, name, &me);
                 r = set_state(m, MK_MIG_STATE_REBOOTING);
@@ -639,11 +616,10 @@ static int reconcile(struct mgr *m, const char *name) {
                         return fail_run(m, r, name, &e);
                 post_event(m, false, "MigConfigRebooting", "Rebooting the node for the MIG mode of '%s'", name);
                 /* The labels stay paused across the reboot; the next start restores them. */
-                r = run_reboot();
-                if (r < 0) {
-                        mk_error_set(&e, r, "'reboot' failed");
-                        return fail_run(m, r, name, &e);
-                }
+                struct mk_error be = {0};
+                r = mk_reboot_run(&be);
+                if (r < 0)
+                        return fail_run(m, r, name, &be);
                 /* The reboot stops us (SIGTERM: leave everything as it is for
                  * the manager after the reboot). Still running long after it:
                  * the reboot did not happen, which must not wedge the node. */
@@ -720,7 +696,7 @@ static bool node_name_valid(const char *s) {
 }
 
 int mk_manager_run(struct mk_kube *k, const struct mk_config *c, const struct mk_hooks *h,
-                   const struct mk_service_settings *clients, const struct mk_manager_opts *o) {
+                   const struct mk_gpu_clients *clients, const struct mk_manager_opts *o) {
         if (!o->node || !node_name_valid(o->node))
                 return log_error_errno(-EINVAL, "Invalid node name '%s'", o->node ? o->node : "");
         atomic_bool own_cancel = false;
@@ -729,12 +705,7 @@ int mk_manager_run(struct mk_kube *k, const struct mk_config *c, const struct mk
         snprintf(m.node_path, sizeof(m.node_path), "/api/v1/nodes/%s", o->node);
         snprintf(m.field_selector, sizeof(m.field_selector), "metadata.name=%s", o->node);
         const char *root = o->host_root && *o->host_root ? o->host_root : "/";
-        char etc[4096], state[4096];
-        int w1 = snprintf(etc, sizeof(etc), "%s/etc/migkit", root);
-        int w2 = snprintf(state, sizeof(state), "%s/var/lib/migkit", root);
-        if (w1 < 0 || (size_t) w1 >= sizeof(etc) || w2 < 0 || (size_t) w2 >= sizeof(state))
-                return log_error_errno(-ENAMETOOLONG, "Host root path too long");
-        int r = mk_service_paths_init(etc, state, &m.paths);
+        int r = mk_path_join(root, "var/lib/migkit/" MK_REBOOT_MARKER_NAME, &m.marker_file);
         if (r < 0)
                 return log_error_errno(r, "Out of memory");
         pthread_mutex_init(&m.lock, NULL);
@@ -743,7 +714,7 @@ int mk_manager_run(struct mk_kube *k, const struct mk_config *c, const struct mk
         pthread_t th;
         r = -pthread_create(&th, NULL, informer_thread, &m);
         if (r < 0) {
-                mk_service_paths_done(&m.paths);
+                free(m.marker_file);
                 return log_error_errno(r, "Cannot start the node watch: %m");
         }
         log_info("Watching node '%s' for %s", o->node, MK_MANAGER_CONFIG_LABEL);
@@ -818,7 +789,7 @@ int mk_manager_run(struct mk_kube *k, const struct mk_config *c, const struct mk
         free(m.desired);
         free(m.node_uid);
         strv_free(m.stopped);
-        mk_service_paths_done(&m.paths);
+        free(m.marker_file);
         return ret;
 }
 

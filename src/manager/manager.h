@@ -22,7 +22,7 @@ struct mk_config;
 struct mk_error;
 struct mk_hooks;
 struct mk_kube;
-struct mk_service_settings;
+struct mk_gpu_clients;
 
 #define MK_MANAGER_CONFIG_LABEL "nvidia.com/mig.config"
 #define MK_MANAGER_STATE_LABEL "nvidia.com/mig.config.state"
@@ -66,10 +66,10 @@ struct mk_manager_opts {
 
 /* Runs until *cancel is set (returns 0) or a non-transient apiserver error
  * ends the Node watch (negative errno, logged). The config, hooks and
- * settings (host clients; may be NULL when host clients are not managed)
- * are borrowed for the whole run. */
+ * host GPU clients (NULL when host clients are not managed) are borrowed
+ * for the whole run. */
 int mk_manager_run(struct mk_kube *k, const struct mk_config *c, const struct mk_hooks *h,
-                   const struct mk_service_settings *clients, const struct mk_manager_opts *o) _nonnull_(1, 2, 5);
+                   const struct mk_gpu_clients *clients, const struct mk_manager_opts *o) _nonnull_(1, 2, 5);
 
 /* ---- pure helpers (tests/unit/test-manager.c) ---- */
 

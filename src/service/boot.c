@@ -1,4 +1,4 @@
-/* `migkit service boot` and the reboot-once rule (boot.h, docs/service.md).
+/* `migkit service boot` (boot.h, docs/service.md).
  *
  * The apply runs in a child process so that a hung driver call or command
  * cannot keep the clients down or hold the boot: past the apply timeout
@@ -25,45 +25,16 @@
 #include "base/log.h"
 #include "base/macro.h"
 #include "base/parse.h"
-#include "base/spawn.h"
 #include "engine/engine.h"
+#include "host/clients.h"
+#include "host/reboot.h"
 #include "service/boot.h"
-#include "service/clients.h"
 #include "service/settings.h"
 #include "spec/hooks.h"
 
 #define MK_BOOT_PIPE_CAP (1u << 20)     /* what the apply child may report */
 #define MK_BOOT_DRAIN_MS 5000           /* reading what is left after killing it */
 #define MK_BOOT_DEFAULT_CONFIG "all-disabled"
-#define MK_REBOOT_TIMEOUT_MS (60 * 1000)
-
-static const char *const outcome_table[_MK_BOOT_OUTCOME_MAX] = {
-        [MK_BOOT_APPLIED] = "applied",
-        [MK_BOOT_REBOOT_NEEDED] = "reboot-needed",
-        [MK_BOOT_FAILED_MODE_OK] = "failed-mode-ok",
-        [MK_BOOT_FAILED] = "failed",
-};
-
-const char *mk_boot_outcome_to_string(enum mk_boot_outcome o) {
-        return o >= 0 && o < _MK_BOOT_OUTCOME_MAX ? outcome_table[o] : NULL;
-}
-
-struct mk_boot_decision mk_boot_decide(enum mk_boot_outcome o, bool reboot_enabled, bool marker) {
-        switch (o) {
-        case MK_BOOT_APPLIED:
-                return (struct mk_boot_decision){.reboot = false, .exit_code = 0, .marker_after = false};
-        case MK_BOOT_FAILED_MODE_OK:
-                /* The mode step passed: a later mode change may reboot again. */
-                return (struct mk_boot_decision){.reboot = false, .exit_code = 1, .marker_after = false};
-        case MK_BOOT_REBOOT_NEEDED:
-                if (reboot_enabled && !marker)
-                        return (struct mk_boot_decision){.reboot = true, .exit_code = 0, .marker_after = true};
-                return (struct mk_boot_decision){.reboot = false, .exit_code = 1, .marker_after = marker};
-        case MK_BOOT_FAILED:
-        default:
-                return (struct mk_boot_decision){.reboot = false, .exit_code = 1, .marker_after = marker};
-        }
-}
 
 int mk_service_check(const struct mk_config *c, const char *name, bool mode_only, size_t *ret_differ,
                      struct mk_error *e) {
@@ -164,7 +135,7 @@ static void child_stopping(void *userdata, const char *unit) {
 
 static int child_before_change(void *userdata, struct mk_error *e) {
         struct child_ctx *x = userdata;
-        struct mk_clients_stop_opts o = {.settings = x->settings, .stopping = child_stopping, .userdata = x};
+        struct mk_clients_stop_opts o = {.clients = &x->settings->clients, .stopping = child_stopping, .userdata = x};
         int r = mk_clients_stop(&o, e);
         if (r < 0)
                 mk_error_prefix(e, "Cannot stop the GPU clients, so no GPU was changed");
@@ -409,26 +380,6 @@ static int run_apply(const struct mk_service_paths *p, const struct mk_service_s
 
 /* ---- the boot run ---- */
 
-static int reboot_node(void) {
-        const char *argv[] = {"reboot", NULL};
-        struct mk_spawn_opts so = {.argv = argv, .timeout_ms = MK_REBOOT_TIMEOUT_MS, .capture = true,
-                                   .output_cap = 16 * 1024};
-        struct mk_spawn_result res = {0};
-        struct mk_error se = {0};
-        int r = mk_spawn(&so, &res, &se);
-        if (r < 0) {
-                char buf[MK_ERROR_MSG_MAX];
-                return log_error_errno(r, "Cannot run 'reboot': %s", mk_error_format(&se, buf, sizeof(buf)));
-        }
-        if (res.timed_out || res.exit_status != 0) {
-                log_error("'reboot' failed (%s %d)%s%s", res.timed_out ? "timed out, status" : "exit status",
-                          res.exit_status, res.output && *res.output ? ": " : "", res.output ? res.output : "");
-                r = -EIO;
-        }
-        mk_spawn_result_done(&res);
-        return r;
-}
-
 static void log_err(const char *what, const struct mk_error *e) {
         char buf[MK_ERROR_MSG_MAX + 2 * MK_ERROR_LOC_MAX];
         log_error("%s%s%s", what ? what : "", what ? ": " : "", mk_error_format(e, buf, sizeof(buf)));
@@ -515,7 +466,7 @@ int mk_service_boot(const struct mk_service_paths *p) {
 
         _cleanup_free_ char *marker_content = NULL;
         struct mk_error me = {0};
-        r = mk_service_marker_read(p, &marker_content, &me);
+        r = mk_reboot_marker_read(p->marker_file, &marker_content, &me);
         if (r < 0 && r != -ENOENT) {
                 log_err("Cannot read the reboot marker", &me);
                 return 1;
@@ -532,29 +483,29 @@ int mk_service_boot(const struct mk_service_paths *p) {
 
         /* Whatever happened: the clients that were running run again. */
         if (a.n_stopped > 0) {
-                unsigned failed = mk_clients_start(s, a.stopped, a.n_stopped);
+                unsigned failed = mk_clients_start(&s->clients, a.stopped, a.n_stopped);
                 if (failed > 0)
                         log_error("%u GPU client(s) could not be started again, see above", failed);
         }
 
-        enum mk_boot_outcome o;
+        enum mk_reboot_outcome o;
         if (!a.have_result)
-                o = MK_BOOT_FAILED;
+                o = MK_REBOOT_FAILED;
         else if (a.res.r >= 0)
-                o = MK_BOOT_APPLIED;
+                o = MK_REBOOT_APPLIED;
         else if (a.res.reboot_needed)
-                o = MK_BOOT_REBOOT_NEEDED;
+                o = MK_REBOOT_NEEDED;
         else if (a.res.mode_ok)
-                o = MK_BOOT_FAILED_MODE_OK;
+                o = MK_REBOOT_FAILED_MODE_OK;
         else
-                o = MK_BOOT_FAILED;
-        struct mk_boot_decision d = mk_boot_decide(o, s->reboot, marker);
+                o = MK_REBOOT_FAILED;
+        struct mk_reboot_decision d = mk_reboot_decide(o, s->reboot, marker);
         log_debug_area("service", "Boot outcome %s, reboot %s, marker %s: reboot=%d exit=%d marker_after=%d",
-                       mk_boot_outcome_to_string(o), s->reboot ? "enabled" : "disabled", marker ? "present" : "absent",
+                       mk_reboot_outcome_to_string(o), s->reboot ? "enabled" : "disabled", marker ? "present" : "absent",
                        d.reboot, d.exit_code, d.marker_after);
 
         switch (o) {
-        case MK_BOOT_APPLIED:
+        case MK_REBOOT_APPLIED:
                 if (a.res.driverless)
                         log_info("MIG mode of config '%s' set through PCI (the NVIDIA driver is not loaded); its "
                                  "instances are created by the next apply once the driver is up",
@@ -567,7 +518,7 @@ int mk_service_boot(const struct mk_service_paths *p) {
                                  name, a.res.mode_changes, a.res.resets, a.res.destroyed_gis, a.res.destroyed_cis,
                                  a.res.created_gis, a.res.created_cis);
                 break;
-        case MK_BOOT_REBOOT_NEEDED:
+        case MK_REBOOT_NEEDED:
                 if (d.reboot) {
                         char buf[MK_ERROR_MSG_MAX + 2 * MK_ERROR_LOC_MAX];
                         log_warning("MIG config '%s' needs a reboot: %s", name,
@@ -587,8 +538,8 @@ int mk_service_boot(const struct mk_service_paths *p) {
                                   "marker is removed ('migkit service clear-reboot-marker')",
                                   name, p->marker_file);
                 break;
-        case MK_BOOT_FAILED_MODE_OK:
-        case MK_BOOT_FAILED:
+        case MK_REBOOT_FAILED_MODE_OK:
+        case MK_REBOOT_FAILED:
         default:
                 if (a.have_result)
                         log_err("MIG config could not be applied", &a.res.e);
@@ -602,7 +553,7 @@ int mk_service_boot(const struct mk_service_paths *p) {
         if (marker && !d.marker_after) {
                 bool removed = false;
                 struct mk_error re = {0};
-                if (mk_service_marker_remove(p, &removed, &re) < 0)
+                if (mk_reboot_marker_remove(p->marker_file, &removed, &re) < 0)
                         log_err("Cannot remove the reboot marker, ignoring", &re);
                 else if (removed)
                         log_info("The MIG modes are as selected: removed the reboot marker '%s'", p->marker_file);
@@ -612,7 +563,7 @@ int mk_service_boot(const struct mk_service_paths *p) {
                 char text[2048];
                 marker_text(name, &a.res.e, p->marker_file, text, sizeof(text));
                 struct mk_error ce = {0};
-                if (mk_service_marker_create(p, text, &ce) < 0) {
+                if (mk_reboot_marker_create(p->marker_file, text, &ce) < 0) {
                         /* Without the marker a reboot could loop: do not reboot. */
                         log_err("Cannot create the reboot marker, so NOT rebooting", &ce);
                         exit_code = 1;
@@ -620,7 +571,9 @@ int mk_service_boot(const struct mk_service_paths *p) {
                         log_warning("REBOOTING the node once to apply the MIG mode of config '%s' (no GPU reset is "
                                     "possible here); marker '%s'",
                                     name, p->marker_file);
-                        if (reboot_node() < 0) {
+                        struct mk_error be = {0};
+                        if (mk_reboot_run(&be) < 0) {
+                                log_err(NULL, &be);
                                 log_error("The reboot failed; the marker '%s' stays, so the next boot will not try "
                                           "again: remove it to allow one more reboot",
                                           p->marker_file);

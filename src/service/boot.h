@@ -1,5 +1,6 @@
 /* The node service's boot run (`migkit service boot`, the ExecStart of
- * migkit.service) and its reboot-at-most-once rule (docs/service.md). */
+ * migkit.service); its reboot-at-most-once rule is host/reboot.h
+ * (docs/service.md). */
 #pragma once
 
 #include <stdbool.h>
@@ -9,29 +10,6 @@
 #include "base/macro.h"
 #include "service/state.h"
 #include "spec/config.h"
-
-/* How the apply ended, as the reboot rule sees it. */
-enum mk_boot_outcome {
-        MK_BOOT_APPLIED,        /* the selected config (or, driverless, its MIG mode) is in place */
-        MK_BOOT_REBOOT_NEEDED,  /* a MIG mode change waits for a reset this node cannot do */
-        MK_BOOT_FAILED_MODE_OK, /* failed, but every MIG mode is as selected */
-        MK_BOOT_FAILED,         /* failed otherwise (or the modes could not be read) */
-        _MK_BOOT_OUTCOME_MAX,
-        _MK_BOOT_OUTCOME_INVALID = -EINVAL,
-};
-
-const char *mk_boot_outcome_to_string(enum mk_boot_outcome o);
-
-struct mk_boot_decision {
-        bool reboot;            /* run `reboot` (after creating the marker) */
-        int exit_code;          /* of `migkit service boot` */
-        bool marker_after;      /* the marker exists afterwards */
-};
-
-/* The reboot-once rule, as data: reboot only when a reset is needed,
- * rebooting is enabled and no marker says it was tried; the marker goes
- * away once the MIG modes are right, and stays otherwise. */
-struct mk_boot_decision mk_boot_decide(enum mk_boot_outcome o, bool reboot_enabled, bool marker);
 
 /* The whole boot run: read service.yaml, config.yaml, hooks.yaml and the
  * selection (none: all-disabled when config.yaml has it); apply in a child

@@ -8,57 +8,17 @@
 #include "base/fileio.h"
 #include "base/macro.h"
 #include "base/parse.h"
+#include "host/clients.h"
 #include "service/settings.h"
 #include "spec/yaml.h"
-
-/* Driver clients and Kubernetes components, in the order they start; they
- * are stopped in reverse (kubelet first). mig-parted's hooks.sh lists and the
- * operator's default-gpu-clients (mig-parted.md §7.4, §8.5). */
-const char *const mk_service_default_units[] = {
-        "nvsm.service",
-        "nvsm-mqtt.service",
-        "nvsm-core.service",
-        "nvsm-api-gateway.service",
-        "nvsm-notifier.service",
-        "nv_peer_mem.service",
-        "nvidia-dcgm.service",
-        "dcgm.service",
-        "dcgm-exporter.service",
-        "kubelet.service",
-        NULL,
-};
-
-const char *const mk_service_default_images[] = {
-        "k8s-device-plugin",
-        "gpu-feature-discovery",
-        "dcgm-exporter",
-        NULL,
-};
 
 struct mk_service_settings *mk_service_settings_free(struct mk_service_settings *s) {
         if (!s)
                 return NULL;
         free(s->file);
-        strv_free(s->systemd_services);
-        strv_free(s->container_images);
+        mk_gpu_clients_done(&s->clients);
         free(s);
         return NULL;
-}
-
-static char **strv_copy(const char *const *l, size_t *ret_n) {
-        size_t n = 0;
-        while (l[n])
-                n++;
-        _cleanup_strv_free_ char **c = calloc(n + 1, sizeof(char *));
-        if (!c)
-                return NULL;
-        for (size_t i = 0; i < n; i++) {
-                c[i] = strdup(l[i]);
-                if (!c[i])
-                        return NULL;
-        }
-        *ret_n = n;
-        return TAKE_PTR(c);
 }
 
 static struct mk_service_settings *settings_new(const char *file) {
@@ -66,13 +26,9 @@ static struct mk_service_settings *settings_new(const char *file) {
         if (!s)
                 return NULL;
         s->file = strdup(file);
-        s->systemd_services = strv_copy(mk_service_default_units, &s->n_systemd_services);
-        s->container_images = strv_copy(mk_service_default_images, &s->n_container_images);
-        if (!s->file || !s->systemd_services || !s->container_images)
+        if (!s->file || mk_gpu_clients_init_default(&s->clients) < 0)
                 return NULL;
         s->reboot = false;
-        s->stop_timeout_ms = MK_SERVICE_DEFAULT_STOP_MS;
-        s->start_timeout_ms = MK_SERVICE_DEFAULT_START_MS;
         s->apply_timeout_ms = MK_SERVICE_DEFAULT_APPLY_MS;
         return TAKE_PTR(s);
 }
@@ -82,74 +38,6 @@ int mk_service_settings_default(struct mk_service_settings **ret) {
         if (!s)
                 return -ENOMEM;
         *ret = s;
-        return 0;
-}
-
-bool mk_service_unit_name_valid(const char *s) {
-        static const char *const types[] = {".service", ".socket", ".device", ".mount", ".automount", ".swap",
-                                            ".target",  ".path",   ".timer",  ".slice", ".scope"};
-        size_t n = strlen(s);
-        if (n == 0 || n > MK_MAX_CLIENT_NAME || s[0] == '-' || s[0] == '.')
-                return false;
-        for (const char *p = s; *p; p++)
-                if (!strchr("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789:_.\\@-", *p))
-                        return false;
-        for (size_t i = 0; i < ELEMENTSOF(types); i++) {
-                size_t k = strlen(types[i]);
-                if (n > k && streq(s + n - k, types[i]))
-                        return true;
-        }
-        return false;
-}
-
-bool mk_service_image_name_valid(const char *s) {
-        size_t n = strlen(s);
-        if (n == 0 || n > MK_MAX_CLIENT_NAME || s[0] == '-')
-                return false;
-        for (const unsigned char *p = (const unsigned char *) s; *p; p++)
-                if (*p <= ' ' || *p >= 0x7f)
-                        return false;
-        return true;
-}
-
-static int get_list(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, bool units, char ***ret, size_t *ret_n) {
-        struct mk_yaml_scalar v;
-        int r = mk_yaml_resolve(c, n, &v);
-        if (r < 0)
-                return r;
-        size_t count = 0;
-        if (v.type == MK_YAML_SEQ)
-                count = n->n_items;
-        else if (v.type != MK_YAML_NULL)
-                return mk_yaml_error(c, n, "must be a list of %s names, not %s", units ? "systemd unit" : "image",
-                                     mk_yaml_type_json(v.type));
-        if (count > MK_MAX_GPU_CLIENTS)
-                return mk_yaml_error(c, n, "too many entries (at most %d)", MK_MAX_GPU_CLIENTS);
-        _cleanup_strv_free_ char **l = calloc(count + 1, sizeof(char *));
-        if (!l)
-                return mk_yaml_error_code(c, -ENOMEM, n, "out of memory");
-        for (size_t i = 0; i < count; i++) {
-                const struct mk_yaml_node *it = n->items[i];
-                size_t old = mk_yaml_path_push_index(c, i);
-                r = mk_yaml_get_str(c, it, units ? "a unit name" : "an image name", &l[i]);
-                if (r < 0)
-                        return r;
-                if (strlen(l[i]) > MK_MAX_CLIENT_NAME)
-                        return mk_yaml_error(c, it, "name too long (at most %d bytes)", MK_MAX_CLIENT_NAME);
-                if (units && !mk_service_unit_name_valid(l[i]))
-                        return mk_yaml_error(c, it,
-                                             "invalid systemd unit name '%s' (want NAME.TYPE such as "
-                                             "'kubelet.service')",
-                                             l[i]);
-                if (!units && !mk_service_image_name_valid(l[i]))
-                        return mk_yaml_error(c, it, "invalid image name '%s'", l[i]);
-                for (size_t k = 0; k < i; k++)
-                        if (streq(l[k], l[i]))
-                                return mk_yaml_error(c, it, "'%s' is listed twice", l[i]);
-                mk_yaml_path_pop(c, old);
-        }
-        *ret = TAKE_PTR(l);
-        *ret_n = count;
         return 0;
 }
 
@@ -187,17 +75,17 @@ static int parse_clients(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, st
                 bool units = streq(k, "systemd-services");
                 char **l = NULL;
                 size_t count = 0;
-                r = get_list(c, m.pairs[i].value, units, &l, &count);
+                r = mk_gpu_clients_parse_list(c, m.pairs[i].value, units, &l, &count);
                 if (r < 0)
                         return r;
                 if (units) {
-                        strv_free(s->systemd_services);
-                        s->systemd_services = l;
-                        s->n_systemd_services = count;
+                        strv_free(s->clients.systemd_services);
+                        s->clients.systemd_services = l;
+                        s->clients.n_systemd_services = count;
                 } else {
-                        strv_free(s->container_images);
-                        s->container_images = l;
-                        s->n_container_images = count;
+                        strv_free(s->clients.container_images);
+                        s->clients.container_images = l;
+                        s->clients.n_container_images = count;
                 }
                 mk_yaml_path_pop(c, old);
         }
@@ -213,8 +101,8 @@ static int parse_timeouts(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, s
         for (size_t i = 0; i < m.n; i++) {
                 const char *k = m.pairs[i].name;
                 size_t old = mk_yaml_path_push_key(c, k);
-                uint64_t *dst = streq(k, "stop") ? &s->stop_timeout_ms
-                                : streq(k, "start") ? &s->start_timeout_ms
+                uint64_t *dst = streq(k, "stop") ? &s->clients.stop_timeout_ms
+                                : streq(k, "start") ? &s->clients.start_timeout_ms
                                                     : &s->apply_timeout_ms;
                 r = get_duration(c, m.pairs[i].value, dst);
                 if (r < 0)

@@ -11,32 +11,22 @@
 
 #include "base/error.h"
 #include "base/macro.h"
+#include "host/clients.h"
 
 #define MK_MAX_SERVICE_YAML_BYTES (256u * 1024) /* service.yaml */
-#define MK_MAX_GPU_CLIENTS 256                  /* entries in one client list */
-#define MK_MAX_CLIENT_NAME 255                  /* bytes in a unit or image name (systemd's UNIT_NAME_MAX - 1) */
 #define MK_MAX_SERVICE_TIMEOUT_MS (24ull * 3600 * 1000)
 
-/* Defaults (docs/service.md): the stop of one client, the enqueueing of one
- * start, and the whole apply including client stops. The unit's
- * TimeoutStartSec (15 min) is larger than apply + all starts. */
-#define MK_SERVICE_DEFAULT_STOP_MS (120u * 1000)
-#define MK_SERVICE_DEFAULT_START_MS (30u * 1000)
+/* Default of the whole apply including client stops (docs/service.md); the
+ * clients' own timeouts are in host/clients.h. The unit's TimeoutStartSec
+ * (15 min) is larger than apply + all starts. */
 #define MK_SERVICE_DEFAULT_APPLY_MS (600u * 1000)
 
 struct mk_service_settings {
         char *file;                     /* for messages; "(defaults)" when built in */
-        char **systemd_services;        /* NULL-terminated, never NULL; stopped in reverse order */
-        size_t n_systemd_services;
-        char **container_images;        /* NULL-terminated, never NULL */
-        size_t n_container_images;
+        struct mk_gpu_clients clients;  /* gpu-clients and the stop/start timeouts */
         bool reboot;                    /* reboot once when a mode change needs it */
-        uint64_t stop_timeout_ms, start_timeout_ms, apply_timeout_ms;
+        uint64_t apply_timeout_ms;
 };
-
-/* Upstream's default clients (mig-parted.md §7.4 and §8.5), NULL-terminated. */
-extern const char *const mk_service_default_units[];
-extern const char *const mk_service_default_images[];
 
 /* The built-in defaults (what a service.yaml with only `version: v1` gives). */
 int mk_service_settings_default(struct mk_service_settings **ret) _wur_;
@@ -52,10 +42,3 @@ struct mk_service_settings *mk_service_settings_free(struct mk_service_settings 
 static inline void mk_service_settings_freep(struct mk_service_settings **s) {
         mk_service_settings_free(*s);
 }
-
-/* A systemd unit name we accept: "name.type", at most MK_MAX_CLIENT_NAME
- * bytes of [A-Za-z0-9:_.\\@-], not starting with '-' or '.' (it goes into an
- * argv, never as an option). An image name: printable, no blanks, not
- * starting with '-'. */
-bool mk_service_unit_name_valid(const char *s);
-bool mk_service_image_name_valid(const char *s);

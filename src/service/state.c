@@ -9,6 +9,7 @@
 #include "base/fileio.h"
 #include "base/host.h"
 #include "base/macro.h"
+#include "host/reboot.h"
 #include "service/state.h"
 #include "spec/config.h" /* MK_MAX_CONFIG_NAME */
 
@@ -52,7 +53,7 @@ int mk_service_paths_init(const char *etc_dir, const char *state_dir, struct mk_
         if (r >= 0)
                 r = mk_path_join(p.state_dir, "selected-config", &p.selection_file);
         if (r >= 0)
-                r = mk_path_join(p.state_dir, "reboot-attempted", &p.marker_file);
+                r = mk_path_join(p.state_dir, MK_REBOOT_MARKER_NAME, &p.marker_file);
         if (r < 0) {
                 mk_service_paths_done(&p);
                 return r;
@@ -86,24 +87,9 @@ bool mk_service_name_storable(const char *name) {
         return true;
 }
 
-/* Reads a small state file; trailing newlines and blanks are dropped. */
-static int read_state_file(const char *path, char **ret, struct mk_error *e) {
-        _cleanup_free_ char *data = NULL;
-        size_t len = 0;
-        int r = mk_read_file(path, MK_MAX_STATE_FILE_BYTES, &data, &len, e);
-        if (r < 0)
-                return r;
-        if (strlen(data) != len)
-                return mk_error_set(e, -EINVAL, "'%s' is corrupt: it contains a NUL byte", path);
-        while (len > 0 && strchr("\n\r\t ", data[len - 1]))
-                data[--len] = 0;
-        *ret = TAKE_PTR(data);
-        return 0;
-}
-
 int mk_service_selection_read(const struct mk_service_paths *p, char **ret, struct mk_error *e) {
         _cleanup_free_ char *s = NULL;
-        int r = read_state_file(p->selection_file, &s, e);
+        int r = mk_read_text_file(p->selection_file, MK_MAX_STATE_FILE_BYTES, &s, e);
         if (r < 0)
                 return r;
         if (!mk_service_name_storable(s))
@@ -140,36 +126,5 @@ int mk_service_selection_write(const struct mk_service_paths *p, const char *nam
                 return r;
         if (ret_changed)
                 *ret_changed = true;
-        return 0;
-}
-
-int mk_service_marker_read(const struct mk_service_paths *p, char **ret, struct mk_error *e) {
-        return read_state_file(p->marker_file, ret, e);
-}
-
-int mk_service_marker_create(const struct mk_service_paths *p, const char *text, struct mk_error *e) {
-        int r = mk_mkdir_parents(p->state_dir, 0755, e);
-        if (r < 0)
-                return r;
-        return mk_write_file_atomic(p->marker_file, text, strlen(text), 0644, e);
-}
-
-int mk_service_marker_remove(const struct mk_service_paths *p, bool *ret_removed, struct mk_error *e) {
-        bool removed = true;
-        if (unlink(p->marker_file) < 0) {
-                if (errno != ENOENT) {
-                        int r = negative_errno();
-                        return mk_error_set(e, r, "Failed to remove '%s': %s", p->marker_file, strerror(-r));
-                }
-                removed = false;
-        }
-        if (removed) {
-                int r = mk_fsync_parent_dir(p->marker_file);
-                if (r < 0)
-                        return mk_error_set(e, r, "Failed to sync the directory of '%s': %s", p->marker_file,
-                                            strerror(-r));
-        }
-        if (ret_removed)
-                *ret_removed = removed;
         return 0;
 }

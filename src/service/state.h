@@ -1,5 +1,6 @@
 /* The node service's files: where they are (injectable for tests), the
- * persisted selection and the reboot-once marker (docs/service.md). */
+ * persisted selection; the reboot-once marker's path (its content: host/reboot.h)
+ * (docs/service.md). */
 #pragma once
 
 #include <stdbool.h>
@@ -11,7 +12,7 @@
 
 #define MK_SERVICE_ETC_DIR "/etc/migkit"
 #define MK_SERVICE_STATE_DIR "/var/lib/migkit"
-#define MK_MAX_STATE_FILE_BYTES 4096 /* selected-config, reboot-attempted */
+#define MK_MAX_STATE_FILE_BYTES 4096 /* selected-config */
 
 struct mk_service_paths {
         char *etc_dir;          /* MIGKIT_ETC_DIR, default /etc/migkit */
@@ -44,11 +45,3 @@ int mk_service_selection_read(const struct mk_service_paths *p, char **ret, stru
  * (may be NULL) says whether it was written. */
 int mk_service_selection_write(const struct mk_service_paths *p, const char *name, bool *ret_changed,
                                struct mk_error *e) _wur_;
-
-/* The reboot marker's content in *ret (malloc'd), -ENOENT when absent. */
-int mk_service_marker_read(const struct mk_service_paths *p, char **ret, struct mk_error *e) _wur_;
-/* Creates the marker (atomically, fsync'ed with its directory) holding
- * `text`, before the reboot it records. */
-int mk_service_marker_create(const struct mk_service_paths *p, const char *text, struct mk_error *e) _wur_;
-/* Removes the marker; *ret_removed (may be NULL) says whether there was one. */
-int mk_service_marker_remove(const struct mk_service_paths *p, bool *ret_removed, struct mk_error *e) _wur_;

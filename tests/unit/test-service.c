@@ -1,8 +1,7 @@
 /* Unit tests for service/: service.yaml (valid, defaults, every error with
- * its position), the selection and marker files (atomic writes), the
- * reboot-once rule as a table, and the container runtime output parsers
- * (canned output in, ids out). The boot flow end to end is in
- * tests/integration/test-service.sh. */
+ * its position) and the selection file. The GPU clients, the reboot marker
+ * and the reboot-once rule are host/'s (test-host.c). The boot flow end to
+ * end is in tests/integration/test-service.sh. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -25,7 +24,6 @@
 #include "base/fileio.h"
 #include "base/macro.h"
 #include "service/boot.h"
-#include "service/clients.h"
 #include "service/settings.h"
 #include "service/state.h"
 
@@ -43,22 +41,22 @@ static char *dump_settings(const struct mk_service_settings *s) {
         struct mk_buf b;
         mk_buf_init(&b, 1 << 20);
         assert_int_equal(mk_buf_puts(&b, "units="), 0);
-        dump_list(&b, s->systemd_services);
+        dump_list(&b, s->clients.systemd_services);
         assert_int_equal(mk_buf_puts(&b, " images="), 0);
-        dump_list(&b, s->container_images);
+        dump_list(&b, s->clients.container_images);
         assert_int_equal(mk_buf_printf(&b, " reboot=%d stop=%llu start=%llu apply=%llu", s->reboot,
-                                       (unsigned long long) s->stop_timeout_ms,
-                                       (unsigned long long) s->start_timeout_ms,
+                                       (unsigned long long) s->clients.stop_timeout_ms,
+                                       (unsigned long long) s->clients.start_timeout_ms,
                                        (unsigned long long) s->apply_timeout_ms),
                          0);
         size_t n = 0;
-        while (s->systemd_services[n])
+        while (s->clients.systemd_services[n])
                 n++;
-        assert_int_equal(n, s->n_systemd_services);
+        assert_int_equal(n, s->clients.n_systemd_services);
         n = 0;
-        while (s->container_images[n])
+        while (s->clients.container_images[n])
                 n++;
-        assert_int_equal(n, s->n_container_images);
+        assert_int_equal(n, s->clients.n_container_images);
         char *r = mk_buf_take(&b);
         assert_non_null(r);
         return r;
@@ -272,7 +270,7 @@ static void test_settings_caps(void **state) {
         e = (struct mk_error){0};
         r = mk_service_settings_parse(mk_buf_str(&b), b.len, FILE_NAME, &s, &e);
         assert_int_equal(r, 0);
-        assert_int_equal(s->n_container_images, MK_MAX_GPU_CLIENTS);
+        assert_int_equal(s->clients.n_container_images, MK_MAX_GPU_CLIENTS);
         mk_service_settings_free(s);
 
         /* A name of MK_MAX_CLIENT_NAME bytes is fine, one more is not. */
@@ -287,7 +285,7 @@ static void test_settings_caps(void **state) {
                 r = mk_service_settings_parse(mk_buf_str(&b), b.len, FILE_NAME, &s, &e);
                 if (extra == 0) {
                         assert_int_equal(r, 0);
-                        assert_int_equal(strlen(s->systemd_services[0]), MK_MAX_CLIENT_NAME);
+                        assert_int_equal(strlen(s->clients.systemd_services[0]), MK_MAX_CLIENT_NAME);
                         mk_service_settings_free(s);
                 } else
                         check_error("name too long", r, &e, -EINVAL, 3, 22, "gpu-clients.systemd-services[0]",
@@ -304,36 +302,6 @@ static void test_settings_caps(void **state) {
         r = mk_service_settings_parse(mk_buf_str(&b), b.len, FILE_NAME, &s, &e);
         check_error("too large", r, &e, -E2BIG, 0, 0, "", "'service.yaml' is larger than 262144 bytes");
         mk_buf_done(&b);
-}
-
-static void test_names(void **state) {
-        static const struct {
-                const char *s;
-                bool unit, image;
-        } cases[] = {
-                {"kubelet.service", true, true},
-                {"nv_peer_mem.service", true, true},
-                {"getty@tty1.service", true, true},
-                {"a\\x2db.mount", true, true},
-                {"k8s.target", true, true},
-                {"kubelet", false, true},
-                {"kubelet.services", false, true},
-                {".service", false, true},
-                {"-.mount", false, false},
-                {"--now.service", false, false},
-                {"a b.service", false, false},
-                {"a/b.service", false, true},
-                {"nvcr.io/nvidia/k8s-device-plugin", false, true},
-                {"", false, false},
-                {"tab\t", false, false},
-                {"\xc3\xa9.service", false, false},
-        };
-        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
-                if (mk_service_unit_name_valid(cases[i].s) != cases[i].unit)
-                        fail_msg("unit name '%s': valid = %d, want %d", cases[i].s, !cases[i].unit, cases[i].unit);
-                if (mk_service_image_name_valid(cases[i].s) != cases[i].image)
-                        fail_msg("image name '%s': valid = %d, want %d", cases[i].s, !cases[i].image, cases[i].image);
-        }
 }
 
 /* ---- state files ---- */
@@ -526,192 +494,6 @@ static void test_selection(void **state) {
         free(tmp);
 }
 
-static void test_marker(void **state) {
-        char *tmp = make_tmpdir();
-        char state_dir[PATH_MAX];
-        snprintf(state_dir, sizeof(state_dir), "%s/state", tmp);
-        struct mk_service_paths p = {0};
-        assert_int_equal(mk_service_paths_init(tmp, state_dir, &p), 0);
-        struct mk_error e = {0};
-        char *text = NULL;
-        bool removed = true;
-        assert_int_equal(mk_service_marker_read(&p, &text, &e), -ENOENT);
-        assert_int_equal(mk_service_marker_remove(&p, &removed, &e), 0);
-        assert_false(removed);
-        assert_int_equal(mk_service_marker_create(&p, "rebooted for X\nsecond line\n", &e), 0);
-        assert_int_equal(mk_service_marker_read(&p, &text, &e), 0);
-        assert_string_equal(text, "rebooted for X\nsecond line");
-        free(text);
-        assert_int_equal(mk_service_marker_remove(&p, &removed, &e), 0);
-        assert_true(removed);
-        assert_int_equal(access(p.marker_file, F_OK), -1);
-        assert_int_equal(mk_service_marker_remove(&p, NULL, &e), 0);
-        char names[1024];
-        list_dir(state_dir, names, sizeof(names));
-        assert_string_equal(names, "");
-        mk_service_paths_done(&p);
-        rm_rf(tmp);
-        free(tmp);
-}
-
-/* ---- the reboot-once rule ---- */
-
-static void test_decide(void **state) {
-        static const struct {
-                enum mk_boot_outcome outcome;
-                bool reboot_enabled, marker;
-                bool reboot;
-                int exit_code;
-                bool marker_after;
-        } table[] = {
-                /* outcome                 enabled marker   reboot exit marker after */
-                {MK_BOOT_APPLIED, false, false, false, 0, false},
-                {MK_BOOT_APPLIED, false, true, false, 0, false},  /* success clears it */
-                {MK_BOOT_APPLIED, true, false, false, 0, false},
-                {MK_BOOT_APPLIED, true, true, false, 0, false},
-                {MK_BOOT_REBOOT_NEEDED, true, false, true, 0, true},   /* the one reboot */
-                {MK_BOOT_REBOOT_NEEDED, true, true, false, 1, true},   /* never a second */
-                {MK_BOOT_REBOOT_NEEDED, false, false, false, 1, false},
-                {MK_BOOT_REBOOT_NEEDED, false, true, false, 1, true},
-                {MK_BOOT_FAILED_MODE_OK, true, true, false, 1, false}, /* the mode step passed */
-                {MK_BOOT_FAILED_MODE_OK, false, false, false, 1, false},
-                {MK_BOOT_FAILED_MODE_OK, true, false, false, 1, false},
-                {MK_BOOT_FAILED_MODE_OK, false, true, false, 1, false},
-                {MK_BOOT_FAILED, true, true, false, 1, true},          /* unknown: keep it */
-                {MK_BOOT_FAILED, true, false, false, 1, false},
-                {MK_BOOT_FAILED, false, true, false, 1, true},
-                {MK_BOOT_FAILED, false, false, false, 1, false},
-        };
-        for (size_t i = 0; i < ELEMENTSOF(table); i++) {
-                struct mk_boot_decision d = mk_boot_decide(table[i].outcome, table[i].reboot_enabled, table[i].marker);
-                if (d.reboot != table[i].reboot || d.exit_code != table[i].exit_code ||
-                    d.marker_after != table[i].marker_after)
-                        fail_msg("%s, reboot %s, marker %s: got reboot=%d exit=%d marker_after=%d, want %d %d %d",
-                                 mk_boot_outcome_to_string(table[i].outcome),
-                                 table[i].reboot_enabled ? "enabled" : "disabled", table[i].marker ? "present" : "absent",
-                                 d.reboot, d.exit_code, d.marker_after, table[i].reboot, table[i].exit_code,
-                                 table[i].marker_after);
-                /* Invariant: a reboot always leaves a marker, and only happens without one. */
-                assert_true(!d.reboot || (d.marker_after && !table[i].marker));
-        }
-        assert_string_equal(mk_boot_outcome_to_string(MK_BOOT_REBOOT_NEEDED), "reboot-needed");
-        assert_null(mk_boot_outcome_to_string(_MK_BOOT_OUTCOME_MAX));
-}
-
-/* ---- container runtimes ---- */
-
-static void test_image_matches(void **state) {
-        static const struct {
-                const char *image, *name;
-                bool want;
-        } cases[] = {
-                {"nvcr.io/nvidia/k8s-device-plugin:v0.14.1", "k8s-device-plugin", true},
-                {"nvcr.io/nvidia/k8s-device-plugin", "k8s-device-plugin", true},
-                {"nvcr.io/nvidia/k8s-device-plugin@sha256:0123abcd", "k8s-device-plugin", true},
-                {"nvcr.io/nvidia/k8s-device-plugin:v1@sha256:0123", "k8s-device-plugin", true},
-                {"k8s-device-plugin", "k8s-device-plugin", true},
-                {"k8s-device-plugin:latest", "k8s-device-plugin", true},
-                {"nvcr.io/nvidia/k8s/dcgm-exporter:3.1.7-3.1.4-ubuntu20.04", "dcgm-exporter", true},
-                {"nvcr.io/nvidia/k8s/dcgm-exporter:3.1.7", "k8s/dcgm-exporter", true},
-                {"localhost:5000/gpu-feature-discovery:v0.8", "gpu-feature-discovery", true},
-                {"localhost:5000/gpu-feature-discovery", "gpu-feature-discovery", true},
-                {"example.com/my-dcgm-exporter:1", "dcgm-exporter", false},
-                {"example.com/dcgm-exporter-fork:1", "dcgm-exporter", false},
-                {"nvcr.io/nvidia/k8s-device-plugin:v1", "plugin", false},
-                {"registry.k8s.io/pause:3.9", "k8s-device-plugin", false},
-                {"dcgm-exporter", "", false},
-                {"sha256:abcdef", "dcgm-exporter", false},
-        };
-        for (size_t i = 0; i < ELEMENTSOF(cases); i++)
-                if (mk_image_matches(cases[i].image, cases[i].name) != cases[i].want)
-                        fail_msg("'%s' vs '%s': got %d, want %d", cases[i].image, cases[i].name, !cases[i].want,
-                                 cases[i].want);
-}
-
-static char *join_ids(char **ids) {
-        struct mk_buf b;
-        mk_buf_init(&b, 1 << 16);
-        dump_list(&b, ids);
-        char *s = mk_buf_take(&b);
-        assert_non_null(s);
-        return s;
-}
-
-static void test_docker_ps(void **state) {
-        char i1[] = "k8s-device-plugin", i2[] = "gpu-feature-discovery", i3[] = "dcgm-exporter";
-        char *images[] = {i1, i2, i3, NULL};
-        static const struct {
-                const char *name, *output, *want; /* want NULL: an error */
-        } cases[] = {
-                {"none", "", ""},
-                {"mixed",
-                 "3f2a1b nvcr.io/nvidia/k8s-device-plugin:v0.14.1\n"
-                 "77aa00 docker.io/library/nginx:latest\n"
-                 "\n"
-                 "9c9c9c nvcr.io/nvidia/k8s/dcgm-exporter:3.1.7\n"
-                 "1d1d1d example.com/my-dcgm-exporter:1\n"
-                 "4e4e4e nvcr.io/nvidia/gpu-feature-discovery:v0.8.2",
-                 "3f2a1b,9c9c9c,4e4e4e"},
-                {"one field", "3f2a1b\n", NULL},
-                {"three fields", "3f2a1b a b\n", NULL},
-        };
-        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
-                char **ids = NULL;
-                struct mk_error e = {0};
-                int r = mk_docker_ps_select(cases[i].output, images, &ids, &e);
-                if (!cases[i].want) {
-                        if (r != -EINVAL)
-                                fail_msg("%s: r = %d, want -EINVAL", cases[i].name, r);
-                        assert_non_null(strstr(e.msg, "docker ps: line 1"));
-                        continue;
-                }
-                if (r < 0)
-                        fail_msg("%s: %s", cases[i].name, e.msg);
-                char *got = join_ids(ids);
-                if (!streq(got, cases[i].want))
-                        fail_msg("%s: got '%s', want '%s'", cases[i].name, got, cases[i].want);
-                free(got);
-                strv_free(ids);
-        }
-}
-
-static void test_ctr(void **state) {
-        char i1[] = "k8s-device-plugin", i2[] = "gpu-feature-discovery";
-        char *images[] = {i1, i2, NULL};
-        const char *containers =
-                "CONTAINER    IMAGE                                          RUNTIME\n"
-                "aaa          nvcr.io/nvidia/k8s-device-plugin:v0.14.1       io.containerd.runc.v2\n"
-                "bbb          registry.k8s.io/pause:3.9                      io.containerd.runc.v2\n"
-                "ccc          nvcr.io/nvidia/gpu-feature-discovery:v0.8.2    io.containerd.runc.v2\n"
-                "ddd          nvcr.io/nvidia/k8s-device-plugin:v0.13         io.containerd.runc.v2\n"
-                "eee          nvcr.io/nvidia/k8s-device-plugin:v0.12         io.containerd.runc.v2\n";
-        const char *tasks = "TASK    PID     STATUS\n"
-                            "aaa     1001    RUNNING\n"
-                            "bbb     1002    RUNNING\n"
-                            "ccc     1003    RUNNING\n"
-                            "ddd     1004    STOPPED\n";
-        char **ids = NULL;
-        struct mk_error e = {0};
-        assert_int_equal(mk_ctr_select(containers, tasks, images, &ids, &e), 0);
-        char *got = join_ids(ids);
-        assert_string_equal(got, "aaa,ccc"); /* ddd stopped, eee has no task */
-        free(got);
-        strv_free(ids);
-
-        assert_int_equal(mk_ctr_select("", "", images, &ids, &e), 0);
-        assert_null(ids[0]);
-        strv_free(ids);
-
-        e = (struct mk_error){0};
-        assert_int_equal(mk_ctr_select("CONTAINER IMAGE RUNTIME\naaa nvcr.io/nvidia/k8s-device-plugin\n", tasks, images,
-                                       &ids, &e),
-                         -EINVAL);
-        assert_non_null(strstr(e.msg, "ctr containers list: line 2"));
-        e = (struct mk_error){0};
-        assert_int_equal(mk_ctr_select(containers, "TASK PID STATUS\naaa RUNNING\n", images, &ids, &e), -EINVAL);
-        assert_non_null(strstr(e.msg, "ctr tasks list: line 2"));
-}
-
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_settings_valid),
@@ -719,14 +501,8 @@ int main(void) {
                 cmocka_unit_test(test_settings_shipped),
                 cmocka_unit_test(test_settings_invalid),
                 cmocka_unit_test(test_settings_caps),
-                cmocka_unit_test(test_names),
                 cmocka_unit_test(test_paths),
                 cmocka_unit_test(test_selection),
-                cmocka_unit_test(test_marker),
-                cmocka_unit_test(test_decide),
-                cmocka_unit_test(test_image_matches),
-                cmocka_unit_test(test_docker_ps),
-                cmocka_unit_test(test_ctr),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,4 +1,4 @@
-/* GPU clients: stop and restart (clients.h). */
+/* GPU clients: the lists, their files, stop and restart (clients.h). */
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -7,13 +7,187 @@
 #include <unistd.h>
 
 #include "base/dynbuf.h"
+#include "base/fileio.h"
 #include "base/log.h"
 #include "base/macro.h"
 #include "base/spawn.h"
-#include "service/clients.h"
+#include "host/clients.h"
+#include "spec/yaml.h"
 
 #define MK_CLIENT_MSG_OUTPUT_CAP (16u * 1024) /* output kept for messages */
 #define MK_CTR_NAMESPACE "k8s.io"             /* where kubelet's containerd containers live */
+
+/* Driver clients and Kubernetes components, in the order they start; they
+ * are stopped in reverse (kubelet first). mig-parted's hooks.sh lists and the
+ * operator's default-gpu-clients (mig-parted.md §7.4, §8.5). */
+const char *const mk_gpu_clients_default_units[] = {
+        "nvsm.service",
+        "nvsm-mqtt.service",
+        "nvsm-core.service",
+        "nvsm-api-gateway.service",
+        "nvsm-notifier.service",
+        "nv_peer_mem.service",
+        "nvidia-dcgm.service",
+        "dcgm.service",
+        "dcgm-exporter.service",
+        "kubelet.service",
+        NULL,
+};
+
+const char *const mk_gpu_clients_default_images[] = {
+        "k8s-device-plugin",
+        "gpu-feature-discovery",
+        "dcgm-exporter",
+        NULL,
+};
+
+static char **strv_copy(const char *const *l, size_t *ret_n) {
+        size_t n = 0;
+        while (l[n])
+                n++;
+        _cleanup_strv_free_ char **c = calloc(n + 1, sizeof(char *));
+        if (!c)
+                return NULL;
+        for (size_t i = 0; i < n; i++) {
+                c[i] = strdup(l[i]);
+                if (!c[i])
+                        return NULL;
+        }
+        *ret_n = n;
+        return TAKE_PTR(c);
+}
+
+bool mk_unit_name_valid(const char *s) {
+        static const char *const types[] = {".service", ".socket", ".device", ".mount", ".automount", ".swap",
+                                            ".target",  ".path",   ".timer",  ".slice", ".scope"};
+        size_t n = strlen(s);
+        if (n == 0 || n > MK_MAX_CLIENT_NAME || s[0] == '-' || s[0] == '.')
+                return false;
+        for (const char *p = s; *p; p++)
+                if (!strchr("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789:_.\\@-", *p))
+                        return false;
+        for (size_t i = 0; i < ELEMENTSOF(types); i++) {
+                size_t k = strlen(types[i]);
+                if (n > k && streq(s + n - k, types[i]))
+                        return true;
+        }
+        return false;
+}
+
+bool mk_image_name_valid(const char *s) {
+        size_t n = strlen(s);
+        if (n == 0 || n > MK_MAX_CLIENT_NAME || s[0] == '-')
+                return false;
+        for (const unsigned char *p = (const unsigned char *) s; *p; p++)
+                if (*p <= ' ' || *p >= 0x7f)
+                        return false;
+        return true;
+}
+
+int mk_gpu_clients_parse_list(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, bool units, char ***ret,
+                              size_t *ret_n) {
+        struct mk_yaml_scalar v;
+        int r = mk_yaml_resolve(c, n, &v);
+        if (r < 0)
+                return r;
+        size_t count = 0;
+        if (v.type == MK_YAML_SEQ)
+                count = n->n_items;
+        else if (v.type != MK_YAML_NULL)
+                return mk_yaml_error(c, n, "must be a list of %s names, not %s", units ? "systemd unit" : "image",
+                                     mk_yaml_type_json(v.type));
+        if (count > MK_MAX_GPU_CLIENTS)
+                return mk_yaml_error(c, n, "too many entries (at most %d)", MK_MAX_GPU_CLIENTS);
+        _cleanup_strv_free_ char **l = calloc(count + 1, sizeof(char *));
+        if (!l)
+                return mk_yaml_error_code(c, -ENOMEM, n, "out of memory");
+        for (size_t i = 0; i < count; i++) {
+                const struct mk_yaml_node *it = n->items[i];
+                size_t old = mk_yaml_path_push_index(c, i);
+                r = mk_yaml_get_str(c, it, units ? "a unit name" : "an image name", &l[i]);
+                if (r < 0)
+                        return r;
+                if (strlen(l[i]) > MK_MAX_CLIENT_NAME)
+                        return mk_yaml_error(c, it, "name too long (at most %d bytes)", MK_MAX_CLIENT_NAME);
+                if (units && !mk_unit_name_valid(l[i]))
+                        return mk_yaml_error(c, it,
+                                             "invalid systemd unit name '%s' (want NAME.TYPE such as "
+                                             "'kubelet.service')",
+                                             l[i]);
+                if (!units && !mk_image_name_valid(l[i]))
+                        return mk_yaml_error(c, it, "invalid image name '%s'", l[i]);
+                for (size_t k = 0; k < i; k++)
+                        if (streq(l[k], l[i]))
+                                return mk_yaml_error(c, it, "'%s' is listed twice", l[i]);
+                mk_yaml_path_pop(c, old);
+        }
+        *ret = TAKE_PTR(l);
+        *ret_n = count;
+        return 0;
+}
+
+
+void mk_gpu_clients_done(struct mk_gpu_clients *c) {
+        if (!c)
+                return;
+        strv_free(c->systemd_services);
+        strv_free(c->container_images);
+        *c = (struct mk_gpu_clients){0};
+}
+
+int mk_gpu_clients_init_default(struct mk_gpu_clients *ret) {
+        _cleanup_(mk_gpu_clients_done) struct mk_gpu_clients c = {
+                .stop_timeout_ms = MK_CLIENTS_DEFAULT_STOP_MS,
+                .start_timeout_ms = MK_CLIENTS_DEFAULT_START_MS,
+        };
+        c.systemd_services = strv_copy(mk_gpu_clients_default_units, &c.n_systemd_services);
+        c.container_images = strv_copy(mk_gpu_clients_default_images, &c.n_container_images);
+        if (!c.systemd_services || !c.container_images)
+                return -ENOMEM;
+        *ret = c;
+        c = (struct mk_gpu_clients){0};
+        return 0;
+}
+
+int mk_gpu_clients_file_load(const char *path, struct mk_gpu_clients *ret, struct mk_error *e) {
+        _cleanup_free_ char *data = NULL;
+        size_t len = 0;
+        int r = mk_read_file(path, MK_MAX_GPU_CLIENTS_FILE_BYTES, &data, &len, e);
+        if (r < 0)
+                return r;
+        struct mk_yaml_ctx c = {.file = path, .e = e};
+        _cleanup_(mk_yaml_doc_freep) struct mk_yaml_doc *doc = NULL;
+        r = mk_yaml_parse_capped(data, len, path, MK_MAX_GPU_CLIENTS_FILE_BYTES, &doc, e);
+        if (r < 0)
+                return r;
+        _cleanup_(mk_gpu_clients_done) struct mk_gpu_clients g = {
+                .stop_timeout_ms = MK_CLIENTS_DEFAULT_STOP_MS,
+                .start_timeout_ms = MK_CLIENTS_DEFAULT_START_MS,
+        };
+        const struct mk_yaml_node *units = NULL;
+        _cleanup_yaml_map_done_ struct mk_yaml_map m = {0};
+        if (doc->root && doc->root->kind == MK_YAML_MAPPING) {
+                r = mk_yaml_map_load(&c, doc->root, &m);
+                if (r < 0)
+                        return r;
+                for (size_t i = 0; i < m.n; i++)
+                        if (streq(m.pairs[i].name, "systemd-services"))
+                                units = m.pairs[i].value;
+        }
+        size_t old = mk_yaml_path_push_key(&c, "systemd-services");
+        r = units ? mk_gpu_clients_parse_list(&c, units, true, &g.systemd_services, &g.n_systemd_services) : 0;
+        if (r < 0)
+                return r;
+        mk_yaml_path_pop(&c, old);
+        if (!g.systemd_services)
+                g.systemd_services = calloc(1, sizeof(char *));
+        g.container_images = calloc(1, sizeof(char *));
+        if (!g.systemd_services || !g.container_images)
+                return mk_error_set(e, -ENOMEM, "Out of memory");
+        *ret = g;
+        g = (struct mk_gpu_clients){0};
+        return 0;
+}
 
 /* Is `cmd` an executable file in one of PATH's directories? */
 static bool in_path(const char *cmd) {
@@ -275,7 +449,7 @@ int mk_ctr_select(const char *containers, const char *tasks, char *const *images
 }
 
 /* Containers run by docker: `docker rm -f` each matching one. */
-static int stop_docker(const struct mk_service_settings *s, struct mk_error *e) {
+static int stop_docker(const struct mk_gpu_clients *s, struct mk_error *e) {
         const char *ps[] = {"docker", "ps", "--format", "{{.ID}} {{.Image}}", NULL};
         _cleanup_free_ char *out = NULL;
         int r = run_ok(ps, s->stop_timeout_ms, MK_MAX_RUNTIME_OUTPUT, &out, e);
@@ -297,7 +471,7 @@ static int stop_docker(const struct mk_service_settings *s, struct mk_error *e) 
 
 /* Containers run by containerd (kubelet's, namespace k8s.io): SIGKILL the
  * running task of each matching one; kubelet restarts it when it runs again. */
-static int stop_containerd(const struct mk_service_settings *s, struct mk_error *e) {
+static int stop_containerd(const struct mk_gpu_clients *s, struct mk_error *e) {
         const char *ls[] = {"ctr", "-n", MK_CTR_NAMESPACE, "containers", "list", NULL};
         const char *ts[] = {"ctr", "-n", MK_CTR_NAMESPACE, "tasks", "list", NULL};
         _cleanup_free_ char *containers = NULL, *tasks = NULL;
@@ -321,7 +495,7 @@ static int stop_containerd(const struct mk_service_settings *s, struct mk_error 
 }
 
 int mk_clients_stop(const struct mk_clients_stop_opts *o, struct mk_error *e) {
-        const struct mk_service_settings *s = o->settings;
+        const struct mk_gpu_clients *s = o->clients;
         if (!in_path("systemctl")) {
                 if (s->n_systemd_services > 0 || s->n_container_images > 0)
                         log_warning("systemctl is not on PATH: GPU clients are not stopped, ignoring");
@@ -348,7 +522,7 @@ int mk_clients_stop(const struct mk_clients_stop_opts *o, struct mk_error *e) {
                 return 0;
         static const struct {
                 const char *cli, *unit;
-                int (*stop)(const struct mk_service_settings *s, struct mk_error *e);
+                int (*stop)(const struct mk_gpu_clients *s, struct mk_error *e);
         } runtimes[] = {
                 {"docker", "docker.service", stop_docker},
                 {"ctr", "containerd.service", stop_containerd},
@@ -370,7 +544,7 @@ int mk_clients_stop(const struct mk_clients_stop_opts *o, struct mk_error *e) {
         return 0;
 }
 
-static unsigned start_one(const struct mk_service_settings *s, const char *unit) {
+static unsigned start_one(const struct mk_gpu_clients *s, const char *unit) {
         const char *argv[] = {"systemctl", "start", "--no-block", unit, NULL};
         log_info("Starting GPU client '%s' (queued)", unit);
         struct mk_error e = {0};
@@ -383,12 +557,12 @@ static unsigned start_one(const struct mk_service_settings *s, const char *unit)
         return 0;
 }
 
-unsigned mk_clients_start(const struct mk_service_settings *s, char *const *units, size_t n_units) {
+unsigned mk_clients_start(const struct mk_gpu_clients *s, char *const *units, size_t n_units) {
         if (n_units == 0)
                 return 0;
         _cleanup_free_ bool *done = calloc(n_units, sizeof(bool));
         unsigned failed = 0;
-        /* The settings' order first (dependencies before dependants). */
+        /* The list's order first (dependencies before dependants). */
         for (size_t i = 0; done && i < s->n_systemd_services; i++) {
                 bool started = false;
                 for (size_t k = 0; k < n_units; k++)
