@@ -29,7 +29,7 @@
 
 #include "base/macro.h"
 #include "base/parse.h"
-#include "sched/claim.h"
+#include "claim/claim.h"
 #include "sched/extender.h"
 #include "sched/inventory.h"
 #include "sched/server.h"

@@ -10,11 +10,11 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "base/macro.h"
+#include "claim/claim.h"
 #include "kube/kube.h"
 #include "plugin/allocate.h"
 #include "plugin/dynamic.h"
 #include "plugin/resources.h"
-#include "sched/claim.h"
 
 #define AREA "plugin"
 

@@ -15,10 +15,10 @@
 
 #include "base/error.h"
 #include "base/macro.h"
+#include "claim/claim.h"
 #include "mig/gpu.h"
 #include "plugin/allocate.h"
 #include "plugin/resources.h"
-#include "sched/claim.h"
 
 struct mk_kube;
 

@@ -12,12 +12,13 @@
 
 #include "base/log.h"
 #include "base/macro.h"
+#include "claim/claim.h"
 #include "kube/informer.h"
 #include "kube/kube.h"
+#include "kube/object.h"
 #include "mig/gpu.h"
 #include "nvml/nvml.h"
 #include "sched/agent.h"
-#include "sched/claim.h"
 #include "sched/inventory.h"
 #include "spec/sched-config.h"
 
@@ -86,7 +87,7 @@ static int on_pod_item(json_t *item, void *userdata) {
         struct mk_error e = {0};
         int has = mk_claim_from_pod(item, cl, &e);
         if (has < 0) {
-                const char *name = json_string_value(json_object_get(json_object_get(item, "metadata"), "name"));
+                const char *name = mk_kube_meta(item, "name");
                 report(c->o, MK_LOG_WARNING, "Pod '%s' on this node has a malformed reservation (%s), ignoring",
                        name ? name : "?",
                             e.msg);
@@ -105,8 +106,7 @@ static int on_pod_item(json_t *item, void *userdata) {
                 c->claims = p;
                 c->alloc = na;
         }
-        const char *devs = json_string_value(
-                json_object_get(json_object_get(json_object_get(item, "metadata"), "annotations"), MK_ANN_DEVICES));
+        const char *devs = mk_kube_annotation(item, MK_ANN_DEVICES);
         c->claims[c->n] = (struct pod_claim) {.claim = *cl, .devices_ann = devs ? strdup(devs) : NULL};
         c->n++;
         free(cl);

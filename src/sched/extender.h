@@ -1,10 +1,9 @@
-/* The extender's decisions, kept apart from HTTP and the apiserver so they
- * are tested as data: an in-memory cache of Nodes (their inventories) and of
- * pods' reservations, fed by informers; filter and prioritize computed from
- * it with plan/fit; the reservation step of bind. Wire format of
- * k8s.io/kube-scheduler/extender/v1 (hami.md §2.2): input keys matched
- * case-insensitively, output keys exactly as kube-scheduler's Go types name
- * them, failures in the Error field.
+/* The extender's entry points, kept apart from HTTP and the apiserver so
+ * they are tested as data: filter, prioritize and the reservation step of
+ * bind, each reading the request (wire.h), deciding over the node cache
+ * (decide.h, nodecache.h, memo.h) and writing the answer (wire.h), with
+ * the counters /metrics shows. The cache is fed by informers through
+ * mk_sched_node_event / mk_sched_pod_event.
  *
  * Threads: every function may be called from several threads at once (a
  * read-write lock guards the cache; decisions hold the read side, events and
@@ -21,15 +20,13 @@
 
 #include "base/error.h"
 #include "base/macro.h"
+#include "claim/claim.h"
 #include "kube/kube.h"
-#include "sched/claim.h"
+#include "sched/request.h"
+#include "sched/wire.h"
 
 struct mk_sched_config;
 struct mk_sched;
-
-#define MK_MAX_EXTENDER_REQUEST (8u << 20)     /* one request body (ExtenderArgs with full Nodes can be large) */
-#define MK_MAX_EXTENDER_NODES 20000u           /* nodes in one request */
-#define MK_SCHED_PENDING_TTL_S 120             /* an unobserved in-memory reservation is dropped after this */
 
 struct mk_sched_stats {
         atomic_ulong filter, prioritize, bind, bind_ok, bind_conflicts, bind_errors, errors;
@@ -78,15 +75,6 @@ int mk_sched_body_text(struct mk_sched *s, bool filter, const char *body, size_t
  * computed (the tests compare both). */
 void mk_sched_set_memo(struct mk_sched *s, bool on) _nonnull_(1);
 
-/* ExtenderBindingArgs. */
-struct mk_bind_args {
-        char pod_name[MK_K8S_NAME_MAX];
-        char pod_namespace[MK_K8S_NAME_MAX];
-        char pod_uid[MK_K8S_UID_MAX];
-        char node[MK_K8S_NAME_MAX];
-};
-int mk_bind_args_parse(const json_t *args, struct mk_bind_args *ret, struct mk_error *e) _nonnull_(2) _wur_;
-
 /* The bind's decision: fits `pod` on `node` against the current cache
  * (other pods' reservations, pending ones included) and records the result
  * as an in-memory pending reservation, so a concurrent bind to the same
@@ -98,6 +86,3 @@ int mk_sched_reserve(struct mk_sched *s, const json_t *pod, const char *node, in
                      struct mk_error *e) _nonnull_(1, 2, 3, 5) _wur_;
 /* Drops the pending reservation of pod `uid` (a failed bind). */
 void mk_sched_unreserve(struct mk_sched *s, const char *uid) _nonnull_(1, 2);
-
-/* The Binding object that binds the pod to the node. */
-json_t *mk_bind_object(const struct mk_bind_args *a);

@@ -8,8 +8,9 @@
 #include <jansson.h>
 
 #include "base/macro.h"
+#include "kube/json.h"
+#include "kube/object.h"
 #include "sched/inventory.h"
-#include "sched/json.h"
 #include "spec/sched-config.h"
 
 static const char *const state_table[_MK_INV_STATE_MAX] = {
@@ -432,4 +433,23 @@ int mk_inventory_parse(const char *data, size_t len, struct mk_inventory **ret, 
 out:
         json_decref(root);
         return r;
+}
+
+void mk_inventory_from_node(const json_t *node, struct mk_inventory **ret, char *reason, size_t size) {
+        const char *v = mk_kube_annotation(node, MK_ANN_INVENTORY);
+        *ret = NULL;
+        if (!v) {
+                snprintf(reason, size, "node has no %s annotation (is 'migkit scheduler node' running there?)",
+                         MK_ANN_INVENTORY);
+                return;
+        }
+        struct mk_error e = {0};
+        char buf[MK_ERROR_MSG_MAX + MK_ERROR_LOC_MAX + 8];
+        struct mk_inventory *inv = NULL;
+        if (mk_inventory_parse(v, strlen(v), &inv, &e) < 0) {
+                snprintf(reason, size, "malformed %s annotation: %s", MK_ANN_INVENTORY,
+                         mk_error_format(&e, buf, sizeof(buf)));
+                return;
+        }
+        *ret = inv;
 }

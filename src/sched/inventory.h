@@ -12,10 +12,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "base/error.h"
 #include "base/macro.h"
+#include "claim/claim.h"
 #include "mig/gpu.h"
-#include "sched/claim.h"
 
 struct mk_sched_config;
 
@@ -89,3 +91,9 @@ int mk_inventory_format(const struct mk_inventory *inv, char **ret, struct mk_er
  * the field path in `e`, -E2BIG. */
 int mk_inventory_parse(const char *data, size_t len, struct mk_inventory **ret, struct mk_error *e)
         _nonnull_(3) _wur_;
+
+/* The inventory a Node object publishes (its MK_ANN_INVENTORY
+ * annotation): *ret, or NULL with why in `reason` (no annotation, or a
+ * malformed one). Never fails otherwise. */
+void mk_inventory_from_node(const json_t *node, struct mk_inventory **ret, char *reason, size_t size)
+        _nonnull_(2, 3);

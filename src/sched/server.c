@@ -15,8 +15,9 @@
 #include "base/log.h"
 #include "base/macro.h"
 #include "kube/informer.h"
+#include "kube/json.h"
 #include "kube/kube.h"
-#include "sched/json.h"
+#include "kube/object.h"
 #include "sched/server.h"
 
 struct informer_thread {
@@ -56,11 +57,9 @@ int mk_sched_bind(struct mk_sched *s, struct mk_kube *k, const struct mk_bind_ar
                 r = get_pod(k, path, &pod, e);
                 if (r < 0)
                         return r;
-                const json_t *md = json_object_get(pod, "metadata");
-                const char *uid = json_string_value(json_object_get(md, "uid"));
-                const char *rv = json_string_value(json_object_get(md, "resourceVersion"));
-                const char *old = json_string_value(
-                        json_object_get(json_object_get(md, "annotations"), MK_ANN_RESERVATION));
+                const char *uid = mk_kube_meta(pod, "uid");
+                const char *rv = mk_kube_meta(pod, "resourceVersion");
+                const char *old = mk_kube_annotation(pod, MK_ANN_RESERVATION);
                 if (!uid || !streq(uid, a->pod_uid) || !rv) {
                         json_decref(pod);
                         return mk_error_set(e, -ESTALE, "pod %s/%s has uid '%s', not '%s' (recreated)",

@@ -9,9 +9,9 @@
 
 #include <jansson.h>
 
+#include "kube/json.h"
 #include "sched/extender.h"
 #include "sched/inventory.h"
-#include "sched/json.h"
 #include "spec/sched-config.h"
 
 #include "sched-fixture.h"

@@ -1,5 +1,5 @@
 /* libFuzzer target for the node inventory annotation and the pod
- * reservation annotation (sched/inventory.h, sched/claim.h): arbitrary bytes
+ * reservation annotation (sched/inventory.h, claim/claim.h): arbitrary bytes
  * never crash or leak; a parsed inventory has every placement inside its GPU
  * and formats back to a value that parses to the same bytes. */
 #include <stddef.h>
@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sched/claim.h"
+#include "claim/claim.h"
 #include "sched/inventory.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

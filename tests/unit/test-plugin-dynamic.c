@@ -28,6 +28,7 @@
 #include "base/error.h"
 #include "base/host.h"
 #include "base/macro.h"
+#include "claim/claim.h"
 #include "kube/kube.h"
 #include "kube/kubeconfig.h"
 #include "mig/gpu.h"
@@ -35,7 +36,6 @@
 #include "plugin/dynamic.h"
 #include "plugin/preferred.h"
 #include "plugin/resources.h"
-#include "sched/claim.h"
 
 #include "../fixtures/plugin/snap.h"
 

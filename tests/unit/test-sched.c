@@ -19,10 +19,10 @@
 #include "base/dynbuf.h"
 #include "base/error.h"
 #include "base/macro.h"
-#include "sched/claim.h"
+#include "claim/claim.h"
+#include "kube/json.h"
 #include "sched/extender.h"
 #include "sched/inventory.h"
-#include "sched/json.h"
 #include "sched/server.h"
 #include "spec/sched-config.h"
 

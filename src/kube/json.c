@@ -6,7 +6,7 @@
 #include <strings.h>
 
 #include "base/macro.h"
-#include "sched/json.h"
+#include "kube/json.h"
 
 int mk_json_load(const char *data, size_t len, size_t cap, const char *what, json_t **ret, struct mk_error *e) {
         if (len > cap)

@@ -1,0 +1,118 @@
+/* Kubernetes object accessors and quantities (object.h). */
+#include <errno.h>
+#include <stdbool.h>
+#include <string.h>
+
+#include "base/macro.h"
+#include "base/parse.h"
+#include "kube/object.h"
+
+const char *mk_kube_meta(const json_t *o, const char *key) {
+        return json_string_value(json_object_get(json_object_get(o, "metadata"), key));
+}
+
+const char *mk_kube_annotation(const json_t *o, const char *key) {
+        return json_string_value(json_object_get(json_object_get(json_object_get(o, "metadata"), "annotations"), key));
+}
+
+const char *mk_kube_label(const json_t *o, const char *key) {
+        return json_string_value(json_object_get(json_object_get(json_object_get(o, "metadata"), "labels"), key));
+}
+
+int mk_quantity_parse_milli(const char *s, uint64_t *ret) {
+        static const struct {
+                const char *suffix;
+                uint64_t mul;   /* per unit, in milli */
+                uint64_t div;
+        } suffixes[] = {
+                {"Ki", 1024ull * 1000, 1},
+                {"Mi", 1048576ull * 1000, 1},
+                {"Gi", 1073741824ull * 1000, 1},
+                {"Ti", 1099511627776ull * 1000, 1},
+                {"Pi", 1125899906842624ull * 1000, 1},
+                {"m", 1, 1},
+                {"k", 1000ull * 1000, 1},
+                {"M", 1000000ull * 1000, 1},
+                {"G", 1000000000ull * 1000, 1},
+                {"T", 1000000000000ull * 1000, 1},
+                {"P", 1000000000000000ull * 1000, 1},
+                {"", 1000, 1},
+        };
+        size_t len = strlen(s);
+        if (len == 0 || len > 64)
+                return -EINVAL;
+        /* digits [. digits] suffix; exponents ("1e3") are accepted as a plain suffix "eN". */
+        size_t i = 0;
+        unsigned __int128 ip = 0, fp = 0, fscale = 1;
+        if (s[0] == '+')
+                i++;
+        size_t start = i;
+        for (; i < len && s[i] >= '0' && s[i] <= '9'; i++) {
+                ip = ip * 10 + (unsigned) (s[i] - '0');
+                if (ip > UINT64_MAX)
+                        return -ERANGE;
+        }
+        bool digits = i > start;
+        if (i < len && s[i] == '.') {
+                i++;
+                for (; i < len && s[i] >= '0' && s[i] <= '9'; i++) {
+                        if (fscale < 1000000000000000000ull) {
+                                fp = fp * 10 + (unsigned) (s[i] - '0');
+                                fscale *= 10;
+                        }
+                        digits = true;
+                }
+        }
+        if (!digits)
+                return -EINVAL;
+        const char *suf = s + i;
+        unsigned __int128 mul = 0;
+        if ((suf[0] == 'e' || suf[0] == 'E') && suf[1]) {
+                uint32_t ex;
+                if (mk_parse_u32(suf + 1, &ex) < 0 || ex > 18)
+                        return -EINVAL;
+                mul = 1000;
+                for (uint32_t k = 0; k < ex; k++)
+                        mul *= 10;
+        } else {
+                for (size_t k = 0; k < ELEMENTSOF(suffixes); k++)
+                        if (streq(suf, suffixes[k].suffix)) {
+                                mul = suffixes[k].mul;
+                                break;
+                        }
+                if (!mul)
+                        return -EINVAL;
+        }
+        unsigned __int128 v = ip * mul + (fp * mul + fscale - 1) / fscale;
+        if (v > UINT64_MAX)
+                return -ERANGE;
+        *ret = (uint64_t) v;
+        return 0;
+}
+
+uint64_t mk_kube_container_request(const json_t *ctr, const char *res) {
+        const json_t *rs = json_object_get(ctr, "resources");
+        const json_t *v = json_object_get(json_object_get(rs, "requests"), res);
+        if (!v)
+                v = json_object_get(json_object_get(rs, "limits"), res);
+        uint64_t m = 0;
+        if (json_is_string(v) && mk_quantity_parse_milli(json_string_value(v), &m) < 0)
+                m = 0;
+        return m;
+}
+
+void mk_pod_resource_requests(const json_t *pod, uint64_t *ret_cpu_milli, uint64_t *ret_memory_bytes) {
+        const json_t *spec = json_object_get(pod, "spec"), *ctr;
+        uint64_t cpu = 0, mem = 0, init_cpu = 0, init_mem = 0;
+        size_t i;
+        json_array_foreach(json_object_get(spec, "containers"), i, ctr) {
+                cpu += mk_kube_container_request(ctr, "cpu");
+                mem += mk_kube_container_request(ctr, "memory") / 1000;
+        }
+        json_array_foreach(json_object_get(spec, "initContainers"), i, ctr) {
+                init_cpu = MAX(init_cpu, mk_kube_container_request(ctr, "cpu"));
+                init_mem = MAX(init_mem, mk_kube_container_request(ctr, "memory") / 1000);
+        }
+        *ret_cpu_milli = MAX(cpu, init_cpu);
+        *ret_memory_bytes = MAX(mem, init_mem);
+}

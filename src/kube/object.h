@@ -1,0 +1,38 @@
+/* Reading Kubernetes objects (jansson values as the apiserver sends them):
+ * metadata fields, annotations and labels, resource quantities, and a
+ * pod's CPU and memory requests as kube-scheduler counts them. Pure: no
+ * I/O, values borrowed from the object. */
+#pragma once
+
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "base/macro.h"
+
+#define MK_K8S_NAME_MAX 254                    /* a DNS subdomain, with NUL */
+#define MK_K8S_UID_MAX 64
+
+/* metadata.<key> of `o` as a string (name, namespace, uid,
+ * resourceVersion...); NULL when absent or not a string. */
+const char *mk_kube_meta(const json_t *o, const char *key) _nonnull_(2);
+
+/* metadata.annotations[key] / metadata.labels[key] of `o`; NULL when
+ * absent or not a string. */
+const char *mk_kube_annotation(const json_t *o, const char *key) _nonnull_(2);
+const char *mk_kube_label(const json_t *o, const char *key) _nonnull_(2);
+
+/* Parses a Kubernetes quantity ("500m", "2", "1Gi", "10M", "1e3") into
+ * milli-units, rounding fractions up. -EINVAL, -ERANGE; *ret only on
+ * success. */
+int mk_quantity_parse_milli(const char *s, uint64_t *ret) _nonnull_(1, 2) _wur_;
+
+/* The pod's CPU (milli) and memory (bytes) requests as kube-scheduler
+ * counts them: the sum over its containers, or the largest init container
+ * when that is more (requests, else limits; unparseable values count 0). */
+void mk_pod_resource_requests(const json_t *pod, uint64_t *ret_cpu_milli, uint64_t *ret_memory_bytes)
+        _nonnull_(2, 3);
+
+/* A container's request of resource `res` in milli-units (requests, else
+ * limits; 0 when absent or not a quantity string). */
+uint64_t mk_kube_container_request(const json_t *ctr, const char *res) _nonnull_(2);

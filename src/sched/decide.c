@@ -1,0 +1,227 @@
+/* The extender's decisions (decide.h). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/macro.h"
+#include "claim/claim.h"
+#include "kube/object.h"
+#include "sched/decide.h"
+#include "sched/inventory.h"
+#include "sched/memo.h"
+#include "sched/nodecache.h"
+#include "sched/place-mig.h"
+#include "sched/request.h"
+#include "spec/sched-config.h"
+
+void mk_sched_decisions_done(struct mk_sched_decisions *d) {
+        if (!d)
+                return;
+        free(d->cands);
+        free(d->v);
+        mk_buf_done(&d->reasons);
+        *d = (struct mk_sched_decisions) {0};
+}
+
+const char *mk_sched_verdict_reason(const struct mk_sched_decisions *d, size_t i) {
+        return d->v[i].reason < d->reasons.len ? d->reasons.data + d->v[i].reason : "out of memory";
+}
+
+static int64_t now_s(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        return (int64_t) ts.tv_sec;
+}
+
+/* The extender's priority of a node score (0..100): MaxExtenderPriority is 10. */
+static int score_priority(double score) {
+        long pri = (long) (score / 10.0 + 0.5);
+        return (int) MAX(0, MIN(10, pri));
+}
+
+/* The seam between nodes and kinds of placement: which placement decides
+ * pods on node `name`. NULL with the reason (-ENOSPC) when the node offers
+ * none. `for_bind`: bind trusts the node filter chose and skips the
+ * operating mode (as it always has). Soft slices (issue 13) return their
+ * mk_sched_place_fn here for HAMi-core nodes, and pods asking for them. */
+static mk_sched_place_fn place_for(const struct mk_sched_config *cfg, const char *name, bool for_bind, char *reason,
+                                   size_t size) {
+        enum mk_sched_mode mode =
+                for_bind || !cfg->n_nodes ? MK_SCHED_MODE_MIG : mk_sched_config_node_mode(cfg, name);
+        switch (mode) {
+        case MK_SCHED_MODE_MIG:
+                return mk_sched_place_mig;
+        default:
+                snprintf(reason, size, "node is in operating mode '%s', not mig", mk_sched_mode_to_string(mode));
+                return NULL;
+        }
+}
+
+/* Whether the node's decisions depend only on its kept state and the
+ * request: no pending reservation on the node (they may expire) and none
+ * of the pod's own, in the cache (`own_node`: the node its reservation is
+ * linked to) or in the inventory (left out of its fit). Only then may a
+ * decision be remembered, or fitted on the kept view. */
+static bool node_state_plain(const struct mk_sched_node *n, const char *uid, const struct mk_sched_node *own_node) {
+        if (n->n_pending > 0 || n == own_node)
+                return false;
+        for (size_t g = 0; n->inv_reserved && uid && g < n->inv->n_gpus; g++)
+                for (size_t i = 0; i < n->inv->gpus[g].n_instances; i++)
+                        if (n->inv->gpus[g].instances[i].state == MK_INV_RESERVED &&
+                            streq(n->inv->gpus[g].instances[i].uid, uid))
+                                return false;
+        return true;
+}
+
+/* What a request holds while its nodes are decided. */
+struct request {
+        const struct mk_sched_config *cfg;
+        const struct mk_sched_pod_ask *ask;
+        uint64_t shape;                         /* 0: no memo */
+        const struct mk_sched_node *own_node;
+        int64_t now;
+        struct mk_sched_scratch *scratch;       /* the slow path's, allocated when first needed */
+        unsigned long hits;
+};
+
+/* Decides one candidate: 0 feasible with *priority, else <0 with reason. */
+static int eval_node(struct request *rq, const struct mk_sched_cand *c, struct mk_sched_node *n, int *priority,
+                     char *reason, size_t size) {
+        mk_sched_place_fn place = place_for(rq->cfg, c->name, false, reason, size);
+        if (!place)
+                return -ENOSPC;
+        struct mk_inventory *own = NULL;
+        const struct mk_inventory *inv = n ? n->inv : NULL;
+        if (c->object) {
+                mk_inventory_from_node(c->object, &own, reason, size);
+                inv = own;
+                if (!inv)
+                        return -ENOSPC;
+        } else if (!n) {
+                snprintf(reason, size, "node is not in migkit's cache (not seen by its Node informer)");
+                return -ENOENT;
+        } else if (!inv) {
+                snprintf(reason, size, "%s", n->reason);
+                return -ENOSPC;
+        }
+        bool plain = !own && node_state_plain(n, rq->ask->uid, rq->own_node);
+        int r;
+        if (plain && rq->shape && mk_sched_memo_get(&n->memo, rq->shape, &r, priority, reason, size)) {
+                rq->hits++;
+                return r;
+        }
+        struct mk_sched_place p = {
+                .node = n,
+                .inv = inv,
+                .req = rq->ask->req,
+                .uid = rq->ask->uid,
+                .now = rq->now,
+                .plain = plain,
+        };
+        double score = 0;
+        r = place(&rq->scratch, &p, &score, reason, size);
+        mk_inventory_free(own);
+        *priority = r >= 0 ? score_priority(score) : 0;
+        if (plain && rq->shape && r != -ENOMEM)
+                mk_sched_memo_put(&n->memo, rq->shape, r, *priority, size > 0 ? reason : NULL);
+        return r;
+}
+
+int mk_sched_decide(const struct mk_sched_config *cfg, struct mk_sched_cache *c, struct mk_sched_shapes *shapes,
+                    const struct mk_sched_pod_ask *ask, bool with_reasons, struct mk_sched_decisions *d, char *err,
+                    size_t size) {
+        const struct mk_pod_request *req = ask->req;
+        mk_buf_init(&d->reasons, (size_t) MK_MAX_EXTENDER_NODES * (MK_ERROR_MSG_MAX + 1));
+        d->feasible = 0;
+        d->memo_hits = 0;
+        _cleanup_free_ struct mk_sched_node **ents = calloc(d->n + 1, sizeof(*ents));
+        if (!(d->v = calloc(d->n + 1, sizeof(*d->v))) || !ents) {
+                snprintf(err, size, "out of memory");
+                return -ENOMEM;
+        }
+        struct request rq = {
+                .cfg = cfg,
+                .ask = ask,
+                .shape = d->by_name && shapes ? mk_sched_shape_id(shapes, req) : 0,
+                .now = now_s(),
+        };
+        pthread_rwlock_rdlock(&c->lock);
+        const struct mk_sched_pod *mine = ask->uid ? mk_sched_cache_pod(c, ask->uid) : NULL;
+        rq.own_node = mine ? mk_sched_cache_node(c, mine->claim.node) : NULL;
+        if (d->by_name)
+                mk_sched_cache_resolve(c, d->cands, d->n, ents);
+        else
+                for (size_t i = 0; i < d->n; i++)
+                        ents[i] = mk_sched_cache_node(c, d->cands[i].name);
+        for (size_t i = 0; i < d->n; i++) {
+                char reason[MK_ERROR_MSG_MAX];
+                size_t rsize = with_reasons ? sizeof(reason) : 0; /* prioritize: no reasons written */
+                int priority = 0;
+                int q;
+                reason[0] = 0;
+                if (req->not_mig) {
+                        snprintf(reason, sizeof(reason), "pod asks %s '%s'; migkit schedules MIG instances only",
+                                 MK_ANN_VGPU_MODE, mk_kube_annotation(ask->pod, MK_ANN_VGPU_MODE));
+                        q = -ENOSPC;
+                } else if (req->n_containers == 0)
+                        q = 0;
+                else
+                        q = eval_node(&rq, &d->cands[i], ents[i], &priority, reason, rsize);
+                struct mk_sched_verdict *v = &d->v[i];
+                v->r = q;
+                if (q >= 0) {
+                        v->priority = priority;
+                        d->feasible++;
+                } else if (with_reasons) {
+                        v->reason = d->reasons.len;
+                        if (mk_buf_append(&d->reasons, reason, strlen(reason) + 1) < 0)
+                                v->reason = SIZE_MAX;
+                }
+        }
+        pthread_rwlock_unlock(&c->lock);
+        d->memo_hits = rq.hits;
+        free(rq.scratch);
+        return 0;
+}
+
+int mk_sched_decide_reserve(const struct mk_sched_config *cfg, struct mk_sched_cache *c,
+                            const struct mk_sched_pod_ask *ask, const char *node, int64_t now, struct mk_claim *claim,
+                            struct mk_error *e) {
+        const struct mk_pod_request *req = ask->req;
+        char reason[MK_ERROR_MSG_MAX];
+        struct mk_sched_scratch *sc = NULL;
+        double score;
+        int r = 0;
+        pthread_rwlock_wrlock(&c->lock);
+        struct mk_sched_node *n = mk_sched_cache_node(c, node);
+        mk_sched_place_fn place = NULL;
+        if (req->not_mig)
+                r = mk_error_set(e, -ENOSPC, "pod asks %s other than mig", MK_ANN_VGPU_MODE);
+        else if (!n)
+                r = mk_error_set(e, -ENOENT, "node '%s' is not in migkit's cache", node);
+        else if (!n->inv)
+                r = mk_error_set(e, -ENOSPC, "node '%s': %s", node, n->reason);
+        else if (req->n_containers == 0)
+                r = 0;
+        else if (!(place = place_for(cfg, node, true, reason, sizeof(reason))))
+                r = mk_error_set(e, -ENOSPC, "node '%s': %s", node, reason);
+        else {
+                struct mk_sched_place p = {
+                        .node = n,
+                        .inv = n->inv,
+                        .req = req,
+                        .uid = claim->uid,
+                        .now = now,
+                        .claim = claim,
+                };
+                if ((r = place(&sc, &p, &score, reason, sizeof(reason))) < 0)
+                        r = mk_error_set(e, r, "node '%s': %s", node, reason);
+        }
+        if (r >= 0 && claim->n_devices > 0)
+                r = mk_sched_cache_set_claim(c, claim, true, now);
+        pthread_rwlock_unlock(&c->lock);
+        free(sc);
+        return r;
+}

@@ -1,0 +1,120 @@
+/* The extender's decision memo (memo.h). */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sched/memo.h"
+#include "sched/request.h"
+
+void mk_sched_memo_forget(struct mk_sched_memo *m) {
+        for (size_t i = 0; i < MK_SCHED_MEMO_SLOTS; i++)
+                m->shape[i] = 0;
+}
+
+void mk_sched_memo_done(struct mk_sched_memo *m) {
+        free(m->reason);
+        m->reason = NULL;
+        mk_sched_memo_forget(m);
+}
+
+bool mk_sched_memo_get(struct mk_sched_memo *m, uint64_t shape, int *r, int *priority, char *reason, size_t size) {
+        bool hit = false;
+        if (atomic_flag_test_and_set(&m->busy))
+                return false;
+        for (size_t i = 0; i < MK_SCHED_MEMO_SLOTS; i++) {
+                if (m->shape[i] != shape)
+                        continue;
+                if (m->r[i] < 0 && size > 0 && !m->has_reason[i])
+                        break; /* decided by a prioritize: decide again for the reason */
+                *r = m->r[i];
+                *priority = m->priority[i];
+                if (*r < 0 && size > 0) {
+                        size_t len = strnlen(m->reason[i], MIN(size, sizeof(m->reason[i])) - 1);
+                        memcpy(reason, m->reason[i], len);
+                        reason[len] = 0;
+                }
+                hit = true;
+                break;
+        }
+        atomic_flag_clear(&m->busy);
+        return hit;
+}
+
+void mk_sched_memo_put(struct mk_sched_memo *m, uint64_t shape, int r, int priority, const char *reason) {
+        if (atomic_flag_test_and_set(&m->busy))
+                return;
+        size_t k = MK_SCHED_MEMO_SLOTS;
+        for (size_t i = 0; i < MK_SCHED_MEMO_SLOTS && k == MK_SCHED_MEMO_SLOTS; i++)
+                if (m->shape[i] == shape)
+                        k = i;
+        if (k == MK_SCHED_MEMO_SLOTS)
+                k = m->next++ % MK_SCHED_MEMO_SLOTS;
+        if (r < 0 && reason && !m->reason)
+                m->reason = calloc(MK_SCHED_MEMO_SLOTS, sizeof(*m->reason));
+        m->shape[k] = shape;
+        m->r[k] = r;
+        m->priority[k] = (int8_t) priority;
+        m->has_reason[k] = r < 0 && reason && m->reason;
+        if (m->has_reason[k])
+                snprintf(m->reason[k], sizeof(m->reason[k]), "%s", reason);
+        atomic_flag_clear(&m->busy);
+}
+
+int mk_sched_shapes_init(struct mk_sched_shapes *s) {
+        *s = (struct mk_sched_shapes) {.next = 1};
+        return pthread_mutex_init(&s->lock, NULL) == 0 ? 0 : -ENOMEM;
+}
+
+void mk_sched_shapes_done(struct mk_sched_shapes *s) {
+        mk_hashmap_clear(&s->ids, free);
+        pthread_mutex_destroy(&s->lock);
+}
+
+/* Appends `v` to the shape text as "<length>:<v>" (no separator can be forged). */
+static bool shape_add(char *buf, size_t size, size_t *len, const char *fmt, ...) _printf_(4, 5);
+static bool shape_add(char *buf, size_t size, size_t *len, const char *fmt, ...) {
+        va_list ap;
+        va_start(ap, fmt);
+        int k = vsnprintf(buf + *len, size - *len, fmt, ap);
+        va_end(ap);
+        if (k < 0 || (size_t) k >= size - *len)
+                return false;
+        *len += (size_t) k;
+        return true;
+}
+
+uint64_t mk_sched_shape_id(struct mk_sched_shapes *s, const struct mk_pod_request *req) {
+        char buf[MK_SCHED_SHAPE_MAX];
+        size_t len = 0;
+        bool ok = shape_add(buf, sizeof(buf), &len, "%zu|%d|%" PRIu64 "|%" PRIu64 "|%zu:%s|%zu:%s|%zu:%s|%zu:%s|%zu:%s",
+                            req->n_containers, (int) req->not_mig, req->cpu_milli, req->memory_bytes,
+                            strlen(req->variant), req->variant, strlen(req->use_types), req->use_types,
+                            strlen(req->nouse_types), req->nouse_types, strlen(req->node_policy), req->node_policy,
+                            strlen(req->gpu_policy), req->gpu_policy);
+        for (size_t i = 0; ok && i < req->n_containers && i < MK_MAX_POD_CONTAINERS; i++) {
+                const struct mk_pod_request_container *c = &req->containers[i];
+                ok = shape_add(buf, sizeof(buf), &len, "|%u,%u,%" PRIu64 ",%u,%u", c->index, c->gpus, c->mem_mib,
+                               c->mem_percent, c->cores_percent);
+        }
+        if (!ok)
+                return 0;
+        uint64_t id = 0;
+        pthread_mutex_lock(&s->lock);
+        uint64_t *v = mk_hashmap_get(&s->ids, buf);
+        if (v)
+                id = *v;
+        else {
+                if (s->ids.n >= MK_SCHED_MEMO_MAX_SHAPES)
+                        mk_hashmap_clear(&s->ids, free); /* ids are not reused: old memos just stop matching */
+                v = malloc(sizeof(*v));
+                if (v && mk_hashmap_put(&s->ids, buf, v) == 0)
+                        *v = id = s->next++;
+                else
+                        free(v);
+        }
+        pthread_mutex_unlock(&s->lock);
+        return id;
+}

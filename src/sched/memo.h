@@ -1,0 +1,75 @@
+/* The extender's decision memo: node decisions remembered per request
+ * shape (what a decision reads of a pod: its containers' GPU requests, CPU
+ * and memory, annotations), so that prioritize after filter, and pods of
+ * one shape (replicas), cost a lookup per node.
+ *
+ *   - Shapes are interned to ids that are never reused (mk_sched_shapes),
+ *     so a node's memo cannot match a shape that was dropped.
+ *   - Each node keeps MK_SCHED_MEMO_SLOTS answers (struct mk_sched_memo,
+ *     round robin). The node cache empties it (mk_sched_memo_forget) under
+ *     its write lock whenever anything a decision reads changes; readers
+ *     fill it one at a time (a reader that finds it busy just decides).
+ *
+ * Only a decision that depends on nothing but the node's kept state and the
+ * request may be remembered: the caller checks that (decide.c). */
+#pragma once
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/error.h"
+#include "base/hashmap.h"
+#include "base/macro.h"
+
+struct mk_pod_request;
+
+#define MK_SCHED_MEMO_SLOTS 4u          /* shapes remembered per node (round robin) */
+#define MK_SCHED_MEMO_MAX_SHAPES 4096u  /* distinct shapes interned before the table starts over */
+#define MK_SCHED_SHAPE_MAX 8192u        /* bytes of a shape's text; longer ones are not remembered */
+
+/* One node's memo. Compact and first in the node entry: a filter over
+ * 1,000s of nodes reads this line of each; the reasons, larger, only for
+ * failed nodes. Zeroed is empty. */
+struct mk_sched_memo {
+        uint64_t shape[MK_SCHED_MEMO_SLOTS];    /* shape ids; 0: empty slot */
+        int r[MK_SCHED_MEMO_SLOTS];             /* the decision: 0 feasible, <0 not */
+        int8_t priority[MK_SCHED_MEMO_SLOTS];
+        bool has_reason[MK_SCHED_MEMO_SLOTS];   /* a failure's reason was kept (prioritize keeps none) */
+        uint8_t next;
+        atomic_flag busy;
+        char (*reason)[MK_ERROR_MSG_MAX];       /* MK_SCHED_MEMO_SLOTS, allocated on the first failure kept */
+};
+
+/* Empties the memo (the caller holds the node's write lock). */
+void mk_sched_memo_forget(struct mk_sched_memo *m) _nonnull_(1);
+/* Frees the reasons and empties the memo. */
+void mk_sched_memo_done(struct mk_sched_memo *m) _nonnull_(1);
+
+/* The remembered decision for `shape`: true with *r, *priority and, when
+ * `size` > 0 and it failed, its reason. A failure remembered without a
+ * reason (by a prioritize) is a miss when a reason is asked for. false too
+ * when another thread holds the memo. */
+bool mk_sched_memo_get(struct mk_sched_memo *m, uint64_t shape, int *r, int *priority, char *reason, size_t size)
+        _nonnull_(1, 3, 4);
+/* Remembers a decision (`reason`: NULL when none was asked for). Skipped
+ * when another thread holds the memo. */
+void mk_sched_memo_put(struct mk_sched_memo *m, uint64_t shape, int r, int priority, const char *reason)
+        _nonnull_(1);
+
+/* Interned request shapes. */
+struct mk_sched_shapes {
+        pthread_mutex_t lock;
+        struct mk_hashmap ids;          /* canonical shape text -> uint64_t id */
+        uint64_t next;
+};
+
+int mk_sched_shapes_init(struct mk_sched_shapes *s) _nonnull_(1) _wur_;
+void mk_sched_shapes_done(struct mk_sched_shapes *s) _nonnull_(1);
+
+/* The id of the request's shape: everything of the pod that a decision on
+ * a plain node reads. 0 when it cannot be remembered (a shape too long,
+ * out of memory). Thread-safe. */
+uint64_t mk_sched_shape_id(struct mk_sched_shapes *s, const struct mk_pod_request *req) _nonnull_(1, 2);

@@ -1,0 +1,484 @@
+/* The extender's node cache (nodecache.h). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/log.h"
+#include "base/macro.h"
+#include "kube/object.h"
+#include "sched/inventory.h"
+#include "sched/nodecache.h"
+#include "sched/request.h"
+
+/* What a bound pod takes from its node's CPU and memory. */
+struct pod_usage {
+        char node[MK_K8S_NAME_MAX];
+        uint64_t cpu_milli, memory_bytes;
+};
+
+bool mk_sched_pod_expired(const struct mk_sched_pod *p, int64_t now) {
+        return p->pending && now > 0 && p->pending_since > 0 && now - p->pending_since > MK_SCHED_PENDING_TTL_S;
+}
+
+/* --- the fit's view of a node --- */
+
+static struct mk_fit_tables **tables_free(struct mk_fit_tables **t, size_t n) {
+        for (size_t i = 0; t && i < n; i++)
+                mk_fit_tables_free(t[i]);
+        free(t);
+        return NULL;
+}
+
+static bool same_gpu_kind(const struct mk_inv_gpu *a, const struct mk_inv_gpu *b) {
+        if (a->n_profiles != b->n_profiles || a->memory_units != b->memory_units || a->slices != b->slices ||
+            a->memory_mib != b->memory_mib || a->multiprocessors != b->multiprocessors)
+                return false;
+        for (size_t i = 0; i < a->n_profiles; i++) {
+                const struct mk_gi_profile *p = &a->profiles[i], *q = &b->profiles[i];
+                if (!streq(p->name, q->name) || p->id != q->id || p->slices != q->slices ||
+                    p->memory_mib != q->memory_mib || p->max_count != q->max_count ||
+                    p->multiprocessors != q->multiprocessors || p->n_placements != q->n_placements ||
+                    memcmp(p->placements, q->placements, p->n_placements * sizeof(*p->placements)) != 0)
+                        return false;
+        }
+        return true;
+}
+
+/* The first GPU of the node with the same description as GPU g: GPUs of
+ * one kind share one profile array and one set of tables, which lets the
+ * fit keep a compact per-node cache (plan/fit.h). */
+static size_t gpu_rep(const struct mk_inventory *inv, size_t g) {
+        for (size_t k = 0; k < g; k++)
+                if (same_gpu_kind(&inv->gpus[k], &inv->gpus[g]))
+                        return k;
+        return g;
+}
+
+/* gpu_rep() of every GPU (the comparison of profile arrays is not free:
+ * done once per inventory, not per fit). NULL when out of memory. */
+static uint16_t *reps_new(const struct mk_inventory *inv) {
+        uint16_t *r = calloc(inv->n_gpus + 1, sizeof(*r));
+        for (size_t g = 0; r && g < inv->n_gpus; g++)
+                r[g] = (uint16_t) gpu_rep(inv, g);
+        return r;
+}
+
+/* The fit's capacity tables, built once per inventory for each kind of GPU
+ * (at its representative's index; NULL elsewhere, and where the fit cannot
+ * use tables: it then computes per call). */
+static struct mk_fit_tables **tables_new(const struct mk_inventory *inv) {
+        struct mk_fit_tables **t = calloc(inv->n_gpus + 1, sizeof(*t));
+        for (size_t g = 0; t && g < inv->n_gpus; g++) {
+                if (gpu_rep(inv, g) != g)
+                        continue;
+                const struct mk_inv_gpu *ig = &inv->gpus[g];
+                struct mk_fit_gpu fg = {
+                        .profiles = ig->profiles,
+                        .n_profiles = ig->n_profiles,
+                        .memory_units = ig->memory_units,
+                        .slices = ig->slices,
+                        .memory_mib = ig->memory_mib,
+                        .multiprocessors = ig->multiprocessors,
+                };
+                if (mk_fit_tables_new(&fg, &t[g]) < 0)
+                        t[g] = NULL;
+        }
+        return t;
+}
+
+int mk_sched_add_used(struct mk_fit_gpu *fg, struct mk_fit_instance *arr, unsigned profile_id, unsigned slices,
+                      struct mk_placement p) {
+        for (size_t i = 0; i < fg->n_used; i++)
+                if (arr[i].placement.start == p.start && arr[i].placement.size == p.size)
+                        return 0;
+        if (fg->n_used >= MK_FIT_MAX_INSTANCES)
+                return -E2BIG;
+        arr[fg->n_used++] = (struct mk_fit_instance) {.profile_id = profile_id, .slices = slices, .placement = p};
+        return 0;
+}
+
+int mk_sched_fill_gpus(struct mk_fit_gpu *gpus, struct mk_fit_instance *used, const struct mk_inventory *inv,
+                       struct mk_fit_tables *const *tables, const uint16_t *reps, struct mk_sched_pod *const *claims,
+                       size_t n_claims, const struct mk_pod_request *req, const char *skip_uid, int64_t now) {
+        int r = 0;
+        for (size_t g = 0; g < inv->n_gpus && r >= 0; g++) {
+                const struct mk_inv_gpu *ig = &inv->gpus[g];
+                size_t rep = reps ? reps[g] : gpu_rep(inv, g);
+                struct mk_fit_instance *u = used + g * MK_FIT_MAX_INSTANCES;
+                gpus[g] = (struct mk_fit_gpu) {
+                        .profiles = inv->gpus[rep].profiles,
+                        .n_profiles = ig->n_profiles,
+                        .memory_units = ig->memory_units,
+                        .slices = ig->slices,
+                        .memory_mib = ig->memory_mib,
+                        .multiprocessors = ig->multiprocessors,
+                        .used = u,
+                        .tables = tables ? tables[rep] : NULL,
+                        .unavailable = !ig->mig_enabled || (req && !mk_pod_request_gpu_type_ok(req, ig->model)),
+                };
+                for (size_t i = 0; i < ig->n_instances && r >= 0; i++) {
+                        const struct mk_inv_instance *in = &ig->instances[i];
+                        if (skip_uid && streq(in->uid, skip_uid) && in->state == MK_INV_RESERVED)
+                                continue;
+                        r = mk_sched_add_used(&gpus[g], u, in->profile_id, in->slices, in->placement);
+                }
+                for (size_t c = 0; c < n_claims && r >= 0; c++) {
+                        const struct mk_sched_pod *p = claims[c];
+                        if (!p->claim.active || (skip_uid && streq(p->claim.uid, skip_uid)) ||
+                            mk_sched_pod_expired(p, now))
+                                continue;
+                        for (size_t d = 0; d < p->claim.n_devices && r >= 0; d++)
+                                if (streq(p->claim.devices[d].gpu, ig->uuid))
+                                        r = mk_sched_add_used(&gpus[g], u, p->claim.devices[d].profile_id,
+                                                              p->claim.devices[d].slices,
+                                                              p->claim.devices[d].placement);
+                }
+        }
+        return r;
+}
+
+/* --- node entries --- */
+
+static void node_free(void *p) {
+        struct mk_sched_node *n = p;
+        if (!n)
+                return;
+        n->tables = tables_free(n->tables, n->inv ? n->inv->n_gpus : 0);
+        free(n->reps);
+        mk_inventory_free(n->inv);
+        free(n->fit_gpus);
+        free(n->fit_used);
+        free(n->fit_cache);
+        mk_sched_memo_done(&n->memo);
+        free(n->claims);
+        free(n->name);
+        free(n);
+}
+
+/* Called with the write lock held whenever the node's inventory or its
+ * reservations change: the kept view and the memo follow. */
+static void node_refit(struct mk_sched_node *n) {
+        mk_sched_memo_forget(&n->memo);
+        n->fit_valid = false;
+        n->inv_reserved = false;
+        n->n_pending = 0;
+        for (size_t i = 0; i < n->n_claims; i++)
+                n->n_pending += n->claims[i]->pending;
+        for (size_t g = 0; n->inv && g < n->inv->n_gpus; g++)
+                for (size_t i = 0; i < n->inv->gpus[g].n_instances; i++)
+                        n->inv_reserved |= n->inv->gpus[g].instances[i].state == MK_INV_RESERVED;
+        if (!n->inv || n->inv->n_gpus == 0 || n->inv->n_gpus > MK_FIT_MAX_NODE_GPUS)
+                return;
+        size_t ng = n->inv->n_gpus;
+        if (!n->fit_gpus) {
+                n->fit_gpus = calloc(MK_FIT_MAX_NODE_GPUS, sizeof(*n->fit_gpus));
+                n->fit_used = calloc((size_t) MK_FIT_MAX_NODE_GPUS * MK_FIT_MAX_INSTANCES, sizeof(*n->fit_used));
+                n->fit_cache = calloc(1, sizeof(*n->fit_cache));
+                if (!n->fit_gpus || !n->fit_used || !n->fit_cache) {
+                        free(n->fit_gpus);
+                        free(n->fit_used);
+                        free(n->fit_cache);
+                        n->fit_gpus = NULL;
+                        n->fit_used = NULL;
+                        n->fit_cache = NULL;
+                        return;
+                }
+        }
+        if (mk_sched_fill_gpus(n->fit_gpus, n->fit_used, n->inv, n->tables, n->reps, n->claims, n->n_claims, NULL,
+                               NULL, 0) < 0)
+                return;
+        struct mk_fit_node fn = {.gpus = n->fit_gpus, .n_gpus = ng};
+        (void) mk_fit_node_cache_update(&fn, n->fit_cache); /* an unusable cache only makes fits slower */
+        n->fit_valid = true;
+}
+
+static struct mk_sched_node *node_get_or_add(struct mk_sched_cache *c, const char *name) {
+        struct mk_sched_node *n = mk_hashmap_get(&c->nodes, name);
+        if (n)
+                return n;
+        n = calloc(1, sizeof(*n));
+        if (!n || !(n->name = strdup(name)) || mk_hashmap_put(&c->nodes, name, n) < 0) {
+                node_free(n);
+                return NULL;
+        }
+        c->nodes_gen++;
+        snprintf(n->reason, sizeof(n->reason), "node has no %s annotation (is 'migkit scheduler node' running there?)",
+                 MK_ANN_INVENTORY);
+        return n;
+}
+
+static void node_unlink_claim(struct mk_sched_cache *c, struct mk_sched_pod *p) {
+        struct mk_sched_node *n = mk_hashmap_get(&c->nodes, p->claim.node);
+        for (size_t i = 0; n && i < n->n_claims; i++)
+                if (n->claims[i] == p) {
+                        n->claims[i] = n->claims[--n->n_claims];
+                        node_refit(n);
+                        return;
+                }
+}
+
+static int node_link_claim(struct mk_sched_cache *c, struct mk_sched_pod *p) {
+        struct mk_sched_node *n = node_get_or_add(c, p->claim.node);
+        if (!n)
+                return -ENOMEM;
+        if (n->n_claims == n->alloc_claims) {
+                size_t na = n->alloc_claims ? n->alloc_claims * 2 : 8;
+                struct mk_sched_pod **a = realloc(n->claims, na * sizeof(*a));
+                if (!a)
+                        return -ENOMEM;
+                n->claims = a;
+                n->alloc_claims = na;
+        }
+        n->claims[n->n_claims++] = p;
+        node_refit(n);
+        return 0;
+}
+
+static void pod_drop(struct mk_sched_cache *c, const char *uid) {
+        struct mk_sched_pod *p = mk_hashmap_remove(&c->pods, uid);
+        if (p) {
+                node_unlink_claim(c, p);
+                free(p);
+        }
+}
+
+int mk_sched_cache_set_claim(struct mk_sched_cache *c, const struct mk_claim *claim, bool pending, int64_t now) {
+        pod_drop(c, claim->uid);
+        struct mk_sched_pod *p = calloc(1, sizeof(*p));
+        if (!p)
+                return -ENOMEM;
+        p->claim = *claim;
+        p->pending = pending;
+        p->pending_since = now;
+        if (mk_hashmap_put(&c->pods, claim->uid, p) < 0) {
+                free(p);
+                return -ENOMEM;
+        }
+        if (node_link_claim(c, p) < 0) {
+                mk_hashmap_remove(&c->pods, claim->uid);
+                free(p);
+                return -ENOMEM;
+        }
+        return 0;
+}
+
+void mk_sched_cache_drop_pending(struct mk_sched_cache *c, const char *uid) {
+        pthread_rwlock_wrlock(&c->lock);
+        struct mk_sched_pod *p = mk_hashmap_get(&c->pods, uid);
+        if (p && p->pending)
+                pod_drop(c, uid);
+        pthread_rwlock_unlock(&c->lock);
+}
+
+struct mk_sched_node *mk_sched_cache_node(struct mk_sched_cache *c, const char *name) {
+        return mk_hashmap_get(&c->nodes, name);
+}
+
+struct mk_sched_pod *mk_sched_cache_pod(struct mk_sched_cache *c, const char *uid) {
+        return mk_hashmap_get(&c->pods, uid);
+}
+
+/* --- lifetime --- */
+
+int mk_sched_cache_init(struct mk_sched_cache *c) {
+        *c = (struct mk_sched_cache) {0};
+        if (pthread_rwlock_init(&c->lock, NULL) != 0)
+                return -ENOMEM;
+        if (pthread_mutex_init(&c->names_lock, NULL) != 0) {
+                pthread_rwlock_destroy(&c->lock);
+                return -ENOMEM;
+        }
+        mk_buf_init(&c->names, (size_t) MK_MAX_EXTENDER_NODES * MK_K8S_NAME_MAX);
+        return 0;
+}
+
+void mk_sched_cache_done(struct mk_sched_cache *c) {
+        mk_hashmap_clear(&c->nodes, node_free);
+        mk_hashmap_clear(&c->pods, free);
+        mk_hashmap_clear(&c->usage, free);
+        mk_buf_done(&c->names);
+        free(c->names_nodes);
+        pthread_mutex_destroy(&c->names_lock);
+        pthread_rwlock_destroy(&c->lock);
+}
+
+void mk_sched_cache_counts(struct mk_sched_cache *c, size_t *ret_nodes, size_t *ret_claims) {
+        pthread_rwlock_rdlock(&c->lock);
+        *ret_nodes = c->nodes.n;
+        *ret_claims = c->pods.n;
+        pthread_rwlock_unlock(&c->lock);
+}
+
+/* --- informer events --- */
+
+int mk_sched_cache_node_event(struct mk_sched_cache *c, enum mk_kube_event_type type, const json_t *node) {
+        const char *name = mk_kube_meta(node, "name");
+        if (!name)
+                return 0;
+        const json_t *alloc = json_object_get(json_object_get(node, "status"), "allocatable");
+        uint64_t cpu = 0, mem = 0;
+        if (json_is_string(json_object_get(alloc, "cpu")) &&
+            mk_quantity_parse_milli(json_string_value(json_object_get(alloc, "cpu")), &cpu) < 0)
+                cpu = 0;
+        if (json_is_string(json_object_get(alloc, "memory")) &&
+            mk_quantity_parse_milli(json_string_value(json_object_get(alloc, "memory")), &mem) < 0)
+                mem = 0;
+        struct mk_inventory *inv = NULL;
+        struct mk_fit_tables **tables = NULL;
+        uint16_t *reps = NULL;
+        char reason[MK_ERROR_MSG_MAX];
+        if (type != MK_KUBE_EVENT_DELETED)
+                mk_inventory_from_node(node, &inv, reason, sizeof(reason));
+        if (inv) {
+                tables = tables_new(inv);
+                reps = reps_new(inv);
+        }
+        pthread_rwlock_wrlock(&c->lock);
+        int r = 0;
+        if (type == MK_KUBE_EVENT_DELETED) {
+                struct mk_sched_node *n = mk_hashmap_get(&c->nodes, name);
+                if (n && n->n_claims == 0) {
+                        node_free(mk_hashmap_remove(&c->nodes, name));
+                        c->nodes_gen++;
+                } else if (n) {
+                        n->tables = tables_free(n->tables, n->inv ? n->inv->n_gpus : 0);
+                        free(n->reps);
+                        n->reps = NULL;
+                        n->inv = mk_inventory_free(n->inv);
+                        node_refit(n);
+                        snprintf(n->reason, sizeof(n->reason), "node was deleted");
+                }
+        } else {
+                struct mk_sched_node *n = node_get_or_add(c, name);
+                if (!n)
+                        r = -ENOMEM;
+                else {
+                        tables_free(n->tables, n->inv ? n->inv->n_gpus : 0);
+                        free(n->reps);
+                        mk_inventory_free(n->inv);
+                        n->tables = TAKE_PTR(tables);
+                        n->reps = TAKE_PTR(reps);
+                        n->inv = TAKE_PTR(inv);
+                        n->res.cpu_allocatable_milli = cpu;
+                        n->res.memory_allocatable_bytes = mem / 1000;
+                        if (!n->inv)
+                                snprintf(n->reason, sizeof(n->reason), "%s", reason);
+                        node_refit(n);
+                }
+        }
+        pthread_rwlock_unlock(&c->lock);
+        tables_free(tables, inv ? inv->n_gpus : 0);
+        free(reps);
+        mk_inventory_free(inv);
+        if (r < 0)
+                log_debug_area("sched", "Node '%s': out of memory", name);
+        return r;
+}
+
+/* Replaces the pod's CPU and memory usage (NULL: none). Takes `use`. */
+static void usage_set(struct mk_sched_cache *c, const char *uid, struct pod_usage *use) {
+        struct pod_usage *old = mk_hashmap_remove(&c->usage, uid);
+        if (old) {
+                struct mk_sched_node *n = mk_hashmap_get(&c->nodes, old->node);
+                if (n) {
+                        mk_sched_memo_forget(&n->memo);
+                        n->res.cpu_requested_milli -= MIN(n->res.cpu_requested_milli, old->cpu_milli);
+                        n->res.memory_requested_bytes -= MIN(n->res.memory_requested_bytes, old->memory_bytes);
+                }
+                free(old);
+        }
+        if (!use)
+                return;
+        struct mk_sched_node *n = node_get_or_add(c, use->node);
+        if (!n || mk_hashmap_put(&c->usage, uid, use) < 0) {
+                free(use);
+                return;
+        }
+        mk_sched_memo_forget(&n->memo);
+        n->res.cpu_requested_milli += use->cpu_milli;
+        n->res.memory_requested_bytes += use->memory_bytes;
+}
+
+int mk_sched_cache_pod_event(struct mk_sched_cache *c, enum mk_kube_event_type type, const json_t *pod) {
+        _cleanup_free_ struct mk_claim *claim = calloc(1, sizeof(*claim));
+        if (!claim)
+                return -ENOMEM;
+        struct mk_error e = {0};
+        int has = mk_claim_from_pod(pod, claim, &e);
+        if (has < 0) {
+                char buf[MK_ERROR_MSG_MAX + MK_ERROR_LOC_MAX + 8];
+                log_debug_area("sched", "Pod ignored: %s", mk_error_format(&e, buf, sizeof(buf)));
+                return 0;
+        }
+        const char *bound = json_string_value(json_object_get(json_object_get(pod, "spec"), "nodeName"));
+        struct pod_usage *use = NULL;
+        if (type != MK_KUBE_EVENT_DELETED && claim->active && bound && strlen(bound) < MK_K8S_NAME_MAX &&
+            (use = calloc(1, sizeof(*use)))) {
+                snprintf(use->node, sizeof(use->node), "%s", bound);
+                mk_pod_resource_requests(pod, &use->cpu_milli, &use->memory_bytes);
+        }
+        int r = 0;
+        pthread_rwlock_wrlock(&c->lock);
+        usage_set(c, claim->uid, TAKE_PTR(use));
+        struct mk_sched_pod *old = mk_hashmap_get(&c->pods, claim->uid);
+        if (type == MK_KUBE_EVENT_DELETED || (has > 0 && !claim->active))
+                pod_drop(c, claim->uid);
+        else if (has > 0)
+                r = mk_sched_cache_set_claim(c, claim, false, 0);
+        else if (old && !old->pending)
+                pod_drop(c, claim->uid); /* the annotation was removed */
+        /* else: a pending reservation not visible yet stays */
+        pthread_rwlock_unlock(&c->lock);
+        return r;
+}
+
+/* --- resolving a request's node names --- */
+
+void mk_sched_cache_resolve(struct mk_sched_cache *c, const struct mk_sched_cand *cands, size_t n,
+                            struct mk_sched_node **ret) {
+        bool locked = pthread_mutex_trylock(&c->names_lock) == 0;
+        if (locked && c->names_gen == c->nodes_gen && c->names_n == n && c->names.data) {
+                const char *p = c->names.data, *end = c->names.data + c->names.len;
+                size_t i = 0;
+                for (; i < n; i++) {
+                        const struct mk_sched_cand *cd = &cands[i];
+                        if ((size_t) (end - p) <= cd->len || memcmp(p, cd->name, cd->len + 1) != 0)
+                                break;
+                        p += cd->len + 1;
+                }
+                if (i == n) {
+                        memcpy(ret, c->names_nodes, n * sizeof(*ret));
+                        pthread_mutex_unlock(&c->names_lock);
+                        return;
+                }
+        }
+        for (size_t i = 0; i < n; i++)
+                ret[i] = mk_hashmap_get(&c->nodes, cands[i].name);
+        if (!locked)
+                return;
+        /* Kept only when all of it fits: a partial copy must not match. */
+        c->names_n = 0;
+        c->names.len = 0;
+        if (c->names.data)
+                c->names.data[0] = 0;
+        if (n > c->names_alloc) {
+                struct mk_sched_node **a = realloc(c->names_nodes, n * sizeof(*a));
+                if (!a) {
+                        pthread_mutex_unlock(&c->names_lock);
+                        return;
+                }
+                c->names_nodes = a;
+                c->names_alloc = n;
+        }
+        int r = 0;
+        for (size_t i = 0; i < n && r >= 0; i++)
+                r = mk_buf_append(&c->names, cands[i].name, cands[i].len + 1);
+        if (r >= 0 && n > 0) {
+                memcpy(c->names_nodes, ret, n * sizeof(*ret));
+                c->names_n = n;
+                c->names_gen = c->nodes_gen;
+        } else
+                c->names.len = 0;
+        pthread_mutex_unlock(&c->names_lock);
+}

@@ -1,0 +1,133 @@
+/* The extender's node cache: what informers told it about Nodes (their
+ * inventories, CPU and memory) and pods (reservations, and what bound pods
+ * take), kept so that a decision reads memory only. Per node it also keeps
+ * the fit's view with every active reservation applied (fit_gpus...),
+ * updated under the write lock when anything in it changes, so that most
+ * decisions fit straight on it (place-mig.h), and the node's decision memo
+ * (memo.h), emptied on each such change.
+ *
+ * Threads: one read-write lock (`lock`). Events and reservations take the
+ * write side for microseconds; decisions hold the read side across a
+ * request and read node entries directly (the structs are public to the
+ * scheduler's own files for that). No lock spans an apiserver call. */
+#pragma once
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "base/dynbuf.h"
+#include "base/error.h"
+#include "base/hashmap.h"
+#include "base/macro.h"
+#include "claim/claim.h"
+#include "kube/kube.h"
+#include "plan/fit.h"
+#include "sched/memo.h"
+
+struct mk_inventory;
+struct mk_pod_request;
+struct mk_sched_cand;
+
+#define MK_SCHED_PENDING_TTL_S 120             /* an unobserved in-memory reservation is dropped after this */
+
+/* A pod's reservation in the cache. */
+struct mk_sched_pod {
+        struct mk_claim claim;
+        bool pending;                   /* made by our bind, not yet observed on the pod */
+        int64_t pending_since;
+};
+
+/* Whether a pending reservation is older than MK_SCHED_PENDING_TTL_S at
+ * `now` (0: never). */
+bool mk_sched_pod_expired(const struct mk_sched_pod *p, int64_t now) _nonnull_(1);
+
+struct mk_sched_node {
+        struct mk_sched_memo memo;      /* first: the line a filter reads of every node */
+        bool fit_valid;                 /* fit_gpus/fit_used/fit_cache are current */
+        bool inv_reserved;              /* inv lists instances in state reserved (they name their pod) */
+        unsigned n_pending;             /* claims made by our bind, not yet observed */
+        struct mk_inventory *inv;       /* NULL when absent or malformed */
+        char *name;
+        struct mk_fit_tables **tables;  /* per GPU of inv (entries may be NULL): the fit's accelerator */
+        uint16_t *reps;                 /* per GPU of inv: the first GPU of its kind (NULL: per call) */
+        char reason[MK_ERROR_MSG_MAX];  /* why inv is NULL */
+        struct mk_sched_pod **claims;   /* reservations on this node (borrowed from the pod map) */
+        size_t n_claims, alloc_claims;
+        /* The fit's view of the node with every active reservation. */
+        struct mk_fit_gpu *fit_gpus;
+        struct mk_fit_instance *fit_used;       /* MK_FIT_MAX_NODE_GPUS * MK_FIT_MAX_INSTANCES */
+        struct mk_fit_node_cache *fit_cache;
+        /* CPU and memory: the Node's allocatable, and the requests of the
+         * active pods bound there (all pods, not only ours). */
+        struct mk_fit_node_resources res;
+};
+
+struct mk_sched_cache {
+        pthread_rwlock_t lock;
+        struct mk_hashmap nodes;        /* name -> mk_sched_node */
+        struct mk_hashmap pods;         /* uid -> mk_sched_pod (pods with a reservation only) */
+        struct mk_hashmap usage;        /* uid -> what a bound pod takes of its node's CPU and memory */
+        /* The node entries of the last NodeNames list resolved
+         * (mk_sched_cache_resolve), in its order: kube-scheduler sends the
+         * same list again and again, and a request with that list then
+         * skips a hash lookup per node. Valid while nodes_gen is unchanged;
+         * guarded by names_lock, taken with trylock (a reader that finds it
+         * busy looks the names up). */
+        uint64_t nodes_gen;             /* bumped under the write lock when a node entry is added or freed */
+        pthread_mutex_t names_lock;
+        uint64_t names_gen;
+        struct mk_buf names;            /* the names, each with its NUL */
+        struct mk_sched_node **names_nodes;
+        size_t names_n, names_alloc;
+};
+
+int mk_sched_cache_init(struct mk_sched_cache *c) _nonnull_(1) _wur_;
+void mk_sched_cache_done(struct mk_sched_cache *c) _nonnull_(1);
+
+/* Informer events (take the write lock). A Node with a malformed inventory
+ * is kept with the error as its reason. -ENOMEM. */
+int mk_sched_cache_node_event(struct mk_sched_cache *c, enum mk_kube_event_type type, const json_t *node)
+        _nonnull_(1, 3);
+int mk_sched_cache_pod_event(struct mk_sched_cache *c, enum mk_kube_event_type type, const json_t *pod)
+        _nonnull_(1, 3);
+
+/* With the write lock held: records `claim` as the pod's reservation
+ * (pending: made by our bind at `now`), replacing what it had. */
+int mk_sched_cache_set_claim(struct mk_sched_cache *c, const struct mk_claim *claim, bool pending, int64_t now)
+        _nonnull_(1, 2) _wur_;
+/* Drops the pod's reservation when it is a pending one (takes the write
+ * lock). */
+void mk_sched_cache_drop_pending(struct mk_sched_cache *c, const char *uid) _nonnull_(1, 2);
+
+/* With a lock held: the node entry of `name` / the reservation of pod
+ * `uid`, NULL when absent. Borrowed until the lock is released. */
+struct mk_sched_node *mk_sched_cache_node(struct mk_sched_cache *c, const char *name) _nonnull_(1, 2);
+struct mk_sched_pod *mk_sched_cache_pod(struct mk_sched_cache *c, const char *uid) _nonnull_(1, 2);
+
+/* With the read lock held: the entry of each candidate (NULL: not in the
+ * cache) into ret[0..n): copied from the last list resolved when the names
+ * and the node entries are the same, else looked up (and kept for the next
+ * request when names_lock is free). */
+void mk_sched_cache_resolve(struct mk_sched_cache *c, const struct mk_sched_cand *cands, size_t n,
+                            struct mk_sched_node **ret) _nonnull_(1);
+
+/* Nodes and pods with reservations (takes the read lock). */
+void mk_sched_cache_counts(struct mk_sched_cache *c, size_t *ret_nodes, size_t *ret_claims) _nonnull_(1, 2, 3);
+
+/* The fit's view of a node from its inventory and active reservations into
+ * gpus[g] / used[g * MK_FIT_MAX_INSTANCES], leaving out `skip_uid`'s own
+ * and those pending reservations expired at `now`; `req` (may be NULL)
+ * marks GPUs of an unwanted type unavailable. `tables`, `reps` may be NULL.
+ * -E2BIG when a GPU has more than MK_FIT_MAX_INSTANCES instances. */
+int mk_sched_fill_gpus(struct mk_fit_gpu *gpus, struct mk_fit_instance *used, const struct mk_inventory *inv,
+                       struct mk_fit_tables *const *tables, const uint16_t *reps, struct mk_sched_pod *const *claims,
+                       size_t n_claims, const struct mk_pod_request *req, const char *skip_uid, int64_t now)
+        _nonnull_(1, 2, 3);
+/* Adds an instance to gpu `fg` (used array `arr`) unless one is there at
+ * the same placement. -E2BIG when full. */
+int mk_sched_add_used(struct mk_fit_gpu *fg, struct mk_fit_instance *arr, unsigned profile_id, unsigned slices,
+                      struct mk_placement p) _nonnull_(1, 2);

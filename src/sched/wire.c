@@ -1,0 +1,356 @@
+/* The extender protocol's wire format (wire.h). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/macro.h"
+#include "kube/json.h"
+#include "sched/decide.h"
+#include "sched/request.h"
+#include "sched/wire.h"
+
+/* --- reading ExtenderArgs --- */
+
+int mk_sched_wire_pod(const json_t *args, const struct mk_sched_config *cfg, struct mk_pod_request *req,
+                      const char **ret_uid, const json_t **ret_pod, char *err, size_t size) {
+        const json_t *pod = mk_json_get_ci(args, "Pod");
+        if (!json_is_object(pod)) {
+                snprintf(err, size, "ExtenderArgs has no Pod");
+                return -EINVAL;
+        }
+        struct mk_error e = {0};
+        char buf[MK_ERROR_MSG_MAX + MK_ERROR_LOC_MAX + 8];
+        if (mk_pod_request_parse(pod, cfg, req, &e) < 0) {
+                snprintf(err, size, "pod request: %s", mk_error_format(&e, buf, sizeof(buf)));
+                return -EINVAL;
+        }
+        *ret_uid = mk_kube_meta(pod, "uid");
+        *ret_pod = pod;
+        return 0;
+}
+
+int mk_sched_wire_candidates(const json_t *args, struct mk_sched_cand **ret, size_t *ret_n, bool *ret_by_name,
+                             char *err, size_t size) {
+        const json_t *names = mk_json_get_ci(args, "NodeNames");
+        const json_t *nodes = mk_json_get_ci(args, "Nodes");
+        const json_t *items = json_is_object(nodes) ? mk_json_get_ci(nodes, "items") : NULL;
+        bool by_name = json_is_array(names);
+        size_t n = by_name ? json_array_size(names) : json_is_array(items) ? json_array_size(items) : 0;
+        if (!by_name && !json_is_array(items)) {
+                snprintf(err, size, "ExtenderArgs has neither NodeNames nor Nodes.items");
+                return -EINVAL;
+        }
+        if (n > MK_MAX_EXTENDER_NODES) {
+                snprintf(err, size, "more than %u nodes in one request", MK_MAX_EXTENDER_NODES);
+                return -E2BIG;
+        }
+        struct mk_sched_cand *c = calloc(n + 1, sizeof(*c));
+        if (!c)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++) {
+                if (by_name)
+                        c[i].name = json_string_value(json_array_get(names, i));
+                else {
+                        c[i].object = json_array_get(items, i);
+                        c[i].name = mk_kube_meta(c[i].object, "name");
+                }
+                if (!c[i].name || (c[i].len = strlen(c[i].name)) >= MK_K8S_NAME_MAX) {
+                        snprintf(err, size, "node %zu has no valid name", i);
+                        free(c);
+                        return -EINVAL;
+                }
+        }
+        *ret = c;
+        *ret_n = n;
+        *ret_by_name = by_name;
+        return 0;
+}
+
+void mk_sched_names_done(struct mk_sched_names *pn) {
+        free(pn->buf);
+        free(pn->cands);
+        *pn = (struct mk_sched_names) {0};
+}
+
+static const char *skip_ws(const char *p, const char *end) {
+        while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
+                p++;
+        return p;
+}
+
+/* A plain name at p (after its opening quote): its length, the closing
+ * quote at p[len]; 0 when it is empty, too long, or holds anything but
+ * printable ASCII other than quotes and backslashes. */
+static size_t plain_name(const char *p, const char *end) {
+        size_t k = 0;
+        while (p + k < end && k < MK_K8S_NAME_MAX && p[k] > 0x20 && p[k] < 0x7f && p[k] != '"' && p[k] != '\\')
+                k++;
+        return p + k < end && p[k] == '"' && k < MK_K8S_NAME_MAX ? k : 0;
+}
+
+bool mk_sched_scan_names(const char *body, size_t len, struct mk_sched_names *ret) {
+        const char *end = body + len, *p = skip_ws(body, end), *arr = NULL;
+        if (p == end || *p != '{')
+                return false;
+        size_t depth = 0;
+        char last = 0; /* the last structural character outside strings */
+        while (p < end && !arr) {
+                char c = *p;
+                if (c == '"') {
+                        const char *q = p + 1;
+                        while (q < end && *q != '"')
+                                q += *q == '\\' ? 2 : 1;
+                        if (q >= end)
+                                return false;
+                        bool key = depth == 1 && (last == '{' || last == ',');
+                        if (key && q - p - 1 == 9 && memcmp(p + 1, "NodeNames", 9) == 0) {
+                                const char *v = skip_ws(q + 1, end);
+                                if (v == end || *v != ':')
+                                        return false;
+                                v = skip_ws(v + 1, end);
+                                if (v == end || *v != '[')
+                                        return false;
+                                arr = v;
+                        }
+                        p = q + 1;
+                        last = '"';
+                        continue;
+                }
+                if (c == '{' || c == '[')
+                        depth++;
+                else if (c == '}' || c == ']') {
+                        if (depth == 0)
+                                return false;
+                        depth--;
+                }
+                if (c != ' ' && c != '\t' && c != '\n' && c != '\r')
+                        last = c;
+                p++;
+        }
+        if (!arr)
+                return false;
+        /* Two passes over the array: check and count, then copy. */
+        size_t n = 0;
+        p = skip_ws(arr + 1, end);
+        if (p < end && *p == ']')
+                p++;
+        else
+                for (;;) {
+                        size_t k = p < end && *p == '"' ? plain_name(p + 1, end) : 0;
+                        if (k == 0 || ++n > MK_MAX_EXTENDER_NODES)
+                                return false;
+                        p = skip_ws(p + k + 2, end);
+                        if (p < end && *p == ']') {
+                                p++;
+                                break;
+                        }
+                        if (p == end || *p != ',')
+                                return false;
+                        p = skip_ws(p + 1, end);
+                }
+        struct mk_sched_names pn = {.start = (size_t) (arr - body), .end = (size_t) (p - body), .n = n};
+        pn.buf = malloc(pn.end - pn.start);
+        pn.cands = calloc(n + 1, sizeof(*pn.cands));
+        if (!pn.buf || !pn.cands) {
+                mk_sched_names_done(&pn);
+                return false;
+        }
+        char *out = pn.buf;
+        p = arr + 1;
+        for (size_t i = 0; i < n; i++) {
+                p = skip_ws(p, end); /* at the quote */
+                size_t k = plain_name(p + 1, end);
+                memcpy(out, p + 1, k);
+                out[k] = 0;
+                pn.cands[i] = (struct mk_sched_cand) {.name = out, .len = k};
+                out += k + 1;
+                p = skip_ws(p + k + 2, end) + 1; /* past ',' or ']' */
+        }
+        *ret = pn;
+        return true;
+}
+
+/* --- writing answers --- */
+
+json_t *mk_sched_wire_filter_error(const char *msg) {
+        return json_pack("{s:n, s:n, s:{}, s:s}", "Nodes", "NodeNames", "FailedNodes", "Error", msg);
+}
+
+json_t *mk_sched_wire_filter_json(const struct mk_sched_decisions *d) {
+        json_t *ok = json_array(), *failed = json_object(), *res = json_object();
+        for (size_t i = 0; i < d->n; i++) {
+                if (d->v[i].r >= 0) {
+                        if (d->by_name)
+                                json_array_append_new(ok, json_string(d->cands[i].name));
+                        else
+                                json_array_append(ok, (json_t *) d->cands[i].object);
+                } else {
+                        char msg[MK_ERROR_MSG_MAX + 16];
+                        snprintf(msg, sizeof(msg), "migkit: %s", mk_sched_verdict_reason(d, i));
+                        json_object_set_new(failed, d->cands[i].name, json_string(msg));
+                }
+        }
+        if (d->by_name) {
+                json_object_set_new(res, "Nodes", json_null());
+                json_object_set_new(res, "NodeNames", ok);
+        } else {
+                json_object_set_new(res, "Nodes", json_pack("{s:o}", "items", ok));
+                json_object_set_new(res, "NodeNames", json_null());
+        }
+        json_object_set_new(res, "FailedNodes", failed);
+        json_object_set_new(res, "Error", json_string(""));
+        return res;
+}
+
+json_t *mk_sched_wire_prioritize_json(const struct mk_sched_decisions *d) {
+        json_t *list = json_array();
+        for (size_t i = 0; i < d->n; i++) {
+                json_t *h = json_object();
+                json_object_set_new(h, "Host", json_string(d->cands[i].name));
+                json_object_set_new(h, "Score", json_integer(d->v[i].r >= 0 ? d->v[i].priority : 0));
+                json_array_append_new(list, h);
+        }
+        return list;
+}
+
+int mk_sched_wire_put_string(struct mk_buf *b, const char *v) {
+        static const char hex[] = "0123456789abcdef";
+        char out[512];
+        size_t k = 0;
+        int r;
+        out[k++] = '"';
+        for (const unsigned char *p = (const unsigned char *) v; *p;) {
+                if (k > sizeof(out) - 16) {
+                        if ((r = mk_buf_append(b, out, k)) < 0)
+                                return r;
+                        k = 0;
+                }
+                unsigned char c = *p;
+                if (c == '"' || c == '\\') {
+                        out[k++] = '\\';
+                        out[k++] = (char) c;
+                        p++;
+                } else if (c < 0x20) {
+                        memcpy(out + k, "\\u00", 4);
+                        out[k + 4] = hex[c >> 4];
+                        out[k + 5] = hex[c & 15];
+                        k += 6;
+                        p++;
+                } else if (c < 0x80) {
+                        out[k++] = (char) c;
+                        p++;
+                } else {
+                        /* the length of a well-formed sequence (RFC 3629), else 0 */
+                        size_t n = c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+                        for (size_t j = 1; j < n; j++)
+                                if ((p[j] & 0xc0) != 0x80)
+                                        n = 0;
+                        if (n >= 3) {
+                                unsigned cp = n == 3 ? (c & 0x0fu) << 12 | (p[1] & 0x3fu) << 6 | (p[2] & 0x3fu)
+                                                     : (c & 0x07u) << 18 | (p[1] & 0x3fu) << 12 | (p[2] & 0x3fu) << 6 |
+                                                               (p[3] & 0x3fu);
+                                if ((n == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
+                                    (n == 4 && (cp < 0x10000 || cp > 0x10ffff)))
+                                        n = 0;
+                        }
+                        if (n == 0) {
+                                out[k++] = '?';
+                                p++;
+                        } else {
+                                memcpy(out + k, p, n);
+                                k += n;
+                                p += n;
+                        }
+                }
+        }
+        out[k++] = '"';
+        return mk_buf_append(b, out, k);
+}
+
+char *mk_sched_wire_filter_text(const struct mk_sched_decisions *d) {
+        if (!d->by_name) {
+                /* Full Node objects are echoed back: jansson writes them. */
+                json_t *v = mk_sched_wire_filter_json(d);
+                char *t = json_dumps(v, JSON_COMPACT);
+                json_decref(v);
+                return t;
+        }
+        _cleanup_buf_done_ struct mk_buf b;
+        mk_buf_init(&b, SIZE_MAX);
+        int r = mk_buf_puts(&b, "{\"Nodes\":null,\"NodeNames\":[");
+        for (size_t i = 0, k = 0; r >= 0 && i < d->n; i++)
+                if (d->v[i].r >= 0 && (r = k++ ? mk_buf_putc(&b, ',') : 0) >= 0)
+                        r = mk_sched_wire_put_string(&b, d->cands[i].name);
+        if (r >= 0)
+                r = mk_buf_puts(&b, "],\"FailedNodes\":{");
+        for (size_t i = 0, k = 0; r >= 0 && i < d->n; i++) {
+                char msg[MK_ERROR_MSG_MAX + 16];
+                if (d->v[i].r >= 0)
+                        continue;
+                const char *why = mk_sched_verdict_reason(d, i);
+                size_t len = strnlen(why, sizeof(msg) - sizeof("migkit: "));
+                memcpy(msg, "migkit: ", sizeof("migkit: ") - 1);
+                memcpy(msg + sizeof("migkit: ") - 1, why, len);
+                msg[sizeof("migkit: ") - 1 + len] = 0;
+                if ((r = k++ ? mk_buf_putc(&b, ',') : 0) >= 0 &&
+                    (r = mk_sched_wire_put_string(&b, d->cands[i].name)) >= 0 && (r = mk_buf_putc(&b, ':')) >= 0)
+                        r = mk_sched_wire_put_string(&b, msg);
+        }
+        if (r >= 0)
+                r = mk_buf_puts(&b, "},\"Error\":\"\"}");
+        return r < 0 ? NULL : mk_buf_take(&b);
+}
+
+char *mk_sched_wire_prioritize_text(const struct mk_sched_decisions *d) {
+        _cleanup_buf_done_ struct mk_buf b;
+        mk_buf_init(&b, SIZE_MAX);
+        int r = mk_buf_putc(&b, '[');
+        for (size_t i = 0; r >= 0 && i < d->n; i++) {
+                char tail[32];
+                snprintf(tail, sizeof(tail), ",\"Score\":%d}", d->v[i].r >= 0 ? d->v[i].priority : 0);
+                if ((r = mk_buf_puts(&b, i ? ",{\"Host\":" : "{\"Host\":")) >= 0 &&
+                    (r = mk_sched_wire_put_string(&b, d->cands[i].name)) >= 0)
+                        r = mk_buf_puts(&b, tail);
+        }
+        if (r >= 0)
+                r = mk_buf_putc(&b, ']');
+        return r < 0 ? NULL : mk_buf_take(&b);
+}
+
+/* --- bind --- */
+
+int mk_bind_args_parse(const json_t *args, struct mk_bind_args *ret, struct mk_error *e) {
+        struct {
+                const char *key;
+                char *buf;
+                size_t size;
+        } f[] = {
+                {"PodName", ret->pod_name, sizeof(ret->pod_name)},
+                {"PodNamespace", ret->pod_namespace, sizeof(ret->pod_namespace)},
+                {"PodUID", ret->pod_uid, sizeof(ret->pod_uid)},
+                {"Node", ret->node, sizeof(ret->node)},
+        };
+        struct mk_bind_args tmp = {0};
+        char *bufs[] = {tmp.pod_name, tmp.pod_namespace, tmp.pod_uid, tmp.node};
+        if (!json_is_object(args))
+                return mk_error_set_field(e, -EINVAL, "ExtenderBindingArgs", "must be an object");
+        for (size_t i = 0; i < ELEMENTSOF(f); i++) {
+                const char *v = json_string_value(mk_json_get_ci(args, f[i].key));
+                if (!v || !*v)
+                        return mk_error_set_field(e, -EINVAL, f[i].key, "missing or not a string");
+                if (strlen(v) >= f[i].size || !mk_json_token_ok(v) || strchr(v, '/') || strchr(v, '?') ||
+                    strchr(v, '%') || strchr(v, '#'))
+                        return mk_error_set_field(e, -EINVAL, f[i].key, "not a valid name");
+                snprintf(bufs[i], f[i].size, "%s", v);
+        }
+        *ret = tmp;
+        return 0;
+}
+
+json_t *mk_bind_object(const struct mk_bind_args *a) {
+        return json_pack("{s:s, s:s, s:{s:s, s:s, s:s}, s:{s:s, s:s, s:s}}", "apiVersion", "v1", "kind", "Binding",
+                         "metadata", "name", a->pod_name, "namespace", a->pod_namespace, "uid", a->pod_uid, "target",
+                         "apiVersion", "v1", "kind", "Node", "name", a->node);
+}
+
