@@ -36,6 +36,27 @@ int mk_claim_reservation_format(const struct mk_claim *c, char **ret) {
         return 0;
 }
 
+/* o[key] as {"start": n, "size": n} with size >= 1 and start + size <= 32. */
+static int get_placement(const json_t *o, const char *key, const char *field, struct mk_placement *ret,
+                         struct mk_error *e) {
+        static const char *const known[] = {"start", "size", NULL};
+        const json_t *p = json_object_get(o, key);
+        char f[128];
+        snprintf(f, sizeof(f), "%s.%s", field, key);
+        int r = mk_json_check_keys(p, f, known, e);
+        if (r < 0)
+                return r;
+        uint64_t start, size;
+        if ((r = mk_json_get_u64(p, "start", f, 31, true, &start, e)) < 0 ||
+            (r = mk_json_get_u64(p, "size", f, 32, true, &size, e)) < 0)
+                return r;
+        if (size == 0 || start + size > 32)
+                return mk_error_set_field(e, -EINVAL, f, "placement %" PRIu64 "+%" PRIu64 " is out of range", start,
+                                          size);
+        *ret = (struct mk_placement) {.start = (unsigned) start, .size = (unsigned) size};
+        return 0;
+}
+
 static int parse_device(const json_t *o, size_t i, struct mk_claim_device *d, struct mk_error *e) {
         static const char *const known[] = {"container", "gpu", "profile", "profileID", "slices", "placement", NULL};
         char f[64];
@@ -57,7 +78,7 @@ static int parse_device(const json_t *o, size_t i, struct mk_claim_device *d, st
         if ((r = mk_json_get_u64(o, "slices", f, 32, true, &v, e)) < 0)
                 return r;
         d->slices = (unsigned) v;
-        return mk_json_get_placement(o, "placement", f, &d->placement, e);
+        return get_placement(o, "placement", f, &d->placement, e);
 }
 
 int mk_claim_reservation_parse(const char *s, struct mk_claim *c, struct mk_error *e) {

@@ -79,26 +79,6 @@ int mk_json_get_str(const json_t *o, const char *key, const char *field, char *b
         return 1;
 }
 
-int mk_json_get_placement(const json_t *o, const char *key, const char *field, struct mk_placement *ret,
-                          struct mk_error *e) {
-        static const char *const known[] = {"start", "size", NULL};
-        const json_t *p = json_object_get(o, key);
-        char f[128];
-        snprintf(f, sizeof(f), "%s.%s", field, key);
-        int r = mk_json_check_keys(p, f, known, e);
-        if (r < 0)
-                return r;
-        uint64_t start, size;
-        if ((r = mk_json_get_u64(p, "start", f, 31, true, &start, e)) < 0 ||
-            (r = mk_json_get_u64(p, "size", f, 32, true, &size, e)) < 0)
-                return r;
-        if (size == 0 || start + size > 32)
-                return mk_error_set_field(e, -EINVAL, f, "placement %" PRIu64 "+%" PRIu64 " is out of range", start,
-                                          size);
-        *ret = (struct mk_placement) {.start = (unsigned) start, .size = (unsigned) size};
-        return 0;
-}
-
 json_t *mk_json_get_ci(const json_t *o, const char *key) {
         if (!json_is_object(o))
                 return NULL;

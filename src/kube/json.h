@@ -1,5 +1,5 @@
-/* Small checked JSON readers shared by the scheduler's codecs (extender
- * wire format, inventory and reservation annotations): bounded loading,
+/* Small checked JSON readers for Kubernetes objects and the codecs built on
+ * them (extender wire format, inventory and reservation annotations): bounded loading,
  * known-field checks, ranged integers, bounded strings, and the
  * case-insensitive key lookup Go's encoding/json does. */
 #pragma once
@@ -12,7 +12,6 @@
 
 #include "base/error.h"
 #include "base/macro.h"
-#include "mig/layout.h"
 
 /* Parses `len` bytes (at most `cap`, else -E2BIG) into *ret; duplicate
  * keys and garbage are -EINVAL with jansson's reason, `what` names the input. */
@@ -33,10 +32,6 @@ int mk_json_get_u64(const json_t *o, const char *key, const char *field, uint64_
  * only: 1 found, 0 absent and not required (buf ""), -EINVAL or -E2BIG. */
 int mk_json_get_str(const json_t *o, const char *key, const char *field, char *buf, size_t size, bool required,
                     struct mk_error *e) _nonnull_(2, 3, 4);
-
-/* o[key] as {"start": n, "size": n} with size >= 1 and start + size <= 32. */
-int mk_json_get_placement(const json_t *o, const char *key, const char *field, struct mk_placement *ret,
-                          struct mk_error *e) _nonnull_(2, 3, 4);
 
 /* Printable ASCII without blanks, quotes or backslashes. */
 bool mk_json_token_ok(const char *s) _nonnull_(1);
