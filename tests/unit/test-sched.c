@@ -1,7 +1,10 @@
-/* Unit tests for sched/: reservation and inventory codecs, pod requests,
- * quantities, Allocate matching, and the extender's decisions and wire
- * format as data (ExtenderArgs in, exact result out), plus the HTTP server
- * (routes, caps, errors in the Error field) on a loopback port. */
+/* Unit tests for sched/ as a whole: the inventory codec, and the extender's
+ * entry points as data (ExtenderArgs in, exact result out: filter,
+ * prioritize, the text writers and the body scan agreeing with the json_t
+ * path, memo on and off, fast and slow paths, reservations), plus the HTTP
+ * server (routes, caps, errors in the Error field) on a loopback port. The
+ * parts have their own tests: test-sched-{wire,memo,nodecache,request}.c,
+ * test-claim.c, test-kube-object.c, test-hashmap.c. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -98,97 +101,7 @@ static void add_dev(struct mk_claim *c, unsigned ctr, const char *gpu, const cha
         snprintf(d->mig_uuid, sizeof(d->mig_uuid), "%s", mig ? mig : "");
 }
 
-/* --- reservation codec --- */
-
-static void test_reservation_roundtrip(void **state) {
-        (void) state;
-        struct mk_claim c = make_claim("ns", "p", "u1", "n1", 1700000000);
-        add_dev(&c, 0, "GPU-aaaa", "3g.20gb", 9, 3, pl(4, 4), NULL);
-        add_dev(&c, 1, "GPU-bbbb", "1g.5gb", 19, 1, pl(6, 1), NULL);
-        char *s = NULL;
-        assert_int_equal(mk_claim_reservation_format(&c, &s), 0);
-        assert_string_equal(s, "{\"version\":1,\"node\":\"n1\",\"time\":1700000000,\"devices\":["
-                               "{\"container\":0,\"gpu\":\"GPU-aaaa\",\"profile\":\"3g.20gb\",\"profileID\":9,"
-                               "\"slices\":3,\"placement\":{\"start\":4,\"size\":4}},"
-                               "{\"container\":1,\"gpu\":\"GPU-bbbb\",\"profile\":\"1g.5gb\",\"profileID\":19,"
-                               "\"slices\":1,\"placement\":{\"start\":6,\"size\":1}}]}");
-        struct mk_claim back = {0};
-        assert_int_equal(mk_claim_reservation_parse(s, &back, NULL), 0);
-        assert_string_equal(back.node, "n1");
-        assert_int_equal(back.time, 1700000000);
-        assert_int_equal(back.n_devices, 2);
-        assert_memory_equal(&back.devices[0], &c.devices[0], sizeof(c.devices[0]));
-        assert_memory_equal(&back.devices[1], &c.devices[1], sizeof(c.devices[1]));
-        assert_int_equal(mk_claim_devices_parse("[\"MIG-1\",\"MIG-2\"]", &back, NULL), 0);
-        assert_string_equal(back.devices[1].mig_uuid, "MIG-2");
-        free(s);
-}
-
-static const struct {
-        const char *value, *msg;
-} bad_reservations[] = {
-        {"", "not valid JSON"},
-        {"[]", "must be an object"},
-        {"{\"version\":2,\"node\":\"n\",\"devices\":[]}", "unsupported version 2"},
-        {"{\"version\":1,\"node\":\"n\",\"devices\":[]}", "non-empty array"},
-        {"{\"version\":1,\"devices\":[{}]}", "node: missing"},
-        {"{\"version\":1,\"node\":\"n\",\"extra\":1,\"devices\":[]}", "unknown field 'extra'"},
-        {"{\"version\":1,\"node\":\"n\",\"devices\":[{\"container\":0,\"gpu\":\"G\",\"profile\":\"1g.5gb\","
-         "\"profileID\":19,\"slices\":1,\"placement\":{\"start\":30,\"size\":4}}]}",
-         "out of range"},
-        {"{\"version\":1,\"node\":\"n\",\"devices\":[{\"container\":0,\"gpu\":\"G\",\"profile\":\"1g.5gb\","
-         "\"profileID\":-1,\"slices\":1,\"placement\":{\"start\":0,\"size\":1}}]}",
-         "profileID: must be an integer"},
-        {"{\"version\":1,\"node\":\"n\",\"node\":\"m\",\"devices\":[]}", "duplicate"},
-        {"{\"version\":1,\"node\":\"n\\u0001\",\"devices\":[]}", "printable ASCII"},
-};
-
-static void test_reservation_invalid(void **state) {
-        (void) state;
-        for (size_t i = 0; i < ELEMENTSOF(bad_reservations); i++) {
-                struct mk_claim c = make_claim("ns", "p", "u", "keep", 5);
-                struct mk_error e = {0};
-                assert_true(mk_claim_reservation_parse(bad_reservations[i].value, &c, &e) < 0);
-                if (!strstr(e.msg, bad_reservations[i].msg))
-                        fail_msg("'%s': message '%s', want '%s'", bad_reservations[i].value, e.msg,
-                                 bad_reservations[i].msg);
-                assert_string_equal(c.node, "keep"); /* untouched on failure */
-        }
-        /* Over the cap. */
-        size_t n = MK_MAX_RESERVATION_BYTES + 10;
-        char *big = malloc(n + 1);
-        memset(big, ' ', n);
-        big[n] = 0;
-        struct mk_claim c = {0};
-        assert_int_equal(mk_claim_reservation_parse(big, &c, NULL), -E2BIG);
-        free(big);
-        c.n_devices = 2;
-        assert_int_equal(mk_claim_devices_parse("[\"MIG-1\"]", &c, NULL), -EINVAL);
-        assert_int_equal(mk_claim_devices_parse("[\"MIG 1\",\"x\"]", &c, NULL), -EINVAL);
-}
-
-/* --- pods and quantities --- */
-
-static void test_quantity(void **state) {
-        (void) state;
-        static const struct {
-                const char *s;
-                int r;
-                uint64_t v;
-        } cases[] = {
-                {"1", 0, 1000},       {"500m", 0, 500},       {"1.5", 0, 1500},  {"2k", 0, 2000000},
-                {"1Ki", 0, 1024000},  {"1Gi", 0, 1073741824000ull}, {"1e3", 0, 1000000}, {"0.0001", 0, 1},
-                {"", -EINVAL, 0},     {"abc", -EINVAL, 0},    {"1x", -EINVAL, 0}, {"-1", -EINVAL, 0},
-                {"99999999999999999999", -ERANGE, 0},         {".", -EINVAL, 0},
-        };
-        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
-                uint64_t v = 0;
-                int r = mk_quantity_parse_milli(cases[i].s, &v);
-                if (r != cases[i].r || (r == 0 && v != cases[i].v))
-                        fail_msg("'%s': %d %llu, want %d %llu", cases[i].s, r, (unsigned long long) v, cases[i].r,
-                                 (unsigned long long) cases[i].v);
-        }
-}
+/* --- pods --- */
 
 static json_t *pod_json(const char *uid, const char *resources, const char *annotations) {
         char buf[4096];
@@ -201,124 +114,6 @@ static json_t *pod_json(const char *uid, const char *resources, const char *anno
         if (!j)
                 fail_msg("bad test pod: %s", je.text);
         return j;
-}
-
-static void test_pod_request(void **state) {
-        (void) state;
-        struct mk_sched_config *cfg = NULL;
-        assert_int_equal(mk_sched_config_load(NULL, &cfg, NULL), 0);
-        struct mk_pod_request r;
-        json_t *p = pod_json("u1",
-                             "{\"limits\":{\"nvidia.com/gpu\":\"2\",\"nvidia.com/gpumem\":\"8000\","
-                             "\"nvidia.com/gpucores\":30},\"requests\":{\"cpu\":\"500m\",\"memory\":\"1Gi\"}}",
-                             "\"nvidia.com/vgpu-mode\":\"mig\",\"migkit.io/mig-variant\":\"+me\","
-                             "\"hami.io/node-scheduler-policy\":\"spread\",\"nvidia.com/use-gputype\":\"a100, h100\"");
-        assert_int_equal(mk_pod_request_parse(p, cfg, &r, NULL), 0);
-        assert_int_equal(r.n_containers, 1);
-        assert_int_equal(r.containers[0].gpus, 2);
-        assert_int_equal(r.containers[0].mem_mib, 8000);
-        assert_int_equal(r.containers[0].cores_percent, 30);
-        assert_false(r.not_mig);
-        assert_string_equal(r.variant, "+me");
-        assert_string_equal(r.node_policy, "spread");
-        assert_int_equal(r.cpu_milli, 500);
-        assert_int_equal(r.memory_bytes, 1073741824ull);
-        assert_true(mk_pod_request_gpu_type_ok(&r, "NVIDIA A100-SXM4-40GB"));
-        assert_true(mk_pod_request_gpu_type_ok(&r, "NVIDIA H100 80GB HBM3"));
-        assert_false(mk_pod_request_gpu_type_ok(&r, "NVIDIA A30"));
-        json_decref(p);
-        /* Memory without a count: one GPU (HAMi's default); hami-core mode is not ours. */
-        p = pod_json("u2", "{\"limits\":{\"nvidia.com/gpumem-percentage\":\"50\"}}",
-                     "\"nvidia.com/vgpu-mode\":\"hami-core\",\"nvidia.com/nouse-gputype\":\"A30\"");
-        assert_int_equal(mk_pod_request_parse(p, cfg, &r, NULL), 0);
-        assert_int_equal(r.n_containers, 1);
-        assert_int_equal(r.containers[0].gpus, 1);
-        assert_int_equal(r.containers[0].mem_percent, 50);
-        assert_true(r.not_mig);
-        assert_false(mk_pod_request_gpu_type_ok(&r, "NVIDIA A30"));
-        json_decref(p);
-        /* No GPU at all. */
-        p = pod_json("u3", "{\"limits\":{\"cpu\":\"1\"}}", NULL);
-        assert_int_equal(mk_pod_request_parse(p, cfg, &r, NULL), 0);
-        assert_int_equal(r.n_containers, 0);
-        json_decref(p);
-        static const char *const bad[] = {
-                "{\"limits\":{\"nvidia.com/gpumem\":\"1.5\"}}",
-                "{\"limits\":{\"nvidia.com/gpumem-percentage\":\"101\"}}",
-                "{\"limits\":{\"nvidia.com/gpu\":\"17\"}}",
-                "{\"limits\":{\"nvidia.com/gpu\":\"x\"}}",
-                "{\"limits\":{\"nvidia.com/gpu\":[1]}}",
-        };
-        for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
-                struct mk_error e = {0};
-                p = pod_json("u4", bad[i], NULL);
-                assert_int_equal(mk_pod_request_parse(p, cfg, &r, &e), -EINVAL);
-                if (!strstr(e.field, "container 'c'"))
-                        fail_msg("%s: field '%s'", bad[i], e.field);
-                json_decref(p);
-        }
-        mk_sched_config_free(cfg);
-}
-
-static void test_claim_from_pod(void **state) {
-        (void) state;
-        json_t *p = pod_json("u1", "{}",
-                             "\"migkit.io/mig-reservation\":\"{\\\"version\\\":1,\\\"node\\\":\\\"n1\\\",\\\"time\\\":7,"
-                             "\\\"devices\\\":[{\\\"container\\\":0,\\\"gpu\\\":\\\"GPU-aaaa\\\",\\\"profile\\\":"
-                             "\\\"1g.5gb\\\",\\\"profileID\\\":19,\\\"slices\\\":1,\\\"placement\\\":{\\\"start\\\":6,"
-                             "\\\"size\\\":1}}]}\",\"migkit.io/mig-devices\":\"[\\\"MIG-9\\\"]\"");
-        struct mk_claim c;
-        assert_int_equal(mk_claim_from_pod(p, &c, NULL), 1);
-        assert_string_equal(c.uid, "u1");
-        assert_string_equal(c.node, "n1");
-        assert_true(c.active);
-        assert_string_equal(c.devices[0].mig_uuid, "MIG-9");
-        json_object_set_new(json_object_get(p, "status"), "phase", json_string("Succeeded"));
-        assert_int_equal(mk_claim_from_pod(p, &c, NULL), 1);
-        assert_false(c.active);
-        json_decref(p);
-        p = pod_json("u2", "{}", NULL);
-        assert_int_equal(mk_claim_from_pod(p, &c, NULL), 0);
-        json_decref(p);
-        p = pod_json("u3", "{}", "\"migkit.io/mig-reservation\":\"garbage\"");
-        assert_int_equal(mk_claim_from_pod(p, &c, NULL), -EINVAL);
-        json_decref(p);
-}
-
-/* --- Allocate matching --- */
-
-static void test_match_allocate(void **state) {
-        (void) state;
-        struct mk_claim cl[5];
-        cl[0] = make_claim("ns", "b", "u0", "n1", 20); /* later */
-        add_dev(&cl[0], 0, "G", "1g.5gb", 19, 1, pl(0, 1), "MIG-a");
-        cl[1] = make_claim("ns", "a", "u1", "n1", 10); /* earliest, but not created yet */
-        add_dev(&cl[1], 0, "G", "1g.5gb", 19, 1, pl(1, 1), NULL);
-        cl[2] = make_claim("ns", "c", "u2", "n1", 15); /* earliest created, two containers 1+2 */
-        add_dev(&cl[2], 0, "G", "1g.5gb", 19, 1, pl(2, 1), "MIG-c0");
-        add_dev(&cl[2], 1, "G", "1g.5gb", 19, 1, pl(3, 1), "MIG-c1");
-        add_dev(&cl[2], 1, "H", "1g.5gb", 19, 1, pl(0, 1), "MIG-c2");
-        cl[3] = make_claim("ns", "d", "u3", "n2", 1); /* other node */
-        add_dev(&cl[3], 0, "G", "1g.5gb", 19, 1, pl(4, 1), "MIG-d");
-        cl[4] = make_claim("ns", "e", "u4", "n1", 5); /* allocated already */
-        add_dev(&cl[4], 0, "G", "1g.5gb", 19, 1, pl(5, 1), "MIG-e");
-        cl[4].allocated = true;
-        unsigned one[] = {1}, one_two[] = {1, 2}, two[] = {2};
-        assert_int_equal(mk_claim_match_allocate(cl, 5, "n1", one, 1), 0);
-        assert_int_equal(mk_claim_match_allocate(cl, 5, "n1", one_two, 2), 2);
-        assert_int_equal(mk_claim_match_allocate(cl, 5, "n1", two, 1), -ENOENT);
-        assert_int_equal(mk_claim_match_allocate(cl, 5, "n2", one, 1), 3);
-        assert_int_equal(mk_claim_match_allocate(cl, 5, "n3", one, 1), -ENOENT);
-        /* Ties on time: namespace/name decides, whatever the order. */
-        struct mk_claim t[2] = {make_claim("ns", "z", "1", "n1", 1), make_claim("ns", "y", "2", "n1", 1)};
-        add_dev(&t[0], 0, "G", "1g.5gb", 19, 1, pl(0, 1), "MIG-z");
-        add_dev(&t[1], 0, "G", "1g.5gb", 19, 1, pl(1, 1), "MIG-y");
-        assert_int_equal(mk_claim_match_allocate(t, 2, "n1", one, 1), 1);
-        /* Once allocated it is skipped; an inactive pod is never chosen. */
-        t[1].allocated = true;
-        assert_int_equal(mk_claim_match_allocate(t, 2, "n1", one, 1), 0);
-        t[0].active = false;
-        assert_int_equal(mk_claim_match_allocate(t, 2, "n1", one, 1), -ENOENT);
 }
 
 /* --- inventory --- */
@@ -1140,12 +935,6 @@ static void test_http(void **state) {
 int main(void) {
         curl_global_init(CURL_GLOBAL_DEFAULT);
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_reservation_roundtrip),
-                cmocka_unit_test(test_reservation_invalid),
-                cmocka_unit_test(test_quantity),
-                cmocka_unit_test(test_pod_request),
-                cmocka_unit_test(test_claim_from_pod),
-                cmocka_unit_test(test_match_allocate),
                 cmocka_unit_test(test_inventory),
                 cmocka_unit_test(test_inventory_invalid),
                 cmocka_unit_test_setup_teardown(test_filter, setup, teardown),

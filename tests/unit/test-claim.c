@@ -1,0 +1,189 @@
+/* Unit tests for claim/: the reservation annotation codec, a claim read
+ * from a pod, and the device plugin's Allocate matching. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "base/macro.h"
+#include "claim/claim.h"
+
+static struct mk_placement pl(unsigned s, unsigned n) {
+        return (struct mk_placement) {.start = s, .size = n};
+}
+
+static struct mk_claim make_claim(const char *ns, const char *name, const char *uid, const char *node, int64_t t) {
+        struct mk_claim c = {.time = t, .active = true};
+        snprintf(c.namespace, sizeof(c.namespace), "%s", ns);
+        snprintf(c.name, sizeof(c.name), "%s", name);
+        snprintf(c.uid, sizeof(c.uid), "%s", uid);
+        snprintf(c.node, sizeof(c.node), "%s", node);
+        return c;
+}
+
+static void add_dev(struct mk_claim *c, unsigned ctr, const char *gpu, const char *profile, unsigned id,
+                    unsigned slices, struct mk_placement p, const char *mig) {
+        struct mk_claim_device *d = &c->devices[c->n_devices++];
+        *d = (struct mk_claim_device) {.container = ctr, .profile_id = id, .slices = slices, .placement = p};
+        snprintf(d->gpu, sizeof(d->gpu), "%s", gpu);
+        snprintf(d->profile, sizeof(d->profile), "%s", profile);
+        snprintf(d->mig_uuid, sizeof(d->mig_uuid), "%s", mig ? mig : "");
+}
+
+static json_t *pod_json(const char *uid, const char *resources, const char *annotations) {
+        char buf[4096];
+        snprintf(buf, sizeof(buf),
+                 "{\"metadata\":{\"namespace\":\"ns\",\"name\":\"pod-%s\",\"uid\":\"%s\",\"annotations\":{%s}},"
+                 "\"spec\":{\"containers\":[{\"name\":\"c\",\"resources\":%s}]},\"status\":{\"phase\":\"Pending\"}}",
+                 uid, uid, annotations ? annotations : "", resources);
+        json_error_t je;
+        json_t *j = json_loads(buf, 0, &je);
+        if (!j)
+                fail_msg("bad test pod: %s", je.text);
+        return j;
+}
+
+static void test_reservation_roundtrip(void **state) {
+        (void) state;
+        struct mk_claim c = make_claim("ns", "p", "u1", "n1", 1700000000);
+        add_dev(&c, 0, "GPU-aaaa", "3g.20gb", 9, 3, pl(4, 4), NULL);
+        add_dev(&c, 1, "GPU-bbbb", "1g.5gb", 19, 1, pl(6, 1), NULL);
+        char *s = NULL;
+        assert_int_equal(mk_claim_reservation_format(&c, &s), 0);
+        assert_string_equal(s, "{\"version\":1,\"node\":\"n1\",\"time\":1700000000,\"devices\":["
+                               "{\"container\":0,\"gpu\":\"GPU-aaaa\",\"profile\":\"3g.20gb\",\"profileID\":9,"
+                               "\"slices\":3,\"placement\":{\"start\":4,\"size\":4}},"
+                               "{\"container\":1,\"gpu\":\"GPU-bbbb\",\"profile\":\"1g.5gb\",\"profileID\":19,"
+                               "\"slices\":1,\"placement\":{\"start\":6,\"size\":1}}]}");
+        struct mk_claim back = {0};
+        assert_int_equal(mk_claim_reservation_parse(s, &back, NULL), 0);
+        assert_string_equal(back.node, "n1");
+        assert_int_equal(back.time, 1700000000);
+        assert_int_equal(back.n_devices, 2);
+        assert_memory_equal(&back.devices[0], &c.devices[0], sizeof(c.devices[0]));
+        assert_memory_equal(&back.devices[1], &c.devices[1], sizeof(c.devices[1]));
+        assert_int_equal(mk_claim_devices_parse("[\"MIG-1\",\"MIG-2\"]", &back, NULL), 0);
+        assert_string_equal(back.devices[1].mig_uuid, "MIG-2");
+        free(s);
+}
+
+static const struct {
+        const char *value, *msg;
+} bad_reservations[] = {
+        {"", "not valid JSON"},
+        {"[]", "must be an object"},
+        {"{\"version\":2,\"node\":\"n\",\"devices\":[]}", "unsupported version 2"},
+        {"{\"version\":1,\"node\":\"n\",\"devices\":[]}", "non-empty array"},
+        {"{\"version\":1,\"devices\":[{}]}", "node: missing"},
+        {"{\"version\":1,\"node\":\"n\",\"extra\":1,\"devices\":[]}", "unknown field 'extra'"},
+        {"{\"version\":1,\"node\":\"n\",\"devices\":[{\"container\":0,\"gpu\":\"G\",\"profile\":\"1g.5gb\","
+         "\"profileID\":19,\"slices\":1,\"placement\":{\"start\":30,\"size\":4}}]}",
+         "out of range"},
+        {"{\"version\":1,\"node\":\"n\",\"devices\":[{\"container\":0,\"gpu\":\"G\",\"profile\":\"1g.5gb\","
+         "\"profileID\":-1,\"slices\":1,\"placement\":{\"start\":0,\"size\":1}}]}",
+         "profileID: must be an integer"},
+        {"{\"version\":1,\"node\":\"n\",\"node\":\"m\",\"devices\":[]}", "duplicate"},
+        {"{\"version\":1,\"node\":\"n\\u0001\",\"devices\":[]}", "printable ASCII"},
+};
+
+static void test_reservation_invalid(void **state) {
+        (void) state;
+        for (size_t i = 0; i < ELEMENTSOF(bad_reservations); i++) {
+                struct mk_claim c = make_claim("ns", "p", "u", "keep", 5);
+                struct mk_error e = {0};
+                assert_true(mk_claim_reservation_parse(bad_reservations[i].value, &c, &e) < 0);
+                if (!strstr(e.msg, bad_reservations[i].msg))
+                        fail_msg("'%s': message '%s', want '%s'", bad_reservations[i].value, e.msg,
+                                 bad_reservations[i].msg);
+                assert_string_equal(c.node, "keep"); /* untouched on failure */
+        }
+        /* Over the cap. */
+        size_t n = MK_MAX_RESERVATION_BYTES + 10;
+        char *big = malloc(n + 1);
+        memset(big, ' ', n);
+        big[n] = 0;
+        struct mk_claim c = {0};
+        assert_int_equal(mk_claim_reservation_parse(big, &c, NULL), -E2BIG);
+        free(big);
+        c.n_devices = 2;
+        assert_int_equal(mk_claim_devices_parse("[\"MIG-1\"]", &c, NULL), -EINVAL);
+        assert_int_equal(mk_claim_devices_parse("[\"MIG 1\",\"x\"]", &c, NULL), -EINVAL);
+}
+
+static void test_claim_from_pod(void **state) {
+        (void) state;
+        json_t *p = pod_json("u1", "{}",
+                             "\"migkit.io/mig-reservation\":\"{\\\"version\\\":1,\\\"node\\\":\\\"n1\\\",\\\"time\\\":7,"
+                             "\\\"devices\\\":[{\\\"container\\\":0,\\\"gpu\\\":\\\"GPU-aaaa\\\",\\\"profile\\\":"
+                             "\\\"1g.5gb\\\",\\\"profileID\\\":19,\\\"slices\\\":1,\\\"placement\\\":{\\\"start\\\":6,"
+                             "\\\"size\\\":1}}]}\",\"migkit.io/mig-devices\":\"[\\\"MIG-9\\\"]\"");
+        struct mk_claim c;
+        assert_int_equal(mk_claim_from_pod(p, &c, NULL), 1);
+        assert_string_equal(c.uid, "u1");
+        assert_string_equal(c.node, "n1");
+        assert_true(c.active);
+        assert_string_equal(c.devices[0].mig_uuid, "MIG-9");
+        json_object_set_new(json_object_get(p, "status"), "phase", json_string("Succeeded"));
+        assert_int_equal(mk_claim_from_pod(p, &c, NULL), 1);
+        assert_false(c.active);
+        json_decref(p);
+        p = pod_json("u2", "{}", NULL);
+        assert_int_equal(mk_claim_from_pod(p, &c, NULL), 0);
+        json_decref(p);
+        p = pod_json("u3", "{}", "\"migkit.io/mig-reservation\":\"garbage\"");
+        assert_int_equal(mk_claim_from_pod(p, &c, NULL), -EINVAL);
+        json_decref(p);
+}
+
+static void test_match_allocate(void **state) {
+        (void) state;
+        struct mk_claim cl[5];
+        cl[0] = make_claim("ns", "b", "u0", "n1", 20); /* later */
+        add_dev(&cl[0], 0, "G", "1g.5gb", 19, 1, pl(0, 1), "MIG-a");
+        cl[1] = make_claim("ns", "a", "u1", "n1", 10); /* earliest, but not created yet */
+        add_dev(&cl[1], 0, "G", "1g.5gb", 19, 1, pl(1, 1), NULL);
+        cl[2] = make_claim("ns", "c", "u2", "n1", 15); /* earliest created, two containers 1+2 */
+        add_dev(&cl[2], 0, "G", "1g.5gb", 19, 1, pl(2, 1), "MIG-c0");
+        add_dev(&cl[2], 1, "G", "1g.5gb", 19, 1, pl(3, 1), "MIG-c1");
+        add_dev(&cl[2], 1, "H", "1g.5gb", 19, 1, pl(0, 1), "MIG-c2");
+        cl[3] = make_claim("ns", "d", "u3", "n2", 1); /* other node */
+        add_dev(&cl[3], 0, "G", "1g.5gb", 19, 1, pl(4, 1), "MIG-d");
+        cl[4] = make_claim("ns", "e", "u4", "n1", 5); /* allocated already */
+        add_dev(&cl[4], 0, "G", "1g.5gb", 19, 1, pl(5, 1), "MIG-e");
+        cl[4].allocated = true;
+        unsigned one[] = {1}, one_two[] = {1, 2}, two[] = {2};
+        assert_int_equal(mk_claim_match_allocate(cl, 5, "n1", one, 1), 0);
+        assert_int_equal(mk_claim_match_allocate(cl, 5, "n1", one_two, 2), 2);
+        assert_int_equal(mk_claim_match_allocate(cl, 5, "n1", two, 1), -ENOENT);
+        assert_int_equal(mk_claim_match_allocate(cl, 5, "n2", one, 1), 3);
+        assert_int_equal(mk_claim_match_allocate(cl, 5, "n3", one, 1), -ENOENT);
+        /* Ties on time: namespace/name decides, whatever the order. */
+        struct mk_claim t[2] = {make_claim("ns", "z", "1", "n1", 1), make_claim("ns", "y", "2", "n1", 1)};
+        add_dev(&t[0], 0, "G", "1g.5gb", 19, 1, pl(0, 1), "MIG-z");
+        add_dev(&t[1], 0, "G", "1g.5gb", 19, 1, pl(1, 1), "MIG-y");
+        assert_int_equal(mk_claim_match_allocate(t, 2, "n1", one, 1), 1);
+        /* Once allocated it is skipped; an inactive pod is never chosen. */
+        t[1].allocated = true;
+        assert_int_equal(mk_claim_match_allocate(t, 2, "n1", one, 1), 0);
+        t[0].active = false;
+        assert_int_equal(mk_claim_match_allocate(t, 2, "n1", one, 1), -ENOENT);
+}
+
+int main(void) {
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_reservation_roundtrip),
+                cmocka_unit_test(test_reservation_invalid),
+                cmocka_unit_test(test_claim_from_pod),
+                cmocka_unit_test(test_match_allocate),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
