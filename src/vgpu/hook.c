@@ -679,7 +679,7 @@ EXPORT CUresult cuMemGetInfo_v2(size_t *free_b, size_t *total_b) {
         if (r != CUDA_SUCCESS || !active || !free_b || !total_b || current_device(&dev) < 0 ||
             dev >= VGPU_MAX_DEVICES || region->mem_limit[dev] == VGPU_UNLIMITED)
                 return r;
-        uint64_t total = capped_total(dev, *total_b), used = vgpu_region_used(region, dev);
+        uint64_t total = capped_total(dev, *total_b), used = vgpu_region_used_live(region, dev, vgpu_pid_alive);
         uint64_t free_cap = used < total ? total - used : 0;
         *total_b = total;
         *free_b = free_cap < *free_b ? free_cap : *free_b;
@@ -718,7 +718,7 @@ static void nvml_view(nvmlDevice_t d, unsigned long long *total, unsigned long l
         int i = nvml_dev_index(d);
         if (i < 0 || region->mem_limit[i] == VGPU_UNLIMITED)
                 return;
-        uint64_t t = capped_total((unsigned) i, *total), u = vgpu_region_used(region, (unsigned) i);
+        uint64_t t = capped_total((unsigned) i, *total), u = vgpu_region_used_live(region, (unsigned) i, vgpu_pid_alive);
         uint64_t f = u < t ? t - u : 0;
         *total = t;
         *used = u < t ? u : t;

@@ -341,6 +341,13 @@ uint64_t vgpu_region_used(const struct vgpu_region *r, unsigned dev) {
         return sum_dev(r, dev, false, -1, NULL);
 }
 
+uint64_t vgpu_region_used_live(struct vgpu_region *r, unsigned dev, vgpu_alive_fn alive) {
+        if (dev >= VGPU_MAX_DEVICES)
+                return 0;
+        vgpu_region_reclaim(r, alive);
+        return sum_dev(r, dev, false, -1, NULL);
+}
+
 uint64_t vgpu_region_slot_used(const struct vgpu_region *r, int slot, unsigned dev) {
         if (slot < 0 || slot >= VGPU_MAX_SLOTS || dev >= VGPU_MAX_DEVICES)
                 return 0;

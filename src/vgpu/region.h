@@ -118,6 +118,9 @@ int vgpu_region_uncharge(struct vgpu_region *r, int slot, unsigned dev, uint64_t
 
 /* Committed bytes on dev summed over all slots. */
 uint64_t vgpu_region_used(const struct vgpu_region *r, unsigned dev);
+/* The same, after reclaiming the slots of dead processes it meets: what
+ * the memory views report (a process killed a moment ago no longer counts). */
+uint64_t vgpu_region_used_live(struct vgpu_region *r, unsigned dev, vgpu_alive_fn alive);
 /* Committed bytes of one slot. */
 uint64_t vgpu_region_slot_used(const struct vgpu_region *r, int slot, unsigned dev);
 /* Reclaims the slots of dead processes; returns how many. */
