@@ -1,0 +1,541 @@
+/* A CUDA driver API client for tests/integration/test-vgpu*.sh and the
+ * vgpu bench, run with and without libmigkit-vgpu.so preloaded, on the CUDA
+ * driver simulator (or a real driver). It reaches the driver one of three
+ * ways, as programs do:
+ *
+ *   direct    calls the exported versioned names (linked to libcuda.so.1)
+ *   dlsym     dlopen("libcuda.so.1") + dlsym of the versioned names
+ *   procaddr  dlsym of cuGetProcAddress_v2 only, then plain names through
+ *             it, as the CUDA runtime does
+ *
+ * prog-vgpu MODE COMMAND [ARGS]
+ *   info                     cuMemGetInfo, cuDeviceTotalMem and NVML totals of device 0
+ *   fill CHUNK_MIB HOLD_S    allocate chunks until refused, print "filled BYTES", hold
+ *   hold MIB SECONDS         allocate MIB, print "ready", sleep
+ *   storm SECONDS SEED       random allocations and frees on every path, until killed
+ *   paths MIB                every allocation path: bytes charged and given back
+ *   threads N CHUNK_MIB      N threads fill concurrently; print "filled BYTES"
+ *   fork MIB                 allocations across fork (before and after cuInit)
+ *   symbols                  unknown names, cuGetExportTable, RTLD_NEXT/DEFAULT
+ *   burn KIND SECONDS NS     kernels of NS ns (KIND: async, sync, graph) for SECONDS;
+ *                            print "busy_ns B wall_ns W share P"
+ *   bench-alloc N            N cuMemAlloc/cuMemFree pairs of 1 MiB: "alloc_free_ns X"
+ *   bench-launch N           N launches of a 1-block kernel (no sync): "launch_ns X"
+ * Device $PROG_VGPU_DEVICE (default 0), its primary context. Exit 0 on success, 1 on a failed check,
+ * 2 when the driver cannot be set up, 77 when the mode is unavailable. */
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "vgpu/cuda-abi.h"
+
+typedef struct CUlib_st *CUlibrary;
+typedef struct CUkern_st *CUkernel;
+typedef struct CUgraph_st *CUgraph;
+
+/* name used by the exported symbol, name asked of cuGetProcAddress, type. */
+#define CU_FUNCS(X)                                                                                           \
+        X(cuInit, "cuInit", CUresult (*)(unsigned))                                                          \
+        X(cuDeviceGet, "cuDeviceGet", CUresult (*)(CUdevice *, int))                                         \
+        X(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", CUresult (*)(CUcontext *, CUdevice))         \
+        X(cuCtxSetCurrent, "cuCtxSetCurrent", CUresult (*)(CUcontext))                                      \
+        X(cuCtxSynchronize, "cuCtxSynchronize", CUresult (*)(void))                                          \
+        X(cuMemAlloc_v2, "cuMemAlloc", CUresult (*)(CUdeviceptr *, size_t))                                  \
+        X(cuMemFree_v2, "cuMemFree", CUresult (*)(CUdeviceptr))                                              \
+        X(cuMemGetInfo_v2, "cuMemGetInfo", CUresult (*)(size_t *, size_t *))                                 \
+        X(cuDeviceTotalMem_v2, "cuDeviceTotalMem", CUresult (*)(size_t *, CUdevice))                         \
+        X(cuMemAllocPitch_v2, "cuMemAllocPitch", CUresult (*)(CUdeviceptr *, size_t *, size_t, size_t, unsigned)) \
+        X(cuMemAllocManaged, "cuMemAllocManaged", CUresult (*)(CUdeviceptr *, size_t, unsigned))             \
+        X(cuMemAllocAsync, "cuMemAllocAsync", CUresult (*)(CUdeviceptr *, size_t, CUstream))                 \
+        X(cuMemFreeAsync, "cuMemFreeAsync", CUresult (*)(CUdeviceptr, CUstream))                             \
+        X(cuMemAllocFromPoolAsync, "cuMemAllocFromPoolAsync",                                                \
+          CUresult (*)(CUdeviceptr *, size_t, CUmemoryPool, CUstream))                                       \
+        X(cuDeviceGetDefaultMemPool, "cuDeviceGetDefaultMemPool", CUresult (*)(CUmemoryPool *, CUdevice))    \
+        X(cuMemCreate, "cuMemCreate",                                                                        \
+          CUresult (*)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *, unsigned long long)) \
+        X(cuMemRelease, "cuMemRelease", CUresult (*)(CUmemGenericAllocationHandle))                          \
+        X(cuStreamCreate, "cuStreamCreate", CUresult (*)(CUstream *, unsigned))                              \
+        X(cuStreamSynchronize, "cuStreamSynchronize", CUresult (*)(CUstream))                                \
+        X(cuLibraryLoadData, "cuLibraryLoadData",                                                            \
+          CUresult (*)(CUlibrary *, const void *, void *, void **, unsigned, void *, void **, unsigned))     \
+        X(cuLibraryGetKernel, "cuLibraryGetKernel", CUresult (*)(CUkernel *, CUlibrary, const char *))      \
+        X(cuKernelGetFunction, "cuKernelGetFunction", CUresult (*)(CUfunction *, CUkernel))                  \
+        X(cuLaunchKernel, "cuLaunchKernel",                                                                  \
+          CUresult (*)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,     \
+                       CUstream, void **, void **))                                                          \
+        X(cuStreamBeginCapture_v2, "cuStreamBeginCapture", CUresult (*)(CUstream, int))                     \
+        X(cuStreamEndCapture, "cuStreamEndCapture", CUresult (*)(CUstream, CUgraph *))                       \
+        X(cuGraphInstantiateWithFlags, "cuGraphInstantiateWithFlags",                                        \
+          CUresult (*)(CUgraphExec *, CUgraph, unsigned long long))                                          \
+        X(cuGraphLaunch, "cuGraphLaunch", CUresult (*)(CUgraphExec, CUstream))                               \
+        X(cuGetExportTable, "cuGetExportTable", CUresult (*)(const void **, const CUuuid *))
+
+/* Weak: without a driver at link time the direct mode is unavailable. */
+#define DECLARE_WEAK(sym, name, type) extern __typeof__(*(type) 0) sym __attribute__((weak));
+CU_FUNCS(DECLARE_WEAK)
+
+static struct {
+#define FIELD(sym, name, type) __typeof__(type) sym;
+        CU_FUNCS(FIELD)
+} cu;
+
+typedef CUresult (*gpa_fn)(const char *, void **, int, cuuint64_t, int *);
+
+static int load(const char *mode) {
+        if (strcmp(mode, "direct") == 0) {
+                if (!&cuInit)
+                        return 77;
+#define DIRECT(sym, name, type) cu.sym = &sym;
+                CU_FUNCS(DIRECT)
+                return 0;
+        }
+        void *h = dlopen("libcuda.so.1", RTLD_NOW);
+        if (!h) {
+                fprintf(stderr, "dlopen libcuda.so.1: %s\n", dlerror());
+                return 2;
+        }
+        if (strcmp(mode, "dlsym") == 0) {
+#define BY_DLSYM(sym, name, type) cu.sym = (type) dlsym(h, #sym);
+                CU_FUNCS(BY_DLSYM)
+                return 0;
+        }
+        if (strcmp(mode, "procaddr") == 0) {
+                gpa_fn gpa = (gpa_fn) dlsym(h, "cuGetProcAddress_v2");
+                if (!gpa)
+                        return 2;
+                int st;
+                void *p;
+#define BY_GPA(sym, name, type)                                                 \
+        p = NULL;                                                               \
+        if (gpa(name, &p, 12000, CU_GET_PROC_ADDRESS_DEFAULT, &st) == 0 && st == 0) \
+                cu.sym = (type) p;
+                CU_FUNCS(BY_GPA)
+                return 0;
+        }
+        fprintf(stderr, "unknown mode '%s'\n", mode);
+        return 2;
+}
+
+static uint64_t now_ns(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t) ts.tv_sec * 1000000000ull + (uint64_t) ts.tv_nsec;
+}
+
+static int device_index(void) {
+        const char *e = getenv("PROG_VGPU_DEVICE");
+        return e ? (int) strtol(e, NULL, 10) : 0;
+}
+
+static int setup(void) {
+        CUdevice d;
+        CUcontext c;
+        if (!cu.cuInit || cu.cuInit(0) != CUDA_SUCCESS || cu.cuDeviceGet(&d, device_index()) != CUDA_SUCCESS ||
+            cu.cuDevicePrimaryCtxRetain(&c, d) != CUDA_SUCCESS || cu.cuCtxSetCurrent(c) != CUDA_SUCCESS) {
+                fprintf(stderr, "cannot set up device %d\n", device_index());
+                return 2;
+        }
+        return 0;
+}
+
+static int failures;
+#define CHECK(cond, ...)                                                         \
+        do {                                                                     \
+                if (!(cond)) {                                                   \
+                        failures++;                                              \
+                        printf("FAIL %s:%d: ", __FILE__, __LINE__);              \
+                        printf(__VA_ARGS__);                                     \
+                        printf("\n");                                            \
+                }                                                                \
+        } while (0)
+
+static size_t mem_used(void) {
+        size_t f = 0, t = 0;
+        cu.cuMemGetInfo_v2(&f, &t);
+        return t - f;
+}
+
+typedef nvmlReturn_t (*nvml_init_fn)(void);
+typedef nvmlReturn_t (*nvml_handle_fn)(unsigned, nvmlDevice_t *);
+typedef nvmlReturn_t (*nvml_mem_fn)(nvmlDevice_t, vgpu_nvmlMemory_t *);
+
+static int cmd_info(void) {
+        size_t f, t, tot;
+        if (cu.cuMemGetInfo_v2(&f, &t) != CUDA_SUCCESS || cu.cuDeviceTotalMem_v2(&tot, device_index()) != CUDA_SUCCESS)
+                return 1;
+        printf("cuMemGetInfo total %zu free %zu\n", t, f);
+        printf("cuDeviceTotalMem %zu\n", tot);
+        void *n = dlopen("libnvidia-ml.so.1", RTLD_NOW);
+        nvml_init_fn ini = n ? (nvml_init_fn) dlsym(n, "nvmlInit_v2") : NULL;
+        nvml_handle_fn by_index = n ? (nvml_handle_fn) dlsym(n, "nvmlDeviceGetHandleByIndex_v2") : NULL;
+        nvml_mem_fn mem = n ? (nvml_mem_fn) dlsym(n, "nvmlDeviceGetMemoryInfo") : NULL;
+        nvmlDevice_t dev;
+        vgpu_nvmlMemory_t m;
+        if (ini && by_index && mem && ini() == 0 && by_index((unsigned) device_index(), &dev) == 0 && mem(dev, &m) == 0)
+                printf("nvmlDeviceGetMemoryInfo total %llu used %llu free %llu\n", m.total, m.used, m.free);
+        return 0;
+}
+
+static void hold_until(unsigned seconds) {
+        fflush(stdout);
+        for (unsigned i = 0; i < seconds * 10; i++) {
+                struct timespec ts = { 0, 100 * 1000 * 1000 };
+                nanosleep(&ts, NULL);
+        }
+}
+
+static int cmd_fill(size_t chunk, unsigned hold) {
+        size_t total = 0;
+        CUdeviceptr p;
+        CUresult r;
+        while ((r = cu.cuMemAlloc_v2(&p, chunk)) == CUDA_SUCCESS)
+                total += chunk;
+        printf("filled %zu result %d\n", total, (int) r);
+        hold_until(hold);
+        return r == CUDA_ERROR_OUT_OF_MEMORY ? 0 : 1;
+}
+
+static int cmd_hold(size_t bytes, unsigned seconds) {
+        CUdeviceptr p;
+        CUresult r = cu.cuMemAlloc_v2(&p, bytes);
+        printf(r == CUDA_SUCCESS ? "ready\n" : "refused %d\n", (int) r);
+        hold_until(seconds);
+        return r == CUDA_SUCCESS ? 0 : 1;
+}
+
+/* Allocation paths: each returns the pointer/handle and a free function. */
+enum path { P_ALLOC, P_PITCH, P_MANAGED, P_ASYNC, P_POOL, P_CREATE, P_MAX };
+static const char *const path_names[P_MAX] = { "cuMemAlloc", "cuMemAllocPitch", "cuMemAllocManaged",
+                                               "cuMemAllocAsync", "cuMemAllocFromPoolAsync", "cuMemCreate" };
+
+static CUresult path_alloc(enum path p, size_t bytes, uint64_t *ret, size_t *ret_size) {
+        CUdeviceptr d = 0;
+        CUresult r;
+        CUmemoryPool pool;
+        size_t pitch = 0;
+        *ret_size = bytes;
+        switch (p) {
+        case P_ALLOC:
+                r = cu.cuMemAlloc_v2(&d, bytes);
+                break;
+        case P_PITCH:
+                r = cu.cuMemAllocPitch_v2(&d, &pitch, bytes / 1024 + 3, 1024, 4);
+                *ret_size = pitch * 1024;
+                break;
+        case P_MANAGED:
+                r = cu.cuMemAllocManaged(&d, bytes, 1 /* CU_MEM_ATTACH_GLOBAL */);
+                break;
+        case P_ASYNC:
+                r = cu.cuMemAllocAsync(&d, bytes, NULL);
+                break;
+        case P_POOL:
+                r = cu.cuDeviceGetDefaultMemPool(&pool, device_index());
+                if (r == CUDA_SUCCESS)
+                        r = cu.cuMemAllocFromPoolAsync(&d, bytes, pool, NULL);
+                break;
+        case P_CREATE: {
+                CUmemAllocationProp prop = { .type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                             .location = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = device_index() } };
+                CUmemGenericAllocationHandle h;
+                size_t gran = 2u << 20;
+                *ret_size = (bytes + gran - 1) / gran * gran;
+                r = cu.cuMemCreate(&h, *ret_size, &prop, 0);
+                d = h;
+                break;
+        }
+        default:
+                return CUDA_ERROR_INVALID_VALUE;
+        }
+        *ret = d;
+        return r;
+}
+
+static CUresult path_free(enum path p, uint64_t x) {
+        switch (p) {
+        case P_ASYNC:
+        case P_POOL: {
+                CUresult r = cu.cuMemFreeAsync(x, NULL);
+                cu.cuCtxSynchronize();
+                return r;
+        }
+        case P_CREATE:
+                return cu.cuMemRelease(x);
+        default:
+                return cu.cuMemFree_v2(x);
+        }
+}
+
+static int cmd_paths(size_t bytes) {
+        for (int p = 0; p < P_MAX; p++) {
+                uint64_t x;
+                size_t size;
+                size_t before = mem_used();
+                CUresult r = path_alloc((enum path) p, bytes, &x, &size);
+                if (r != CUDA_SUCCESS) {
+                        printf("path %s unavailable %d\n", path_names[p], (int) r);
+                        continue;
+                }
+                size_t mid = mem_used();
+                r = path_free((enum path) p, x);
+                size_t after = mem_used();
+                printf("path %s size %zu charged %zu released %zu free %d\n", path_names[p], size, mid - before,
+                       mid - after, (int) r);
+                CHECK(mid - before == size, "%s charged %zu, allocated %zu", path_names[p], mid - before, size);
+                CHECK(mid - after == size, "%s released %zu of %zu", path_names[p], mid - after, size);
+        }
+        return failures ? 1 : 0;
+}
+
+static int cmd_storm(unsigned seconds, unsigned seed) {
+        uint64_t keep[64] = { 0 };
+        size_t sizes[64];
+        enum path kinds[64];
+        uint64_t end = now_ns() + (uint64_t) seconds * 1000000000ull;
+        srand(seed);
+        printf("ready\n");
+        fflush(stdout);
+        while (now_ns() < end) {
+                int i = rand() % 64;
+                if (keep[i]) {
+                        path_free(kinds[i], keep[i]);
+                        keep[i] = 0;
+                } else {
+                        enum path p = (enum path) (rand() % P_MAX);
+                        size_t want = ((size_t) (rand() % 64) + 1) << 20, got;
+                        if (path_alloc(p, want, &keep[i], &got) != CUDA_SUCCESS)
+                                keep[i] = 0;
+                        sizes[i] = got;
+                        kinds[i] = p;
+                }
+        }
+        (void) sizes;
+        return 0;
+}
+
+struct fill_arg {
+        size_t chunk, total;
+};
+
+static void *fill_thread(void *a) {
+        struct fill_arg *f = a;
+        CUdeviceptr p;
+        CUdevice d;
+        CUcontext c;
+        cu.cuDeviceGet(&d, device_index());
+        cu.cuDevicePrimaryCtxRetain(&c, d);
+        cu.cuCtxSetCurrent(c);
+        while (cu.cuMemAlloc_v2(&p, f->chunk) == CUDA_SUCCESS)
+                f->total += f->chunk;
+        return NULL;
+}
+
+static int cmd_threads(unsigned n, size_t chunk) {
+        pthread_t t[64];
+        struct fill_arg a[64];
+        if (n > 64)
+                n = 64;
+        for (unsigned i = 0; i < n; i++) {
+                a[i] = (struct fill_arg) { .chunk = chunk };
+                pthread_create(&t[i], NULL, fill_thread, &a[i]);
+        }
+        size_t total = 0;
+        for (unsigned i = 0; i < n; i++) {
+                pthread_join(t[i], NULL);
+                total += a[i].total;
+        }
+        printf("filled %zu\n", total);
+        return 0;
+}
+
+/* Before cuInit: two children each allocate; after: the parent's charge
+ * survives a child that exits. Prints what cuMemGetInfo sees. */
+static int cmd_fork(size_t bytes, const char *mode) {
+        for (int i = 0; i < 2; i++) {
+                pid_t p = fork();
+                if (p == 0) {
+                        if (setup() != 0)
+                                _exit(2);
+                        CUdeviceptr d;
+                        _exit(cu.cuMemAlloc_v2(&d, bytes) == CUDA_SUCCESS ? 0 : 1);
+                }
+                int st;
+                waitpid(p, &st, 0);
+                CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child %d status %d", i, st);
+        }
+        int r = setup();
+        if (r)
+                return r;
+        CHECK(mem_used() == 0, "children's charges left after they exited: %zu", mem_used());
+        CUdeviceptr d;
+        CHECK(cu.cuMemAlloc_v2(&d, bytes) == CUDA_SUCCESS, "parent allocation");
+        pid_t p = fork();
+        if (p == 0)
+                _exit(0);  /* the child's exit must not drop the parent's slot */
+        waitpid(p, NULL, 0);
+        CHECK(mem_used() == bytes, "after a child exited the parent has %zu charged, not %zu", mem_used(), bytes);
+        printf("fork ok used %zu\n", mem_used());
+        (void) mode;
+        return failures ? 1 : 0;
+}
+
+static int cmd_symbols(void) {
+        void *h = dlopen("libcuda.so.1", RTLD_NOW);
+        CHECK(h != NULL, "dlopen");
+        CHECK(dlsym(h, "cuFutureFunction_v9") == NULL, "an unknown name resolved");
+        CHECK(dlsym(h, "cuDeviceGetName") != NULL, "cuDeviceGetName did not resolve");
+        CHECK(dlsym(RTLD_DEFAULT, "printf") == (void *) printf, "RTLD_DEFAULT printf");
+        CHECK(dlsym(RTLD_NEXT, "malloc") != NULL, "RTLD_NEXT malloc");
+        gpa_fn gpa = (gpa_fn) dlsym(h, "cuGetProcAddress_v2");
+        CHECK(gpa != NULL, "cuGetProcAddress_v2");
+        if (gpa) {
+                void *p = (void *) 1;
+                int st = -1;
+                CUresult r = gpa("cuFutureFunction", &p, 99000, 0, &st);
+                printf("unknown via cuGetProcAddress_v2: result %d status %d\n", (int) r, st);
+                CHECK(r != CUDA_SUCCESS && st == CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND, "unknown symbol");
+                /* Asking for cuGetProcAddress itself, and a per-thread variant. */
+                void *self = NULL;
+                CHECK(gpa("cuGetProcAddress", &self, 12000, 0, &st) == CUDA_SUCCESS && self, "self");
+                void *lk = NULL;
+                CHECK(gpa("cuLaunchKernel", &lk, 12000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, &st) ==
+                              CUDA_SUCCESS && lk, "cuLaunchKernel per-thread");
+        }
+        if (cu.cuGetExportTable) {
+                const void *t = NULL;
+                CUuuid bogus = { { 1, 2, 3 } };
+                CUresult r = cu.cuGetExportTable(&t, &bogus);
+                printf("cuGetExportTable(bogus) %d\n", (int) r);
+                CHECK(r != CUDA_SUCCESS, "a bogus export table");
+        }
+        printf("symbols done\n");
+        return failures ? 1 : 0;
+}
+
+static CUfunction sleep_kernel(void) {
+        static const char image[] = "fake image: the simulator does not parse it";
+        CUlibrary lib;
+        CUkernel k;
+        CUfunction f;
+        if (!cu.cuLibraryLoadData || cu.cuLibraryLoadData(&lib, image, NULL, NULL, 0, NULL, NULL, 0) != CUDA_SUCCESS ||
+            cu.cuLibraryGetKernel(&k, lib, "_Z17mksim_sleep_kernely") != CUDA_SUCCESS ||
+            cu.cuKernelGetFunction(&f, k) != CUDA_SUCCESS)
+                return NULL;
+        return f;
+}
+
+static CUresult launch_ns(CUfunction f, uint64_t ns, CUstream s) {
+        void *params[] = { &ns };
+        return cu.cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, s, params, NULL);
+}
+
+static int cmd_burn(const char *kind, unsigned seconds, uint64_t ns) {
+        CUfunction f = sleep_kernel();
+        CUstream s;
+        if (!f || cu.cuStreamCreate(&s, 0) != CUDA_SUCCESS)
+                return 2;
+        CUgraphExec exec = NULL;
+        unsigned per_graph = 5;
+        if (strcmp(kind, "graph") == 0) {
+                CUgraph g;
+                if (cu.cuStreamBeginCapture_v2(s, 2 /* RELAXED */) != CUDA_SUCCESS)
+                        return 77;
+                for (unsigned i = 0; i < per_graph; i++)
+                        launch_ns(f, ns, s);
+                if (cu.cuStreamEndCapture(s, &g) != CUDA_SUCCESS ||
+                    cu.cuGraphInstantiateWithFlags(&exec, g, 0) != CUDA_SUCCESS)
+                        return 77;
+        }
+        uint64_t start = now_ns(), end = start + (uint64_t) seconds * 1000000000ull, busy = 0;
+        unsigned n = 0;
+        while (now_ns() < end) {
+                if (exec) {
+                        cu.cuGraphLaunch(exec, s);
+                        cu.cuStreamSynchronize(s);
+                        busy += per_graph * ns;
+                } else {
+                        launch_ns(f, ns, s);
+                        busy += ns;
+                        if (strcmp(kind, "sync") == 0 || ++n % 16 == 0)
+                                cu.cuStreamSynchronize(s);
+                }
+        }
+        cu.cuStreamSynchronize(s);
+        uint64_t wall = now_ns() - start;
+        printf("busy_ns %llu wall_ns %llu share %.2f\n", (unsigned long long) busy, (unsigned long long) wall,
+               100.0 * (double) busy / (double) wall);
+        return 0;
+}
+
+static int cmd_bench_alloc(unsigned n) {
+        CUdeviceptr p;
+        uint64_t t0 = now_ns();
+        for (unsigned i = 0; i < n; i++) {
+                if (cu.cuMemAlloc_v2(&p, 1u << 20) != CUDA_SUCCESS)
+                        return 1;
+                cu.cuMemFree_v2(p);
+        }
+        printf("alloc_free_ns %.1f\n", (double) (now_ns() - t0) / n);
+        return 0;
+}
+
+static int cmd_bench_launch(unsigned n) {
+        CUfunction f = sleep_kernel();
+        CUstream s;
+        if (!f || cu.cuStreamCreate(&s, 0) != CUDA_SUCCESS)
+                return 2;
+        uint64_t t0 = now_ns();
+        for (unsigned i = 0; i < n; i++)
+                launch_ns(f, 0, s);
+        uint64_t t = now_ns() - t0;
+        cu.cuStreamSynchronize(s);
+        printf("launch_ns %.1f\n", (double) t / n);
+        return 0;
+}
+
+int main(int argc, char **argv) {
+        if (argc < 3) {
+                fprintf(stderr, "usage: prog-vgpu direct|dlsym|procaddr COMMAND [ARGS]\n");
+                return 2;
+        }
+        setvbuf(stdout, NULL, _IOLBF, 0);
+        int r = load(argv[1]);
+        if (r)
+                return r;
+        const char *cmd = argv[2];
+        unsigned long a = argc > 3 ? strtoul(argv[3], NULL, 10) : 0;
+        unsigned long b = argc > 4 ? strtoul(argv[4], NULL, 10) : 0;
+        if (strcmp(cmd, "fork") == 0)
+                return cmd_fork(a << 20, argv[1]);
+        if ((r = setup()) != 0)
+                return r;
+        if (strcmp(cmd, "info") == 0)
+                return cmd_info();
+        if (strcmp(cmd, "fill") == 0)
+                return cmd_fill(a << 20, (unsigned) b);
+        if (strcmp(cmd, "hold") == 0)
+                return cmd_hold(a << 20, (unsigned) b);
+        if (strcmp(cmd, "storm") == 0)
+                return cmd_storm((unsigned) a, (unsigned) b);
+        if (strcmp(cmd, "paths") == 0)
+                return cmd_paths(a << 20);
+        if (strcmp(cmd, "threads") == 0)
+                return cmd_threads((unsigned) a, b << 20);
+        if (strcmp(cmd, "symbols") == 0)
+                return cmd_symbols();
+        if (strcmp(cmd, "burn") == 0 && argc > 5)
+                return cmd_burn(argv[3], (unsigned) b, strtoull(argv[5], NULL, 10));
+        if (strcmp(cmd, "bench-alloc") == 0)
+                return cmd_bench_alloc((unsigned) a);
+        if (strcmp(cmd, "bench-launch") == 0)
+                return cmd_bench_launch((unsigned) a);
+        fprintf(stderr, "unknown command '%s'\n", cmd);
+        return 2;
+}
