@@ -11,6 +11,29 @@
 #include "cli/cli.h"
 #include "version.h"
 
+/* Where the daemon executables are installed, relative to the directory of
+ * `migkit` (CMakeLists.txt, MIGKIT_LIBEXEC_DIR). */
+#ifndef MK_LIBEXEC_REL
+#define MK_LIBEXEC_REL "../lib/migkit"
+#endif
+
+/* Every command is a weak reference: `migkit` links the node commands, and
+ * each daemon executable (migkit-manager, migkit-device-plugin,
+ * migkit-scheduler) links its own command, so that `migkit --version` and
+ * `migkit apply` never load gRPC, libcurl or libmicrohttpd. A command whose
+ * code is not linked in runs in migkit-<command> (exec_command()). */
+#pragma weak cli_profiles
+#pragma weak cli_export
+#pragma weak cli_generate_config
+#pragma weak cli_apply
+#pragma weak cli_assert
+#pragma weak cli_plan
+#pragma weak cli_service
+#pragma weak cli_manager
+#pragma weak cli_labels
+#pragma weak cli_device_plugin
+#pragma weak cli_scheduler
+
 static void help(void) {
         printf("Usage: migkit [GLOBAL OPTIONS] COMMAND [OPTIONS]\n"
                "\n"
@@ -41,7 +64,9 @@ static void help(void) {
                "  -v, --version         Version, git revision and build type\n"
                "\n"
                "Environment: MIGKIT_NVML_LIB (NVML library to load, default libnvidia-ml.so.1),\n"
-               "MIGKIT_SIM_STATE (simulator state file with --simulate).\n"
+               "MIGKIT_SIM_STATE (simulator state file with --simulate), MIGKIT_LIBEXEC_DIR (where\n"
+               "migkit-manager, migkit-device-plugin and migkit-scheduler are, default: next to\n"
+               "migkit, then " MK_LIBEXEC_REL " from it).\n"
                "Run 'migkit COMMAND --help' for the options of a command.\n");
 }
 
@@ -56,6 +81,40 @@ static int exe_dir(char *buf, size_t size) {
                 return -EINVAL;
         *slash = 0;
         return 0;
+}
+
+/* Replaces this process with migkit-<cmd>, found next to this executable
+ * (the build tree) or in MK_LIBEXEC_REL from it (installed), or in
+ * $MIGKIT_LIBEXEC_DIR; argv is passed on whole (global options, command and
+ * its options), argv[0] set to the executable. Returns only on failure. */
+static int exec_command(const char *cmd, char **argv) {
+        char dir[PATH_MAX], path[PATH_MAX + 64];
+        const char *env_dir = secure_getenv("MIGKIT_LIBEXEC_DIR");
+        int r = exe_dir(dir, sizeof(dir));
+        if (r < 0) {
+                fprintf(stderr, "Error: cannot find the directory of this executable: %s\n", strerror(-r));
+                return MK_EXIT_FAILURE;
+        }
+        char rel[PATH_MAX + 32];
+        int n = snprintf(rel, sizeof(rel), "%s/%s", dir, MK_LIBEXEC_REL);
+        const char *const dirs[] = {env_dir && *env_dir ? env_dir : NULL, dir,
+                                    n > 0 && (size_t) n < sizeof(rel) ? rel : NULL};
+        for (size_t i = 0; i < ELEMENTSOF(dirs); i++) {
+                if (!dirs[i])
+                        continue;
+                n = snprintf(path, sizeof(path), "%s/migkit-%s", dirs[i], cmd);
+                if (n < 0 || (size_t) n >= sizeof(path) || access(path, X_OK) < 0)
+                        continue;
+                argv[0] = path;
+                execv(path, argv);
+                fprintf(stderr, "Error: cannot run '%s': %m\n", path);
+                return MK_EXIT_FAILURE;
+        }
+        fprintf(stderr,
+                "Error: 'migkit %s' runs in the executable migkit-%s, found neither in '%s' nor in '%s/%s'"
+                " (set MIGKIT_LIBEXEC_DIR to its directory)\n",
+                cmd, cmd, dir, dir, MK_LIBEXEC_REL);
+        return MK_EXIT_FAILURE;
 }
 
 static bool file_exists(const char *p) {
@@ -78,6 +137,7 @@ static int setup_simulation(const char *machine) {
                 static const char *const candidates[] = {
                         "/sim/lib/libnvidia-ml.so.1",           /* build tree */
                         "/../lib/migkit/sim/libnvidia-ml.so.1", /* installed */
+                        "/sim/libnvidia-ml.so.1",               /* a daemon executable, installed */
                 };
                 for (size_t i = 0; i < ELEMENTSOF(candidates) && !*lib; i++) {
                         char p[PATH_MAX + 64];
@@ -132,8 +192,10 @@ static int setup_simulation(const char *machine) {
                 if (n < 0 || (size_t) n >= sizeof(state))
                         return -ENAMETOOLONG;
         }
-        if (setenv("MIGKIT_NVML_LIB", lib, 1) < 0 || setenv("MIGKIT_SIM_STATE", state, 1) < 0 ||
-            setenv("MIGKIT_SIM_MACHINE", machine, 1) < 0)
+        /* MIGKIT_SIM_LIB and MIGKIT_SIM_STATE: a daemon executable this one
+         * runs (exec_command()) simulates the same machine with the same state. */
+        if (setenv("MIGKIT_NVML_LIB", lib, 1) < 0 || setenv("MIGKIT_SIM_LIB", lib, 1) < 0 ||
+            setenv("MIGKIT_SIM_STATE", state, 1) < 0 || setenv("MIGKIT_SIM_MACHINE", machine, 1) < 0)
                 return -errno;
         /* GPU resets go through the simulator's nvidia-smi stand-in, found
          * beside the library: <lib dir>/../bin/nvidia-smi. */
@@ -149,7 +211,7 @@ static int setup_simulation(const char *machine) {
         return 0;
 }
 
-int main(int argc, char **argv) {
+int cli_main(int argc, char **argv) {
         enum { ARG_SIMULATE = 0x100, ARG_DEBUG_AREAS };
         static const struct option options[] = {
                 {"simulate", required_argument, NULL, ARG_SIMULATE},
@@ -166,6 +228,7 @@ int main(int argc, char **argv) {
                 mk_log_set_level(MK_LOG_DEBUG);
 
         int c;
+        optind = 0; /* GNU getopt: cli_main() may run more than once (gpu-feature-discovery) */
         while ((c = getopt_long(argc, argv, "+dqhv", options, NULL)) >= 0) {
                 switch (c) {
                 case ARG_SIMULATE:
@@ -224,6 +287,8 @@ int main(int argc, char **argv) {
         }
         for (size_t i = 0; i < ELEMENTSOF(commands); i++)
                 if (streq(cmd, commands[i].name)) {
+                        if (!commands[i].run)
+                                return exec_command(cmd, argv);
                         int sub_argc = argc - optind;
                         char **sub_argv = argv + optind;
                         optind = 0; /* GNU getopt: re-initialise for the subcommand */
@@ -231,4 +296,10 @@ int main(int argc, char **argv) {
                 }
         fprintf(stderr, "Error: unknown command '%s'. Run 'migkit --help' for usage.\n", cmd);
         return MK_EXIT_USAGE;
+}
+
+int main(int argc, char **argv) {
+        if (argc > 0 && cli_upstream_name(argv[0]))
+                return cli_upstream_main(argc, argv);
+        return cli_main(argc, argv);
 }
