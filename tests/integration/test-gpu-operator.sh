@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# The GPU Operator's executable names (docs/gpu-operator.md, src/cli/upstream.c)
+# resolve to the right migkit command, with upstream's flags and variables:
+# nvidia-mig-parted apply/assert, gpu-feature-discovery --oneshot and its loop,
+# nvidia-device-plugin serving (no kubelet), nvidia-mig-manager's flags,
+# and `cmake --install` creating the links.
+set -euo pipefail
+: "${MIGKIT_BIN:?}" "${MIGKIT_SOURCE_DIR:?}" "${MIGKIT_BUILD_DIR:?}"
+# Unix socket paths are short (108 bytes): a short temp dir.
+tmp=$(mktemp -d /tmp/mk-gpuop.XXXXXX)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+unset MIG_PARTED_DEBUG MIGKIT_LIBEXEC_DIR MIG_STRATEGY GFD_MIG_STRATEGY CONFIG_FILE GFD_CONFIG_FILE NODE_NAME \
+  KUBECONFIG GFD_OUTPUT_FILE GFD_ONESHOT GFD_SLEEP_INTERVAL GFD_NO_TIMESTAMP WITH_REBOOT
+bindir=$(dirname "$MIGKIT_BIN")
+config=$MIGKIT_SOURCE_DIR/examples/config.yaml
+export MIGKIT_SIM_STATE=$tmp/dgx-a100.json MIGKIT_SIMULATE=dgx-a100
+# expect RC CMD...: runs CMD, output in $tmp/out, fails unless it exits RC.
+expect() {
+  local want=$1 rc=0; shift
+  "$@" >"$tmp/out" 2>&1 || rc=$?
+  [ "$rc" = "$want" ] || fail "$* exited $rc, not $want: $(tail -5 "$tmp/out")"
+}
+
+for n in nvidia-mig-parted nvidia-mig-manager nvidia-device-plugin gpu-feature-discovery; do
+  [ -L "$bindir/$n" ] && [ "$(readlink "$bindir/$n")" = migkit ] || fail "$bindir/$n is not a link to migkit"
+  expect 0 "$bindir/$n" --version
+  grep -q "^$n (migkit [0-9]" "$tmp/out" || [ "$n" = nvidia-mig-parted ] || fail "$n --version: $(cat "$tmp/out")"
+done
+
+# ---- nvidia-mig-parted: migkit's command line ----
+P=$bindir/nvidia-mig-parted
+expect 0 "$P" --simulate dgx-a100 apply -f "$config" -c all-disabled
+expect 0 "$P" --simulate dgx-a100 apply -f "$config" -c all-balanced
+expect 0 "$P" --simulate dgx-a100 assert -f "$config" -c all-balanced
+expect 1 "$P" --simulate dgx-a100 assert -f "$config" -c all-disabled
+MIG_PARTED_CONFIG_FILE=$config MIG_PARTED_SELECTED_CONFIG=all-balanced expect 0 "$P" --simulate dgx-a100 assert
+expect 0 "$P" version
+grep -q '^migkit [0-9]' "$tmp/out" || fail "nvidia-mig-parted version: $(cat "$tmp/out")"
+
+# ---- gpu-feature-discovery ----
+G=$bindir/gpu-feature-discovery
+"$MIGKIT_BIN" --simulate dgx-a100 labels --no-timestamp --mig-strategy mixed >"$tmp/want"
+grep -q '^nvidia.com/gpu.count=8$' "$tmp/want" || fail "migkit labels: $(head -3 "$tmp/want")"
+expect 0 "$G" --oneshot --output-file "$tmp/gfd" --no-timestamp --mig-strategy=mixed
+cmp -s "$tmp/want" "$tmp/gfd" || fail "gpu-feature-discovery --oneshot differs from migkit labels: $(diff "$tmp/want" "$tmp/gfd" | head)"
+[ "$(stat -c %a "$tmp/gfd")" = 644 ] || fail "output file mode $(stat -c %a "$tmp/gfd")"
+# The same through upstream's variables and the -o alias.
+GFD_ONESHOT=true GFD_NO_TIMESTAMP=true GFD_MIG_STRATEGY=mixed expect 0 "$G" -o "$tmp/gfd2"
+cmp -s "$tmp/want" "$tmp/gfd2" || fail "GFD_* variables: $(diff "$tmp/want" "$tmp/gfd2" | head)"
+GFD_ONESHOT=1 GFD_OUTPUT_FILE="$tmp/gfd3" GFD_MIG_STRATEGY=mixed expect 0 "$G"
+grep -q '^nvidia.com/gfd.timestamp=[0-9]*$' "$tmp/gfd3" || fail "no timestamp label: $(cat "$tmp/gfd3")"
+GFD_ONESHOT=1 expect 0 "$G" --output-file= --no-timestamp
+grep -q '^nvidia.com/gpu.count=8$' "$tmp/out" || fail "--output-file= prints to stdout: $(head -3 "$tmp/out")"
+expect 2 "$G" --oneshot --frobnicate
+grep -q 'flag provided but not defined: -frobnicate' "$tmp/out" || fail "unknown flag: $(cat "$tmp/out")"
+expect 2 "$G" --oneshot --use-node-feature-api
+expect 2 "$G" --oneshot --sleep-interval=soon
+expect 2 "$G" --oneshot --device-discovery-strategy=tegra
+expect 0 "$G" --oneshot --output-file "$tmp/gfd4" --device-discovery-strategy=nvml --kubeconfig /nonexistent --node-name n1
+grep -q 'kubeconfig is ignored' "$tmp/out" || fail "ignored --kubeconfig not logged: $(cat "$tmp/out")"
+# Without --oneshot: relabels every --sleep-interval; SIGTERM removes the file, exit 0.
+"$G" --sleep-interval=1s --output-file "$tmp/loop" >"$tmp/loop.log" 2>&1 &
+gfd_pid=$!
+pids+=("$gfd_pid")
+for _ in $(seq 200); do [ -s "$tmp/loop" ] && break; sleep 0.1; done
+[ -s "$tmp/loop" ] || fail "the GFD loop wrote no $tmp/loop: $(cat "$tmp/loop.log")"
+first=$(stat -c %Y.%i "$tmp/loop")
+for _ in $(seq 300); do [ "$(stat -c %Y.%i "$tmp/loop" 2>/dev/null)" != "$first" ] && break; sleep 0.1; done
+[ "$(stat -c %Y.%i "$tmp/loop")" != "$first" ] || fail "the GFD loop did not relabel within 30 s"
+kill -TERM "$gfd_pid"
+rc=0; wait "$gfd_pid" || rc=$?
+[ "$rc" = 0 ] || fail "gpu-feature-discovery exited $rc after SIGTERM: $(tail -3 "$tmp/loop.log")"
+[ ! -e "$tmp/loop" ] || fail "the output file is left after SIGTERM"
+
+# ---- nvidia-device-plugin ----
+D=$bindir/nvidia-device-plugin
+expect 0 "$D" --help
+grep -q '^nvidia-device-plugin: migkit' "$tmp/out" && grep -q '^Usage: migkit device-plugin' "$tmp/out" \
+  || fail "nvidia-device-plugin --help: $(head -4 "$tmp/out")"
+expect 2 "$D" --frobnicate
+expect 2 "$D" --pass-device-specs=maybe
+# Serving without a kubelet (KUBELET_SOCKET empty), with upstream's flags,
+# ignored ones included, as the operator's DaemonSet sets them.
+mkdir -p "$tmp/dp"
+PASS_DEVICE_SPECS=true FAIL_ON_INIT_ERROR=true DEVICE_LIST_STRATEGY=envvar DEVICE_ID_STRATEGY=uuid \
+  MPS_ROOT=/run/nvidia/mps DEVICE_PLUGIN_PATH=$tmp/dp KUBELET_SOCKET= \
+  "$D" --mig-strategy=mixed --restart-on-device-unhealthy --nvidia-ctk-path /usr/bin/nvidia-ctk \
+  >"$tmp/dp.log" 2>&1 &
+dp_pid=$!
+pids+=("$dp_pid")
+# all-balanced is applied: mixed strategy, one socket per MIG profile.
+sock=$tmp/dp/nvidia-mig-1g.5gb.sock
+for _ in $(seq 300); do [ -S "$sock" ] && break; sleep 0.1; done
+[ -S "$sock" ] || fail "nvidia-device-plugin serves no $sock: $(ls "$tmp/dp"; tail -5 "$tmp/dp.log")"
+for w in 'restart-on-device-unhealthy is ignored' 'nvidia-ctk-path is ignored' 'MPS_ROOT=/run/nvidia/mps is ignored'; do
+  grep -q -- "$w" "$tmp/dp.log" || fail "device plugin log lacks '$w': $(head -5 "$tmp/dp.log")"
+done
+grep -q 'migkit-device-p\|migkit-device-plugin' "/proc/$dp_pid/comm" "/proc/$dp_pid/cmdline" 2>/dev/null \
+  || fail "nvidia-device-plugin does not run in migkit-device-plugin: $(tr '\0' ' ' <"/proc/$dp_pid/cmdline")"
+kill -TERM "$dp_pid"
+rc=0; wait "$dp_pid" || rc=$?
+[ "$rc" = 0 ] || fail "nvidia-device-plugin exited $rc after SIGTERM: $(tail -3 "$tmp/dp.log")"
+
+# ---- nvidia-mig-manager ----
+M=$bindir/nvidia-mig-manager
+expect 0 "$M" --help
+grep -q '^Usage: migkit manager' "$tmp/out" || fail "nvidia-mig-manager --help: $(head -4 "$tmp/out")"
+expect 2 "$M" --frobnicate
+expect 2 "$M" -f "$config"
+grep -q 'invalid -n <node-name> flag' "$tmp/out" || fail "nvidia-mig-manager without -n: $(cat "$tmp/out")"
+# Upstream's -k is the kubelet unit (ignored), not migkit's --hooks-file; the
+# run stops at the kubeconfig, after the flags were taken.
+expect 1 "$M" -n node1 -f "$config" -k kubelet.service -s /usr/bin/reconfigure-mig.sh -p gpu-operator \
+  --cdi-enabled=false --with-reboot=false --kubeconfig "$tmp/none"
+for w in 'host-kubelet-systemd-service is ignored' 'reconfigure-script is ignored' \
+         'default-gpu-clients-namespace is ignored' "$tmp/none"; do
+  grep -q -- "$w" "$tmp/out" || fail "nvidia-mig-manager: output lacks '$w': $(cat "$tmp/out")"
+done
+grep -q 'kubelet.service' "$tmp/out" && fail "nvidia-mig-manager passed -k on as a hooks file: $(cat "$tmp/out")"
+
+# ---- cmake --install creates the links and the daemon executables ----
+if DESTDIR=$tmp/root cmake --install "$MIGKIT_BUILD_DIR" --prefix /usr >"$tmp/install.log" 2>&1; then
+  for n in nvidia-mig-parted nvidia-mig-manager nvidia-device-plugin gpu-feature-discovery; do
+    [ "$(readlink "$tmp/root/usr/bin/$n")" = migkit ] || fail "installed $n is not a link to migkit"
+  done
+  for d in manager device-plugin scheduler; do
+    [ -x "$tmp/root/usr/lib/migkit/migkit-$d" ] || fail "installed tree lacks /usr/lib/migkit/migkit-$d"
+  done
+  expect 0 "$tmp/root/usr/bin/nvidia-device-plugin" --help
+  grep -q '^Usage: migkit device-plugin' "$tmp/out" || fail "installed nvidia-device-plugin --help: $(head -3 "$tmp/out")"
+else
+  fail "cmake --install to a DESTDIR failed: $(tail -5 "$tmp/install.log")"
+fi
+echo PASS
