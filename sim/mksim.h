@@ -107,6 +107,19 @@ MKSIM_EXPORT int mksim_nvml_error_from_string(const char *s, int *ret_nvml_error
 /* "NVML_ERROR_IN_USE" style name of an NVML return code, NULL when unknown. */
 MKSIM_EXPORT const char *mksim_nvml_error_to_string(int nvml_error);
 
+/* A running process of the CUDA driver simulator (libcuda.so.1) on one CUDA
+ * device: the memory it holds there and the share of the last window_ms its
+ * kernels kept the device's SMs busy. gi/ci are MKSIM_ID_NONE on a whole GPU. */
+struct mksim_cuda_process {
+        unsigned pid, gpu, gi, ci;
+        unsigned long long used_bytes;
+        unsigned sm_percent;
+};
+
+/* The live CUDA processes (dead ones are reaped on the way), one entry per
+ * process and device. *ret is malloc'ed (NULL when none). */
+MKSIM_EXPORT int mksim_cuda_processes(unsigned window_ms, struct mksim_cuda_process **ret, size_t *ret_n);
+
 #ifdef __cplusplus
 }
 #endif

@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "lib/catalog.h"
+#include "lib/live.h"
 #include "lib/mig.h"
 #include "lib/state.h"
 #include "lib/topo.h"
@@ -812,6 +813,12 @@ nvmlReturn_t nvmlDeviceGetMinorNumber(nvmlDevice_t device, unsigned int *minorNu
         return call_end(&c, r);
 }
 
+/* The live region (CUDA processes of the CUDA driver simulator); NULL when it cannot be mapped. */
+static struct sim_live *live_get(struct call *c) {
+        struct sim_live *l;
+        return sim_live_open(c->path, &l) == 0 ? l : NULL;
+}
+
 nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory) {
         struct call c;
         struct dev d;
@@ -823,17 +830,18 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory) 
         if (r != NVML_SUCCESS)
                 return call_end(&c, r);
         unsigned long long total, used;
+        struct sim_live *l = live_get(&c);
         if (d.mig) {
-                total = sim_gi_profile_by_enum(d.g->model, d.gi->profile)->memory_mib;
-                used = sim_used_mib(d.g, d.gi->id);
+                total = sim_gi_profile_by_enum(d.g->model, d.gi->profile)->memory_mib * MIB;
+                used = sim_used_mib(d.g, d.gi->id) * MIB + (l ? sim_live_used(l, d.index, d.gi->id, false) : 0);
         } else {
-                total = d.g->model->memory_mib;
-                used = sim_used_mib(d.g, SIM_ID_NONE);
+                total = d.g->model->memory_mib * MIB;
+                used = sim_used_mib(d.g, SIM_ID_NONE) * MIB + (l ? sim_live_used(l, d.index, 0, true) : 0);
         }
         used = MIN(used, total);
-        memory->total = total * MIB;
-        memory->used = used * MIB;
-        memory->free = (total - used) * MIB;
+        memory->total = total;
+        memory->used = used;
+        memory->free = total - used;
         return call_end(&c, NVML_SUCCESS);
 }
 
@@ -1625,6 +1633,23 @@ nvmlReturn_t nvmlDeviceGetAttributes_v2(nvmlDevice_t device, nvmlDeviceAttribute
 
 /* ---- processes ---- */
 
+/* Live slots of running processes on a device (all of a GPU's for a full-GPU handle). */
+static unsigned live_slots(struct sim_live *l, const struct dev *d, struct sim_live_slot **out) {
+        unsigned n = 0;
+        for (unsigned i = 0; i < SIM_LIVE_SLOTS; i++) {
+                struct sim_live_slot *s = &l->slot[i];
+                uint64_t owner = atomic_load(&s->owner);
+                if (owner == 0 || (owner & SIM_LIVE_INIT_BIT) || s->gpu != d->index)
+                        continue;
+                if (d->mig && (s->gi != d->gi->id || s->ci != d->ci->id))
+                        continue;
+                if (sim_live_reap(l, s))
+                        continue;
+                out[n++] = s;
+        }
+        return n;
+}
+
 nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int *infoCount,
                                                      nvmlProcessInfo_t *infos) {
         struct call c;
@@ -1639,6 +1664,10 @@ nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsign
         unsigned n = 0;
         for (size_t i = 0; i < d.g->n_procs; i++)
                 n += !d.mig || (d.g->procs[i].gi == d.gi->id && d.g->procs[i].ci == d.ci->id);
+        struct sim_live *l = live_get(&c);
+        struct sim_live_slot *live[SIM_LIVE_SLOTS];
+        unsigned n_live = l ? live_slots(l, &d, live) : 0;
+        n += n_live;
         if (*infoCount < n) {
                 *infoCount = n;
                 return call_end(&c, NVML_ERROR_INSUFFICIENT_SIZE);
@@ -1657,6 +1686,13 @@ nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsign
                         .computeInstanceId = p->ci,
                 };
         }
+        for (unsigned i = 0; i < n_live; i++)
+                infos[n++] = (nvmlProcessInfo_t) {
+                        .pid = (unsigned) (atomic_load(&live[i]->owner) & 0x7FFFFFFFu),
+                        .usedGpuMemory = atomic_load(&live[i]->used_bytes),
+                        .gpuInstanceId = live[i]->gi,
+                        .computeInstanceId = live[i]->ci,
+                };
         *infoCount = n;
         return call_end(&c, NVML_SUCCESS);
 }
@@ -1920,4 +1956,152 @@ static void __attribute__((destructor)) nvml_unload(void) {
         registry_free(&event_sets);
         free(state_path);
         state_path = NULL;
+}
+
+/* ---- utilisation and older process queries (not in the product's NVML ABI list) ----
+ *
+ * Kernels the CUDA driver simulator runs are booked per process and device in
+ * the live region; utilisation is the busy fraction of the last sample window
+ * (MIGKIT_SIM_UTIL_WINDOW_MS, default 1000 ms, NVML's 1 s period for most
+ * GPUs). Like the real driver, MIG-enabled GPUs and MIG devices answer
+ * NVML_ERROR_NOT_SUPPORTED. Memory utilisation (bandwidth) is not modelled: 0.
+ * Layouts: nvml.h nvmlUtilization_t, nvmlProcessUtilizationSample_t,
+ * nvmlProcessInfo_v1_t. */
+typedef struct {
+        unsigned int gpu, memory;
+} sim_nvmlUtilization_t;
+
+typedef struct {
+        unsigned int pid;
+        unsigned long long timeStamp; /* CPU timestamp in microseconds */
+        unsigned int smUtil, memUtil, encUtil, decUtil;
+} sim_nvmlProcessUtilizationSample_t;
+_Static_assert(sizeof(sim_nvmlProcessUtilizationSample_t) == 32, "nvmlProcessUtilizationSample_t");
+
+typedef struct {
+        unsigned int pid;
+        unsigned long long usedGpuMemory;
+} sim_nvmlProcessInfo_v1_t;
+_Static_assert(sizeof(sim_nvmlProcessInfo_v1_t) == 16, "nvmlProcessInfo_v1_t");
+
+MKSIM_EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, sim_nvmlUtilization_t *utilization);
+MKSIM_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
+                                                          sim_nvmlProcessUtilizationSample_t *utilization,
+                                                          unsigned int *processSamplesCount,
+                                                          unsigned long long lastSeenTimeStamp);
+MKSIM_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t device, unsigned int *infoCount,
+                                                                  nvmlProcessInfo_t *infos);
+MKSIM_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t device, unsigned int *infoCount,
+                                                               sim_nvmlProcessInfo_v1_t *infos);
+
+static uint64_t util_window_ns(void) {
+        const char *e = getenv("MIGKIT_SIM_UTIL_WINDOW_MS");
+        uint64_t ms = 1000;
+        if (e && *e && (sim_parse_u64(e, false, &ms) < 0 || ms == 0))
+                ms = 1000;
+        return ms * 1000000ULL;
+}
+
+/* CLOCK_REALTIME microseconds of a CLOCK_MONOTONIC nanosecond time, and back. */
+static unsigned long long mono_to_real_us(uint64_t mono_ns) {
+        struct timespec rt;
+        clock_gettime(CLOCK_REALTIME, &rt);
+        int64_t off = ((int64_t) rt.tv_sec * 1000000000LL + rt.tv_nsec) - (int64_t) sim_live_now_ns();
+        return (unsigned long long) (((int64_t) mono_ns + off) / 1000);
+}
+
+static uint64_t real_us_to_mono(unsigned long long us) {
+        struct timespec rt;
+        clock_gettime(CLOCK_REALTIME, &rt);
+        int64_t off = ((int64_t) rt.tv_sec * 1000000000LL + rt.tv_nsec) - (int64_t) sim_live_now_ns();
+        int64_t v = (int64_t) us * 1000 - off;
+        return v < 0 ? 0 : (uint64_t) v;
+}
+
+static nvmlReturn_t resolve_util_device(struct call *c, nvmlDevice_t device, struct dev *d) {
+        nvmlReturn_t r = resolve_device(c, device, d);
+        if (r != NVML_SUCCESS)
+                return r;
+        if (d->mig || d->g->mig_current)
+                return NVML_ERROR_NOT_SUPPORTED;
+        return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, sim_nvmlUtilization_t *utilization) {
+        struct call c;
+        struct dev d;
+
+        CALL_BEGIN(&c, false);
+        nvmlReturn_t r = resolve_util_device(&c, device, &d);
+        if (r == NVML_SUCCESS && !utilization)
+                r = NVML_ERROR_INVALID_ARGUMENT;
+        if (r != NVML_SUCCESS)
+                return call_end(&c, r);
+        struct sim_live *l = live_get(&c);
+        struct sim_live_slot *live[SIM_LIVE_SLOTS];
+        unsigned n = l ? live_slots(l, &d, live) : 0;
+        uint64_t now = sim_live_now_ns(), w = util_window_ns(), busy = 0;
+        uint64_t from = now > w ? now - w : 0;
+        for (unsigned i = 0; i < n; i++)
+                busy += sim_live_busy(live[i], from, now);
+        utilization->gpu = (unsigned) MIN(100, (busy * 100 + (now - from) / 2) / MAX(now - from, 1));
+        utilization->memory = 0;
+        return call_end(&c, NVML_SUCCESS);
+}
+
+nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device, sim_nvmlProcessUtilizationSample_t *utilization,
+                                             unsigned int *processSamplesCount,
+                                             unsigned long long lastSeenTimeStamp) {
+        struct call c;
+        struct dev d;
+
+        CALL_BEGIN(&c, false);
+        nvmlReturn_t r = resolve_util_device(&c, device, &d);
+        if (r == NVML_SUCCESS && !processSamplesCount)
+                r = NVML_ERROR_INVALID_ARGUMENT;
+        if (r != NVML_SUCCESS)
+                return call_end(&c, r);
+        struct sim_live *l = live_get(&c);
+        struct sim_live_slot *live[SIM_LIVE_SLOTS];
+        unsigned n = l ? live_slots(l, &d, live) : 0;
+        if (!utilization || *processSamplesCount < n) {
+                *processSamplesCount = n;
+                return call_end(&c, n == 0 ? NVML_ERROR_NOT_FOUND : NVML_ERROR_INSUFFICIENT_SIZE);
+        }
+        uint64_t now = sim_live_now_ns(), w = util_window_ns();
+        uint64_t from = MAX(now > w ? now - w : 0, real_us_to_mono(lastSeenTimeStamp));
+        if (from >= now) {
+                *processSamplesCount = 0;
+                return call_end(&c, NVML_ERROR_NOT_FOUND);
+        }
+        for (unsigned i = 0; i < n; i++) {
+                uint64_t busy = sim_live_busy(live[i], from, now);
+                utilization[i] = (sim_nvmlProcessUtilizationSample_t) {
+                        .pid = (unsigned) (atomic_load(&live[i]->owner) & 0x7FFFFFFFu),
+                        .timeStamp = mono_to_real_us(now),
+                        .smUtil = (unsigned) MIN(100, (busy * 100 + (now - from) / 2) / (now - from)),
+                };
+        }
+        *processSamplesCount = n;
+        return call_end(&c, NVML_SUCCESS);
+}
+
+nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t device, unsigned int *infoCount,
+                                                     nvmlProcessInfo_t *infos) {
+        /* nvmlProcessInfo_v2_t has the layout of the v3 structure. */
+        return nvmlDeviceGetComputeRunningProcesses_v3(device, infoCount, infos);
+}
+
+nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t device, unsigned int *infoCount,
+                                                  sim_nvmlProcessInfo_v1_t *infos) {
+        unsigned n = infoCount ? *infoCount : 0;
+        nvmlProcessInfo_t *tmp = n ? calloc(n, sizeof(*tmp)) : NULL;
+        if (n && !tmp)
+                return NVML_ERROR_MEMORY;
+        nvmlReturn_t r = nvmlDeviceGetComputeRunningProcesses_v3(device, infoCount, tmp);
+        if (r == NVML_SUCCESS && infos)
+                for (unsigned i = 0; i < *infoCount; i++)
+                        infos[i] = (sim_nvmlProcessInfo_v1_t) { tmp[i].pid, tmp[i].usedGpuMemory };
+        free(tmp);
+        return r;
 }

@@ -43,6 +43,8 @@ static const char usage_text[] =
         "  lose --gpu I                  the GPU falls off the bus: NVML calls on it return\n"
         "                                NVML_ERROR_GPU_IS_LOST\n"
         "  recover --gpu I               the lost GPU answers again\n"
+        "  cuda-processes [--window MS]  processes of the CUDA driver simulator (libcuda.so.1):\n"
+        "                                memory held and SM utilisation over the last MS (1000)\n"
         "\n"
         "Options:\n"
         "  --state FILE                  state file (default: $MIGKIT_SIM_STATE,\n"
@@ -461,6 +463,38 @@ static int cmd_reboot(int argc, char **argv) {
         return EXIT_SUCCESS;
 }
 
+static int cmd_cuda_processes(int argc, char **argv) {
+        unsigned long window = 1000;
+        struct mksim_cuda_process *p = NULL;
+        size_t n = 0;
+
+        for (int i = 1; i < argc; i++) {
+                char *end;
+                if (strcmp(argv[i], "--window") == 0 && i + 1 < argc) {
+                        errno = 0;
+                        window = strtoul(argv[++i], &end, 10);
+                        if (errno || *end || window == 0 || window > 3600000)
+                                return usage_error("cuda-processes: bad --window '%s'", argv[i]);
+                } else
+                        return usage_error("cuda-processes: unexpected argument '%s'", argv[i]);
+        }
+        int r = mksim_cuda_processes((unsigned) window, &p, &n);
+        if (r < 0)
+                return fail(r, "cannot read the CUDA processes");
+        printf("%-4s %-4s %-4s %-8s %12s %5s\n", "GPU", "GI", "CI", "PID", "MEMORY_MIB", "SM%");
+        for (size_t i = 0; i < n; i++) {
+                char gi[16] = "-", ci[16] = "-";
+                if (p[i].gi != MKSIM_ID_NONE) {
+                        snprintf(gi, sizeof(gi), "%u", p[i].gi);
+                        snprintf(ci, sizeof(ci), "%u", p[i].ci);
+                }
+                printf("%-4u %-4s %-4s %-8u %12.1f %5u\n", p[i].gpu, gi, ci, p[i].pid,
+                       (double) p[i].used_bytes / (1024.0 * 1024.0), p[i].sm_percent);
+        }
+        free(p);
+        return EXIT_SUCCESS;
+}
+
 int main(int argc, char **argv) {
         int i = 1;
 
@@ -491,6 +525,7 @@ int main(int argc, char **argv) {
                 { "models", cmd_models }, { "process", cmd_process }, { "xid", cmd_xid },
                 { "fault", cmd_fault },   { "reset", cmd_reset },     { "reboot", cmd_reboot },
                 { "lose", cmd_lost },     { "recover", cmd_lost },
+                { "cuda-processes", cmd_cuda_processes },
         };
         if (strcmp(argv[i], "help") == 0) {
                 fputs(usage_text, stdout);

@@ -1,0 +1,223 @@
+/* Internals of the CUDA driver simulator (libcuda.so.1). See docs/simulator.md,
+ * "CUDA driver simulator", for what is modelled. The ABI comes from the
+ * toolkit's public cuda.h; the simulator is a test and demo part of migkit,
+ * never linked into the product. */
+#pragma once
+
+#include <cuda.h>
+#include "cuda/nomacro.h" /* every version is defined under its own exported name */
+#define PROCS_DECLS          /* and declared with the prototype of its version */
+#include "cuda/procs.inc"
+#undef PROCS_DECLS
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "lib/catalog.h"
+#include "lib/live.h"
+#include "lib/util.h"
+
+#define CU_EXPORT __attribute__((visibility("default")))
+#define CUSIM_DRIVER_VERSION 13000 /* cuDriverGetVersion: CUDA 13.0 */
+#define CUSIM_MAX_DEVICES 64
+#define CUSIM_CTX_STACK 32
+
+enum cu_magic {
+        MAGIC_CTX = 0x43545831,
+        MAGIC_STREAM = 0x53545231,
+        MAGIC_EVENT = 0x45564e31,
+        MAGIC_MODULE = 0x4d4f4431,
+        MAGIC_FUNC = 0x46554e31,
+        MAGIC_LIBRARY = 0x4c494231,
+        MAGIC_POOL = 0x504f4f31,
+        MAGIC_GRAPH = 0x47525031,
+        MAGIC_GEXEC = 0x47455831,
+        MAGIC_NODE = 0x4e4f4431,
+        MAGIC_HANDLE = 0x484e4431,
+};
+
+struct cu_pool;
+
+struct cu_dev {
+        unsigned gpu, gi, ci;    /* gi/ci SIM_ID_NONE: the whole GPU */
+        bool mig;
+        const struct sim_model *model;
+        char name[256];
+        CUuuid uuid;             /* MIG UUID for MIG devices */
+        CUuuid gpu_uuid;         /* the physical GPU's */
+        unsigned bus;
+        uint64_t total_bytes;
+        unsigned sms;
+        int clock_khz, mem_clock_khz, bus_width, l2_bytes;
+        struct sim_live_device *mem;   /* memory domain */
+        struct sim_live_device *comp;  /* compute domain */
+        struct sim_live_slot *slot;    /* this process's slot, NULL until used */
+        uint64_t static_bytes;         /* NVML-level processes (migkit-sim process add) */
+        struct cu_ctx *primary;
+        unsigned primary_flags;
+        int primary_refs;
+        struct cu_pool *default_pool, *current_pool;
+};
+
+struct cu_stream;
+
+struct cu_ctx {
+        uint32_t magic;
+        int dev;
+        unsigned flags;
+        bool primary;
+        bool active;             /* exists on the device (primary contexts: retained or made current) */
+        unsigned long long id;
+        struct cu_stream *null_stream;
+        uint64_t limits[16];
+        CUfunc_cache cache_config;
+};
+
+struct cu_graph;
+
+struct cu_stream {
+        uint32_t magic;
+        struct cu_ctx *ctx;
+        unsigned flags;
+        int priority;
+        unsigned long long id;
+        uint64_t tail_ns;            /* when the last queued work ends */
+        struct cu_graph *capture;    /* capturing into this graph */
+        CUstreamCaptureMode capture_mode;
+        unsigned long long capture_id;
+        struct cu_stream *next;      /* ctx's streams (global list) */
+};
+
+struct cu_event {
+        uint32_t magic;
+        unsigned flags;
+        bool recorded;
+        uint64_t time_ns;
+};
+
+struct cu_module {
+        uint32_t magic;
+        struct cu_ctx *ctx;
+        struct cu_func *funcs;       /* list */
+        struct cu_global *globals;
+        bool library;
+};
+
+struct cu_func {
+        uint32_t magic;
+        struct cu_module *mod;
+        char *name;
+        struct cu_func *next;
+        int attrs[16];
+};
+
+struct cu_global {
+        char *name;
+        void *ptr;
+        size_t size;
+        struct cu_global *next;
+};
+
+struct cu_pool {
+        uint32_t magic;
+        int dev;
+        uint64_t release_threshold;
+        uint64_t used, high;
+};
+
+enum cu_node_kind { NODE_KERNEL, NODE_MEMSET, NODE_MEMCPY, NODE_EMPTY, NODE_HOST, NODE_EVENT_RECORD, NODE_WAIT_EVENT };
+
+struct cu_node {
+        uint32_t magic;
+        enum cu_node_kind kind;
+        struct cu_graph *graph;
+        /* kernels */
+        struct cu_func *func;
+        uint64_t duration_ns;
+        unsigned grid[3], block[3];
+        /* memset */
+        CUdeviceptr dst;
+        unsigned value, element, pitch_unused;
+        size_t width, height, pitch;
+        /* memcpy */
+        const void *src;
+        size_t bytes;
+        /* host */
+        CUhostFn fn;
+        void *user;
+        struct cu_event *event;
+};
+
+struct cu_graph {
+        uint32_t magic;
+        struct cu_node **nodes;
+        size_t n_nodes, cap;
+};
+
+struct cu_gexec {
+        uint32_t magic;
+        struct cu_graph *graph;      /* a copy of the node list at instantiation */
+};
+
+/* Global driver state, under cu_lock. */
+extern pthread_mutex_t cu_lock;
+extern bool cu_initialized;
+extern struct cu_dev cu_devs[CUSIM_MAX_DEVICES];
+extern int cu_ndevs;
+extern struct sim_live *cu_live;
+extern uint64_t cu_self;
+
+/* Per-thread current context stack. */
+struct cu_ctx *cu_current(void);
+
+CUresult cu_check_init(void);
+CUresult cu_ctx_or_current(struct cu_ctx *ctx, struct cu_ctx **ret);
+bool cu_ctx_valid(struct cu_ctx *ctx);
+CUresult cu_dev_get(CUdevice d, struct cu_dev **ret);
+CUresult cu_primary_get(CUdevice dev, CUcontext *pctx); /* the object, not activated */
+
+/* Memory charging against the device's memory domain (exact; see live.h). */
+CUresult cu_charge(struct cu_dev *d, uint64_t bytes);
+void cu_uncharge(struct cu_dev *d, uint64_t bytes);
+struct sim_live_slot *cu_slot(struct cu_dev *d);
+uint64_t cu_dev_used(struct cu_dev *d); /* exact, all processes, static ones included */
+
+/* Streams and time. */
+struct cu_stream *cu_stream_resolve(CUstream s, struct cu_ctx **ret_ctx, CUresult *ret_err);
+uint64_t cu_stream_ready(struct cu_stream *s); /* when new work on s may start */
+void cu_sleep_until(uint64_t t_ns);
+CUresult cu_ctx_sync(struct cu_ctx *ctx);
+/* Runs (or, while capturing, records) a kernel on a stream. */
+CUresult cu_launch(struct cu_func *f, const unsigned grid[3], const unsigned block[3], void **params,
+                   struct cu_stream *s, struct cu_ctx *ctx);
+uint64_t cu_kernel_duration(const struct cu_func *f, const unsigned grid[3], void **params, const struct cu_dev *d);
+/* Books [start, start+dur) on the device's compute domain after `ready`; returns the end. */
+uint64_t cu_book(struct cu_dev *d, uint64_t ready, uint64_t dur);
+
+/* Allocation table. */
+enum cu_alloc_kind { ALLOC_DEVICE, ALLOC_HOST, ALLOC_MANAGED, ALLOC_REGISTERED, ALLOC_VMM_RESERVE };
+struct cu_alloc {
+        uintptr_t base;
+        size_t size;
+        enum cu_alloc_kind kind;
+        int dev;
+        uint64_t charged;
+        struct cu_ctx *ctx;
+        struct cu_pool *pool;
+        unsigned flags;
+};
+struct cu_alloc *cu_alloc_find(uintptr_t p); /* containing range; under cu_lock */
+CUresult cu_memcpy_checked(void *dst, const void *src, size_t n);
+CUresult cu_memset_checked(CUdeviceptr dst, unsigned value, unsigned elem, size_t width, size_t height,
+                           size_t pitch);
+
+/* Graphs: captured operations. */
+CUresult cu_graph_add(struct cu_graph *g, struct cu_node *n);
+struct cu_node *cu_node_new(enum cu_node_kind kind);
+
+/* Tracing: MIGKIT_SIM_CUDA_TRACE=1 logs unknown symbols, export tables and stubs to stderr. */
+extern int cu_trace;
+void cu_log(const char *fmt, ...) _printf_(1, 2);
+
+uint64_t cu_env_u64(const char *name, uint64_t def);

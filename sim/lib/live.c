@@ -1,0 +1,290 @@
+/* The live region shared by the CUDA and NVML simulators (live.h). */
+#include <fcntl.h>
+#include <pthread.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "lib/live.h"
+#include "lib/state.h"
+#include "lib/util.h"
+
+static pthread_mutex_t live_mutex = PTHREAD_MUTEX_INITIALIZER;
+static struct sim_live *live_map;
+static char *live_path;
+
+uint64_t sim_live_now_ns(void) {
+        struct timespec ts;
+
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t) ts.tv_sec * 1000000000ULL + (uint64_t) ts.tv_nsec;
+}
+
+static void live_init(struct sim_live *l) {
+        memset(l, 0, sizeof(*l));
+        l->version = SIM_LIVE_VERSION;
+        l->slots = SIM_LIVE_SLOTS;
+        l->devices = SIM_LIVE_DEVICES;
+        l->ring = SIM_LIVE_RING;
+        l->size = sizeof(*l);
+        atomic_thread_fence(memory_order_release);
+        l->magic = SIM_LIVE_MAGIC;
+}
+
+int sim_live_open(const char *state_path, struct sim_live **ret) {
+        _cleanup_free_ char *path = NULL;
+        _cleanup_close_ int fd = -1;
+        struct stat st;
+        int r = 0;
+
+        if (asprintf(&path, "%s.live", state_path) < 0)
+                return sim_error(-ENOMEM, "out of memory");
+        pthread_mutex_lock(&live_mutex);
+        if (live_map && streq(live_path, path)) {
+                *ret = live_map;
+                goto out;
+        }
+        fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+        if (fd < 0) {
+                r = sim_error(-errno, "cannot open %s: %m", path);
+                goto out;
+        }
+        if (flock(fd, LOCK_EX) < 0) {
+                r = sim_error(-errno, "cannot lock %s: %m", path);
+                goto out;
+        }
+        if (fstat(fd, &st) < 0) {
+                r = sim_error(-errno, "cannot stat %s: %m", path);
+                goto out;
+        }
+        bool fresh = st.st_size == 0;
+        if (fresh && ftruncate(fd, sizeof(struct sim_live)) < 0) {
+                r = sim_error(-errno, "cannot size %s: %m", path);
+                goto out;
+        }
+        if (!fresh && st.st_size != (off_t) sizeof(struct sim_live)) {
+                r = sim_error(-EPROTO, "%s: %lld bytes, expected %zu (another simulator version?)", path,
+                              (long long) st.st_size, sizeof(struct sim_live));
+                goto out;
+        }
+        struct sim_live *l = mmap(NULL, sizeof(struct sim_live), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (l == MAP_FAILED) {
+                r = sim_error(-errno, "cannot map %s: %m", path);
+                goto out;
+        }
+        if (fresh || l->magic == 0)
+                live_init(l);
+        else if (l->magic != SIM_LIVE_MAGIC || l->version != SIM_LIVE_VERSION || l->size != sizeof(*l)) {
+                munmap(l, sizeof(*l));
+                r = sim_error(-EPROTO, "%s: not a live region of this simulator version", path);
+                goto out;
+        }
+        flock(fd, LOCK_UN);
+        if (live_map)
+                munmap(live_map, sizeof(*live_map));
+        free(live_path);
+        live_map = l;
+        live_path = TAKE_PTR(path);
+        *ret = l;
+out:
+        pthread_mutex_unlock(&live_mutex);
+        return r;
+}
+
+struct sim_live_device *sim_live_device(struct sim_live *l, uint64_t key) {
+        for (unsigned i = 0; i < SIM_LIVE_DEVICES; i++) {
+                struct sim_live_device *d = &l->dev[i];
+                uint64_t k = atomic_load(&d->key);
+                if (k == key)
+                        return d;
+                if (k == 0) {
+                        uint64_t zero = 0;
+                        if (atomic_compare_exchange_strong(&d->key, &zero, key) || zero == key)
+                                return d;
+                }
+        }
+        return NULL;
+}
+
+/* Start time (field 22 of /proc/PID/stat) and state of a process. */
+static bool proc_stat(unsigned pid, uint64_t *ret_start, char *ret_state) {
+        char path[64], buf[1024];
+        int fd;
+        ssize_t n;
+
+        snprintf(path, sizeof(path), "/proc/%u/stat", pid);
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return false;
+        n = read(fd, buf, sizeof(buf) - 1);
+        close(fd);
+        if (n <= 0)
+                return false;
+        buf[n] = 0;
+        char *p = strrchr(buf, ')');
+        if (!p || p[1] != ' ')
+                return false;
+        p += 2;
+        *ret_state = *p;
+        /* p is at field 3; skip to field 22. */
+        for (int field = 3; field < 22; field++) {
+                p = strchr(p, ' ');
+                if (!p)
+                        return false;
+                p++;
+        }
+        *ret_start = strtoull(p, NULL, 10);
+        return true;
+}
+
+uint64_t sim_live_self(void) {
+        uint64_t start;
+        char state;
+        unsigned pid = (unsigned) getpid();
+
+        if (!proc_stat(pid, &start, &state))
+                return 0;
+        return ((start & 0xFFFFFFFFULL) << 32) | pid;
+}
+
+bool sim_live_owner_alive(uint64_t owner) {
+        unsigned pid = (unsigned) (owner & 0x7FFFFFFFULL);
+        uint64_t start;
+        char state;
+
+        if (pid == 0)
+                return false;
+        if (!proc_stat(pid, &start, &state))
+                return false;
+        if (state == 'Z' || state == 'X' || state == 'x')
+                return false;
+        return (start & 0xFFFFFFFFULL) == (owner >> 32);
+}
+
+bool sim_live_reap(struct sim_live *l, struct sim_live_slot *s) {
+        uint64_t owner = atomic_load(&s->owner);
+
+        if (owner == 0)
+                return true;
+        if (sim_live_owner_alive(owner))
+                return false;
+        /* Take it over as "being set up" by nobody, then free it: only the
+         * winner of the CAS moves the bytes. */
+        uint64_t mark = SIM_LIVE_INIT_BIT; /* pid 0: never alive */
+        if (!atomic_compare_exchange_strong(&s->owner, &owner, mark))
+                return owner == 0;
+        uint64_t bytes = atomic_exchange(&s->used_bytes, 0);
+        if (bytes > 0) {
+                struct sim_live_device *d = sim_live_device(l, sim_live_mem_key(s->gpu, s->gi));
+                if (d)
+                        atomic_fetch_sub(&d->used_bytes, bytes);
+        }
+        atomic_store(&s->owner, 0);
+        return true;
+}
+
+struct sim_live_slot *sim_live_claim(struct sim_live *l, uint64_t self, unsigned gpu, unsigned gi, unsigned ci) {
+        if (self == 0)
+                return NULL;
+        for (int pass = 0; pass < 2; pass++)
+                for (unsigned i = 0; i < SIM_LIVE_SLOTS; i++) {
+                        struct sim_live_slot *s = &l->slot[i];
+                        uint64_t owner = atomic_load(&s->owner);
+                        if (owner != 0) {
+                                /* Second pass: reap dead owners. */
+                                if (pass == 0 || !sim_live_reap(l, s))
+                                        continue;
+                                owner = 0;
+                        }
+                        if (!atomic_compare_exchange_strong(&s->owner, &owner, self | SIM_LIVE_INIT_BIT))
+                                continue;
+                        s->gpu = gpu;
+                        s->gi = gi;
+                        s->ci = ci;
+                        atomic_store(&s->used_bytes, 0);
+                        atomic_store(&s->seq, 0);
+                        s->ring_head = s->ring_n = 0;
+                        atomic_store(&s->owner, self);
+                        return s;
+                }
+        return NULL;
+}
+
+void sim_live_release(struct sim_live *l, struct sim_live_slot *s, uint64_t self) {
+        uint64_t owner = self;
+
+        if (!atomic_compare_exchange_strong(&s->owner, &owner, self | SIM_LIVE_INIT_BIT))
+                return;
+        uint64_t bytes = atomic_exchange(&s->used_bytes, 0);
+        if (bytes > 0) {
+                struct sim_live_device *d = sim_live_device(l, sim_live_mem_key(s->gpu, s->gi));
+                if (d)
+                        atomic_fetch_sub(&d->used_bytes, bytes);
+        }
+        atomic_store(&s->owner, 0);
+}
+
+void sim_live_book(struct sim_live_slot *s, uint64_t start_ns, uint64_t end_ns) {
+        if (end_ns <= start_ns)
+                return;
+        atomic_fetch_add(&s->seq, 1);
+        if (s->ring_n > 0) {
+                struct sim_live_interval *last = &s->ring[(s->ring_head + SIM_LIVE_RING - 1) % SIM_LIVE_RING];
+                if (start_ns <= last->end_ns && start_ns >= last->start_ns) {
+                        if (end_ns > last->end_ns)
+                                last->end_ns = end_ns;
+                        atomic_fetch_add(&s->seq, 1);
+                        return;
+                }
+        }
+        s->ring[s->ring_head] = (struct sim_live_interval) { start_ns, end_ns };
+        s->ring_head = (s->ring_head + 1) % SIM_LIVE_RING;
+        if (s->ring_n < SIM_LIVE_RING)
+                s->ring_n++;
+        atomic_fetch_add(&s->seq, 1);
+}
+
+uint64_t sim_live_busy(struct sim_live_slot *s, uint64_t from_ns, uint64_t to_ns) {
+        struct sim_live_interval ring[SIM_LIVE_RING];
+        uint64_t seq;
+        unsigned n = 0;
+
+        for (int tries = 0; tries < 100; tries++) {
+                seq = atomic_load(&s->seq);
+                if (seq & 1)
+                        continue;
+                n = s->ring_n;
+                if (n > SIM_LIVE_RING)
+                        n = SIM_LIVE_RING;
+                memcpy(ring, s->ring, sizeof(ring));
+                atomic_thread_fence(memory_order_acquire);
+                if (atomic_load(&s->seq) == seq)
+                        break;
+                n = 0;
+        }
+        uint64_t busy = 0;
+        for (unsigned i = 0; i < n; i++) {
+                uint64_t a = MAX(ring[i].start_ns, from_ns), b = MIN(ring[i].end_ns, to_ns);
+                if (b > a)
+                        busy += b - a;
+        }
+        return busy;
+}
+
+uint64_t sim_live_used(struct sim_live *l, unsigned gpu, unsigned gi, bool whole_gpu) {
+        uint64_t sum = 0;
+
+        for (unsigned i = 0; i < SIM_LIVE_SLOTS; i++) {
+                struct sim_live_slot *s = &l->slot[i];
+                uint64_t owner = atomic_load(&s->owner);
+                if (owner == 0 || (owner & SIM_LIVE_INIT_BIT))
+                        continue;
+                if (s->gpu != gpu || (!whole_gpu && s->gi != gi))
+                        continue;
+                if (sim_live_reap(l, s))
+                        continue;
+                sum += atomic_load(&s->used_bytes);
+        }
+        return sum;
+}

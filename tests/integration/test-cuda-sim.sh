@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# The CUDA driver simulator (libcuda.so.1, sim/cuda): the driver API self-test,
+# devices per CUDA_VISIBLE_DEVICES (indices, UUIDs, MIG UUIDs), CUDA processes
+# in NVML's answers (memory, processes, utilisation) and in migkit-sim,
+# crash safety (kill -9 leaves no charge), contention between processes on one
+# GPU, and the CUDA 13 runtime (a .cu program built with nvcc -cudart shared).
+# Skips (exit 0, "SKIP") when the simulator was not built (no cuda.h).
+set -euo pipefail
+: "${MIGKIT_BUILD_DIR:?}"
+bin=$MIGKIT_BUILD_DIR/sim/bin
+lib=$MIGKIT_BUILD_DIR/sim/lib
+if [ ! -x "$bin/cuda-sim-driver" ] || [ ! -e "$lib/libcuda.so.1" ]; then
+  echo "SKIP: CUDA driver simulator not built (no /usr/local/cuda/include/cuda.h)"
+  exit 0
+fi
+mkdir -p "${MIGKIT_TEST_TMP:-/tmp}"
+tmp=$(mktemp -d "${MIGKIT_TEST_TMP:-/tmp}/test-cuda-sim.XXXXXX")
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+unset MIGKIT_SIM_MACHINE MIGKIT_SIM_FAULTS CUDA_VISIBLE_DEVICES MIGKIT_SIM_CUDA_CTX_MIB MIGKIT_SIM_KERNEL_NS
+export MIGKIT_SIM_STATE=$tmp/state.json
+export LD_LIBRARY_PATH=$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+
+failures=0
+fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
+drv() { "$bin/cuda-sim-driver" "$@"; }
+drvbin=$bin/cuda-sim-driver
+sim() { "$bin/migkit-sim" "$@"; }
+# wait_for FILE REGEX: up to 30 s for a line in FILE.
+wait_for() {
+  for _ in $(seq 300); do grep -Eq -e "$2" "$1" 2>/dev/null && return 0; sleep 0.1; done
+  fail "timed out waiting for '$2' in $1: $(cat "$1" 2>/dev/null)"
+  return 1
+}
+
+sim create dgx-a100 >/dev/null
+
+# --- the driver API ------------------------------------------------------------
+if ! drv selftest >"$tmp/selftest" 2>&1; then
+  fail "selftest: $(grep -v '^ok' "$tmp/selftest")"
+fi
+grep -q '^PASSED' "$tmp/selftest" || fail "selftest did not pass"
+
+# --- devices -------------------------------------------------------------------
+drv info >"$tmp/info"
+[ "$(wc -l <"$tmp/info")" -eq 8 ] || fail "dgx-a100: 8 CUDA devices expected: $(cat "$tmp/info")"
+grep -q '^0 name=NVIDIA A100-SXM4-40GB .* mem_mib=40960 sms=108 cc=8.0 bus=07$' "$tmp/info" ||
+  fail "device 0: $(head -1 "$tmp/info")"
+CUDA_VISIBLE_DEVICES=2,0 drv info >"$tmp/info2"
+[ "$(awk '{print $NF}' "$tmp/info2" | tr '\n' ' ')" = "bus=47 bus=07 " ] ||
+  fail "CUDA_VISIBLE_DEVICES=2,0: $(cat "$tmp/info2")"
+CUDA_VISIBLE_DEVICES=1,bogus,3 drv info >"$tmp/info3"
+[ "$(wc -l <"$tmp/info3")" -eq 1 ] || fail "an invalid entry ends the list: $(cat "$tmp/info3")"
+uuid3=$(sim show --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["gpus"][3]["uuid"])')
+CUDA_VISIBLE_DEVICES=${uuid3:0:12} drv info >"$tmp/info4"
+grep -q "^0 .* bus=4e$" "$tmp/info4" || fail "a GPU UUID prefix selects GPU 3: $(cat "$tmp/info4")"
+CUDA_VISIBLE_DEVICES=8 drv info >"$tmp/info5" 2>&1 || true
+[ ! -s "$tmp/info5" ] || fail "index 8 of 8: no device expected: $(cat "$tmp/info5")"
+
+# --- NVML sees CUDA processes; kill -9 leaves nothing --------------------------------
+CUDA_VISIBLE_DEVICES=3 "$drvbin" hold 1500 60 >"$tmp/hold" &
+holder=$!
+pids+=($holder)
+wait_for "$tmp/hold" '^ready'
+sim cuda-processes >"$tmp/procs"
+grep -Eq "^3 +- +- +$holder +1500.0 " "$tmp/procs" || fail "process in migkit-sim: $(cat "$tmp/procs")"
+CUDA_VISIBLE_DEVICES=3 drv oom >"$tmp/oom" || fail "OOM with another process holding memory: $(cat "$tmp/oom")"
+CUDA_VISIBLE_DEVICES=3 drv selftest >"$tmp/selftest2" 2>&1 || fail "selftest beside another process"
+kill -9 "$holder"
+wait "$holder" 2>/dev/null || true
+sim cuda-processes >"$tmp/procs"
+[ "$(wc -l <"$tmp/procs")" -eq 1 ] || fail "killed process still listed: $(cat "$tmp/procs")"
+
+# --- contention: two processes' kernels share one GPU ---------------------------------
+CUDA_VISIBLE_DEVICES=5 "$drvbin" burn 20000000 25 >"$tmp/burn1" &
+b1=$!
+CUDA_VISIBLE_DEVICES=5 "$drvbin" burn 20000000 25 >"$tmp/burn2" &
+b2=$!
+pids+=($b1 $b2)
+sleep 0.4
+sim cuda-processes --window 300 >"$tmp/procs-burn"
+wait "$b1" || fail "burn 1"
+wait "$b2" || fail "burn 2"
+for f in burn1 burn2; do
+  ns=$(sed -n 's/^elapsed_ns=//p' "$tmp/$f")
+  # 25 x 20 ms alone is 0.5 s; sharing the GPU with the other it takes about 1 s.
+  [ "$ns" -ge 800000000 ] && [ "$ns" -le 2500000000 ] || fail "$f: $ns ns, expected about 1 s on a shared GPU"
+done
+total=$(awk 'NR > 1 && $1 == 5 { s += $6 } END { print s + 0 }' "$tmp/procs-burn")
+[ "$total" -ge 80 ] || fail "two busy processes: SM% sums to $total: $(cat "$tmp/procs-burn")"
+
+# --- the CUDA runtime ----------------------------------------------------------------
+if [ -x "$bin/cuda-sim-runtime" ]; then
+  if ! CUDA_VISIBLE_DEVICES=6 "$bin/cuda-sim-runtime" >"$tmp/runtime" 2>&1; then
+    fail "CUDA runtime program: $(grep -v '^ok' "$tmp/runtime")"
+  fi
+  grep -q '^PASSED' "$tmp/runtime" || fail "runtime program did not pass"
+else
+  echo "note: no nvcc: the CUDA runtime program was not built" >&2
+fi
+
+# --- MIG devices -----------------------------------------------------------------
+drv mig-setup >"$tmp/mig" || fail "mig-setup"
+mig0=$(sed -n 1p "$tmp/mig")
+mig1=$(sed -n 2p "$tmp/mig")
+CUDA_VISIBLE_DEVICES=$mig1 drv info >"$tmp/info6"
+grep -q "^0 name=NVIDIA A100-SXM4-40GB MIG 1g.5gb uuid=${mig1#MIG-} mem_mib=4864 sms=14 " "$tmp/info6" ||
+  fail "MIG device by UUID: $(cat "$tmp/info6")"
+drv info >"$tmp/info7"
+grep -q "^0 name=NVIDIA A100-SXM4-40GB MIG 1g.5gb uuid=${mig0#MIG-} " "$tmp/info7" ||
+  fail "without CUDA_VISIBLE_DEVICES a MIG-mode GPU gives its MIG devices: $(head -2 "$tmp/info7")"
+[ "$(wc -l <"$tmp/info7")" -eq 9 ] || fail "2 MIG devices + 7 GPUs: $(cat "$tmp/info7")"
+CUDA_VISIBLE_DEVICES=$mig1 "$drvbin" hold 1000 60 >"$tmp/hold-mig" &
+migholder=$!
+pids+=($migholder)
+wait_for "$tmp/hold-mig" '^ready'
+sim cuda-processes >"$tmp/procs"
+grep -Eq "^0 +[0-9]+ +0 +$migholder +1000.0 " "$tmp/procs" || fail "MIG process in migkit-sim: $(cat "$tmp/procs")"
+CUDA_VISIBLE_DEVICES=$mig1 drv oom >"$tmp/oom-mig" || fail "OOM on a MIG device: $(cat "$tmp/oom-mig")"
+kill -9 "$migholder"
+wait "$migholder" 2>/dev/null || true
+sim cuda-processes >"$tmp/procs"
+[ "$(wc -l <"$tmp/procs")" -eq 1 ] || fail "killed MIG process still listed: $(cat "$tmp/procs")"
+
+if [ "$failures" -ne 0 ]; then
+  echo "$failures failure(s)" >&2
+  exit 1
+fi
+echo "test-cuda-sim: all passed"
