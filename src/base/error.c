@@ -75,6 +75,17 @@ void mk_error_prefix(struct mk_error *e, const char *fmt, ...) {
                 memcpy(e->msg + sizeof(e->msg) - 4, "...", 4);
 }
 
+int mk_error_ensure(struct mk_error *e, int code, const char *fmt, ...) {
+        if (!e || code >= 0 || e->code != 0)
+                return code;
+        char what[MK_ERROR_MSG_MAX];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(what, sizeof(what), fmt, ap);
+        va_end(ap);
+        return mk_error_set(e, code, "%s: %s", what, strerror(-code));
+}
+
 void mk_error_clear(struct mk_error *e) {
         if (e)
                 memset(e, 0, sizeof(*e));

@@ -31,6 +31,12 @@ int mk_error_set_field(struct mk_error *e, int code, const char *field, const ch
 /* Prefixes the existing message with "<prefix>: " (for callers adding context). */
 void mk_error_prefix(struct mk_error *e, const char *fmt, ...) _printf_(2, 3);
 
+/* For a public entry point whose inner code may fail without detail (a bare
+ * -ENOMEM): when `code` is negative and `e` holds no error yet, sets
+ * "<fmt>: <strerror(-code)>". Returns `code` either way, so callers write
+ * `return mk_error_ensure(e, r, "Failed to load '%s'", path)`. */
+int mk_error_ensure(struct mk_error *e, int code, const char *fmt, ...) _printf_(3, 4);
+
 void mk_error_clear(struct mk_error *e);
 
 /* Formats "file:line:column: msg", "field: msg" or "msg" into buf (always

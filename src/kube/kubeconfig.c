@@ -438,8 +438,8 @@ static void ctx_path_set(struct mk_yaml_ctx *c, const char *file, const char *pa
         mk_yaml_path_push_key(c, key);
 }
 
-int mk_kube_config_from_kubeconfig(const char *paths, const char *context, struct mk_kube_config *ret,
-                                   struct mk_error *e) {
+static int from_kubeconfig(const char *paths, const char *context, struct mk_kube_config *ret,
+                           struct mk_error *e) {
         _cleanup_(kc_done) struct kc k = {};
         _cleanup_kube_config_done_ struct mk_kube_config cfg = {};
         struct mk_yaml_ctx c = {.e = e};
@@ -534,7 +534,7 @@ int mk_kube_config_from_kubeconfig(const char *paths, const char *context, struc
 
 /* ---- in-cluster ---- */
 
-int mk_kube_config_in_cluster(const char *root, struct mk_kube_config *ret, struct mk_error *e) {
+static int in_cluster(const char *root, struct mk_kube_config *ret, struct mk_error *e) {
         _cleanup_kube_config_done_ struct mk_kube_config cfg = {};
         _cleanup_free_ char *dir = NULL, *token_path = NULL, *ca_path = NULL, *ns_path = NULL, *ns = NULL;
         int r;
@@ -581,6 +581,15 @@ int mk_kube_config_in_cluster(const char *root, struct mk_kube_config *ret, stru
         *ret = cfg;
         cfg = (struct mk_kube_config) {};
         return 0;
+}
+
+int mk_kube_config_from_kubeconfig(const char *paths, const char *context, struct mk_kube_config *ret,
+                                   struct mk_error *e) {
+        return mk_error_ensure(e, from_kubeconfig(paths, context, ret, e), "Failed to load kubeconfig '%s'", paths);
+}
+
+int mk_kube_config_in_cluster(const char *root, struct mk_kube_config *ret, struct mk_error *e) {
+        return mk_error_ensure(e, in_cluster(root, ret, e), "Failed to read the in-cluster configuration");
 }
 
 int mk_kube_config_load(const char *root, struct mk_kube_config *ret, struct mk_error *e) {
