@@ -66,3 +66,4 @@ int cli_manager(int argc, char **argv);
 int cli_labels(int argc, char **argv);
 int cli_device_plugin(int argc, char **argv);
 int cli_scheduler(int argc, char **argv);
+int cli_config_manager(int argc, char **argv);

@@ -19,7 +19,7 @@
 
 /* Every command is a weak reference: `migkit` links the node commands, and
  * each daemon executable (migkit-manager, migkit-device-plugin,
- * migkit-scheduler) links its own command, so that `migkit --version` and
+ * migkit-scheduler, migkit-config-manager) links its own command, so that `migkit --version` and
  * `migkit apply` never load gRPC, libcurl or libmicrohttpd. A command whose
  * code is not linked in runs in migkit-<command> (exec_command()). */
 #pragma weak cli_profiles
@@ -33,6 +33,7 @@
 #pragma weak cli_labels
 #pragma weak cli_device_plugin
 #pragma weak cli_scheduler
+#pragma weak cli_config_manager
 
 static void help(void) {
         printf("Usage: migkit [GLOBAL OPTIONS] COMMAND [OPTIONS]\n"
@@ -51,6 +52,7 @@ static void help(void) {
                "  labels                GPU feature discovery labels of this node (key=value)\n"
                "  device-plugin         Kubernetes device plugin (kubelet v1beta1 API) for GPUs and MIG devices\n"
                "  scheduler             kube-scheduler extender: dynamic MIG placement for gpumem requests\n"
+               "  config-manager        Link the device plugin config a node label selects (GPU Operator)\n"
                "\n"
                "Global options:\n"
                "  --simulate MACHINE    Run against the NVML simulator, on a simulated MACHINE\n"
@@ -65,7 +67,7 @@ static void help(void) {
                "\n"
                "Environment: MIGKIT_NVML_LIB (NVML library to load, default libnvidia-ml.so.1),\n"
                "MIGKIT_SIM_STATE (simulator state file with --simulate), MIGKIT_LIBEXEC_DIR (where\n"
-               "migkit-manager, migkit-device-plugin and migkit-scheduler are, default: next to\n"
+               "migkit-manager, migkit-device-plugin, ... are, default: next to\n"
                "migkit, then " MK_LIBEXEC_REL " from it).\n"
                "Run 'migkit COMMAND --help' for the options of a command.\n");
 }
@@ -86,7 +88,10 @@ static int exe_dir(char *buf, size_t size) {
 /* Replaces this process with migkit-<cmd>, found next to this executable
  * (the build tree) or in MK_LIBEXEC_REL from it (installed), or in
  * $MIGKIT_LIBEXEC_DIR; argv is passed on whole (global options, command and
- * its options), argv[0] set to the executable. Returns only on failure. */
+ * its options). argv[0] becomes the executable's path, but a GPU Operator
+ * name stays (upstream's config-manager finds the process to signal by it);
+ * MIGKIT_EXEC_COMMAND tells the executable that argv is migkit's already.
+ * Returns only on failure. */
 static int exec_command(const char *cmd, char **argv) {
         char dir[PATH_MAX], path[PATH_MAX + 64];
         const char *env_dir = secure_getenv("MIGKIT_LIBEXEC_DIR");
@@ -105,7 +110,10 @@ static int exec_command(const char *cmd, char **argv) {
                 n = snprintf(path, sizeof(path), "%s/migkit-%s", dirs[i], cmd);
                 if (n < 0 || (size_t) n >= sizeof(path) || access(path, X_OK) < 0)
                         continue;
-                argv[0] = path;
+                if (!cli_upstream_name(argv[0]))
+                        argv[0] = path;
+                if (setenv("MIGKIT_EXEC_COMMAND", cmd, 1) < 0)
+                        return MK_EXIT_FAILURE;
                 execv(path, argv);
                 fprintf(stderr, "Error: cannot run '%s': %m\n", path);
                 return MK_EXIT_FAILURE;
@@ -279,6 +287,7 @@ int cli_main(int argc, char **argv) {
                 {"labels", cli_labels},
                 {"device-plugin", cli_device_plugin},
                 {"scheduler", cli_scheduler},
+                {"config-manager", cli_config_manager},
         };
         const char *cmd = argv[optind];
         if (streq(cmd, "help")) {
@@ -299,6 +308,11 @@ int cli_main(int argc, char **argv) {
 }
 
 int main(int argc, char **argv) {
+        /* Run by exec_command(): a migkit command line, whatever argv[0] is. */
+        if (secure_getenv("MIGKIT_EXEC_COMMAND")) {
+                (void) unsetenv("MIGKIT_EXEC_COMMAND");
+                return cli_main(argc, argv);
+        }
         if (argc > 0 && cli_upstream_name(argv[0]))
                 return cli_upstream_main(argc, argv);
         return cli_main(argc, argv);

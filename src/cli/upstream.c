@@ -139,6 +139,8 @@ static const struct upstream_program programs[] = {
         {"nvidia-mig-manager", "manager", mig_manager_flags, ELEMENTSOF(mig_manager_flags)},
         {"nvidia-device-plugin", "device-plugin", device_plugin_flags, ELEMENTSOF(device_plugin_flags)},
         {"gpu-feature-discovery", "labels", gfd_flags, ELEMENTSOF(gfd_flags)},
+        /* Upstream's flags and variables are config-manager's own. */
+        {"config-manager", "config-manager", NULL, 0},
 };
 
 _Static_assert(ELEMENTSOF(mig_manager_flags) <= MAX_FLAGS && ELEMENTSOF(device_plugin_flags) <= MAX_FLAGS &&
@@ -455,10 +457,13 @@ int cli_upstream_main(int argc, char **argv) {
                 mk_log_set_level(MK_LOG_DEBUG);
 
         _cleanup_(argv_buf_done) struct argv_buf out = {};
-        (void) push(&out, "migkit");
-        if (!p->command) {
+        (void) push(&out, argv[0]); /* kept: the process is found by it (main.c, exec_command()) */
+        if (!p->flags) {
                 /* nvidia-mig-parted: the same global options and commands as
-                 * migkit (apply, assert, export, ...); `version` is --version. */
+                 * migkit (apply, assert, export, ...); `version` is --version.
+                 * config-manager: the command takes upstream's flags. */
+                if (p->command && push(&out, p->command) < 0)
+                        return MK_EXIT_USAGE;
                 for (int i = 1; i < argc; i++)
                         if (push(&out, i == 1 && streq(argv[i], "version") ? "--version" : argv[i]) < 0)
                                 return MK_EXIT_USAGE;

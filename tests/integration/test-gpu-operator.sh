@@ -12,6 +12,7 @@ pids=()
 cleanup() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
   wait 2>/dev/null || true
+  [ -z "${MIGKIT_K8S_TESTENV:-}" ] || "$MIGKIT_K8S_TESTENV" stop "$tmp/k8s" >/dev/null 2>&1 || true
   rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -28,10 +29,11 @@ expect() {
   [ "$rc" = "$want" ] || fail "$* exited $rc, not $want: $(tail -5 "$tmp/out")"
 }
 
-for n in nvidia-mig-parted nvidia-mig-manager nvidia-device-plugin gpu-feature-discovery; do
+for n in nvidia-mig-parted nvidia-mig-manager nvidia-device-plugin gpu-feature-discovery config-manager; do
   [ -L "$bindir/$n" ] && [ "$(readlink "$bindir/$n")" = migkit ] || fail "$bindir/$n is not a link to migkit"
-  expect 0 "$bindir/$n" --version
-  grep -q "^$n (migkit [0-9]" "$tmp/out" || [ "$n" = nvidia-mig-parted ] || fail "$n --version: $(cat "$tmp/out")"
+  [ "$n" = config-manager ] || expect 0 "$bindir/$n" --version
+  grep -q "^$n (migkit [0-9]" "$tmp/out" || [ "$n" = nvidia-mig-parted ] || [ "$n" = config-manager ] ||
+    fail "$n --version: $(cat "$tmp/out")"
 done
 
 # ---- nvidia-mig-parted: migkit's command line ----
@@ -102,8 +104,11 @@ for _ in $(seq 300); do [ -S "$sock" ] && break; sleep 0.1; done
 for w in 'restart-on-device-unhealthy is ignored' 'nvidia-ctk-path is ignored' 'MPS_ROOT=/run/nvidia/mps is ignored'; do
   grep -q -- "$w" "$tmp/dp.log" || fail "device plugin log lacks '$w': $(head -5 "$tmp/dp.log")"
 done
-grep -q 'migkit-device-p\|migkit-device-plugin' "/proc/$dp_pid/comm" "/proc/$dp_pid/cmdline" 2>/dev/null \
-  || fail "nvidia-device-plugin does not run in migkit-device-plugin: $(tr '\0' ' ' <"/proc/$dp_pid/cmdline")"
+grep -q 'migkit-device-p' "/proc/$dp_pid/comm" \
+  || fail "nvidia-device-plugin does not run in migkit-device-plugin: $(cat "/proc/$dp_pid/comm")"
+# argv[0] stays what the operator's script ran: config-manager signals the process by it.
+[ "$(tr '\0' '\n' <"/proc/$dp_pid/cmdline" | head -1)" = "$D" ] \
+  || fail "argv[0] of the device plugin: $(tr '\0' ' ' <"/proc/$dp_pid/cmdline")"
 kill -TERM "$dp_pid"
 rc=0; wait "$dp_pid" || rc=$?
 [ "$rc" = 0 ] || fail "nvidia-device-plugin exited $rc after SIGTERM: $(tail -3 "$tmp/dp.log")"
@@ -125,12 +130,55 @@ for w in 'host-kubelet-systemd-service is ignored' 'reconfigure-script is ignore
 done
 grep -q 'kubelet.service' "$tmp/out" && fail "nvidia-mig-manager passed -k on as a hooks file: $(cat "$tmp/out")"
 
+# ---- config-manager: upstream's flags; against a real apiserver when the k8s-testenv is built ----
+C=$bindir/config-manager
+expect 0 "$C" --help
+grep -q 'CONFIG_FILE_SRCDIR' "$tmp/out" || fail "config-manager --help: $(head -3 "$tmp/out")"
+NODE_NAME=n1 CONFIG_FILE_DST=$tmp/x expect 2 "$C" --oneshot
+grep -q 'invalid <config-file-srcdir>: must not be empty string' "$tmp/out" || fail "config-manager: $(cat "$tmp/out")"
+cache=$("${MIGKIT_K8S_TESTENV:-/nonexistent}" path 2>/dev/null || true)
+if [ -z "${MIGKIT_K8S_TESTENV:-}" ] || [ ! -x "$cache/bin/kube-apiserver" ] || [ "${MIGKIT_SKIP_K8S:-}" = 1 ]; then
+  echo "SKIP: config-manager against an apiserver (k8s-testenv not built: scripts/k8s-testenv build)"
+else
+  envlines=$("$MIGKIT_K8S_TESTENV" start "$tmp/k8s" --no-build --owner-pid $$) || fail "k8s-testenv start failed"
+  eval "$envlines"
+  kc() { "$MIGKIT_K8S_KUBECTL" --kubeconfig "$KUBECONFIG" --request-timeout=20s "$@"; }
+  kc create -f - >/dev/null <<'EOF2' || fail "create the node"
+{"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1", "labels": {"nvidia.com/device-plugin.config": "a100"}}}
+EOF2
+  mkdir -p "$tmp/avail" "$tmp/cfg"
+  printf 'version: v1\nflags:\n  migStrategy: mixed\n' >"$tmp/avail/a100"
+  printf 'version: v1\nflags:\n  migStrategy: single\n' >"$tmp/avail/h100"
+  export NODE_NAME=n1 NODE_LABEL=nvidia.com/device-plugin.config CONFIG_FILE_SRCDIR=$tmp/avail \
+    CONFIG_FILE_DST=$tmp/cfg/config.yaml DEFAULT_CONFIG= SEND_SIGNAL=false SIGNAL= PROCESS_TO_SIGNAL= ONESHOT=true
+  expect 0 "$C"
+  [ "$(readlink "$tmp/cfg/config.yaml")" = "$tmp/avail/a100" ] || fail "oneshot link: $(ls -l "$tmp/cfg")"
+  # The sidecar: follows the label and sends SIGHUP to the process named nvidia-device-plugin.
+  (exec -a nvidia-device-plugin sleep 120) &
+  victim=$!
+  pids+=("$victim")
+  ONESHOT=false SEND_SIGNAL=true SIGNAL=1 PROCESS_TO_SIGNAL=nvidia-device-plugin "$C" >"$tmp/cm.log" 2>&1 &
+  cm_pid=$!
+  pids+=("$cm_pid")
+  sleep 1
+  kc label node n1 --overwrite nvidia.com/device-plugin.config=h100 >/dev/null
+  for _ in $(seq 200); do [ "$(readlink "$tmp/cfg/config.yaml")" = "$tmp/avail/h100" ] && break; sleep 0.1; done
+  [ "$(readlink "$tmp/cfg/config.yaml")" = "$tmp/avail/h100" ] || fail "label change not followed: $(cat "$tmp/cm.log")"
+  rc=0; wait "$victim" || rc=$?
+  [ "$rc" = $((128 + 1)) ] || fail "the process named nvidia-device-plugin did not get SIGHUP (exit $rc): $(cat "$tmp/cm.log")"
+  kill -TERM "$cm_pid"
+  rc=0; wait "$cm_pid" || rc=$?
+  [ "$rc" = 0 ] || fail "config-manager exited $rc after SIGTERM: $(tail -3 "$tmp/cm.log")"
+  "$MIGKIT_K8S_TESTENV" stop "$tmp/k8s" >/dev/null 2>&1 || true
+  unset NODE_NAME NODE_LABEL CONFIG_FILE_SRCDIR CONFIG_FILE_DST DEFAULT_CONFIG SEND_SIGNAL SIGNAL PROCESS_TO_SIGNAL ONESHOT
+fi
+
 # ---- cmake --install creates the links and the daemon executables ----
 if DESTDIR=$tmp/root cmake --install "$MIGKIT_BUILD_DIR" --prefix /usr >"$tmp/install.log" 2>&1; then
-  for n in nvidia-mig-parted nvidia-mig-manager nvidia-device-plugin gpu-feature-discovery; do
+  for n in nvidia-mig-parted nvidia-mig-manager nvidia-device-plugin gpu-feature-discovery config-manager; do
     [ "$(readlink "$tmp/root/usr/bin/$n")" = migkit ] || fail "installed $n is not a link to migkit"
   done
-  for d in manager device-plugin scheduler; do
+  for d in manager device-plugin scheduler config-manager; do
     [ -x "$tmp/root/usr/lib/migkit/migkit-$d" ] || fail "installed tree lacks /usr/lib/migkit/migkit-$d"
   done
   expect 0 "$tmp/root/usr/bin/nvidia-device-plugin" --help
