@@ -1,0 +1,97 @@
+/* The fit policy, written once (internal to plan/fit*.c): which placement
+ * of a profile wins on one GPU, which profile is smaller, in which order
+ * GPUs are taken, and the node score (docs/scheduler-fit.md §3, §4). Every
+ * path of the fit (capacity tables, per-call computation, node caches)
+ * decides through these, so they cannot drift apart.
+ *
+ * The placement rule: the smallest adequate profile is placed where the
+ * loss (C before - C after, plan/fit-geometry.h) is smallest, which keeps
+ * large aligned blocks whole (buddy-allocator behaviour: a 1g on an empty
+ * GPU goes to unit 6, whose block no 2g can use). Equal losses go to the
+ * higher start, next to what is already there (and away from unit 0, where
+ * the 4g and the 7g start). */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/macro.h"
+#include "mig/gpu.h"
+#include "plan/fit.h"
+
+/* --- one GPU: the placement ------------------------------------------------------ */
+
+/* The best placement offered so far on one GPU (fit_pick_offer). */
+struct fit_pick {
+        bool found;
+        size_t profile;                 /* index into the GPU's profiles */
+        unsigned start;                 /* of the placement, in memory units */
+        unsigned loss;                  /* C(before) - C(after) */
+};
+
+#define FIT_PICK_NONE ((struct fit_pick) {.found = false})
+
+/* THE tie-break of placements: whether a placement losing `loss` at `start`
+ * beats one losing `best_loss` at `best_start`: less lost capacity, then
+ * the higher start. */
+static inline bool fit_spot_better(unsigned loss, unsigned start, unsigned best_loss, unsigned best_start) {
+        return loss < best_loss || (loss == best_loss && start > best_start);
+}
+
+/* Offers a placement (profiles of equal rank only, fit_profile_rank_compare)
+ * to the pick; it keeps the better one. */
+static inline void fit_pick_offer(struct fit_pick *b, size_t profile, unsigned start, unsigned loss) {
+        if (!b->found || fit_spot_better(loss, start, b->loss, b->start))
+                *b = (struct fit_pick) {.found = true, .profile = profile, .start = start, .loss = loss};
+}
+
+/* Smaller first: memory, then compute slices. Negative when `a` is smaller. */
+static inline int fit_profile_rank_compare(const struct mk_gi_profile *a, const struct mk_gi_profile *b) {
+        if (a->memory_mib != b->memory_mib)
+                return a->memory_mib < b->memory_mib ? -1 : 1;
+        return a->slices < b->slices ? -1 : a->slices > b->slices;
+}
+
+/* --- the node: which GPUs ---------------------------------------------------------- */
+
+/* What a request can get on one GPU: its best placement there and what the
+ * GPU order reads of it. */
+struct fit_cand {
+        unsigned kind;                  /* enum fit_kind (fit-place.h): what the room is */
+        unsigned gpu;
+        size_t profile;                 /* index into that GPU's profiles */
+        unsigned start;                 /* of the placement, in memory units */
+        uint64_t memory_mib;            /* of the profile: smaller first */
+        unsigned slices;                /* of the profile: fewer first */
+        unsigned loss;                  /* C(before) - C(after) */
+        unsigned used_units;            /* before */
+};
+
+/* The order GPUs are taken in: the candidate's profile size (memory, then
+ * slices), then (spread) fewest used units, then the loss, then (binpack)
+ * most used units, then the GPU index. Negative when `a` goes first. */
+int fit_cand_compare(const struct fit_cand *a, const struct fit_cand *b, enum mk_fit_policy gpu_policy) _nonnull_(1, 2);
+
+/* Puts the best `gpus` of the n_cands candidates first, in order. */
+void fit_cands_select(struct fit_cand *cands, size_t n_cands, unsigned gpus, enum mk_fit_policy gpu_policy)
+        _nonnull_(1);
+
+/* --- the node: its score ------------------------------------------------------------ */
+
+/* The node after an allocation, in integers (so every path gives the same
+ * doubles): units, C and ideal sums over available GPUs, the chosen
+ * placements' losses and their GPUs' empty capacity. */
+struct fit_sums {
+        unsigned total_units, used_units, cap_sum, ideal_sum, loss, empty_cap;
+};
+
+/* The node's score in [0, 100] and its fragmentation in [0, 1] after the
+ * allocation. `res_util` is the pod's and the node's CPU/memory utilisation
+ * in [0, 1], used when `have_res`. */
+void fit_node_score(const struct fit_sums *sm, enum mk_fit_policy node_policy, bool have_res, double res_util,
+                    double *ret_score, double *ret_fragmentation) _nonnull_(1, 5, 6);
+
+static inline double fit_clamp01(double x) {
+        return x < 0 ? 0 : x > 1 ? 1 : x;
+}
