@@ -8,7 +8,11 @@
  * from many threads at once on shared inputs. Decisions take microseconds.
  *
  * Units: placements in memory units (mk_gi_profile.placements, 8 or 4 per
- * GPU), memory in MiB, cores in percent of the whole GPU's SMs. */
+ * GPU), memory in MiB, cores in percent of the whole GPU's SMs.
+ *
+ * This header is the module's API; the implementation is split by concern
+ * (fit.c, fit-geometry.c, fit-place.c, fit-score.c, whose headers are
+ * internal to plan/), docs/scheduler-fit.md says which does what. */
 #pragma once
 
 #include <errno.h>
