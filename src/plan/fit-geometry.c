@@ -264,12 +264,6 @@ uint32_t fit_free_starts(const struct mk_fit_gpu *g, const struct fit_gpu_state 
         return fit_free_runs(s->all & ~s->used, pi->size) & pi->starts;
 }
 
-size_t fit_placement_index(const struct mk_gi_profile *p, unsigned start) {
-        for (size_t i = 0; i < p->n_placements; i++)
-                if (p->placements[i].start == start)
-                        return i;
-        return 0; /* not reached: starts come from the placements */
-}
 
 static uint64_t free_placements(const struct mk_fit_gpu *g, const struct fit_gpu_state *s, size_t j) {
         const struct mk_gi_profile *p = &g->profiles[j];

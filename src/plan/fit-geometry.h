@@ -83,7 +83,12 @@ bool fit_variant_matches(const struct mk_gi_profile *p, const char *v) _nonnull_
 
 /* The index of the placement of `p` starting at `start` (a start taken from
  * the profile's placements); 0 when none does. */
-size_t fit_placement_index(const struct mk_gi_profile *p, unsigned start) _nonnull_(1);
+static inline size_t fit_placement_index(const struct mk_gi_profile *p, unsigned start) {
+        for (size_t i = 0; i < p->n_placements; i++)
+                if (p->placements[i].start == start)
+                        return i;
+        return 0; /* not reached: starts come from the placements */
+}
 
 /* --- capacity tables ------------------------------------------------------------ */
 

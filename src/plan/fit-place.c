@@ -28,7 +28,7 @@ static uint64_t needs_mib(const struct fit_needs *n, uint64_t memory_mib) {
 /* Whether profile `p` (pi: its fit information) is adequate for the request
  * on a GPU of `units` memory units whose core base is `s`: placements,
  * variant, memory (or every unit when whole), cores. */
-static bool profile_adequate(const struct mk_gi_profile *p, const struct fit_pinfo *pi, unsigned units,
+static inline bool profile_adequate(const struct mk_gi_profile *p, const struct fit_pinfo *pi, unsigned units,
                              uint64_t need, const struct fit_needs *n, const struct fit_gpu_state *s) {
         if (p->n_placements == 0)
                 return false;
@@ -94,7 +94,7 @@ static struct fit_cand mig_cand(unsigned gi, const struct mk_gi_profile *p, cons
 /* The MIG room on GPU `gi`: the smallest adequate profile with a free
  * placement, at the placement fit_pick_offer() keeps; false when the
  * request has no free placement there. Computes s->cap on the way. */
-static bool mig_best(const struct mk_fit_gpu *g, struct fit_gpu_state *s, unsigned gi, const struct fit_needs *n,
+static inline bool mig_best(const struct mk_fit_gpu *g, struct fit_gpu_state *s, unsigned gi, const struct fit_needs *n,
                      struct fit_cand *ret) {
         adequate_profiles(g, s, n);
         const struct fit_profset *ps = s->ps;

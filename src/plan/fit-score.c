@@ -31,32 +31,6 @@ enum mk_fit_policy mk_fit_policy_from_string(const char *s) {
         return _MK_FIT_POLICY_INVALID;
 }
 
-int fit_cand_compare(const struct fit_cand *a, const struct fit_cand *b, enum mk_fit_policy gpu_policy) {
-        if (a->memory_mib != b->memory_mib)
-                return a->memory_mib < b->memory_mib ? -1 : 1;
-        if (a->slices != b->slices)
-                return a->slices < b->slices ? -1 : 1;
-        if (gpu_policy == MK_FIT_SPREAD && a->used_units != b->used_units)
-                return a->used_units < b->used_units ? -1 : 1;
-        if (a->loss != b->loss)
-                return a->loss < b->loss ? -1 : 1;
-        if (gpu_policy == MK_FIT_BINPACK && a->used_units != b->used_units)
-                return a->used_units > b->used_units ? -1 : 1;
-        return a->gpu < b->gpu ? -1 : a->gpu > b->gpu;
-}
-
-void fit_cands_select(struct fit_cand *cands, size_t n_cands, unsigned gpus, enum mk_fit_policy gpu_policy) {
-        for (size_t k = 0; k < gpus && k < n_cands; k++) {
-                size_t bi = k;
-                for (size_t i = k + 1; i < n_cands; i++)
-                        if (fit_cand_compare(&cands[i], &cands[bi], gpu_policy) < 0)
-                                bi = i;
-                struct fit_cand t = cands[k];
-                cands[k] = cands[bi];
-                cands[bi] = t;
-        }
-}
-
 void fit_node_score(const struct fit_sums *sm, enum mk_fit_policy node_policy, bool have_res, double res_util,
                     double *ret_score, double *ret_fragmentation) {
         double util = sm->total_units > 0 ? (double) sm->used_units / sm->total_units : 0;

@@ -71,11 +71,32 @@ struct fit_cand {
 /* The order GPUs are taken in: the candidate's profile size (memory, then
  * slices), then (spread) fewest used units, then the loss, then (binpack)
  * most used units, then the GPU index. Negative when `a` goes first. */
-int fit_cand_compare(const struct fit_cand *a, const struct fit_cand *b, enum mk_fit_policy gpu_policy) _nonnull_(1, 2);
+static inline int fit_cand_compare(const struct fit_cand *a, const struct fit_cand *b, enum mk_fit_policy gpu_policy) {
+        if (a->memory_mib != b->memory_mib)
+                return a->memory_mib < b->memory_mib ? -1 : 1;
+        if (a->slices != b->slices)
+                return a->slices < b->slices ? -1 : 1;
+        if (gpu_policy == MK_FIT_SPREAD && a->used_units != b->used_units)
+                return a->used_units < b->used_units ? -1 : 1;
+        if (a->loss != b->loss)
+                return a->loss < b->loss ? -1 : 1;
+        if (gpu_policy == MK_FIT_BINPACK && a->used_units != b->used_units)
+                return a->used_units > b->used_units ? -1 : 1;
+        return a->gpu < b->gpu ? -1 : a->gpu > b->gpu;
+}
 
 /* Puts the best `gpus` of the n_cands candidates first, in order. */
-void fit_cands_select(struct fit_cand *cands, size_t n_cands, unsigned gpus, enum mk_fit_policy gpu_policy)
-        _nonnull_(1);
+static inline void fit_cands_select(struct fit_cand *cands, size_t n_cands, unsigned gpus, enum mk_fit_policy gpu_policy) {
+        for (size_t k = 0; k < gpus && k < n_cands; k++) {
+                size_t bi = k;
+                for (size_t i = k + 1; i < n_cands; i++)
+                        if (fit_cand_compare(&cands[i], &cands[bi], gpu_policy) < 0)
+                                bi = i;
+                struct fit_cand t = cands[k];
+                cands[k] = cands[bi];
+                cands[bi] = t;
+        }
+}
 
 /* --- the node: its score ------------------------------------------------------------ */
 
