@@ -219,14 +219,6 @@ unsigned fit_ideal_slow(const struct mk_fit_gpu *g, const struct fit_gpu_state *
         return c;
 }
 
-/* Fragmentation parts of a free mask: C(free) and the ideal, at least C. */
-void fit_frag_parts(const struct mk_fit_gpu *g, struct fit_gpu_state *s, uint32_t free, unsigned free_slices,
-                       size_t extra, unsigned *ret_cap, unsigned *ret_ideal) {
-        unsigned cap = fit_capacity(g, s, free, free_slices, extra);
-        unsigned ideal = fit_ideal_capacity(g, s, fit_popcount32(free & s->all), free_slices);
-        *ret_cap = cap;
-        *ret_ideal = MAX(ideal, cap);
-}
 
 /* C(free) and the ideal (at least C) of a GPU as it is. */
 void fit_gpu_now(const struct mk_fit_gpu *g, struct fit_gpu_state *s, unsigned *ret_cap, unsigned *ret_ideal) {
@@ -243,13 +235,6 @@ void fit_gpu_now(const struct mk_fit_gpu *g, struct fit_gpu_state *s, unsigned *
         *ret_ideal = s->ideal;
 }
 
-unsigned fit_profile_cores(const struct fit_gpu_state *s, const struct mk_gi_profile *p) {
-        if (s->sms > 0 && p->multiprocessors > 0)
-                return (unsigned) (((uint64_t) p->multiprocessors * 100 + s->sms - 1) / s->sms);
-        if (s->slices > 0)
-                return (p->slices * 100 + s->slices - 1) / s->slices;
-        return 0;
-}
 
 /* Starts of the free placements of profile j (bit s: the placement at s). */
 uint32_t fit_free_starts(const struct mk_fit_gpu *g, const struct fit_gpu_state *s, size_t j) {
@@ -319,11 +304,8 @@ unsigned mk_fit_profile_cores(const struct mk_fit_gpu *g, const struct mk_gi_pro
                 max_slices = MAX(max_slices, g->profiles[j].slices);
                 max_sms = MAX(max_sms, g->profiles[j].multiprocessors);
         }
-        struct fit_gpu_state s = {
-                .slices = g->slices > 0 ? g->slices : max_slices,
-                .sms = g->multiprocessors > 0 ? g->multiprocessors : max_sms,
-        };
-        return fit_profile_cores(&s, p);
+        return fit_profile_cores(g->multiprocessors > 0 ? g->multiprocessors : max_sms,
+                                 g->slices > 0 ? g->slices : max_slices, p);
 }
 
 int mk_fit_gpu_validate(const struct mk_fit_gpu *g, struct mk_error *e) {

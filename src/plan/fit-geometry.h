@@ -128,7 +128,7 @@ struct fit_profset {
         unsigned max_slices, max_sms;
         const struct mk_fit_tables *tab;        /* usable tables, or NULL */
         /* The request's adequate profiles for GPUs with these values, kept
-         * here by plan/fit-place.c (the request is the same for the call). */
+         * here by plan/fit.c (the request is the same for the call). */
         bool adq_known;
         uint64_t adq_mem_mib;
         unsigned adq_sms, adq_slices;
@@ -205,15 +205,28 @@ static inline unsigned fit_ideal_capacity(const struct mk_fit_gpu *g, const stru
 }
 
 /* Fragmentation parts of a free mask: C(free) and the ideal, at least C. */
-void fit_frag_parts(const struct mk_fit_gpu *g, struct fit_gpu_state *s, uint32_t free, unsigned free_slices,
-                    size_t extra, unsigned *ret_cap, unsigned *ret_ideal) _nonnull_(1, 2, 6, 7);
+static inline void fit_frag_parts(const struct mk_fit_gpu *g, struct fit_gpu_state *s, uint32_t free, unsigned free_slices,
+                       size_t extra, unsigned *ret_cap, unsigned *ret_ideal) {
+        unsigned cap = fit_capacity(g, s, free, free_slices, extra);
+        unsigned ideal = fit_ideal_capacity(g, s, fit_popcount32(free & s->all), free_slices);
+        *ret_cap = cap;
+        *ret_ideal = MAX(ideal, cap);
+}
 
 /* C(free) and the ideal (at least C) of a GPU as it is. */
 void fit_gpu_now(const struct mk_fit_gpu *g, struct fit_gpu_state *s, unsigned *ret_cap,
                  unsigned *ret_ideal) _nonnull_(1, 2, 3, 4);
 
-/* The profile's core share as `cores_percent` compares it. */
-unsigned fit_profile_cores(const struct fit_gpu_state *s, const struct mk_gi_profile *p) _nonnull_(1, 2);
+/* The profile's core share as `cores_percent` compares it, on a GPU of
+ * `sms` SMs and `slices` compute slices: ceil(SMs * 100 / GPU SMs), by
+ * slices when SMs are unknown. */
+static inline unsigned fit_profile_cores(unsigned sms, unsigned slices, const struct mk_gi_profile *p) {
+        if (sms > 0 && p->multiprocessors > 0)
+                return (unsigned) (((uint64_t) p->multiprocessors * 100 + sms - 1) / sms);
+        if (slices > 0)
+                return (p->slices * 100 + slices - 1) / slices;
+        return 0;
+}
 
 /* Starts of the free placements of profile j (bit s: the placement at s),
  * slices and instance limit included. */

@@ -58,7 +58,7 @@ static inline int fit_profile_rank_compare(const struct mk_gi_profile *a, const 
 /* What a request can get on one GPU: its best placement there and what the
  * GPU order reads of it. */
 struct fit_cand {
-        unsigned kind;                  /* enum fit_kind (fit-place.h): what the room is */
+        unsigned kind;                  /* enum fit_kind (fit.c): what the room is */
         unsigned gpu;
         size_t profile;                 /* index into that GPU's profiles */
         unsigned start;                 /* of the placement, in memory units */
@@ -107,12 +107,36 @@ struct fit_sums {
         unsigned total_units, used_units, cap_sum, ideal_sum, loss, empty_cap;
 };
 
+static inline double fit_clamp01(double x) {
+        return x < 0 ? 0 : x > 1 ? 1 : x;
+}
+
+/* Node score weights (docs/scheduler-fit.md §4): the rest of 1 goes to
+ * "keep", the share of an empty GPU's capacity the pod does not destroy.
+ * With CPU/memory known, half the utilisation weight goes to them. */
+#define FIT_W_UTIL_BINPACK 0.15
+#define FIT_W_UTIL_SPREAD 0.60
+#define FIT_W_FRAG 0.05
+
 /* The node's score in [0, 100] and its fragmentation in [0, 1] after the
  * allocation. `res_util` is the pod's and the node's CPU/memory utilisation
  * in [0, 1], used when `have_res`. */
-void fit_node_score(const struct fit_sums *sm, enum mk_fit_policy node_policy, bool have_res, double res_util,
-                    double *ret_score, double *ret_fragmentation) _nonnull_(1, 5, 6);
-
-static inline double fit_clamp01(double x) {
-        return x < 0 ? 0 : x > 1 ? 1 : x;
+static inline void fit_node_score(const struct fit_sums *sm, enum mk_fit_policy node_policy, bool have_res,
+                                  double res_util, double *ret_score, double *ret_fragmentation) {
+        double util = sm->total_units > 0 ? (double) sm->used_units / sm->total_units : 0;
+        double frag = sm->ideal_sum > 0 ? 1.0 - (double) sm->cap_sum / sm->ideal_sum : 0;
+        double keep = sm->empty_cap > 0 ? 1.0 - (double) sm->loss / sm->empty_cap : 1;
+        double w_util = node_policy == MK_FIT_BINPACK ? FIT_W_UTIL_BINPACK : FIT_W_UTIL_SPREAD, w_res = 0;
+        double w_keep = 1.0 - w_util - FIT_W_FRAG;
+        if (have_res) {
+                w_res = w_util / 2;
+                w_util -= w_res;
+        }
+        double score;
+        if (node_policy == MK_FIT_BINPACK)
+                score = w_keep * keep + w_util * util + FIT_W_FRAG * (1 - frag) + w_res * res_util;
+        else
+                score = w_keep * keep + w_util * (1 - util) + FIT_W_FRAG * (1 - frag) + w_res * (1 - res_util);
+        *ret_score = 100.0 * fit_clamp01(score);
+        *ret_fragmentation = fit_clamp01(frag);
 }

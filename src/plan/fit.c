@@ -1,24 +1,525 @@
-/* MIG fitting for dynamic scheduling (fit.h; formulas in docs/scheduler-fit.md).
+/* MIG fitting for dynamic scheduling (fit.h; formulas in docs/scheduler-fit.md):
+ * placing one request on one node. For each available GPU the best room it
+ * offers the request, the request's GPUs in the policy's order, the node's
+ * sums after the allocation and its score; from the GPU descriptions
+ * (fit_place_read) or from a node cache (fit_place_cached, kept by the
+ * caller with mk_fit_node_cache_update), which gives fit_place_read()'s
+ * answers exactly (integer sums, the same rules). No allocation: per-call
+ * state lives on the stack, bounded by the caps in fit.h.
  *
- * The fit is split by concern:
- *   fit.c           this: the request and the node's CPU/memory checked, the
- *                   placement asked for, the node scored
+ * The rest of the module, by concern:
  *   fit-geometry.c  one GPU: masks, the capacity value C, capacity tables,
  *                   free placements, fragmentation, validation
- *   fit-place.c     one request on one node: adequate profiles, the room on
- *                   each GPU (a table of kinds: MIG placements today), the
- *                   GPUs chosen, the node's sums after; node caches
- *   fit-score.c     the policy, written once: the placement tie-break, the
- *                   GPU order, the node score, policy names */
+ *   fit-score.c     the policy, written once (fit-score.h): the placement
+ *                   tie-break, the GPU order, the node score, policy names
+ *
+ * Kinds of room. The request gets one room on each of `gpus` distinct GPUs;
+ * the kinds of room are a table (`kinds[]` below): today one, a MIG instance
+ * at a placement (the smallest adequate profile, the placement by
+ * fit_pick_offer()). A second kind (the unified pool's soft slice of a
+ * whole GPU, with a memory cap, cores and a number of sharers) is a second
+ * entry: its own `best` over the GPU's sharing state, giving a fit_cand
+ * that fit_cand_compare() orders against a MIG one, and its own `after`
+ * that adds the GPU's state after it to the node's sums; `fit_needs.kinds`
+ * says which kinds a request accepts (a pod without a mode: both). The
+ * node-cache path stays MIG-only; a request accepting another kind is
+ * placed from the GPU descriptions. */
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <string.h>
 
+#include "base/error.h"
 #include "base/macro.h"
 #include "plan/fit-geometry.h"
-#include "plan/fit-place.h"
 #include "plan/fit-score.h"
 #include "plan/fit.h"
+
+enum fit_kind {
+        FIT_KIND_MIG,                   /* a MIG GPU instance at one of its profile's placements */
+        _FIT_KIND_MAX,
+};
+
+#define FIT_KIND_BIT(k) (UINT32_C(1) << (k))
+
+/* What one request needs of a GPU, from mk_fit_request. */
+struct fit_needs {
+        uint32_t kinds;                 /* FIT_KIND_BIT()s the request accepts */
+        bool whole;                     /* the whole GPU (a profile covering every unit) */
+        uint64_t mem_mib;               /* when not whole; 0: from mem_percent */
+        unsigned mem_percent;
+        unsigned cores;                 /* floor on the core share, percent; 0: none */
+        const char *variant;            /* NULL or "": attribute-free profiles only */
+};
+
+/* --- which profiles ------------------------------------------------------------------ */
+
+/* The memory a request asks for on a GPU of `memory_mib` (0 when whole). */
+static uint64_t needs_mib(const struct fit_needs *n, uint64_t memory_mib) {
+        if (n->whole || n->mem_mib > 0)
+                return n->mem_mib;
+        return (memory_mib * n->mem_percent + 99) / 100; /* caller checked the range */
+}
+
+/* Whether profile `p` (pi: its fit information) is adequate for the request
+ * on a GPU of `units` memory units, `sms` SMs and `slices` compute slices:
+ * placements, variant, memory (or every unit when whole), cores. */
+static inline bool profile_adequate(const struct mk_gi_profile *p, const struct fit_pinfo *pi, unsigned units,
+                                    uint64_t need, const struct fit_needs *n, unsigned sms, unsigned slices) {
+        if (p->n_placements == 0)
+                return false;
+        if (n->variant && *n->variant ? !fit_variant_matches(p, n->variant) : !pi->base)
+                return false;
+        if (n->whole ? pi->size != units : need == 0 || p->memory_mib < need)
+                return false;
+        return n->cores == 0 || fit_profile_cores(sms, slices, p) >= n->cores;
+}
+
+/* Fills ps->order with the profiles adequate for the request on GPU `g`,
+ * smallest first, and notes for which GPU values they hold. */
+static void adequate_compute(const struct mk_fit_gpu *g, const struct fit_gpu_state *s, const struct fit_needs *n) {
+        struct fit_profset *ps = s->ps;
+        uint64_t need = needs_mib(n, g->memory_mib);
+        ps->n_order = 0;
+        for (size_t j = 0; j < g->n_profiles; j++) {
+                const struct mk_gi_profile *p = &g->profiles[j];
+                if (!profile_adequate(p, &ps->pi[j], g->memory_units, need, n, s->sms, s->slices))
+                        continue;
+                size_t k = ps->n_order++;
+                while (k > 0 && fit_profile_rank_compare(&g->profiles[ps->order[k - 1]], p) > 0) {
+                        ps->order[k] = ps->order[k - 1];
+                        k--;
+                }
+                ps->order[k] = (uint8_t) j;
+        }
+        ps->adq_known = true;
+        ps->adq_mem_mib = g->memory_mib;
+        ps->adq_sms = s->sms;
+        ps->adq_slices = s->slices;
+}
+
+/* The profiles adequate for the request on GPU `g`, smallest first, in
+ * ps->order; computed once per call for GPUs with the same profile set,
+ * memory, SMs and slices. */
+static inline void adequate_profiles(const struct mk_fit_gpu *g, const struct fit_gpu_state *s,
+                                     const struct fit_needs *n) {
+        const struct fit_profset *ps = s->ps;
+        if (!ps->adq_known || ps->adq_mem_mib != g->memory_mib || ps->adq_sms != s->sms ||
+            ps->adq_slices != s->slices)
+                adequate_compute(g, s, n);
+}
+
+/* --- the MIG room on one GPU ---------------------------------------------------------- */
+
+/* With capacity tables: profile j's winning placement on the free mask and
+ * slices (hostable there), and its loss from C(before) = `cap`. */
+static inline struct fit_pick tab_pick(const struct mk_fit_tables *tab, size_t j, const struct mk_gi_profile *p,
+                                       uint32_t free, unsigned free_slices, unsigned cap) {
+        unsigned start = tab->best[fit_best_index(j, free, free_slices)] - 1u;
+        uint32_t m = fit_units_mask(tab->pi[j].size) << start;
+        unsigned after = tab->cap[free & ~m][free_slices - p->slices];
+        return (struct fit_pick) {.found = true, .profile = j, .start = start, .loss = cap > after ? cap - after : 0};
+}
+
+static struct fit_cand mig_cand(unsigned gi, const struct mk_gi_profile *p, const struct fit_pick *b,
+                                unsigned used_units) {
+        return (struct fit_cand) {
+                .kind = FIT_KIND_MIG,
+                .gpu = gi,
+                .profile = b->profile,
+                .start = b->start,
+                .memory_mib = p->memory_mib,
+                .slices = p->slices,
+                .loss = b->loss,
+                .used_units = used_units,
+        };
+}
+
+/* The MIG room on GPU `gi`: the smallest adequate profile with a free
+ * placement, at the placement fit_pick_offer() keeps; false when the
+ * request has no free placement there. Computes s->cap on the way. */
+static inline __attribute__((always_inline)) bool mig_best(const struct mk_fit_gpu *g, struct fit_gpu_state *s,
+                                                           unsigned gi, const struct fit_needs *n,
+                                                           struct fit_cand *ret) {
+        adequate_profiles(g, s, n);
+        const struct fit_profset *ps = s->ps;
+        const struct mk_fit_tables *tab = ps->tab;
+        uint32_t free = s->all & ~s->used;
+        struct fit_pick best = FIT_PICK_NONE;
+        /* With tables: each profile's winning placement is looked up. */
+        for (size_t k = 0; tab && k < ps->n_order; k++) {
+                size_t j = ps->order[k];
+                const struct mk_gi_profile *p = &g->profiles[j];
+                if (best.found && fit_profile_rank_compare(p, &g->profiles[best.profile]) > 0)
+                        break;
+                if (p->slices > s->free_slices || (ps->pi[j].limited && fit_limit_reached(g, s, j)))
+                        continue;
+                uint8_t b = tab->best[fit_best_index(j, free, s->free_slices)];
+                if (b == 0)
+                        continue;
+                unsigned start = b - 1u;
+                uint32_t m = fit_units_mask(ps->pi[j].size) << start;
+                unsigned before = tab->cap[free][s->free_slices];
+                unsigned after = tab->cap[free & ~m][s->free_slices - p->slices];
+                s->cap = before;
+                s->have_cap = true;
+                fit_pick_offer(&best, j, start, before > after ? before - after : 0);
+        }
+        /* Without: every free placement is valued. */
+        for (size_t k = 0; !tab && k < ps->n_order; k++) {
+                size_t j = ps->order[k];
+                const struct mk_gi_profile *p = &g->profiles[j];
+                if (best.found && fit_profile_rank_compare(p, &g->profiles[best.profile]) > 0)
+                        break;
+                uint32_t fs = fit_free_starts(g, s, j);
+                if (!fs)
+                        continue;
+                if (!s->have_cap) {
+                        s->cap = fit_capacity(g, s, free, s->free_slices, SIZE_MAX);
+                        s->have_cap = true;
+                }
+                uint32_t size_mask = fit_units_mask(ps->pi[j].size);
+                for (; fs; fs &= fs - 1) {
+                        unsigned start = (unsigned) __builtin_ctz(fs);
+                        unsigned after = fit_capacity(g, s, free & ~(size_mask << start), s->free_slices - p->slices, j);
+                        fit_pick_offer(&best, j, start, s->cap > after ? s->cap - after : 0);
+                }
+        }
+        if (!best.found)
+                return false;
+        *ret = mig_cand(gi, &g->profiles[best.profile], &best, fit_popcount32(s->used));
+        return true;
+}
+
+/* Adds the GPU after the MIG room `c` to the sums: C, ideal, used units,
+ * the loss and the empty GPU's capacity. */
+static void mig_after(const struct mk_fit_gpu *g, struct fit_gpu_state *s, const struct fit_cand *c,
+                      struct fit_sums *sm) {
+        const struct mk_gi_profile *p = &g->profiles[c->profile];
+        uint32_t m = fit_units_mask(s->ps->pi[c->profile].size) << c->start;
+        unsigned cap, ideal;
+        fit_frag_parts(g, s, s->all & ~(s->used | m), s->free_slices - p->slices, c->profile, &cap, &ideal);
+        sm->cap_sum += cap;
+        sm->ideal_sum += ideal;
+        sm->used_units += fit_popcount32(s->used | m);
+        sm->loss += c->loss;
+        sm->empty_cap += fit_ideal_capacity(g, s, g->memory_units, s->slices);
+}
+
+/* --- kinds of room --------------------------------------------------------------------- */
+
+struct fit_kind_ops {
+        const char *name;
+        /* The best room of this kind on GPU `gi`; false when none. */
+        bool (*best)(const struct mk_fit_gpu *g, struct fit_gpu_state *s, unsigned gi, const struct fit_needs *n,
+                     struct fit_cand *ret);
+        /* Adds the GPU after the room `c` to the node's sums. */
+        void (*after)(const struct mk_fit_gpu *g, struct fit_gpu_state *s, const struct fit_cand *c,
+                      struct fit_sums *sm);
+};
+
+static const struct fit_kind_ops kinds[_FIT_KIND_MAX] = {
+        [FIT_KIND_MIG] = {"MIG placement", mig_best, mig_after},
+};
+
+/* The best room of any kind the request accepts on GPU `gi`. */
+static inline bool gpu_best(const struct mk_fit_gpu *g, struct fit_gpu_state *s, unsigned gi, const struct fit_needs *n,
+                     enum mk_fit_policy gpu_policy, struct fit_cand *ret) {
+        if (n->kinds == FIT_KIND_BIT(FIT_KIND_MIG))
+                return mig_best(g, s, gi, n, ret); /* the only kind today: no copies */
+        bool found = false;
+        for (unsigned k = 0; k < _FIT_KIND_MAX; k++) {
+                struct fit_cand c;
+                if (!(n->kinds & FIT_KIND_BIT(k)) || !kinds[k].best(g, s, gi, n, &c))
+                        continue;
+                if (!found || fit_cand_compare(&c, ret, gpu_policy) < 0)
+                        *ret = c;
+                found = true;
+        }
+        return found;
+}
+
+static int no_room(const struct mk_fit_node *node, const struct mk_fit_request *req, const struct fit_needs *n,
+                   size_t n_cands, struct mk_error *e) {
+        char what[96];
+        if (n->whole)
+                (void) snprintf(what, sizeof what, "a whole GPU");
+        else if (req->mem_mib > 0)
+                (void) snprintf(what, sizeof what, "%" PRIu64 " MiB", req->mem_mib);
+        else
+                (void) snprintf(what, sizeof what, "%u%% of GPU memory", req->mem_percent);
+        const char *room = n->kinds == FIT_KIND_BIT(FIT_KIND_MIG) ? "a free MIG placement" : "room";
+        return mk_error_set(e, -ENOSPC, "%zu of %zu GPUs have %s for %s%s%s%s, %u needed", n_cands, node->n_gpus,
+                            room, what, req->cores_percent ? " with cores" : "",
+                            req->variant && *req->variant ? " variant " : "",
+                            req->variant && *req->variant ? req->variant : "", req->gpus);
+}
+
+/* --- the node ----------------------------------------------------------------------------- */
+
+/* The fit from the GPU descriptions. */
+static int fit_place_read(const struct mk_fit_node *node, const struct mk_fit_request *req, const struct fit_needs *n,
+                   enum mk_fit_policy gpu_policy, struct fit_cand cands[static MK_FIT_MAX_NODE_GPUS],
+                   struct fit_sums *ret, struct mk_error *e) {
+        struct fit_profcache pc;
+        fit_profcache_init(&pc);
+        struct fit_gpu_state st[MK_FIT_MAX_NODE_GPUS];
+        size_t n_cands = 0;
+        for (size_t gi = 0; gi < node->n_gpus; gi++) {
+                const struct mk_fit_gpu *g = &node->gpus[gi];
+                struct fit_gpu_state *s = &st[gi];
+                if (g->unavailable)
+                        continue;
+                if (fit_gpu_prepare(&pc, g, s) < 0)
+                        return mk_error_set(e, -EINVAL, "GPU %zu: malformed description", gi);
+                if (!n->whole && n->mem_mib == 0 && g->memory_mib > UINT64_MAX / 100)
+                        return mk_error_set(e, -EINVAL, "GPU %zu: memory out of range", gi);
+                if (gpu_best(g, s, (unsigned) gi, n, gpu_policy, &cands[n_cands]))
+                        n_cands++;
+        }
+        if (n_cands < req->gpus)
+                return no_room(node, req, n, n_cands, e);
+        fit_cands_select(cands, n_cands, req->gpus, gpu_policy);
+
+        /* The node after the allocation: utilisation, fragmentation, and the
+         * share of an empty GPU's capacity the allocation destroys. */
+        struct fit_sums sm = {};
+        uint64_t chosen = 0;
+        for (size_t k = 0; k < req->gpus; k++) {
+                const struct fit_cand *c = &cands[k];
+                chosen |= UINT64_C(1) << c->gpu;
+                kinds[c->kind].after(&node->gpus[c->gpu], &st[c->gpu], c, &sm);
+        }
+        for (size_t gi = 0; gi < node->n_gpus; gi++) {
+                const struct mk_fit_gpu *g = &node->gpus[gi];
+                struct fit_gpu_state *s = &st[gi];
+                if (g->unavailable)
+                        continue;
+                sm.total_units += g->memory_units;
+                if (chosen & (UINT64_C(1) << gi))
+                        continue;
+                uint32_t free = s->all & ~s->used;
+                unsigned cap = s->have_cap ? s->cap : fit_capacity(g, s, free, s->free_slices, SIZE_MAX);
+                sm.cap_sum += cap;
+                sm.ideal_sum += MAX(cap, fit_ideal_capacity(g, s, fit_popcount32(free), s->free_slices));
+                sm.used_units += fit_popcount32(s->used);
+        }
+        *ret = sm;
+        return 0;
+}
+
+/* The fit from the node cache: the same choices and sums as fit_place_read()
+ * (one GPU description, tables, MIG rooms only), from the cached per-GPU
+ * state. */
+static int fit_place_cached(const struct mk_fit_node *node, const struct mk_fit_node_cache *c,
+                     const struct mk_fit_request *req, const struct fit_needs *n, enum mk_fit_policy gpu_policy,
+                     struct fit_cand cands[static MK_FIT_MAX_NODE_GPUS], struct fit_sums *ret, struct mk_error *e) {
+        const struct mk_fit_gpu *g0 = &node->gpus[c->first];
+        const struct mk_fit_tables *tab = g0->tables;
+        const struct mk_gi_profile *profiles = g0->profiles;
+        if (!n->whole && n->mem_mib == 0 && g0->memory_mib > UINT64_MAX / 100)
+                return mk_error_set(e, -EINVAL, "GPU %zu: memory out of range", c->first);
+
+        /* The adequate profiles hosted somewhere, smallest first (adequate_profiles()'s order). */
+        unsigned slices = g0->slices > 0 ? g0->slices : tab->max_slices;
+        unsigned sms = g0->multiprocessors > 0 ? g0->multiprocessors : tab->max_sms;
+        uint64_t need = needs_mib(n, g0->memory_mib);
+        uint8_t order[MK_FIT_MAX_PROFILES];
+        size_t n_order = 0;
+        uint64_t adequate = 0;
+        for (size_t k = 0; k < g0->n_profiles; k++) {
+                size_t j = c->rank[k];
+                if (!(c->hostable & (UINT64_C(1) << j)) ||
+                    !profile_adequate(&profiles[j], &tab->pi[j], g0->memory_units, need, n, sms, slices))
+                        continue;
+                order[n_order++] = (uint8_t) j;
+                adequate |= UINT64_C(1) << j;
+        }
+
+        uint32_t all = fit_units_mask(g0->memory_units);
+        size_t n_cands = 0;
+        if (req->gpus == 1 && n_order > 0 &&
+            (n_order == 1 || fit_profile_rank_compare(&profiles[order[1]], &profiles[order[0]]) != 0)) {
+                /* Every GPU that can host the smallest adequate profile takes
+                 * it, and no other GPU comes before them: the winner among
+                 * them was found when the cache was made. */
+                size_t j = order[0];
+                const struct mk_fit_node_cache_best *nb = &c->best[gpu_policy][j];
+                struct fit_pick b = {.found = true, .profile = j, .start = nb->start, .loss = nb->loss};
+                cands[0] = mig_cand(nb->gpu, &profiles[j], &b, c->gpu[nb->gpu].used_units);
+                n_cands = 1;
+                adequate = 0; /* skip the scan */
+        }
+        for (size_t gi = 0; adequate && gi < node->n_gpus; gi++) {
+                const struct mk_fit_node_cache_gpu *cg = &c->gpu[gi];
+                uint64_t avail = cg->hostable & adequate;
+                if (!avail)
+                        continue;
+                uint32_t free = all & ~cg->used;
+                struct fit_pick best = FIT_PICK_NONE;
+                for (size_t k = 0; k < n_order; k++) {
+                        size_t j = order[k];
+                        if (!(avail & (UINT64_C(1) << j)))
+                                continue;
+                        const struct mk_gi_profile *p = &profiles[j];
+                        if (best.found && fit_profile_rank_compare(p, &profiles[best.profile]) > 0)
+                                break;
+                        struct fit_pick t = tab_pick(tab, j, p, free, cg->free_slices, cg->cap);
+                        fit_pick_offer(&best, j, t.start, t.loss);
+                }
+                cands[n_cands++] = mig_cand((unsigned) gi, &profiles[best.profile], &best, cg->used_units);
+        }
+        if (n_cands < req->gpus)
+                return no_room(node, req, n, n_cands, e);
+        fit_cands_select(cands, n_cands, req->gpus, gpu_policy);
+
+        struct fit_sums sm = {
+                .total_units = c->total_units,
+                .used_units = c->used_units,
+                .cap_sum = c->cap_sum,
+                .ideal_sum = c->ideal_sum,
+        };
+        for (size_t k = 0; k < req->gpus; k++) {
+                const struct fit_cand *cd = &cands[k];
+                const struct mk_fit_node_cache_gpu *cg = &c->gpu[cd->gpu];
+                const struct mk_gi_profile *p = &profiles[cd->profile];
+                uint32_t used = cg->used | (fit_units_mask(tab->pi[cd->profile].size) << cd->start);
+                uint32_t free = all & ~used;
+                unsigned fs = cg->free_slices - p->slices;
+                unsigned cap = tab->cap[free][fs];
+                unsigned ideal = MAX(cap, (unsigned) tab->cap[fit_units_mask(fit_popcount32(free))][fs]);
+                sm.cap_sum = sm.cap_sum - cg->cap + cap;
+                sm.ideal_sum = sm.ideal_sum - cg->ideal + ideal;
+                sm.used_units = sm.used_units - cg->used_units + fit_popcount32(used);
+                sm.loss += cd->loss;
+                sm.empty_cap += c->empty_cap;
+        }
+        *ret = sm;
+        return 0;
+}
+
+/* The request's GPUs, best first, in cands[0..req->gpus), and the node's
+ * sums after the allocation: from node->cache when it is usable for this
+ * node and the request (fit_place_cached), else from the GPU descriptions
+ * (fit_place_read); both give the same answer. 0; -ENOSPC when fewer than
+ * req->gpus GPUs have room (reason in `e`); -EINVAL for a malformed GPU. */
+static int fit_place(const struct mk_fit_node *node, const struct mk_fit_request *req,
+                            const struct fit_needs *n, enum mk_fit_policy gpu_policy,
+                            struct fit_cand cands[static MK_FIT_MAX_NODE_GPUS], struct fit_sums *ret,
+                            struct mk_error *e) {
+        const struct mk_fit_node_cache *c = node->cache;
+        if (c && c->usable && c->gpus == node->gpus && c->n_gpus == node->n_gpus &&
+            n->kinds == FIT_KIND_BIT(FIT_KIND_MIG))
+                return fit_place_cached(node, c, req, n, gpu_policy, cands, ret, e);
+        return fit_place_read(node, req, n, gpu_policy, cands, ret, e);
+}
+
+/* --- the node cache ------------------------------------------------------------------------ */
+
+int mk_fit_node_cache_update(const struct mk_fit_node *node, struct mk_fit_node_cache *c) {
+        c->usable = false;
+        c->gpus = node->gpus;
+        c->n_gpus = node->n_gpus;
+        if (node->n_gpus > MK_FIT_MAX_NODE_GPUS || (node->n_gpus > 0 && !node->gpus))
+                return -EINVAL;
+        const struct mk_fit_gpu *g0 = NULL;
+        struct fit_profcache pc;
+        fit_profcache_init(&pc);
+        uint64_t hostable = 0;
+        unsigned total_units = 0, used_units = 0, cap_sum = 0, ideal_sum = 0;
+        for (size_t gi = 0; gi < node->n_gpus; gi++) {
+                const struct mk_fit_gpu *g = &node->gpus[gi];
+                struct mk_fit_node_cache_gpu *cg = &c->gpu[gi];
+                *cg = (struct mk_fit_node_cache_gpu) {};
+                if (g->unavailable)
+                        continue;
+                struct fit_gpu_state s;
+                if (fit_gpu_prepare(&pc, g, &s) < 0)
+                        return -EINVAL;
+                if (!g0) {
+                        g0 = g;
+                        c->first = gi;
+                        if (!s.ps->tab)
+                                return -EOPNOTSUPP;
+                } else if (g->profiles != g0->profiles || g->n_profiles != g0->n_profiles ||
+                           g->tables != g0->tables || g->memory_units != g0->memory_units ||
+                           g->slices != g0->slices || g->multiprocessors != g0->multiprocessors ||
+                           g->memory_mib != g0->memory_mib)
+                        return -EOPNOTSUPP;
+                const struct mk_fit_tables *tab = s.ps->tab;
+                uint32_t free = s.all & ~s.used;
+                unsigned cap, ideal;
+                fit_gpu_now(g, &s, &cap, &ideal);
+                for (size_t j = 0; j < g->n_profiles; j++) {
+                        const struct mk_gi_profile *p = &g->profiles[j];
+                        if (p->slices > s.free_slices || (s.ps->pi[j].limited && fit_limit_reached(g, &s, j)))
+                                continue;
+                        if (tab->best[fit_best_index(j, free, s.free_slices)] != 0)
+                                cg->hostable |= UINT64_C(1) << j;
+                }
+                cg->used = s.used;
+                cg->cap = (uint16_t) cap;
+                cg->ideal = (uint16_t) ideal;
+                cg->free_slices = (uint8_t) s.free_slices;
+                cg->used_units = (uint8_t) fit_popcount32(s.used);
+                cg->available = true;
+                hostable |= cg->hostable;
+                total_units += g->memory_units;
+                used_units += fit_popcount32(s.used);
+                cap_sum += cap;
+                ideal_sum += ideal;
+        }
+        if (!g0)
+                return -EOPNOTSUPP;
+        /* Smallest first, stable: adequate_profiles()'s insertion order. */
+        size_t n = 0;
+        for (size_t j = 0; j < g0->n_profiles; j++) {
+                size_t k = n++;
+                while (k > 0 && fit_profile_rank_compare(&g0->profiles[c->rank[k - 1]], &g0->profiles[j]) > 0) {
+                        c->rank[k] = c->rank[k - 1];
+                        k--;
+                }
+                c->rank[k] = (uint8_t) j;
+        }
+        /* Per profile and GPU policy, the GPU a one-GPU request of that
+         * profile gets when it is the smallest adequate one (fit_place_cached()). */
+        const struct mk_fit_tables *tab = g0->tables;
+        uint32_t all = fit_units_mask(g0->memory_units);
+        for (size_t j = 0; j < g0->n_profiles; j++) {
+                if (!(hostable & (UINT64_C(1) << j)))
+                        continue;
+                const struct mk_gi_profile *p = &g0->profiles[j];
+                for (int pol = 0; pol < _MK_FIT_POLICY_MAX; pol++) {
+                        struct fit_cand best = {.gpu = UINT_MAX};
+                        for (size_t gi = 0; gi < node->n_gpus; gi++) {
+                                const struct mk_fit_node_cache_gpu *cg = &c->gpu[gi];
+                                if (!(cg->hostable & (UINT64_C(1) << j)))
+                                        continue;
+                                struct fit_pick t = tab_pick(tab, j, p, all & ~cg->used, cg->free_slices, cg->cap);
+                                struct fit_cand cd = mig_cand((unsigned) gi, p, &t, cg->used_units);
+                                if (best.gpu == UINT_MAX || fit_cand_compare(&cd, &best, (enum mk_fit_policy) pol) < 0)
+                                        best = cd;
+                        }
+                        c->best[pol][j] = (struct mk_fit_node_cache_best) {
+                                .gpu = (uint8_t) best.gpu,
+                                .start = (uint8_t) best.start,
+                                .loss = (uint16_t) best.loss,
+                        };
+                }
+        }
+        c->hostable = hostable;
+        c->total_units = total_units;
+        c->used_units = used_units;
+        c->cap_sum = cap_sum;
+        c->ideal_sum = ideal_sum;
+        c->empty_cap = tab->cap[all][g0->slices > 0 ? g0->slices : tab->max_slices];
+        c->usable = true;
+        return 0;
+}
+
+/* --- the entry ---------------------------------------------------------------------------- */
 
 /* CPU and memory: -ENOSPC when the pod's requests do not fit what the node
  * has left; else the node's utilisation after the pod, in [0, 1]. */

@@ -11,8 +11,9 @@
  * GPU), memory in MiB, cores in percent of the whole GPU's SMs.
  *
  * This header is the module's API; the implementation is split by concern
- * (fit.c, fit-geometry.c, fit-place.c, fit-score.c, whose headers are
- * internal to plan/), docs/scheduler-fit.md says which does what. */
+ * (fit.c placing a request on a node, fit-geometry.c one GPU, fit-score.c
+ * the policy; their headers are internal to plan/), docs/scheduler-fit.md
+ * says which does what. */
 #pragma once
 
 #include <errno.h>
