@@ -816,34 +816,6 @@ static void test_node_resources(void **state) {
         json_decref(r);
 }
 
-static void test_bind_args(void **state) {
-        (void) state;
-        struct mk_bind_args a;
-        json_t *j = json_loads("{\"podname\":\"p\",\"PODNAMESPACE\":\"ns\",\"PodUID\":\"u\",\"Node\":\"n1\"}", 0, NULL);
-        assert_int_equal(mk_bind_args_parse(j, &a, NULL), 0);
-        json_decref(j);
-        assert_string_equal(a.pod_name, "p");
-        assert_string_equal(a.pod_namespace, "ns");
-        char *s = dumps(mk_bind_object(&a));
-        assert_string_equal(s, "{\"apiVersion\":\"v1\",\"kind\":\"Binding\",\"metadata\":{\"name\":\"p\","
-                               "\"namespace\":\"ns\",\"uid\":\"u\"},\"target\":{\"apiVersion\":\"v1\",\"kind\":"
-                               "\"Node\",\"name\":\"n1\"}}");
-        free(s);
-        static const char *const bad[] = {
-                "{\"PodName\":\"p\",\"PodNamespace\":\"ns\",\"PodUID\":\"u\"}",
-                "{\"PodName\":\"../x\",\"PodNamespace\":\"ns\",\"PodUID\":\"u\",\"Node\":\"n\"}",
-                "{\"PodName\":\"p q\",\"PodNamespace\":\"ns\",\"PodUID\":\"u\",\"Node\":\"n\"}",
-                "{\"PodName\":1,\"PodNamespace\":\"ns\",\"PodUID\":\"u\",\"Node\":\"n\"}",
-        };
-        for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
-                j = json_loads(bad[i], 0, NULL);
-                struct mk_error e = {0};
-                assert_int_equal(mk_bind_args_parse(j, &a, &e), -EINVAL);
-                assert_true(e.field[0] != 0);
-                json_decref(j);
-        }
-}
-
 /* --- HTTP --- */
 
 static size_t on_body(char *p, size_t size, size_t n, void *userdata) {
@@ -946,7 +918,6 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_memo_and_text_agree, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_text_escaping, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_node_resources, setup, teardown),
-                cmocka_unit_test(test_bind_args),
                 cmocka_unit_test_setup_teardown(test_http, setup, teardown),
         };
         int r = cmocka_run_group_tests(tests, NULL, NULL);

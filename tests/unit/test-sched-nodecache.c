@@ -1,0 +1,218 @@
+/* Unit tests for sched/nodecache: Nodes in and out (inventory, reason when
+ * there is none, allocatable CPU and memory), reservations observed and
+ * pending (linked to their node, reflected in the kept fit view, the memo
+ * forgotten on each change), bound pods' CPU and memory, deleted nodes,
+ * the NodeNames resolution kept between requests, and pending expiry. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "base/macro.h"
+#include "claim/claim.h"
+#include "sched/inventory.h"
+#include "sched/nodecache.h"
+#include "sched/request.h"
+
+/* One A100-40GB-like GPU with 1g.5gb and 3g.20gb, and one instance. */
+#define INV                                                                                                        \
+        "{\"version\":1,\"node\":\"%s\",\"gpus\":[{\"index\":0,\"uuid\":\"GPU-a\",\"model\":\"NVIDIA A100-SXM4-40GB\","  \
+        "\"memoryMiB\":40960,\"units\":8,\"slices\":7,\"sms\":98,\"mig\":true,\"profiles\":["                           \
+        "{\"name\":\"1g.5gb\",\"id\":19,\"slices\":1,\"memoryMiB\":4864,\"maxCount\":7,\"sms\":14,"                     \
+        "\"placements\":[[0,1],[1,1],[2,1],[3,1],[4,1],[5,1],[6,1]]},"                                                 \
+        "{\"name\":\"3g.20gb\",\"id\":9,\"slices\":3,\"memoryMiB\":19968,\"maxCount\":2,\"sms\":42,"                    \
+        "\"placements\":[[0,4],[4,4]]}],"                                                                              \
+        "\"instances\":[{\"state\":\"orphan\",\"profile\":\"1g.5gb\",\"id\":19,\"slices\":1,\"placement\":[6,1]}]}]}"
+
+static json_t *node(const char *name, bool with_inv, const char *cpu) {
+        char inv[2048];
+        snprintf(inv, sizeof(inv), INV, name);
+        json_t *n = json_pack("{s:{s:s, s:{}}, s:{s:{s:s, s:s}}}", "metadata", "name", name, "annotations", "status",
+                              "allocatable", "cpu", cpu, "memory", "64Gi");
+        assert_non_null(n);
+        if (with_inv)
+                json_object_set_new(json_object_get(json_object_get(n, "metadata"), "annotations"), MK_ANN_INVENTORY,
+                                    json_string(inv));
+        return n;
+}
+
+static json_t *pod(const char *uid, const char *bound, const char *reservation_node, unsigned start) {
+        char res[512] = "";
+        if (reservation_node)
+                snprintf(res, sizeof(res),
+                         "{\"version\":1,\"node\":\"%s\",\"time\":1,\"devices\":[{\"container\":0,\"gpu\":\"GPU-a\","
+                         "\"profile\":\"3g.20gb\",\"profileID\":9,\"slices\":3,\"placement\":{\"start\":%u,\"size\":4}}]}",
+                         reservation_node, start);
+        json_t *p = json_pack("{s:{s:s, s:s, s:s, s:{}}, s:{s:[{s:s, s:{s:{s:s}}}]}, s:{s:s}}", "metadata", "namespace",
+                              "ns", "name", uid, "uid", uid, "annotations", "spec", "containers", "name", "c",
+                              "resources", "requests", "cpu", "1500m", "status", "phase", "Running");
+        assert_non_null(p);
+        if (bound)
+                json_object_set_new(json_object_get(p, "spec"), "nodeName", json_string(bound));
+        if (reservation_node)
+                json_object_set_new(json_object_get(json_object_get(p, "metadata"), "annotations"), MK_ANN_RESERVATION,
+                                    json_string(res));
+        return p;
+}
+
+static void event(struct mk_sched_cache *c, enum mk_kube_event_type t, json_t *obj, bool is_node) {
+        int r = is_node ? mk_sched_cache_node_event(c, t, obj) : mk_sched_cache_pod_event(c, t, obj);
+        assert_int_equal(r, 0);
+        json_decref(obj);
+}
+
+/* Whether the node's kept view has an instance at `start`. */
+static bool view_has(const struct mk_sched_node *n, unsigned start) {
+        for (size_t i = 0; n->fit_valid && i < n->fit_gpus[0].n_used; i++)
+                if (n->fit_used[i].placement.start == start)
+                        return true;
+        return false;
+}
+
+static void test_nodes(void **state) {
+        (void) state;
+        struct mk_sched_cache c;
+        assert_int_equal(mk_sched_cache_init(&c), 0);
+        event(&c, MK_KUBE_EVENT_ADDED, node("n1", true, "8"), true);
+        event(&c, MK_KUBE_EVENT_ADDED, node("bare", false, "4"), true);
+        json_t *broken = node("broken", false, "x");
+        json_object_set_new(json_object_get(json_object_get(broken, "metadata"), "annotations"), MK_ANN_INVENTORY,
+                            json_string("{\"version\":1}"));
+        event(&c, MK_KUBE_EVENT_ADDED, broken, true);
+        struct mk_sched_node *n = mk_sched_cache_node(&c, "n1");
+        assert_non_null(n);
+        assert_non_null(n->inv);
+        assert_int_equal(n->inv->n_gpus, 1);
+        assert_true(n->fit_valid);
+        assert_true(view_has(n, 6)); /* the orphan takes its slice */
+        assert_int_equal(n->res.cpu_allocatable_milli, 8000);
+        assert_int_equal(n->res.memory_allocatable_bytes, 64ull << 30);
+        n = mk_sched_cache_node(&c, "bare");
+        assert_null(n->inv);
+        assert_non_null(strstr(n->reason, "node has no migkit.io/mig-inventory annotation"));
+        n = mk_sched_cache_node(&c, "broken");
+        assert_null(n->inv);
+        assert_non_null(strstr(n->reason, "malformed migkit.io/mig-inventory annotation"));
+        assert_int_equal(n->res.cpu_allocatable_milli, 0); /* unparseable: unknown */
+        size_t nn, nc;
+        mk_sched_cache_counts(&c, &nn, &nc);
+        assert_int_equal(nn, 3);
+        assert_int_equal(nc, 0);
+        /* A deleted node without reservations goes. */
+        uint64_t gen = c.nodes_gen;
+        event(&c, MK_KUBE_EVENT_DELETED, node("bare", false, "4"), true);
+        assert_null(mk_sched_cache_node(&c, "bare"));
+        assert_true(c.nodes_gen != gen);
+        /* A node without a name is ignored. */
+        assert_int_equal(mk_sched_cache_node_event(&c, MK_KUBE_EVENT_ADDED, json_object()), 0);
+        mk_sched_cache_done(&c);
+}
+
+static void test_claims_and_usage(void **state) {
+        (void) state;
+        struct mk_sched_cache c;
+        assert_int_equal(mk_sched_cache_init(&c), 0);
+        event(&c, MK_KUBE_EVENT_ADDED, node("n1", true, "8"), true);
+        struct mk_sched_node *n = mk_sched_cache_node(&c, "n1");
+        /* An observed reservation: linked, in the view, the memo forgotten. */
+        mk_sched_memo_put(&n->memo, 42, 0, 5, NULL);
+        event(&c, MK_KUBE_EVENT_ADDED, pod("p1", "n1", "n1", 0), false);
+        int r, pri;
+        assert_false(mk_sched_memo_get(&n->memo, 42, &r, &pri, NULL, 0));
+        assert_int_equal(n->n_claims, 1);
+        assert_int_equal(n->n_pending, 0);
+        assert_true(view_has(n, 0));
+        assert_non_null(mk_sched_cache_pod(&c, "p1"));
+        /* The bound pod's CPU counts on its node. */
+        assert_int_equal(n->res.cpu_requested_milli, 1500);
+        /* A pending reservation of ours, then dropped (a failed bind). */
+        struct mk_claim cl = {.active = true};
+        snprintf(cl.uid, sizeof(cl.uid), "p2");
+        snprintf(cl.node, sizeof(cl.node), "n1");
+        cl.devices[0] = (struct mk_claim_device) {.profile_id = 9, .slices = 3, .placement = {.start = 4, .size = 4}};
+        snprintf(cl.devices[0].gpu, sizeof(cl.devices[0].gpu), "GPU-a");
+        cl.n_devices = 1;
+        pthread_rwlock_wrlock(&c.lock);
+        assert_int_equal(mk_sched_cache_set_claim(&c, &cl, true, 1000), 0);
+        pthread_rwlock_unlock(&c.lock);
+        assert_int_equal(n->n_pending, 1);
+        assert_true(view_has(n, 4));
+        const struct mk_sched_pod *p2 = mk_sched_cache_pod(&c, "p2");
+        assert_false(mk_sched_pod_expired(p2, 1000 + MK_SCHED_PENDING_TTL_S));
+        assert_true(mk_sched_pod_expired(p2, 1001 + MK_SCHED_PENDING_TTL_S));
+        assert_false(mk_sched_pod_expired(p2, 0));
+        mk_sched_cache_drop_pending(&c, "p2");
+        assert_null(mk_sched_cache_pod(&c, "p2"));
+        assert_int_equal(n->n_pending, 0);
+        assert_false(view_has(n, 4));
+        /* An observed one is not dropped that way. */
+        mk_sched_cache_drop_pending(&c, "p1");
+        assert_non_null(mk_sched_cache_pod(&c, "p1"));
+        /* The node deleted while it holds a reservation: kept, without inventory. */
+        event(&c, MK_KUBE_EVENT_DELETED, node("n1", true, "8"), true);
+        n = mk_sched_cache_node(&c, "n1");
+        assert_non_null(n);
+        assert_null(n->inv);
+        assert_string_equal(n->reason, "node was deleted");
+        /* The pod finishes: its reservation and its CPU go. */
+        json_t *done = pod("p1", "n1", "n1", 0);
+        json_object_set_new(json_object_get(done, "status"), "phase", json_string("Succeeded"));
+        event(&c, MK_KUBE_EVENT_MODIFIED, done, false);
+        assert_null(mk_sched_cache_pod(&c, "p1"));
+        assert_int_equal(n->n_claims, 0);
+        assert_int_equal(n->res.cpu_requested_milli, 0);
+        /* A pod without identity is ignored. */
+        assert_int_equal(mk_sched_cache_pod_event(&c, MK_KUBE_EVENT_ADDED, json_object()), 0);
+        mk_sched_cache_done(&c);
+}
+
+static void test_resolve(void **state) {
+        (void) state;
+        struct mk_sched_cache c;
+        assert_int_equal(mk_sched_cache_init(&c), 0);
+        event(&c, MK_KUBE_EVENT_ADDED, node("a", true, "8"), true);
+        event(&c, MK_KUBE_EVENT_ADDED, node("b", true, "8"), true);
+        struct mk_sched_cand cands[] = {{"a", 1, NULL}, {"zz", 2, NULL}, {"b", 1, NULL}};
+        struct mk_sched_node *got[3], *again[3];
+        pthread_rwlock_rdlock(&c.lock);
+        mk_sched_cache_resolve(&c, cands, 3, got);
+        assert_int_equal(c.names_n, 3); /* kept for the next request */
+        mk_sched_cache_resolve(&c, cands, 3, again);
+        pthread_rwlock_unlock(&c.lock);
+        assert_ptr_equal(got[0], mk_sched_cache_node(&c, "a"));
+        assert_null(got[1]);
+        assert_ptr_equal(got[2], mk_sched_cache_node(&c, "b"));
+        assert_memory_equal(got, again, sizeof(got));
+        /* A node added since: the kept list is stale, the names are looked up again. */
+        event(&c, MK_KUBE_EVENT_ADDED, node("zz", true, "8"), true);
+        pthread_rwlock_rdlock(&c.lock);
+        mk_sched_cache_resolve(&c, cands, 3, again);
+        pthread_rwlock_unlock(&c.lock);
+        assert_ptr_equal(again[1], mk_sched_cache_node(&c, "zz"));
+        /* Another list of the same length does not match the kept one. */
+        struct mk_sched_cand other[] = {{"b", 1, NULL}, {"a", 1, NULL}, {"zz", 2, NULL}};
+        pthread_rwlock_rdlock(&c.lock);
+        mk_sched_cache_resolve(&c, other, 3, again);
+        pthread_rwlock_unlock(&c.lock);
+        assert_ptr_equal(again[0], mk_sched_cache_node(&c, "b"));
+        assert_ptr_equal(again[1], mk_sched_cache_node(&c, "a"));
+        mk_sched_cache_done(&c);
+}
+
+int main(void) {
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_nodes),
+                cmocka_unit_test(test_claims_and_usage),
+                cmocka_unit_test(test_resolve),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
