@@ -192,6 +192,13 @@ int mk_sched_decide_reserve(const struct mk_sched_config *cfg, struct mk_sched_c
         const struct mk_pod_request *req = ask->req;
         char reason[MK_ERROR_MSG_MAX];
         struct mk_sched_scratch *sc = NULL;
+        if (strlen(node) >= sizeof(claim->node))
+                return mk_error_set(e, -EINVAL, "node name too long");
+        claim->n_devices = 0;
+        claim->time = now;
+        claim->active = true;
+        claim->allocated = false;
+        snprintf(claim->node, sizeof(claim->node), "%s", node);
         double score;
         int r = 0;
         pthread_rwlock_wrlock(&c->lock);

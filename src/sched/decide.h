@@ -71,7 +71,7 @@ int mk_sched_decide(const struct mk_sched_config *cfg, struct mk_sched_cache *c,
  * reservations, pending ones included) and records the result as a
  * pending reservation at `now`, so a concurrent bind to the same node
  * cannot get the same placement. `claim` holds the pod's identity on
- * entry and its devices on success. -ENOSPC with the reason when it no
+ * entry; it becomes the reservation (node, time, active, devices). -ENOSPC with the reason when it no
  * longer fits, -ENOENT for an unknown node. Takes the write lock. */
 int mk_sched_decide_reserve(const struct mk_sched_config *cfg, struct mk_sched_cache *c,
                             const struct mk_sched_pod_ask *ask, const char *node, int64_t now, struct mk_claim *claim,

@@ -216,11 +216,6 @@ int mk_sched_reserve(struct mk_sched *s, const json_t *pod, const char *node, in
         }
         if ((r = mk_pod_request_parse(pod, s->cfg, req, e)) < 0)
                 return r;
-        c->n_devices = 0;
-        c->time = now;
-        c->active = true;
-        c->allocated = false;
-        snprintf(c->node, sizeof(c->node), "%s", node);
         struct mk_sched_pod_ask ask = {.req = req, .uid = c->uid, .pod = pod};
         r = mk_sched_decide_reserve(s->cfg, &s->cache, &ask, node, now, c, e);
         if (r >= 0)

@@ -1,0 +1,175 @@
+/* Unit tests for sched/decide over a node cache: the seam between nodes
+ * and kinds of placement (a node in another operating mode gets none; bind
+ * keeps to the node filter chose), the reasons per node, priorities, the
+ * memo answering a second request of one shape, a reservation recorded as
+ * pending and seen by the next decision. The entry points on top are in
+ * test-sched.c. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "base/macro.h"
+#include "claim/claim.h"
+#include "sched/decide.h"
+#include "sched/inventory.h"
+#include "sched/memo.h"
+#include "sched/nodecache.h"
+#include "sched/request.h"
+#include "spec/sched-config.h"
+
+/* One A100-40GB-like GPU with 1g.5gb and 3g.20gb, empty. */
+#define INV                                                                                                        \
+        "{\"version\":1,\"node\":\"%s\",\"gpus\":[{\"index\":0,\"uuid\":\"GPU-%s\",\"model\":\"NVIDIA A100-SXM4-40GB\"," \
+        "\"memoryMiB\":40960,\"units\":8,\"slices\":7,\"sms\":98,\"mig\":true,\"profiles\":["                           \
+        "{\"name\":\"1g.5gb\",\"id\":19,\"slices\":1,\"memoryMiB\":4864,\"maxCount\":7,\"sms\":14,"                     \
+        "\"placements\":[[0,1],[1,1],[2,1],[3,1],[4,1],[5,1],[6,1]]},"                                                 \
+        "{\"name\":\"3g.20gb\",\"id\":9,\"slices\":3,\"memoryMiB\":19968,\"maxCount\":2,\"sms\":42,"                    \
+        "\"placements\":[[0,4],[4,4]]}],\"instances\":[]}]}"
+
+struct fixture {
+        struct mk_sched_config *cfg;
+        struct mk_sched_cache cache;
+        struct mk_sched_shapes shapes;
+};
+
+static int setup(void **state) {
+        struct fixture *f = calloc(1, sizeof(*f));
+        const char *y = "version: v1\nnodeconfig:\n  - name: soft\n    operatingmode: hami-core\n";
+        assert_int_equal(mk_sched_config_parse(y, strlen(y), "c", &f->cfg, NULL), 0);
+        assert_int_equal(mk_sched_cache_init(&f->cache), 0);
+        assert_int_equal(mk_sched_shapes_init(&f->shapes), 0);
+        static const char *const names[] = {"n1", "n2", "soft"};
+        for (size_t i = 0; i < ELEMENTSOF(names); i++) {
+                char inv[2048];
+                snprintf(inv, sizeof(inv), INV, names[i], names[i]);
+                json_t *n = json_pack("{s:{s:s, s:{s:s}}}", "metadata", "name", names[i], "annotations",
+                                      MK_ANN_INVENTORY, inv);
+                assert_int_equal(mk_sched_cache_node_event(&f->cache, MK_KUBE_EVENT_ADDED, n), 0);
+                json_decref(n);
+        }
+        *state = f;
+        return 0;
+}
+
+static int teardown(void **state) {
+        struct fixture *f = *state;
+        mk_sched_shapes_done(&f->shapes);
+        mk_sched_cache_done(&f->cache);
+        mk_sched_config_free(f->cfg);
+        free(f);
+        return 0;
+}
+
+static json_t *pod(const char *uid, const char *mem) {
+        json_t *p = json_pack("{s:{s:s, s:s, s:s}, s:{s:[{s:s, s:{s:{s:i, s:s}}}]}}", "metadata", "namespace", "ns",
+                              "name", uid, "uid", uid, "spec", "containers", "name", "c", "resources", "limits",
+                              "nvidia.com/gpu", 1, "nvidia.com/gpumem", mem);
+        assert_non_null(p);
+        return p;
+}
+
+/* Decides `p` on the names; the verdicts as "name:r:priority[:reason]" joined by '|'. */
+static void decide(struct fixture *f, const json_t *p, const char *const *names, size_t n, bool memo, char *out,
+                   size_t size, unsigned long *hits) {
+        struct mk_pod_request req;
+        assert_int_equal(mk_pod_request_parse(p, f->cfg, &req, NULL), 0);
+        struct mk_sched_pod_ask ask = {.req = &req, .uid = json_string_value(json_object_get(
+                                                             json_object_get(p, "metadata"), "uid")),
+                                       .pod = p};
+        struct mk_sched_decisions d = {.n = n, .by_name = true};
+        d.cands = calloc(n, sizeof(*d.cands));
+        for (size_t i = 0; i < n; i++)
+                d.cands[i] = (struct mk_sched_cand) {.name = names[i], .len = strlen(names[i])};
+        char err[256];
+        assert_int_equal(mk_sched_decide(f->cfg, &f->cache, memo ? &f->shapes : NULL, &ask, true, &d, err,
+                                         sizeof(err)),
+                         0);
+        size_t len = 0;
+        out[0] = 0;
+        for (size_t i = 0; i < n; i++)
+                len += (size_t) snprintf(out + len, size - len, "%s%s:%d:%d%s%s", i ? "|" : "", names[i], d.v[i].r,
+                                         d.v[i].priority, d.v[i].r < 0 ? ":" : "",
+                                         d.v[i].r < 0 ? mk_sched_verdict_reason(&d, i) : "");
+        if (hits)
+                *hits = d.memo_hits;
+        assert_int_equal(d.feasible, 2);
+        mk_sched_decisions_done(&d);
+}
+
+static void test_decide(void **state) {
+        struct fixture *f = *state;
+        static const char *const names[] = {"n1", "soft", "gone", "n2"};
+        json_t *p = pod("u1", "19000");
+        char a[1024], b[1024];
+        unsigned long hits = 0;
+        decide(f, p, names, 4, true, a, sizeof(a), &hits);
+        assert_string_equal(a, "n1:0:6|soft:-28:0:node is in operating mode 'hami-core', not mig|"
+                               "gone:-2:0:node is not in migkit's cache (not seen by its Node informer)|n2:0:6");
+        assert_int_equal(hits, 0);
+        /* The same shape again: n1 and n2 answered from their memo, the same verdicts. */
+        decide(f, p, names, 4, true, b, sizeof(b), &hits);
+        assert_string_equal(a, b);
+        assert_int_equal(hits, 2);
+        /* Memo off: the same. */
+        decide(f, p, names, 4, false, b, sizeof(b), &hits);
+        assert_string_equal(a, b);
+        assert_int_equal(hits, 0);
+        json_decref(p);
+}
+
+static void test_reserve(void **state) {
+        struct fixture *f = *state;
+        json_t *p = pod("u1", "19000");
+        struct mk_pod_request req;
+        assert_int_equal(mk_pod_request_parse(p, f->cfg, &req, NULL), 0);
+        struct mk_claim c = {0};
+        assert_int_equal(mk_claim_from_pod(p, &c, NULL), 0);
+        struct mk_sched_pod_ask ask = {.req = &req, .uid = c.uid, .pod = p};
+        struct mk_error e = {0};
+        assert_int_equal(mk_sched_decide_reserve(f->cfg, &f->cache, &ask, "n1", 1000, &c, &e), 0);
+        assert_int_equal(c.n_devices, 1);
+        assert_string_equal(c.devices[0].profile, "3g.20gb");
+        assert_string_equal(c.devices[0].gpu, "GPU-n1");
+        const struct mk_sched_pod *held = mk_sched_cache_pod(&f->cache, "u1");
+        assert_non_null(held);
+        assert_true(held->pending);
+        /* A second pod of that size still fits (the other 3g.20gb), a third does not. */
+        json_t *p2 = pod("u2", "19000"), *p3 = pod("u3", "19000");
+        struct mk_claim c2 = {0}, c3 = {0};
+        assert_int_equal(mk_claim_from_pod(p2, &c2, NULL), 0);
+        assert_int_equal(mk_claim_from_pod(p3, &c3, NULL), 0);
+        ask.pod = p2;
+        ask.uid = c2.uid;
+        assert_int_equal(mk_sched_decide_reserve(f->cfg, &f->cache, &ask, "n1", 1000, &c2, &e), 0);
+        assert_true(c2.devices[0].placement.start != c.devices[0].placement.start);
+        ask.pod = p3;
+        ask.uid = c3.uid;
+        assert_int_equal(mk_sched_decide_reserve(f->cfg, &f->cache, &ask, "n1", 1000, &c3, &e), -ENOSPC);
+        assert_non_null(strstr(e.msg, "node 'n1': "));
+        /* Unknown node; bind does not check the operating mode (filter chose the node). */
+        assert_int_equal(mk_sched_decide_reserve(f->cfg, &f->cache, &ask, "gone", 1000, &c3, &e), -ENOENT);
+        int r = mk_sched_decide_reserve(f->cfg, &f->cache, &ask, "soft", 1000, &c3, &e);
+        if (r != 0)
+                fail_msg("soft: %d %s", r, e.msg);
+        json_decref(p);
+        json_decref(p2);
+        json_decref(p3);
+}
+
+int main(void) {
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test_setup_teardown(test_decide, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_reserve, setup, teardown),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
