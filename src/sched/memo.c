@@ -20,29 +20,6 @@ void mk_sched_memo_done(struct mk_sched_memo *m) {
         mk_sched_memo_forget(m);
 }
 
-bool mk_sched_memo_get(struct mk_sched_memo *m, uint64_t shape, int *r, int *priority, char *reason, size_t size) {
-        bool hit = false;
-        if (atomic_flag_test_and_set(&m->busy))
-                return false;
-        for (size_t i = 0; i < MK_SCHED_MEMO_SLOTS; i++) {
-                if (m->shape[i] != shape)
-                        continue;
-                if (m->r[i] < 0 && size > 0 && !m->has_reason[i])
-                        break; /* decided by a prioritize: decide again for the reason */
-                *r = m->r[i];
-                *priority = m->priority[i];
-                if (*r < 0 && size > 0) {
-                        size_t len = strnlen(m->reason[i], MIN(size, sizeof(m->reason[i])) - 1);
-                        memcpy(reason, m->reason[i], len);
-                        reason[len] = 0;
-                }
-                hit = true;
-                break;
-        }
-        atomic_flag_clear(&m->busy);
-        return hit;
-}
-
 void mk_sched_memo_put(struct mk_sched_memo *m, uint64_t shape, int r, int priority, const char *reason) {
         if (atomic_flag_test_and_set(&m->busy))
                 return;

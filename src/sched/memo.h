@@ -19,6 +19,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "base/error.h"
 #include "base/hashmap.h"
@@ -52,8 +53,8 @@ void mk_sched_memo_done(struct mk_sched_memo *m) _nonnull_(1);
  * `size` > 0 and it failed, its reason. A failure remembered without a
  * reason (by a prioritize) is a miss when a reason is asked for. false too
  * when another thread holds the memo. */
-bool mk_sched_memo_get(struct mk_sched_memo *m, uint64_t shape, int *r, int *priority, char *reason, size_t size)
-        _nonnull_(1, 3, 4);
+static inline bool mk_sched_memo_get(struct mk_sched_memo *m, uint64_t shape, int *r, int *priority, char *reason,
+                                     size_t size) _nonnull_(1, 3, 4);
 /* Remembers a decision (`reason`: NULL when none was asked for). Skipped
  * when another thread holds the memo. */
 void mk_sched_memo_put(struct mk_sched_memo *m, uint64_t shape, int r, int priority, const char *reason)
@@ -73,3 +74,28 @@ void mk_sched_shapes_done(struct mk_sched_shapes *s) _nonnull_(1);
  * a plain node reads. 0 when it cannot be remembered (a shape too long,
  * out of memory). Thread-safe. */
 uint64_t mk_sched_shape_id(struct mk_sched_shapes *s, const struct mk_pod_request *req) _nonnull_(1, 2);
+
+/* Inline: it runs once per node of every request (1,000s), on the hot path. */
+static inline bool mk_sched_memo_get(struct mk_sched_memo *m, uint64_t shape, int *r, int *priority, char *reason,
+                                     size_t size) {
+        bool hit = false;
+        if (atomic_flag_test_and_set(&m->busy))
+                return false;
+        for (size_t i = 0; i < MK_SCHED_MEMO_SLOTS; i++) {
+                if (m->shape[i] != shape)
+                        continue;
+                if (m->r[i] < 0 && size > 0 && !m->has_reason[i])
+                        break; /* decided by a prioritize: decide again for the reason */
+                *r = m->r[i];
+                *priority = m->priority[i];
+                if (*r < 0 && size > 0) {
+                        size_t len = strnlen(m->reason[i], MIN(size, sizeof(m->reason[i])) - 1);
+                        memcpy(reason, m->reason[i], len);
+                        reason[len] = 0;
+                }
+                hit = true;
+                break;
+        }
+        atomic_flag_clear(&m->busy);
+        return hit;
+}
