@@ -327,12 +327,6 @@ static int translate(const struct upstream_program *p, int argc, char **argv, st
         return 0;
 }
 
-static volatile sig_atomic_t gfd_signal;
-
-static void gfd_on_signal(int sig) {
-        gfd_signal = sig;
-}
-
 /* One labelling: `migkit labels` with stdout on `output` (written to a
  * temporary file in its directory, then renamed over it) or on stdout when
  * output is empty. */
@@ -415,13 +409,16 @@ static int gfd_main(const struct upstream_program *p, struct argv_buf *cmd, cons
         if (oneshot)
                 return gfd_label(cmd, output);
 
+        /* The signals stay blocked and are taken with sigtimedwait() while
+         * sleeping, so one that comes during a labelling is not lost. */
         sigset_t mask;
         sigemptyset(&mask);
         int sigs[] = {SIGHUP, SIGINT, SIGTERM, SIGQUIT};
-        struct sigaction sa = {.sa_handler = gfd_on_signal};
-        for (size_t i = 0; i < ELEMENTSOF(sigs); i++) {
+        for (size_t i = 0; i < ELEMENTSOF(sigs); i++)
                 sigaddset(&mask, sigs[i]);
-                (void) sigaction(sigs[i], &sa, NULL);
+        if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0) {
+                log_error("%s: cannot block signals: %m", p->name);
+                return MK_EXIT_FAILURE;
         }
         for (bool first = true;; first = false) {
                 int r = gfd_label(cmd, output);
@@ -432,19 +429,19 @@ static int gfd_main(const struct upstream_program *p, struct argv_buf *cmd, cons
                 log_debug("%s: sleeping for %" PRIu64 " ms", p->name, sleep_ms);
                 struct timespec ts = {.tv_sec = (time_t) (sleep_ms / 1000),
                                       .tv_nsec = (long) (sleep_ms % 1000) * 1000000L};
-                gfd_signal = 0;
-                while (nanosleep(&ts, &ts) < 0 && errno == EINTR && !gfd_signal)
+                int sig;
+                while ((sig = sigtimedwait(&mask, NULL, &ts)) < 0 && errno == EINTR)
                         ;
-                if (gfd_signal == SIGHUP) {
+                if (sig < 0)
+                        continue; /* EAGAIN: the interval passed */
+                if (sig == SIGHUP) {
                         log_info("%s: received SIGHUP, relabelling", p->name);
                         continue;
                 }
-                if (gfd_signal) {
-                        log_info("%s: received signal %d, shutting down", p->name, (int) gfd_signal);
-                        if (*output && unlink(output) < 0 && errno != ENOENT)
-                                log_warning("%s: cannot remove '%s': %m", p->name, output);
-                        return MK_EXIT_OK;
-                }
+                log_info("%s: received signal %d, shutting down", p->name, sig);
+                if (*output && unlink(output) < 0 && errno != ENOENT)
+                        log_warning("%s: cannot remove '%s': %m", p->name, output);
+                return MK_EXIT_OK;
         }
 }
 
