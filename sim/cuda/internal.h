@@ -206,6 +206,7 @@ struct cu_alloc {
         struct cu_ctx *ctx;
         struct cu_pool *pool;
         unsigned flags;
+        bool touched; /* written through the driver: pages to give back on free */
 };
 struct cu_alloc *cu_alloc_find(uintptr_t p); /* containing range; under cu_lock */
 CUresult cu_memcpy_checked(void *dst, const void *src, size_t n);

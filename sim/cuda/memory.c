@@ -13,6 +13,7 @@
 #define VMM_GRANULARITY (2ULL << 20)
 
 static uintptr_t arena_base, arena_end, arena_bump;
+static bool arena_rw; /* mapped read-write up front: no system call per allocation */
 static struct cu_alloc **allocs; /* sorted by base */
 static size_t n_allocs, cap_allocs;
 
@@ -41,7 +42,12 @@ static uint64_t round_up(uint64_t v, uint64_t a) {
 static bool arena_init(void) {
         if (arena_base)
                 return true;
-        void *p = mmap(NULL, ARENA_BYTES, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        /* Read-write without reservation where the kernel allows it (not under
+         * vm.overcommit_memory=2); else inaccessible, opened per allocation. */
+        void *p = mmap(NULL, ARENA_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        arena_rw = p != MAP_FAILED;
+        if (!arena_rw)
+                p = mmap(NULL, ARENA_BYTES, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
         if (p == MAP_FAILED)
                 return false;
         arena_base = arena_bump = round_up((uintptr_t) p, 2ULL << 20);
@@ -137,7 +143,8 @@ static CUresult arena_alloc(size_t size, size_t align, enum cu_alloc_kind kind, 
         }
         uintptr_t p = arena_find(span, MAX(align, PAGE));
         a = calloc(1, sizeof(*a));
-        if (!p || !a || (kind != ALLOC_VMM_RESERVE && mprotect((void *) p, span, PROT_READ | PROT_WRITE) < 0)) {
+        int prot = kind == ALLOC_VMM_RESERVE ? PROT_NONE : PROT_READ | PROT_WRITE;
+        if (!p || !a || ((kind == ALLOC_VMM_RESERVE || !arena_rw) && mprotect((void *) p, span, prot) < 0)) {
                 free(a);
                 if (dev >= 0)
                         cu_uncharge(&cu_devs[dev], charge);
@@ -158,9 +165,16 @@ static CUresult arena_alloc(size_t size, size_t align, enum cu_alloc_kind kind, 
 
 static void arena_free(struct cu_alloc *a) {
         size_t span = round_up(a->size, PAGE);
-        if (a->kind != ALLOC_VMM_RESERVE) {
-                madvise((void *) a->base, span, MADV_DONTNEED);
-                mprotect((void *) a->base, span, PROT_NONE);
+        if (a->kind == ALLOC_VMM_RESERVE) {
+                if (arena_rw)
+                        mmap((void *) a->base, span, PROT_READ | PROT_WRITE,
+                             MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+        } else {
+                /* Pages written through the driver (or by the program, for managed memory) go back. */
+                if (a->touched || a->kind == ALLOC_MANAGED)
+                        madvise((void *) a->base, span, MADV_DONTNEED);
+                if (!arena_rw)
+                        mprotect((void *) a->base, span, PROT_NONE);
         }
         if (a->dev >= 0)
                 cu_uncharge(&cu_devs[a->dev], a->charged);
@@ -415,10 +429,12 @@ CU_EXPORT CUresult cuMemHostUnregister(void *p) {
 /* ---- copies and sets ---- */
 
 /* A pointer into the arena must lie in a live allocation with [p, p+n) inside it. */
-static bool range_ok(uintptr_t p, size_t n) {
+static bool range_ok_w(uintptr_t p, size_t n, bool write) {
         struct cu_alloc *a = cu_alloc_find(p);
         if (!a)
                 return !in_arena(p);
+        if (write)
+                a->touched = true;
         if (a->kind == ALLOC_VMM_RESERVE) {
                 for (struct cu_mapping *m = mappings; m; m = m->next)
                         if (p >= m->base && p - m->base <= m->size && n <= m->size - (p - m->base))
@@ -428,13 +444,17 @@ static bool range_ok(uintptr_t p, size_t n) {
         return n <= a->size - (p - a->base);
 }
 
+static bool range_ok(uintptr_t p, size_t n) {
+        return range_ok_w(p, n, false);
+}
+
 CUresult cu_memcpy_checked(void *dst, const void *src, size_t n) {
         if (n == 0)
                 return CUDA_SUCCESS;
         if (!dst || !src)
                 return CUDA_ERROR_INVALID_VALUE;
         pthread_mutex_lock(&cu_lock);
-        bool ok = range_ok((uintptr_t) dst, n) && range_ok((uintptr_t) src, n);
+        bool ok = range_ok_w((uintptr_t) dst, n, true) && range_ok((uintptr_t) src, n);
         pthread_mutex_unlock(&cu_lock);
         if (!ok)
                 return CUDA_ERROR_INVALID_VALUE;
@@ -451,7 +471,7 @@ CUresult cu_memset_checked(CUdeviceptr dst, unsigned value, unsigned elem, size_
         size_t row = width * elem;
         size_t span = (height - 1) * pitch + row;
         pthread_mutex_lock(&cu_lock);
-        bool ok = range_ok(dst, span);
+        bool ok = range_ok_w(dst, span, true);
         pthread_mutex_unlock(&cu_lock);
         if (!ok)
                 return CUDA_ERROR_INVALID_VALUE;

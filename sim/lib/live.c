@@ -1,6 +1,7 @@
 /* The live region shared by the CUDA and NVML simulators (live.h). */
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -138,28 +139,80 @@ static bool proc_stat(unsigned pid, uint64_t *ret_start, char *ret_state) {
         return true;
 }
 
-uint64_t sim_live_self(void) {
-        uint64_t start;
-        char state;
-        unsigned pid = (unsigned) getpid();
+static _Atomic uint64_t self_word; /* cached; a forked child has another pid and recomputes */
+static pid_t my_pid;               /* getpid() is a system call; refreshed in forked children */
+static pthread_once_t pid_once = PTHREAD_ONCE_INIT;
 
+static void pid_refresh(void) {
+        my_pid = getpid();
+}
+
+static void pid_init(void) {
+        pid_refresh();
+        pthread_atfork(NULL, NULL, pid_refresh);
+}
+
+static unsigned current_pid(void) {
+        pthread_once(&pid_once, pid_init);
+        return (unsigned) my_pid;
+}
+
+uint64_t sim_live_self(void) {
+        uint64_t start, w = atomic_load(&self_word);
+        char state;
+        unsigned pid = current_pid();
+
+        if (w != 0 && (unsigned) (w & 0x7FFFFFFFULL) == pid)
+                return w;
         if (!proc_stat(pid, &start, &state))
                 return 0;
-        return ((start & 0xFFFFFFFFULL) << 32) | pid;
+        w = ((start & 0xFFFFFFFFULL) << 32) | pid;
+        atomic_store(&self_word, w);
+        return w;
 }
+
+/* Owners found alive by /proc, trusted for LIVE_TRUST_NS while kill(pid, 0)
+ * still finds the pid (a reaped process is seen dead at once; a zombie or a
+ * recycled pid within that time). Saves a /proc read per slot and query. */
+#define LIVE_TRUST_NS 200000000ULL
+#define LIVE_TRUST_ENTRIES 64
+static struct {
+        uint64_t owner, at_ns;
+} trust[LIVE_TRUST_ENTRIES];
+static unsigned trust_next;
+static pthread_mutex_t trust_mutex = PTHREAD_MUTEX_INITIALIZER;
 
 bool sim_live_owner_alive(uint64_t owner) {
         unsigned pid = (unsigned) (owner & 0x7FFFFFFFULL);
-        uint64_t start;
+        uint64_t start, now;
         char state;
 
+        owner &= ~SIM_LIVE_INIT_BIT;
         if (pid == 0)
                 return false;
+        if (pid == current_pid())
+                return owner == sim_live_self();
+        if (kill((pid_t) pid, 0) < 0 && errno == ESRCH)
+                return false;
+        now = sim_live_now_ns();
+        pthread_mutex_lock(&trust_mutex);
+        for (unsigned i = 0; i < LIVE_TRUST_ENTRIES; i++)
+                if (trust[i].owner == owner && now - trust[i].at_ns < LIVE_TRUST_NS) {
+                        pthread_mutex_unlock(&trust_mutex);
+                        return true;
+                }
+        pthread_mutex_unlock(&trust_mutex);
         if (!proc_stat(pid, &start, &state))
                 return false;
         if (state == 'Z' || state == 'X' || state == 'x')
                 return false;
-        return (start & 0xFFFFFFFFULL) == (owner >> 32);
+        if ((start & 0xFFFFFFFFULL) != (owner >> 32))
+                return false;
+        pthread_mutex_lock(&trust_mutex);
+        trust[trust_next] = (typeof(trust[0])) { owner, now };
+        trust_next = (trust_next + 1) % LIVE_TRUST_ENTRIES;
+        pthread_mutex_unlock(&trust_mutex);
+        return true;
 }
 
 bool sim_live_reap(struct sim_live *l, struct sim_live_slot *s) {

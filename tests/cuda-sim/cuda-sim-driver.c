@@ -7,9 +7,12 @@
  *   cuda-sim-driver hold MIB SECONDS  allocates MIB on device 0, prints "ready", sleeps
  *   cuda-sim-driver burn NS COUNT     COUNT kernels of NS ns each, synchronised each time
  *   cuda-sim-driver oom               allocates past the device's memory
+ *   cuda-sim-driver bench N           ns per cuMemAlloc+cuMemFree pair, per launch, per cuMemGetInfo
  *   cuda-sim-driver mig-setup         (NVML) MIG on GPU 0 with two 1-slice instances; prints their UUIDs */
 #include <cuda.h>
 #include <dlfcn.h>
+#include <pthread.h>
+#include <sys/wait.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -174,6 +177,43 @@ static int cmd_mig_setup(void) {
         }
         nvmlShutdown();
         return 0;
+}
+
+static int cmd_bench(unsigned n) {
+        CUdeviceptr p;
+        size_t fr, tot;
+        setup();
+        CUfunction f = sleep_kernel();
+        uint64_t t0 = now_ns();
+        for (unsigned i = 0; i < n; i++)
+                if (cuMemAlloc_v2(&p, 1 << 20) != CUDA_SUCCESS || cuMemFree_v2(p) != CUDA_SUCCESS)
+                        return 1;
+        uint64_t t1 = now_ns();
+        for (unsigned i = 0; i < n; i++)
+                if (launch_ns(f, 0, NULL) != CUDA_SUCCESS)
+                        return 1;
+        uint64_t t2 = now_ns();
+        for (unsigned i = 0; i < n; i++)
+                if (cuMemGetInfo_v2(&fr, &tot) != CUDA_SUCCESS)
+                        return 1;
+        uint64_t t3 = now_ns();
+        printf("alloc_free_ns=%.0f launch_ns=%.0f meminfo_ns=%.0f\n", (double) (t1 - t0) / n, (double) (t2 - t1) / n,
+               (double) (t3 - t2) / n);
+        return 0;
+}
+
+static CUcontext thread_ctx;
+
+static void *alloc_thread(void *arg) {
+        (void) arg;
+        if (cuCtxSetCurrent(thread_ctx) != CUDA_SUCCESS)
+                return (void *) 1;
+        for (int i = 0; i < 500; i++) {
+                CUdeviceptr p;
+                if (cuMemAlloc_v2(&p, 4096 + (size_t) i) != CUDA_SUCCESS || cuMemFree_v2(p) != CUDA_SUCCESS)
+                        return (void *) 1;
+        }
+        return NULL;
 }
 
 static void host_fn(void *p) {
@@ -419,6 +459,33 @@ static int cmd_selftest(void) {
         CHECK(strcmp(str, "CUDA_ERROR_OUT_OF_MEMORY") == 0, "error name");
         OK(cuGetErrorString(CUDA_ERROR_OUT_OF_MEMORY, &str));
         CHECK(cuGetErrorName((CUresult) 12345, &str) == CUDA_ERROR_INVALID_VALUE, "unknown error code");
+        /* Threads allocate and free concurrently; the books balance. */
+        pthread_t th[4];
+        void *tr;
+        int bad = 0;
+        thread_ctx = pctx;
+        for (int i = 0; i < 4; i++)
+                pthread_create(&th[i], NULL, alloc_thread, NULL);
+        for (int i = 0; i < 4; i++) {
+                pthread_join(th[i], &tr);
+                bad += tr != NULL;
+        }
+        OK(cuMemGetInfo_v2(&freeb2, &total));
+        CHECK(bad == 0 && freeb2 == freeb, "4 threads x 500 allocations: balanced");
+
+        /* A child forked after cuInit cannot use CUDA (as with the real driver). */
+        fflush(stdout);
+        pid_t child = fork();
+        if (child == 0) {
+                int cnt;
+                _exit(cuInit(0) == CUDA_ERROR_NOT_INITIALIZED && cuDeviceGetCount(&cnt) == CUDA_ERROR_NOT_INITIALIZED
+                              ? 0
+                              : 1);
+        }
+        int wst = 0;
+        waitpid(child, &wst, 0);
+        CHECK(WIFEXITED(wst) && WEXITSTATUS(wst) == 0, "forked child: CUDA_ERROR_NOT_INITIALIZED");
+
         OK(cuDevicePrimaryCtxRelease_v2(0));
         printf("%s: %d failures\n", failures ? "FAILED" : "PASSED", failures);
         return failures != 0;
@@ -436,6 +503,8 @@ int main(int argc, char **argv) {
                 return cmd_burn(strtoull(argv[2], NULL, 10), (unsigned) atoi(argv[3]));
         if (argc >= 2 && strcmp(argv[1], "oom") == 0)
                 return cmd_oom();
+        if (argc >= 3 && strcmp(argv[1], "bench") == 0)
+                return cmd_bench((unsigned) atoi(argv[2]));
         if (argc >= 2 && strcmp(argv[1], "mig-setup") == 0)
                 return cmd_mig_setup();
         fprintf(stderr, "usage: %s selftest|info|hold MIB SECONDS|burn NS COUNT|oom\n", argv[0]);
