@@ -8,6 +8,7 @@
  *   cuda-sim-driver burn NS COUNT     COUNT kernels of NS ns each, synchronised each time
  *   cuda-sim-driver oom               allocates past the device's memory
  *   cuda-sim-driver bench N           ns per cuMemAlloc+cuMemFree pair, per launch, per cuMemGetInfo
+ *   cuda-sim-driver nvml GPU          (NVML) memory, processes and utilisation of GPU GPU
  *   cuda-sim-driver mig-setup         (NVML) MIG on GPU 0 with two 1-slice instances; prints their UUIDs */
 #include <cuda.h>
 #include <dlfcn.h>
@@ -199,6 +200,45 @@ static int cmd_bench(unsigned n) {
         uint64_t t3 = now_ns();
         printf("alloc_free_ns=%.0f launch_ns=%.0f meminfo_ns=%.0f\n", (double) (t1 - t0) / n, (double) (t2 - t1) / n,
                (double) (t3 - t2) / n);
+        return 0;
+}
+
+/* nvml.h layouts of the utilisation queries (not in the product's NVML ABI list). */
+typedef struct {
+        unsigned int gpu, memory;
+} nvml_util_t;
+typedef struct {
+        unsigned int pid;
+        unsigned long long timeStamp;
+        unsigned int smUtil, memUtil, encUtil, decUtil;
+} nvml_proc_util_t;
+nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvml_util_t *utilization);
+nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device, nvml_proc_util_t *utilization,
+                                             unsigned int *processSamplesCount, unsigned long long lastSeenTimeStamp);
+
+static int cmd_nvml(unsigned gpu) {
+        nvmlDevice_t dev;
+        nvmlMemory_t mem;
+        nvmlProcessInfo_t procs[64];
+        nvml_util_t util = { 0, 0 };
+        nvml_proc_util_t samples[64];
+        unsigned n = 64, ns = 64;
+        if (nvmlInit_v2() != NVML_SUCCESS || nvmlDeviceGetHandleByIndex_v2(gpu, &dev) != NVML_SUCCESS ||
+            nvmlDeviceGetMemoryInfo(dev, &mem) != NVML_SUCCESS ||
+            nvmlDeviceGetComputeRunningProcesses_v3(dev, &n, procs) != NVML_SUCCESS)
+                return 1;
+        nvmlReturn_t ru = nvmlDeviceGetUtilizationRates(dev, &util);
+        nvmlReturn_t rp = nvmlDeviceGetProcessUtilization(dev, samples, &ns, 0);
+        printf("used_mib=%llu procs=%u util=%u util_rc=%d samples_rc=%d\n", mem.used >> 20, n, util.gpu, (int) ru,
+               (int) rp);
+        for (unsigned i = 0; i < n; i++) {
+                unsigned sm = 0;
+                for (unsigned k = 0; rp == NVML_SUCCESS && k < ns; k++)
+                        if (samples[k].pid == procs[i].pid)
+                                sm = samples[k].smUtil;
+                printf("pid=%u used_mib=%llu sm=%u\n", procs[i].pid, procs[i].usedGpuMemory >> 20, sm);
+        }
+        nvmlShutdown();
         return 0;
 }
 
@@ -505,6 +545,8 @@ int main(int argc, char **argv) {
                 return cmd_oom();
         if (argc >= 3 && strcmp(argv[1], "bench") == 0)
                 return cmd_bench((unsigned) atoi(argv[2]));
+        if (argc >= 3 && strcmp(argv[1], "nvml") == 0)
+                return cmd_nvml((unsigned) atoi(argv[2]));
         if (argc >= 2 && strcmp(argv[1], "mig-setup") == 0)
                 return cmd_mig_setup();
         fprintf(stderr, "usage: %s selftest|info|hold MIB SECONDS|burn NS COUNT|oom\n", argv[0]);

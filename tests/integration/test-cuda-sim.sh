@@ -68,6 +68,9 @@ pids+=($holder)
 wait_for "$tmp/hold" '^ready'
 sim cuda-processes >"$tmp/procs"
 grep -Eq "^3 +- +- +$holder +1500.0 " "$tmp/procs" || fail "process in migkit-sim: $(cat "$tmp/procs")"
+drv nvml 3 >"$tmp/nvml" || fail "NVML queries"
+grep -q "^used_mib=1500 procs=1 util=0 util_rc=0 samples_rc=0$" "$tmp/nvml" || fail "NVML memory/processes: $(cat "$tmp/nvml")"
+grep -q "^pid=$holder used_mib=1500 sm=0$" "$tmp/nvml" || fail "NVML process list: $(cat "$tmp/nvml")"
 CUDA_VISIBLE_DEVICES=3 drv oom >"$tmp/oom" || fail "OOM with another process holding memory: $(cat "$tmp/oom")"
 CUDA_VISIBLE_DEVICES=3 drv selftest >"$tmp/selftest2" 2>&1 || fail "selftest beside another process"
 kill -9 "$holder"
@@ -83,6 +86,7 @@ b2=$!
 pids+=($b1 $b2)
 sleep 0.4
 sim cuda-processes --window 300 >"$tmp/procs-burn"
+MIGKIT_SIM_UTIL_WINDOW_MS=300 drv nvml 5 >"$tmp/nvml-burn" || fail "NVML queries during the burn"
 wait "$b1" || fail "burn 1"
 wait "$b2" || fail "burn 2"
 for f in burn1 burn2; do
@@ -92,6 +96,10 @@ for f in burn1 burn2; do
 done
 total=$(awk 'NR > 1 && $1 == 5 { s += $6 } END { print s + 0 }' "$tmp/procs-burn")
 [ "$total" -ge 80 ] || fail "two busy processes: SM% sums to $total: $(cat "$tmp/procs-burn")"
+util=$(sed -n 's/^used_mib=0 procs=2 util=\([0-9]*\) util_rc=0 samples_rc=0$/\1/p' "$tmp/nvml-burn")
+[ -n "$util" ] && [ "$util" -ge 80 ] || fail "NVML utilisation of a busy GPU: $(cat "$tmp/nvml-burn")"
+smsum=$(awk -F'sm=' '/^pid=/ { s += $2 } END { print s + 0 }' "$tmp/nvml-burn")
+[ "$smsum" -ge 80 ] || fail "NVML process utilisation sums to $smsum: $(cat "$tmp/nvml-burn")"
 
 # --- the CUDA runtime ----------------------------------------------------------------
 if [ -x "$bin/cuda-sim-runtime" ]; then
@@ -120,6 +128,9 @@ pids+=($migholder)
 wait_for "$tmp/hold-mig" '^ready'
 sim cuda-processes >"$tmp/procs"
 grep -Eq "^0 +[0-9]+ +0 +$migholder +1000.0 " "$tmp/procs" || fail "MIG process in migkit-sim: $(cat "$tmp/procs")"
+drv nvml 0 >"$tmp/nvml-mig" || fail "NVML queries on a MIG-mode GPU"
+grep -q "^used_mib=1000 procs=1 util=0 util_rc=3 samples_rc=3$" "$tmp/nvml-mig" ||
+  fail "NVML on a MIG-mode GPU (utilisation NOT_SUPPORTED): $(cat "$tmp/nvml-mig")"
 CUDA_VISIBLE_DEVICES=$mig1 drv oom >"$tmp/oom-mig" || fail "OOM on a MIG device: $(cat "$tmp/oom-mig")"
 kill -9 "$migholder"
 wait "$migholder" 2>/dev/null || true
