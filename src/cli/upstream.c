@@ -43,6 +43,7 @@ struct upstream_flag {
         const char *to;
         bool to_switch;
         bool local;
+        bool list; /* a string slice upstream: repeated flags join with ',' */
         const char *ignored_why;
 };
 
@@ -89,7 +90,8 @@ static const struct upstream_flag device_plugin_flags[] = {
         {"nvidia-driver-root,driver-root", FLAG_STRING, "NVIDIA_DRIVER_ROOT", .to = "--nvidia-driver-root"},
         {"dev-root,nvidia-dev-root", FLAG_STRING, "NVIDIA_DEV_ROOT", .to = "--dev-root"},
         {"pass-device-specs", FLAG_BOOL, "PASS_DEVICE_SPECS", .to = "--pass-device-specs"},
-        {"device-list-strategy", FLAG_STRING, "DEVICE_LIST_STRATEGY", .to = "--device-list-strategy"},
+        {"device-list-strategy", FLAG_STRING, "DEVICE_LIST_STRATEGY", .to = "--device-list-strategy",
+         .list = true},
         {"device-id-strategy", FLAG_STRING, "DEVICE_ID_STRATEGY", .to = "--device-id-strategy"},
         {"gds-enabled", FLAG_BOOL, "GDS_ENABLED", .to = "--gds-enabled"},
         {"mofed-enabled", FLAG_BOOL, "MOFED_ENABLED", .to = "--mofed-enabled"},
@@ -194,7 +196,7 @@ static const char *env_of(const char *envs, const char **ret_name) {
 struct argv_buf {
         char *items[MAX_ARGS + 1];
         size_t n;
-        char *owned[MAX_FLAGS]; /* the "--x=value" strings made here */
+        char *owned[MAX_ARGS]; /* the "--x=value" strings made here */
         size_t n_owned;
 };
 
@@ -217,7 +219,7 @@ static void argv_buf_done(struct argv_buf *a) {
 /* Appends "<opt>=<value>", owned by `a`. */
 static int push_opt(struct argv_buf *a, const char *opt, const char *value) {
         char *s;
-        if (a->n_owned >= MAX_FLAGS || asprintf(&s, "%s=%s", opt, value) < 0)
+        if (a->n_owned >= MAX_ARGS || asprintf(&s, "%s=%s", opt, value) < 0)
                 return -ENOMEM;
         a->owned[a->n_owned++] = s;
         return push(a, s);
@@ -286,7 +288,16 @@ static int translate(const struct upstream_program *p, int argc, char **argv, st
                         }
                         value = b ? "true" : "false";
                 }
-                values[f - p->flags] = value;
+                const char **slot = &values[f - p->flags];
+                if (f->list && *slot) {
+                        /* "a,b", owned by out like the "--x=value" strings */
+                        char *joined;
+                        if (out->n_owned >= MAX_ARGS || asprintf(&joined, "%s,%s", *slot, value) < 0)
+                                return -MK_EXIT_USAGE;
+                        out->owned[out->n_owned++] = joined;
+                        value = joined;
+                }
+                *slot = value;
         }
 
         for (size_t k = 0; k < p->n_flags; k++) {

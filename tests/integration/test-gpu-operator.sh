@@ -88,6 +88,9 @@ grep -q '^nvidia-device-plugin: migkit' "$tmp/out" && grep -q '^Usage: migkit de
   || fail "nvidia-device-plugin --help: $(head -4 "$tmp/out")"
 expect 2 "$D" --frobnicate
 expect 2 "$D" --pass-device-specs=maybe
+# A string slice upstream: repeated flags join; migkit's parser checks the list.
+expect 2 "$D" --device-list-strategy envvar --device-list-strategy bogus
+grep -q 'bogus' "$tmp/out" || fail "repeated --device-list-strategy: $(cat "$tmp/out")"
 # Serving without a kubelet (KUBELET_SOCKET empty), with upstream's flags,
 # ignored ones included, as the operator's DaemonSet sets them.
 mkdir -p "$tmp/dp"
