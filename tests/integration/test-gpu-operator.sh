@@ -76,6 +76,16 @@ for _ in $(seq 200); do [ -s "$tmp/loop" ] && break; sleep 0.1; done
 first=$(stat -c %Y.%i "$tmp/loop")
 for _ in $(seq 300); do [ "$(stat -c %Y.%i "$tmp/loop" 2>/dev/null)" != "$first" ] && break; sleep 0.1; done
 [ "$(stat -c %Y.%i "$tmp/loop")" != "$first" ] || fail "the GFD loop did not relabel within 30 s"
+# SIGHUP relabels at once (a long interval would not).
+kill -TERM "$gfd_pid"; wait "$gfd_pid" || true
+"$G" --sleep-interval=1h --output-file "$tmp/loop" >"$tmp/loop.log" 2>&1 &
+gfd_pid=$!
+pids+=("$gfd_pid")
+for _ in $(seq 200); do [ -s "$tmp/loop" ] && break; sleep 0.1; done
+first=$(stat -c %i "$tmp/loop")
+kill -HUP "$gfd_pid"
+for _ in $(seq 200); do [ "$(stat -c %i "$tmp/loop" 2>/dev/null)" != "$first" ] && break; sleep 0.1; done
+[ "$(stat -c %i "$tmp/loop")" != "$first" ] || fail "SIGHUP did not relabel: $(tail -3 "$tmp/loop.log")"
 kill -TERM "$gfd_pid"
 rc=0; wait "$gfd_pid" || rc=$?
 [ "$rc" = 0 ] || fail "gpu-feature-discovery exited $rc after SIGTERM: $(tail -3 "$tmp/loop.log")"
