@@ -50,8 +50,10 @@ static bool any_sm_limit;
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static __thread int in_init __attribute__((tls_model("initial-exec")));     /* dlsym calls made while we initialise go straight through */
 static pthread_mutex_t slot_lock = PTHREAD_MUTEX_INITIALIZER;
-static double share_factor[VGPU_MAX_DEVICES];
-static _Atomic uint64_t share_admitted[VGPU_MAX_DEVICES]; /* this process, ns */
+static struct vgpu_share_est share_est[VGPU_MAX_DEVICES]; /* the watcher's */
+static _Atomic double share_factor[VGPU_MAX_DEVICES];     /* its result, read by launches */
+static _Atomic uint64_t share_base[VGPU_MAX_DEVICES];     /* base estimates launched, ns */
+static _Atomic uint64_t share_charged[VGPU_MAX_DEVICES];  /* what the bucket was charged, ns */
 static uint64_t full_threads[VGPU_MAX_DEVICES];
 static _Atomic bool watcher_started;
 
@@ -232,8 +234,10 @@ static void atfork_child(void) {
         my_pid = getpid();
         pthread_mutex_init(&slot_lock, NULL);
         atomic_store(&watcher_started, false);
-        for (unsigned d = 0; d < VGPU_MAX_DEVICES; d++)
-                atomic_store(&share_admitted[d], 0);
+        for (unsigned d = 0; d < VGPU_MAX_DEVICES; d++) {
+                atomic_store(&share_base[d], 0);
+                atomic_store(&share_charged[d], 0);
+        }
 }
 
 static void do_init(void) {
@@ -242,7 +246,8 @@ static void do_init(void) {
         my_pid = getpid();
         vgpu_config_load(&cfg, env_get, NULL, env_warn);
         for (unsigned d = 0; d < VGPU_MAX_DEVICES; d++) {
-                share_factor[d] = 1.0;
+                share_est[d].factor = 1.0;
+                atomic_store(&share_factor[d], 1.0);
                 if (cfg.mem_limit[d] != VGPU_UNLIMITED || cfg.sm_limit[d] < 100)
                         active = true;
                 if (cfg.sm_limit[d] < 100)
@@ -786,8 +791,9 @@ static void admit(uint64_t blocks, uint64_t threads) {
         if (!share_applies(dev, now))
                 return;
         uint64_t base = blocks ? vgpu_share_kernel_cost(blocks, threads, full_threads[dev]) : VGPU_SHARE_GRAPH_COST_NS;
-        uint64_t cost = (uint64_t) ((double) base * share_factor[dev]);
-        atomic_fetch_add(&share_admitted[dev], cost);
+        uint64_t cost = (uint64_t) ((double) base * atomic_load_explicit(&share_factor[dev], memory_order_relaxed));
+        atomic_fetch_add(&share_base[dev], base);
+        atomic_fetch_add(&share_charged[dev], cost);
         uint64_t wait = vgpu_share_admit(&region->share[dev], region->sm_limit[dev], cost, now);
         int s = slot();
         if (s >= 0)
@@ -871,7 +877,12 @@ EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec g, CUstream st) {
 
 static void post_cuinit(void) {
         int n = 0;
-        if (!active || !real_cuDeviceGetCount || real_cuDeviceGetCount(&n) != CUDA_SUCCESS)
+        if (!active)
+                return;
+        /* Hold a slot from the start: the watchers of the container's other
+         * processes tell its own pids from other GPU users by the slots. */
+        (void) slot();
+        if (!real_cuDeviceGetCount || real_cuDeviceGetCount(&n) != CUDA_SUCCESS)
                 return;
         for (int i = 0; i < n && i < VGPU_MAX_DEVICES; i++) {
                 CUdevice d;
@@ -973,9 +984,15 @@ static void *watcher(void *arg) {
         static vgpu_nvmlProcessUtilizationSample_t samples[WATCH_SAMPLES];
         unsigned long long last_seen[VGPU_MAX_DEVICES] = { 0 };
         uint64_t last_admitted[VGPU_MAX_DEVICES] = { 0 }, last_t[VGPU_MAX_DEVICES] = { 0 };
+        uint64_t last_charged[VGPU_MAX_DEVICES] = { 0 };
+        unsigned corrections[VGPU_MAX_DEVICES] = { 0 };
+        bool calibrating = true;
         for (unsigned tick = 0;; tick++) {
-                struct timespec ts = { 0, VGPU_SHARE_PERIOD_MS * 1000000l };
+                /* Until a device's first estimates are corrected, look 5x as often:
+                 * a kernel the first estimate gets wrong runs unchecked meanwhile. */
+                struct timespec ts = { 0, (calibrating ? VGPU_SHARE_CALIBRATE_MS : VGPU_SHARE_PERIOD_MS) * 1000000l };
                 nanosleep(&ts, NULL);
+                calibrating = false;
                 uint64_t now = now_ns();
                 if (tick % RECLAIM_EVERY == 0)
                         vgpu_region_reclaim(region, vgpu_pid_alive);
@@ -1015,12 +1032,32 @@ static void *watcher(void *arg) {
                         }
                         if (others)
                                 atomic_store(&region->share[d].others_until_ns, now + OTHERS_HOLD_NS);
-                        uint64_t adm = atomic_load(&share_admitted[d]);
-                        if (last_t[d] && adm > last_admitted[d] && mine_n > 0) {
+                        /* Reconcile: the bucket pays for the GPU time NVML measured,
+                         * not for the estimate, so a first estimate that was wrong
+                         * (a long kernel taken for a short one) is paid back. */
+                        uint64_t charged = atomic_load(&share_charged[d]);
+                        if (last_t[d] && mine_n > 0) {
                                 uint64_t window = now - last_t[d];
                                 uint64_t measured = (uint64_t) ((double) window * mine / mine_n / 100.0);
-                                share_factor[d] = vgpu_share_correct(share_factor[d], adm - last_admitted[d], measured);
+                                int64_t adjust = (int64_t) measured - (int64_t) (charged - last_charged[d]);
+                                atomic_fetch_sub(&region->share[d].tokens, adjust);
+                                last_charged[d] = charged;
                         }
+                        uint64_t adm = atomic_load(&share_base[d]);
+                        if (last_t[d] && (adm > last_admitted[d] || mine_n > 0)) {
+                                uint64_t window = now - last_t[d];
+                                uint64_t measured = mine_n ? (uint64_t) ((double) window * mine / mine_n / 100.0) : 0;
+                                vgpu_share_observe(&share_est[d], window, adm - last_admitted[d], measured);
+                                atomic_store_explicit(&share_factor[d], share_est[d].factor, memory_order_relaxed);
+                                vlog(VGPU_LOG_DEBUG, "share: device %u window %llu us, launched %llu us estimated, "
+                                     "measured %llu us (%u%%), factor %.3g", d, (unsigned long long) (window / 1000),
+                                     (unsigned long long) ((adm - last_admitted[d]) / 1000),
+                                     (unsigned long long) (measured / 1000), mine_n ? mine / mine_n : 0,
+                                     share_est[d].factor);
+                                corrections[d]++;
+                        }
+                        if (adm > 0 && corrections[d] < 5)
+                                calibrating = true;
                         last_admitted[d] = adm;
                         last_t[d] = now;
                 }

@@ -47,20 +47,19 @@ uint64_t vgpu_share_admit(struct vgpu_share_dev *s, unsigned pct, uint64_t cost_
         return (uint64_t) wait;
 }
 
-double vgpu_share_correct(double factor, uint64_t admitted_ns, uint64_t measured_ns) {
-        if (!(factor > 0))
-                factor = 1.0;
-        if (admitted_ns == 0)
-                return factor;
-        double ratio = (double) measured_ns / (double) admitted_ns;
-        if (ratio < 1e-3)
-                ratio = 1e-3;
-        if (ratio > 1e3)
-                ratio = 1e3;
-        double f = factor * sqrt(ratio);
-        if (f < 1e-3)
-                f = 1e-3;
-        if (f > 1e4)
-                f = 1e4;
-        return f;
+void vgpu_share_observe(struct vgpu_share_est *e, uint64_t window_ns, uint64_t base_ns, uint64_t measured_ns) {
+        double decay = exp(-(double) window_ns / VGPU_SHARE_HORIZON_NS);
+        e->base = e->base * decay + (double) base_ns;
+        e->measured = e->measured * decay + (double) measured_ns;
+        if (!(e->factor > 0))
+                e->factor = 1.0;
+        /* Too little launched lately to say anything: keep the factor. */
+        if (e->base < 1000.0)
+                return;
+        double f = e->measured / e->base;
+        if (f < VGPU_SHARE_FACTOR_MIN)
+                f = VGPU_SHARE_FACTOR_MIN;
+        if (f > VGPU_SHARE_FACTOR_MAX)
+                f = VGPU_SHARE_FACTOR_MAX;
+        e->factor = f;
 }

@@ -13,8 +13,8 @@
  *
  * The estimate is corrected by measurement: every VGPU_SHARE_PERIOD_MS
  * the watcher compares the GPU time NVML says this process used
- * (nvmlDeviceGetProcessUtilization smUtil x window) with what it admitted,
- * and moves the factor toward measured/admitted. */
+ * (nvmlDeviceGetProcessUtilization smUtil x window) with the base
+ * estimates of what it launched (vgpu_share_observe). */
 #pragma once
 
 #include <stdint.h>
@@ -23,6 +23,7 @@
 
 #define VGPU_SHARE_BURST_MS 20
 #define VGPU_SHARE_PERIOD_MS 100
+#define VGPU_SHARE_CALIBRATE_MS 20     /* the watcher period until 5 corrections */
 #define VGPU_SHARE_MAX_WAIT_NS 2000000000ll  /* one wait is at most 2 s (then it re-checks) */
 
 /* The base estimate of a launch in GPU nanoseconds before correction:
@@ -35,7 +36,19 @@ uint64_t vgpu_share_kernel_cost(uint64_t blocks, uint64_t threads_per_block, uin
  * now_ns. Returns how long the caller must wait before launching (0: go). */
 uint64_t vgpu_share_admit(struct vgpu_share_dev *s, unsigned pct, uint64_t cost_ns, uint64_t now_ns);
 
-/* The new correction factor from the old one, the GPU time admitted with
- * it and the GPU time measured over the same window (both ns). The move is
- * damped (square root of the ratio) and the factor kept in [1e-3, 1e4]. */
-double vgpu_share_correct(double factor, uint64_t admitted_ns, uint64_t measured_ns);
+/* The correction of one process on one device: GPU time measured over GPU
+ * time estimated (base estimates, before correction), both as sums that
+ * decay exponentially over VGPU_SHARE_HORIZON_NS, so that work admitted in
+ * one window and run in the next, and utilisation rounded to whole
+ * percents, even out. The factor is the ratio of the sums (not a product
+ * of corrections: it cannot run away), kept in
+ * [VGPU_SHARE_FACTOR_MIN, VGPU_SHARE_FACTOR_MAX]. */
+#define VGPU_SHARE_HORIZON_NS 1e9
+#define VGPU_SHARE_FACTOR_MIN 1e-3
+#define VGPU_SHARE_FACTOR_MAX 1e7   /* a 1 us first estimate of a 10 s kernel */
+struct vgpu_share_est {
+        double base, measured;  /* decayed sums, ns */
+        double factor;          /* 1.0 until measured */
+};
+/* One watcher period of window_ns: base_ns estimated, measured_ns measured. */
+void vgpu_share_observe(struct vgpu_share_est *e, uint64_t window_ns, uint64_t base_ns, uint64_t measured_ns);

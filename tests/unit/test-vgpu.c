@@ -491,16 +491,19 @@ static void test_share(void **state) {
         assert_int_equal(vgpu_share_admit(&s, 100, 1000000, 5), 0);
         assert_int_equal(vgpu_share_admit(&s, 0, 1000000, 5), 0);
 
-        /* The correction converges to measured/estimated. */
-        double f = 1.0;
-        for (int k = 0; k < 40; k++) {
-                uint64_t admitted = (uint64_t) (1000000.0 * f);
-                uint64_t measured = 4000000;  /* the kernels really take 4x the base estimate */
-                f = vgpu_share_correct(f, admitted, measured);
-        }
-        assert_true(f > 3.9 && f < 4.1);
-        assert_true(vgpu_share_correct(1.0, 0, 5) == 1.0);
-        assert_true(vgpu_share_correct(1.0, 1, 0) >= 1e-3);
+        /* The factor is measured over estimated, whatever it was before. */
+        struct vgpu_share_est e = { .factor = 1.0 };
+        vgpu_share_observe(&e, 100000000, 0, 0);
+        assert_true(e.factor == 1.0);  /* nothing launched: unchanged */
+        vgpu_share_observe(&e, 100000000, 1000000, 10000000000ull);
+        assert_true(e.factor > 9999 && e.factor < 10001);
+        /* Work admitted in one window and run in the next evens out. */
+        e = (struct vgpu_share_est) { .factor = 1.0 };
+        for (int k = 0; k < 40; k++)
+                vgpu_share_observe(&e, 100000000, k % 2 ? 2000000 : 0, k % 2 ? 0 : 8000000);
+        assert_true(e.factor > 3.5 && e.factor < 4.6);
+        vgpu_share_observe(&e, 100000000, 1000000, 0);
+        assert_true(e.factor >= VGPU_SHARE_FACTOR_MIN);
         assert_true(vgpu_share_kernel_cost(108, 2048, 108 * 2048) == 10000);
         assert_true(vgpu_share_kernel_cost(1, 1, 0) == 1000);
 }
