@@ -374,7 +374,7 @@ int vgpu_region_charge(struct vgpu_region *r, int slot, unsigned dev, uint64_t s
         if (size > limit)
                 return -ENOMEM;
         bool reclaimed = false;
-        uint32_t seed = (uint32_t) (uintptr_t) &seed ^ (uint32_t) getpid();
+        uint32_t seed = 0;  /* set on the first back-off (no system call on the fast path) */
         for (unsigned round = 0; round < CHARGE_MAX_ROUNDS; round++) {
                 int lowest;
                 atomic_fetch_add(&me->pending, size);
@@ -402,6 +402,8 @@ int vgpu_region_charge(struct vgpu_region *r, int slot, unsigned dev, uint64_t s
                  * once, the others back off a random while (bounded). */
                 if (lowest >= 0 && (lowest < slot || round > 8)) {
                         unsigned cap = round < 10 ? (1u << round) : 1024u;
+                        if (seed == 0)
+                                seed = (uint32_t) (uintptr_t) &seed ^ (uint32_t) getpid() ^ (uint32_t) slot;
                         struct timespec ts = { 0, (long) (1000u + xorshift(&seed) % (cap * 1000u)) };
                         if (round < 2)
                                 sched_yield();

@@ -1,7 +1,10 @@
-/* See track.h. Linear probing with tombstones; a shard doubles (new
- * mapping, rehash) at 50% load including tombstones. */
+/* See track.h. Linear probing; a removal shifts the following entries
+ * back (Knuth's algorithm R), so there are no tombstones and a shard only
+ * rehashes to grow (new mapping, twice the size, at 50% load): mapping
+ * memory is slow in some sandboxes and must stay off the steady path. */
 #include <errno.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <string.h>
 #include <sys/mman.h>
 
@@ -9,8 +12,7 @@
 
 #define SHARDS 64
 #define INITIAL_CAP 256u
-#define KEY_EMPTY 0ull
-#define KEY_TOMB 1ull  /* device pointers and handles are never 0 or 1 */
+#define KEY_EMPTY 0ull  /* device pointers and handles are never 0 */
 
 struct entry {
         uint64_t key;
@@ -22,7 +24,7 @@ struct entry {
 struct shard {
         pthread_mutex_t lock;
         struct entry *e;
-        uint32_t cap, used, tombs;
+        uint32_t cap, used;
 } __attribute__((aligned(64)));
 
 static struct shard shards[_VGPU_TRACK_MAX][SHARDS] = {
@@ -38,6 +40,10 @@ static uint64_t mix(uint64_t k) {
         return k;
 }
 
+static inline uint32_t home(uint64_t key, uint32_t cap) {
+        return (uint32_t) (mix(key) >> 6) & (cap - 1);
+}
+
 static int grow(struct shard *s) {
         uint32_t ncap = s->cap ? s->cap * 2 : INITIAL_CAP;
         if (ncap > VGPU_TRACK_MAX_ENTRIES / SHARDS * 2)
@@ -46,9 +52,9 @@ static int grow(struct shard *s) {
         if (n == MAP_FAILED)
                 return -ENOSPC;
         for (uint32_t i = 0; i < s->cap; i++) {
-                if (s->e[i].key <= KEY_TOMB)
+                if (s->e[i].key == KEY_EMPTY)
                         continue;
-                uint32_t j = (uint32_t) (mix(s->e[i].key) >> 6) & (ncap - 1);
+                uint32_t j = home(s->e[i].key, ncap);
                 while (n[j].key != KEY_EMPTY)
                         j = (j + 1) & (ncap - 1);
                 n[j] = s->e[i];
@@ -57,46 +63,32 @@ static int grow(struct shard *s) {
                 munmap(s->e, s->cap * sizeof(*s->e));
         s->e = n;
         s->cap = ncap;
-        s->tombs = 0;
         return 0;
 }
 
 int vgpu_track_put(enum vgpu_track_kind kind, uint64_t key, uint64_t size, unsigned dev) {
-        if (key <= KEY_TOMB || (unsigned) kind >= _VGPU_TRACK_MAX)
+        if (key == KEY_EMPTY || (unsigned) kind >= _VGPU_TRACK_MAX)
                 return -EINVAL;
         uint64_t h = mix(key);
         struct shard *s = &shards[kind][h & (SHARDS - 1)];
         int r = 0;
         pthread_mutex_lock(&s->lock);
-        if ((s->used + s->tombs + 1) * 2 > s->cap && (r = grow(s)) < 0)
+        if ((s->used + 1) * 2 > s->cap && (r = grow(s)) < 0)
                 goto out;
-        uint32_t j = (uint32_t) (h >> 6) & (s->cap - 1), tomb = UINT32_MAX;
-        for (;;) {
-                uint64_t k = s->e[j].key;
-                if (k == key) {            /* the driver reused an address we missed a free of */
-                        s->e[j].size = size;
-                        s->e[j].dev = dev;
-                        goto out;
-                }
-                if (k == KEY_TOMB && tomb == UINT32_MAX)
-                        tomb = j;
-                if (k == KEY_EMPTY)
-                        break;
+        uint32_t j = home(key, s->cap);
+        while (s->e[j].key != KEY_EMPTY && s->e[j].key != key)
                 j = (j + 1) & (s->cap - 1);
-        }
-        if (tomb != UINT32_MAX) {
-                j = tomb;
-                s->tombs--;
-        }
+        if (s->e[j].key == KEY_EMPTY)
+                s->used++;
+        /* An existing key: the driver reused an address we missed a free of. */
         s->e[j] = (struct entry) { .key = key, .size = size, .dev = dev };
-        s->used++;
 out:
         pthread_mutex_unlock(&s->lock);
         return r;
 }
 
 int vgpu_track_take(enum vgpu_track_kind kind, uint64_t key, uint64_t *ret_size, unsigned *ret_dev) {
-        if (key <= KEY_TOMB || (unsigned) kind >= _VGPU_TRACK_MAX)
+        if (key == KEY_EMPTY || (unsigned) kind >= _VGPU_TRACK_MAX)
                 return -ENOENT;
         uint64_t h = mix(key);
         struct shard *s = &shards[kind][h & (SHARDS - 1)];
@@ -104,19 +96,31 @@ int vgpu_track_take(enum vgpu_track_kind kind, uint64_t key, uint64_t *ret_size,
         pthread_mutex_lock(&s->lock);
         if (s->cap == 0)
                 goto out;
-        for (uint32_t j = (uint32_t) (h >> 6) & (s->cap - 1), n = 0; n < s->cap; j = (j + 1) & (s->cap - 1), n++) {
-                uint64_t k = s->e[j].key;
-                if (k == KEY_EMPTY)
-                        break;
-                if (k == key) {
-                        *ret_size = s->e[j].size;
-                        *ret_dev = s->e[j].dev;
-                        s->e[j].key = KEY_TOMB;
-                        s->used--;
-                        s->tombs++;
-                        r = 0;
-                        break;
+        uint32_t mask = s->cap - 1, i = home(key, s->cap);
+        while (s->e[i].key != key) {
+                if (s->e[i].key == KEY_EMPTY)
+                        goto out;
+                i = (i + 1) & mask;
+        }
+        *ret_size = s->e[i].size;
+        *ret_dev = s->e[i].dev;
+        s->used--;
+        r = 0;
+        /* Shift back the entries that probed past i. */
+        for (;;) {
+                s->e[i].key = KEY_EMPTY;
+                uint32_t k = i;
+                for (;;) {
+                        k = (k + 1) & mask;
+                        if (s->e[k].key == KEY_EMPTY)
+                                goto out;
+                        uint32_t hk = home(s->e[k].key, s->cap);
+                        bool stays = i <= k ? (i < hk && hk <= k) : (i < hk || hk <= k);
+                        if (!stays)
+                                break;
                 }
+                s->e[i] = s->e[k];
+                i = k;
         }
 out:
         pthread_mutex_unlock(&s->lock);
@@ -151,7 +155,7 @@ void vgpu_track_atfork_child(void) {
                         struct shard *s = &shards[k][i];
                         if (s->e)
                                 memset(s->e, 0, s->cap * sizeof(*s->e));
-                        s->used = s->tombs = 0;
+                        s->used = 0;
                         pthread_mutex_init(&s->lock, NULL);
                 }
 }

@@ -431,9 +431,17 @@ static CUfunction sleep_kernel(void) {
         return f;
 }
 
+/* Grid size from $PROG_VGPU_GRID (default 1): the simulator runs the
+ * kernel for ns whatever the grid; limiters that count blocks see it. */
+static unsigned grid_x(void) {
+        const char *e = getenv("PROG_VGPU_GRID");
+        unsigned long g = e ? strtoul(e, NULL, 10) : 1;
+        return g ? (unsigned) g : 1;
+}
+
 static CUresult launch_ns(CUfunction f, uint64_t ns, CUstream s) {
         void *params[] = { &ns };
-        return cu.cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, s, params, NULL);
+        return cu.cuLaunchKernel(f, grid_x(), 1, 1, 32, 1, 1, 0, s, params, NULL);
 }
 
 static int cmd_burn(const char *kind, unsigned seconds, uint64_t ns) {
