@@ -489,7 +489,7 @@ struct kind {
 };
 static const struct kind kinds[] = {
         { "long kernels (50 ms, async)", "async", "50000000" },
-        { "short sync kernels (200 us)", "sync", "200000" },
+        { "short sync kernels (500 us)", "sync", "500000" },
         { "kernels (2 ms, async)", "async", "2000000" },
         { "graphs (5 x 2 ms, sync)", "graph", "2000000" },
 };
@@ -664,7 +664,7 @@ static int worker_share(const char *kind, unsigned pct, unsigned seconds, uint64
                 return 2;
         hami_limit = pct;
         hami_total = (int64_t) hami_tpm * hami_sms * 32;
-        atomic_store(&hami_cur, hami_total);
+        atomic_store(&hami_cur, 0);  /* the watcher hands out the first tokens */
         pthread_t t;
         pthread_create(&t, NULL, hami_watcher, NULL);
         const unsigned grid = 216, per_graph = 5;

@@ -54,6 +54,7 @@ static struct vgpu_share_est share_est[VGPU_MAX_DEVICES]; /* the watcher's */
 static _Atomic double share_factor[VGPU_MAX_DEVICES];     /* its result, read by launches */
 static _Atomic uint64_t share_base[VGPU_MAX_DEVICES];     /* base estimates launched, ns */
 static _Atomic uint64_t share_charged[VGPU_MAX_DEVICES];  /* what the bucket was charged, ns */
+static _Atomic bool share_calibrated[VGPU_MAX_DEVICES];   /* a first measurement came */
 static uint64_t full_threads[VGPU_MAX_DEVICES];
 static _Atomic bool watcher_started;
 
@@ -237,6 +238,7 @@ static void atfork_child(void) {
         for (unsigned d = 0; d < VGPU_MAX_DEVICES; d++) {
                 atomic_store(&share_base[d], 0);
                 atomic_store(&share_charged[d], 0);
+                atomic_store(&share_calibrated[d], false);
         }
 }
 
@@ -792,6 +794,8 @@ static void admit(uint64_t blocks, uint64_t threads) {
                 return;
         uint64_t base = blocks ? vgpu_share_kernel_cost(blocks, threads, full_threads[dev]) : VGPU_SHARE_GRAPH_COST_NS;
         uint64_t cost = (uint64_t) ((double) base * atomic_load_explicit(&share_factor[dev], memory_order_relaxed));
+        if (!atomic_load_explicit(&share_calibrated[dev], memory_order_relaxed) && cost < VGPU_SHARE_FIRST_COST_NS)
+                cost = VGPU_SHARE_FIRST_COST_NS;
         atomic_fetch_add(&share_base[dev], base);
         atomic_fetch_add(&share_charged[dev], cost);
         uint64_t wait = vgpu_share_admit(&region->share[dev], region->sm_limit[dev], cost, now);
@@ -1055,6 +1059,8 @@ static void *watcher(void *arg) {
                                      (unsigned long long) (measured / 1000), mine_n ? mine / mine_n : 0,
                                      share_est[d].factor);
                                 corrections[d]++;
+                                if (adm > last_admitted[d] && mine_n > 0)
+                                        atomic_store(&share_calibrated[d], true);
                         }
                         if (adm > 0 && corrections[d] < 5)
                                 calibrating = true;

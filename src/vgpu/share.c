@@ -28,11 +28,13 @@ uint64_t vgpu_share_admit(struct vgpu_share_dev *s, unsigned pct, uint64_t cost_
                 if (atomic_compare_exchange_strong(&s->last_ns, &last, now_ns))
                         atomic_store(&s->tokens, burst);
         } else if (now_ns > last && atomic_compare_exchange_strong(&s->last_ns, &last, now_ns)) {
+                /* The refill stops at the burst; tokens above it (a refund of
+                 * overestimated launches, share.h) are kept, not cut. */
                 uint64_t dt = now_ns - last;
                 int64_t add = dt > 100ull * 1000000000ull ? burst : (int64_t) (dt * pct / 100);
-                int64_t t = atomic_fetch_add(&s->tokens, add) + add;
-                while (t > burst && !atomic_compare_exchange_weak(&s->tokens, &t, burst))
-                        ;
+                int64_t t = atomic_load(&s->tokens);
+                if (t < burst)
+                        atomic_fetch_add(&s->tokens, add < burst - t ? add : burst - t);
         }
         if (cost_ns > (uint64_t) INT64_MAX / 4)
                 cost_ns = (uint64_t) INT64_MAX / 4;

@@ -31,6 +31,10 @@
  * of full_threads resident threads once; a graph is 50 us. */
 uint64_t vgpu_share_kernel_cost(uint64_t blocks, uint64_t threads_per_block, uint64_t full_threads);
 #define VGPU_SHARE_GRAPH_COST_NS 50000ull
+/* Until a process's first measurement on a device, a launch costs at least
+ * this: a long kernel taken for a short one cannot flood the GPU before the
+ * first correction, and what is overcharged is refunded by reconciliation. */
+#define VGPU_SHARE_FIRST_COST_NS 1000000ull
 
 /* Takes cost_ns from the bucket of a device limited to pct percent at time
  * now_ns. Returns how long the caller must wait before launching (0: go). */

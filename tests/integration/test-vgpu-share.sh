@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# libmigkit-vgpu.so's compute share on the CUDA driver simulator: kernels of
+# the simulator's mksim_sleep kind run for a set time, so a program knows its
+# GPU busy time; the share is busy time over wall time. Long asynchronous
+# kernels, short synchronous kernels and CUDA graphs are all held to the
+# limit (never more than 5 points above); two containers on one GPU get
+# their own limits; a lone container under the default policy uses idle
+# capacity. Lower bounds are loose: a loaded test machine only slows the
+# programs down. Exit 77 (skipped) when the simulator is not built.
+# The precise figures come from bench/run vgpu.
+set -euo pipefail
+: "${MIGKIT_BUILD_DIR:?}" "${MIGKIT_TEST_PROG_VGPU:?}"
+simlib=$MIGKIT_BUILD_DIR/sim/lib
+vgpu=$MIGKIT_BUILD_DIR/lib/libmigkit-vgpu.so
+if [ ! -e "$simlib/libcuda.so.1" ] || [ ! -e "$vgpu" ]; then
+  echo "SKIP: no CUDA driver simulator ($simlib/libcuda.so.1) or no $vgpu"
+  exit 77
+fi
+mkdir -p "${MIGKIT_TEST_TMP:-/tmp}"
+tmp=$(mktemp -d "${MIGKIT_TEST_TMP:-/tmp}/test-vgpu-share.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+export LD_LIBRARY_PATH=$simlib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export MIGKIT_SIM_MACHINE=dgx-a100 MIGKIT_SIM_STATE=$tmp/state.json
+prog=$MIGKIT_TEST_PROG_VGPU
+failures=0
+fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
+
+# burn REGION POLICY PCT KIND SECONDS NS: prints the share achieved.
+burn() {
+  env LD_PRELOAD="$vgpu" CUDA_DEVICE_MEMORY_SHARED_CACHE="$tmp/$1" GPU_CORE_UTILIZATION_POLICY="$2" \
+    CUDA_DEVICE_SM_LIMIT="$3" "$prog" dlsym burn "$4" "$5" "$6" | sed -n 's/.* share //p'
+}
+# within WHAT GOT LOW HIGH
+within() {
+  awk -v g="$2" -v l="$3" -v h="$4" 'BEGIN { exit !(g != "" && g >= l && g <= h) }' ||
+    fail "$1: share $2%, expected between $3% and $4%"
+  echo "$1: $2%"
+}
+
+within "async 2 ms kernels at 30%" "$(burn a force 30 async 4 2000000)" 15 35
+within "sync 1 ms kernels at 10%" "$(burn a force 10 sync 4 1000000)" 4 15
+within "graphs at 50%" "$(burn a force 50 graph 4 2000000)" 30 55
+within "long 20 ms kernels at 30%" "$(burn a force 30 async 5 20000000)" 15 36
+
+# Two containers on one GPU, each with its own region: 10% and 90%.
+burn c1 default 10 async 5 2000000 >"$tmp/c1" &
+c1=$!
+b=$(burn c2 default 90 async 5 2000000)
+wait $c1
+within "container A at 10% beside B" "$(cat "$tmp/c1")" 4 15
+within "container B at 90% beside A" "$b" 50 95
+
+# Alone under the default policy, a container may use idle capacity.
+within "a lone container at 30%, default policy" "$(burn c1 default 30 async 3 2000000)" 50 100
+# disable: never limited.
+within "policy disable at 10%" "$(burn c1 disable 10 async 3 2000000)" 50 100
+
+if [ "$failures" -gt 0 ]; then
+  echo "$failures failure(s)" >&2
+  exit 1
+fi
+echo "test-vgpu-share: all checks passed"
