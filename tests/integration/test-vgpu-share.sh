@@ -43,11 +43,11 @@ within "graphs at 50%" "$(burn a force 50 graph 4 2000000)" 30 55
 within "long 20 ms kernels at 30%" "$(burn a force 30 async 5 20000000)" 15 36
 
 # Two containers on one GPU, each with its own region: 10% and 90%.
-burn c1 default 10 async 5 2000000 >"$tmp/c1" &
+burn c1 default 10 async 5 2000000 >"$tmp/out-a" &
 c1=$!
 b=$(burn c2 default 90 async 5 2000000)
 wait $c1
-within "container A at 10% beside B" "$(cat "$tmp/c1")" 4 15
+within "container A at 10% beside B" "$(cat "$tmp/out-a")" 4 15
 within "container B at 90% beside A" "$b" 50 95
 
 # Alone under the default policy, a container may use idle capacity.
