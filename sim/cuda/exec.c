@@ -111,6 +111,20 @@ CUresult cu_ctx_sync(struct cu_ctx *ctx) {
         return CUDA_SUCCESS;
 }
 
+/* A stream holds at most MIGKIT_SIM_QUEUE_AHEAD_MS (default 50) of queued kernel
+ * time: a launch past that waits, as a launch waits for room in a real
+ * driver's queue. So processes queueing work asynchronously on one GPU take
+ * turns at that granularity instead of one booking the GPU far ahead. Call
+ * without cu_lock. */
+static void queue_room(struct cu_stream *s) {
+        static uint64_t ahead;
+        if (ahead == 0)
+                ahead = cu_env_u64("MIGKIT_SIM_QUEUE_AHEAD_MS", 50) * 1000000ULL + 1;
+        uint64_t tail = __atomic_load_n(&s->tail_ns, __ATOMIC_RELAXED); /* a hint; booking rereads it */
+        if (tail > ahead && tail - ahead > sim_live_now_ns())
+                cu_sleep_until(tail - ahead);
+}
+
 uint64_t cu_book(struct cu_dev *d, uint64_t ready, uint64_t dur) {
         uint64_t now = sim_live_now_ns();
         uint64_t busy = atomic_load(&d->comp->busy_until), start;
@@ -950,6 +964,7 @@ CUresult cu_launch(struct cu_func *f, const unsigned grid[3], const unsigned blo
                 memcpy(n->block, block, sizeof(n->block));
                 return cu_graph_add(s->capture, n);
         }
+        queue_room(s);
         pthread_mutex_lock(&cu_lock);
         s->tail_ns = cu_book(d, cu_stream_ready(s), dur);
         pthread_mutex_unlock(&cu_lock);
@@ -1262,6 +1277,7 @@ CU_EXPORT CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream) {
                 struct cu_node *n = x->graph->nodes[i];
                 switch (n->kind) {
                 case NODE_KERNEL:
+                        queue_room(s);
                         pthread_mutex_lock(&cu_lock);
                         s->tail_ns = cu_book(d, cu_stream_ready(s), n->duration_ns);
                         pthread_mutex_unlock(&cu_lock);

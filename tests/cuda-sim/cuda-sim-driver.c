@@ -6,6 +6,7 @@
  *   cuda-sim-driver info              one line per device
  *   cuda-sim-driver hold MIB SECONDS  allocates MIB on device 0, prints "ready", sleeps
  *   cuda-sim-driver burn NS COUNT     COUNT kernels of NS ns each, synchronised each time
+ *   cuda-sim-driver flood NS COUNT    COUNT kernels of NS ns queued at once, then one synchronisation
  *   cuda-sim-driver oom               allocates past the device's memory
  *   cuda-sim-driver bench N           ns per cuMemAlloc+cuMemFree pair, per launch, per cuMemGetInfo
  *   cuda-sim-driver nvml GPU          (NVML) memory, processes and utilisation of GPU GPU
@@ -133,6 +134,19 @@ static int cmd_burn(uint64_t ns, unsigned count) {
                 if (launch_ns(f, ns, NULL) != CUDA_SUCCESS || cuCtxSynchronize() != CUDA_SUCCESS)
                         return 1;
         }
+        printf("elapsed_ns=%llu\n", (unsigned long long) (now_ns() - t0));
+        return 0;
+}
+
+static int cmd_flood(uint64_t ns, unsigned count) {
+        setup();
+        CUfunction f = sleep_kernel();
+        uint64_t t0 = now_ns();
+        for (unsigned i = 0; i < count; i++)
+                if (launch_ns(f, ns, NULL) != CUDA_SUCCESS)
+                        return 1;
+        if (cuCtxSynchronize() != CUDA_SUCCESS)
+                return 1;
         printf("elapsed_ns=%llu\n", (unsigned long long) (now_ns() - t0));
         return 0;
 }
@@ -541,6 +555,8 @@ int main(int argc, char **argv) {
                 return cmd_hold(strtoull(argv[2], NULL, 10), (unsigned) atoi(argv[3]));
         if (argc >= 4 && strcmp(argv[1], "burn") == 0)
                 return cmd_burn(strtoull(argv[2], NULL, 10), (unsigned) atoi(argv[3]));
+        if (argc >= 4 && strcmp(argv[1], "flood") == 0)
+                return cmd_flood(strtoull(argv[2], NULL, 10), (unsigned) atoi(argv[3]));
         if (argc >= 2 && strcmp(argv[1], "oom") == 0)
                 return cmd_oom();
         if (argc >= 3 && strcmp(argv[1], "bench") == 0)

@@ -101,6 +101,20 @@ util=$(sed -n 's/^used_mib=0 procs=2 util=\([0-9]*\) util_rc=0 samples_rc=0$/\1/
 smsum=$(awk -F'sm=' '/^pid=/ { s += $2 } END { print s + 0 }' "$tmp/nvml-burn")
 [ "$smsum" -ge 80 ] || fail "NVML process utilisation sums to $smsum: $(cat "$tmp/nvml-burn")"
 
+# Queued asynchronously, the two take turns (each stream holds at most 50 ms of work).
+CUDA_VISIBLE_DEVICES=4 "$drvbin" flood 20000000 20 >"$tmp/flood1" &
+f1=$!
+CUDA_VISIBLE_DEVICES=4 "$drvbin" flood 20000000 20 >"$tmp/flood2" &
+f2=$!
+pids+=($f1 $f2)
+wait "$f1" || fail "flood 1"
+wait "$f2" || fail "flood 2"
+for f in flood1 flood2; do
+  ns=$(sed -n 's/^elapsed_ns=//p' "$tmp/$f")
+  # Alone 0.4 s; turn by turn both end near 0.8 s (one far ahead of the other would end at 0.4 s).
+  [ "$ns" -ge 650000000 ] || fail "$f: $ns ns: the other process did not get its turns"
+done
+
 # --- the CUDA runtime ----------------------------------------------------------------
 if [ -x "$bin/cuda-sim-runtime" ]; then
   if ! CUDA_VISIBLE_DEVICES=6 "$bin/cuda-sim-runtime" >"$tmp/runtime" 2>&1; then
