@@ -211,7 +211,7 @@ static int bench_machine(const char *machine, const char *dir) {
                         struct mk_gpu_plan *p = NULL;
                         if (mk_nvml_open(NULL, &nv, &e) < 0 || mk_nvml_snapshot(nv, &s, &e) < 0 ||
                             mk_config_select(c, names[b], &nc, &e) < 0 || mk_engine_desired(s, c, nc, &d, &e) < 0 ||
-                            mk_engine_plan_all(s, d, &p, &e) < 0) {
+                            mk_engine_plan_all(s, d, false, &p, &e) < 0) {
                                 char buf[1024];
                                 fprintf(stderr, "%s\n", mk_error_format(&e, buf, sizeof(buf)));
                                 return -EIO;

@@ -343,6 +343,7 @@ int cli_apply(int argc, char **argv) {
                 .skip_reset = a.skip_reset,
                 .mode_only = a.mode_only,
                 .hook_output = a.debug,
+                .progress = &mk_progress_klog_sink,
         };
         struct mk_error e = {0};
         struct mk_apply_report rep = {0};
@@ -356,6 +357,8 @@ int cli_apply(int argc, char **argv) {
                                          (json_int_t) rep.destroyed_cis, "created_gpu_instances",
                                          (json_int_t) rep.created_gis, "created_compute_instances",
                                          (json_int_t) rep.created_cis, "nvml_mutations", (json_int_t) rep.mutations);
+                json_object_set_new(root, "mutations", json_integer((json_int_t) rep.mutations));
+                json_object_set_new(root, "driverless", json_boolean(rep.driverless));
                 if (r < 0)
                         json_object_set_new(root, "error", json_string(mk_error_format(&e, buf, sizeof(buf))));
                 cli_print_json(stdout, root);

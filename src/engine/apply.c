@@ -1,30 +1,20 @@
+/* The one apply flow: plan -> hooks -> stop clients -> mode changes (and
+ * resets) -> destroy -> create -> verify, over a mode backend
+ * (engine/backend.h), reporting each step as an event (engine/progress.h).
+ * Every phase reads the GPUs back and plans again, so a crash or a failed
+ * step leaves a state the next run starts from. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
-#include "base/log.h"
+#include "base/host.h"
 #include "base/macro.h"
+#include "engine/backend.h"
 #include "engine/engine.h"
 #include "nvml/nvml.h"
-#include "base/host.h"
 #include "pci/pci.h"
-
-void mk_desired_free(struct mk_desired *d, size_t n) {
-        if (!d)
-                return;
-        for (size_t i = 0; i < n; i++)
-                mk_layout_done(&d[i].layout);
-        free(d);
-}
-
-void mk_gpu_plans_free(struct mk_gpu_plan *p, size_t n) {
-        if (!p)
-                return;
-        for (size_t i = 0; i < n; i++)
-                mk_gpu_plan_done(&p[i]);
-        free(p);
-}
 
 void mk_apply_report_done(struct mk_apply_report *r) {
         if (!r)
@@ -32,74 +22,6 @@ void mk_apply_report_done(struct mk_apply_report *r) {
         mk_gpu_plans_free(r->plans, r->n_gpus);
         free(r->gpu_failed);
         memset(r, 0, sizeof(*r));
-}
-
-int mk_engine_desired(const struct mk_snapshot *s, const struct mk_config *c, const struct mk_named_config *nc,
-                      struct mk_desired **ret, struct mk_error *e) {
-        struct mk_desired *d = calloc(s->n_gpus ? s->n_gpus : 1, sizeof(*d));
-        if (!d)
-                return mk_error_set(e, -ENOMEM, "Out of memory");
-        for (size_t k = 0; k < nc->n_entries; k++) {
-                const struct mk_config_entry *x = &nc->entries[k];
-                for (size_t j = 0; !x->all_devices && j < x->n_devices; j++)
-                        if (x->devices[j] >= s->n_gpus) {
-                                struct mk_pos p = x->device_pos ? x->device_pos[j] : x->devices_pos;
-                                mk_desired_free(d, s->n_gpus);
-                                int r = mk_error_set_at(
-                                        e, -EINVAL, c->file, p.line, p.column,
-                                        "devices: index %u is out of range: this node has %zu GPU%s", x->devices[j],
-                                        s->n_gpus, s->n_gpus == 1 ? "" : "s");
-                                if (e)
-                                        snprintf(e->field, sizeof(e->field), "mig-configs.%s[%zu].devices", nc->name,
-                                                 k);
-                                return r;
-                        }
-                for (size_t i = 0; i < s->n_gpus; i++) {
-                        const struct mk_gpu *g = &s->gpus[i];
-                        if (!mk_config_entry_matches(x, g->index, g->pci_device_id, g->pci_subsystem_id))
-                                continue;
-                        if (!g->mig_capable) {
-                                /* Selected by `all` or a filter: not ours to change. */
-                                if (x->mig_enabled && !x->all_devices && x->n_filters == 0) {
-                                        mk_desired_free(d, s->n_gpus);
-                                        return mk_error_set_at(e, -EOPNOTSUPP, c->file, x->pos.line, x->pos.column,
-                                                               "GPU %u (%s) is not MIG-capable, but this entry "
-                                                               "enables MIG on it",
-                                                               g->index, g->name);
-                                }
-                                continue;
-                        }
-                        struct mk_layout l = {0};
-                        int r = mk_config_entry_layout(x, &l);
-                        if (r < 0) {
-                                mk_desired_free(d, s->n_gpus);
-                                return mk_error_set(e, r, "Out of memory");
-                        }
-                        mk_layout_done(&d[i].layout);
-                        d[i] = (struct mk_desired){.matched = true, .enabled = x->mig_enabled, .layout = l, .entry = x};
-                }
-        }
-        *ret = d;
-        return 0;
-}
-
-int mk_engine_plan_all(const struct mk_snapshot *s, const struct mk_desired *d, struct mk_gpu_plan **ret,
-                       struct mk_error *e) {
-        struct mk_gpu_plan *p = calloc(s->n_gpus ? s->n_gpus : 1, sizeof(*p));
-        if (!p)
-                return mk_error_set(e, -ENOMEM, "Out of memory");
-        for (size_t i = 0; i < s->n_gpus; i++) {
-                p[i].gpu_index = s->gpus[i].index;
-                if (!d[i].matched)
-                        continue;
-                int r = mk_plan_gpu(&s->gpus[i], d[i].enabled, &d[i].layout, &p[i], e);
-                if (r < 0) {
-                        mk_gpu_plans_free(p, s->n_gpus);
-                        return r;
-                }
-        }
-        *ret = p;
-        return 0;
 }
 
 int mk_engine_plan_selected(const struct mk_config *c, const char *name, struct mk_snapshot **ret_s,
@@ -112,110 +34,40 @@ int mk_engine_plan_selected(const struct mk_config *c, const char *name, struct 
         r = mk_nvml_open(NULL, &n, e);
         if (r < 0)
                 return r;
-        struct mk_snapshot *s = NULL;
+        _cleanup_(mk_snapshot_freep) struct mk_snapshot *s = NULL;
         r = mk_nvml_snapshot(n, &s, e);
         if (r < 0)
                 return r;
         struct mk_desired *d = NULL;
-        r = mk_engine_desired(s, c, nc, &d, e);
-        if (r >= 0) {
-                r = mk_engine_plan_all(s, d, ret_p, e);
-                mk_desired_free(d, s->n_gpus);
-        }
-        if (r < 0) {
-                mk_snapshot_free(s);
+        r = mk_engine_plan_snapshot(s, c, nc, false, &d, ret_p, e);
+        if (r < 0)
                 return r;
-        }
-        *ret_s = s;
+        mk_desired_free(d, s->n_gpus);
+        *ret_s = TAKE_PTR(s);
         return 0;
 }
 
-static bool plans_change(const struct mk_gpu_plan *p, size_t n, bool mode_only) {
-        for (size_t i = 0; i < n; i++)
-                if (p[i].mode_change || (!mode_only && p[i].layout_change))
-                        return true;
-        return false;
+/* What the GPUs are and what they should be, read at the start of a phase. */
+struct view {
+        struct mk_snapshot *s;
+        struct mk_desired *d;
+        struct mk_gpu_plan *p;
+};
+
+static void view_done(struct view *v) {
+        size_t n = v->s ? v->s->n_gpus : 0;
+        mk_gpu_plans_free(v->p, n);
+        mk_desired_free(v->d, n);
+        mk_snapshot_free(v->s);
+        *v = (struct view){0};
 }
 
-/* Executes one GPU's layout plan: destroy, then create GIs with explicit
- * placements and their CIs. Stops at the first failure of this GPU. */
-static int execute_layout(struct mk_nvml *n, const struct mk_gpu_plan *p, struct mk_apply_report *rep,
-                          struct mk_error *e) {
-        unsigned gpu = p->gpu_index;
-        for (size_t i = 0; i < p->n_destroy; i++) {
-                const struct mk_plan_destroy *x = &p->destroy[i];
-                int r;
-                if (x->is_ci) {
-                        log_info("GPU %u: destroying compute instance %u of GPU instance %u (%s%s%s)", gpu, x->ci_id,
-                                 x->gi_id, x->name, x->uuid[0] ? ", " : "", x->uuid);
-                        r = mk_nvml_destroy_ci(n, gpu, x->gi_id, x->ci_id, e);
-                        if (r >= 0)
-                                rep->destroyed_cis++;
-                } else {
-                        log_info("GPU %u: destroying GPU instance %u (%s at %u:%u)", gpu, x->gi_id, x->name,
-                                 x->placement.start, x->placement.size);
-                        r = mk_nvml_destroy_gi(n, gpu, x->gi_id, e);
-                        if (r >= 0)
-                                rep->destroyed_gis++;
-                }
-                if (r < 0)
-                        return r;
-        }
-        for (size_t i = 0; i < p->n_target; i++) {
-                const struct mk_plan_gi *t = &p->target[i];
-                unsigned gi_id = t->existing_id;
-                if (!t->kept) {
-                        log_info("GPU %u: creating GPU instance %s at %u:%u", gpu, t->profile->name,
-                                 t->placement.start, t->placement.size);
-                        int r = mk_nvml_create_gi(n, gpu, t->profile->id, t->placement, &gi_id, e);
-                        if (r < 0)
-                                return r;
-                        rep->created_gis++;
-                }
-                for (size_t k = 0; k < t->n_cis; k++) {
-                        const struct mk_plan_ci *c = &t->cis[k];
-                        if (c->kept)
-                                continue;
-                        unsigned ci_profile_id = c->profile->id;
-                        if (!c->profile->queried) {
-                                int r = mk_nvml_ci_profile_id(n, gpu, gi_id, c->profile->nvml_enum, &ci_profile_id, e);
-                                if (r < 0)
-                                        return r;
-                        }
-                        unsigned ci_id;
-                        log_info("GPU %u: creating compute instance %s at %u:%u in GPU instance %u", gpu,
-                                 c->profile->name, c->placement.start, c->placement.size, gi_id);
-                        int r = mk_nvml_create_ci(n, gpu, gi_id, ci_profile_id, c->placement, &ci_id, e);
-                        if (r < 0)
-                                return r;
-                        rep->created_cis++;
-                }
-        }
-        return 0;
-}
-
-static int snapshot_and_plan(struct mk_nvml *n, const struct mk_config *c, const struct mk_named_config *nc,
-                             struct mk_snapshot **ret_s, struct mk_desired **ret_d, struct mk_gpu_plan **ret_p,
-                             struct mk_error *e) {
-        struct mk_snapshot *s = NULL;
-        struct mk_desired *d = NULL;
-        struct mk_gpu_plan *p = NULL;
-        int r = mk_nvml_snapshot(n, &s, e);
-        if (r >= 0)
-                r = mk_engine_desired(s, c, nc, &d, e);
-        if (r >= 0)
-                r = mk_engine_plan_all(s, d, &p, e);
-        if (r < 0) {
-                if (s && d)
-                        mk_desired_free(d, s->n_gpus);
-                mk_snapshot_free(s);
-                return r;
-        }
-        *ret_s = s;
-        *ret_d = d;
-        *ret_p = p;
-        return 0;
-}
+/* Per GPU, across phases: for its one gpu-finished event. */
+struct gpu_progress {
+        bool started, finished, mode_changed;
+        uint64_t t_start;
+        size_t destroyed, created, destroyed_gis, created_gis, kept;
+};
 
 struct apply_ctx {
         const struct mk_config *c;
@@ -223,9 +75,88 @@ struct apply_ctx {
         const struct mk_hooks *hooks;
         const struct mk_engine_opts *o;
         const char *const *mig_env;
-        struct mk_nvml *n;
+        struct mk_backend b;
+        bool mode_only;               /* asked for, or the backend cannot make instances */
+        uint64_t t0;
+        struct gpu_progress *gpus;
+        size_t n_gpus;
         struct mk_apply_report *rep;
 };
+
+static uint64_t now_ms(void) {
+        struct timespec ts;
+        (void) clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t) ts.tv_sec * 1000 + (uint64_t) ts.tv_nsec / 1000000;
+}
+
+static void emit(const struct apply_ctx *x, struct mk_progress_event ev) {
+        ev.t_ms = now_ms() - x->t0;
+        mk_progress_emit(x->o->progress, &ev);
+}
+
+static void step(const struct apply_ctx *x, unsigned gpu, struct mk_progress_event ev) {
+        ev.kind = MK_PROGRESS_STEP;
+        ev.gpu = (int) gpu;
+        emit(x, ev);
+}
+
+static struct gpu_progress *gpu_of(struct apply_ctx *x, unsigned gpu) {
+        return gpu < x->n_gpus ? &x->gpus[gpu] : NULL;
+}
+
+static void gpu_started(struct apply_ctx *x, unsigned gpu, enum mk_progress_phase phase) {
+        struct gpu_progress *g = gpu_of(x, gpu);
+        if (!g || g->started)
+                return;
+        g->started = true;
+        g->t_start = now_ms();
+        emit(x, (struct mk_progress_event){.kind = MK_PROGRESS_GPU_STARTED, .gpu = (int) gpu, .phase = phase});
+}
+
+static void gpu_finished(struct apply_ctx *x, unsigned gpu, enum mk_progress_phase phase, int error,
+                         const struct mk_error *ge) {
+        struct gpu_progress *g = gpu_of(x, gpu);
+        if (!g || !g->started || g->finished)
+                return;
+        g->finished = true;
+        char buf[MK_ERROR_MSG_MAX + 2 * MK_ERROR_LOC_MAX];
+        emit(x, (struct mk_progress_event){
+                        .kind = MK_PROGRESS_GPU_FINISHED,
+                        .gpu = (int) gpu,
+                        .phase = phase,
+                        .destroyed = g->destroyed,
+                        .created = g->created,
+                        .kept = g->kept,
+                        .destroyed_gis = g->destroyed_gis,
+                        .created_gis = g->created_gis,
+                        .mode_changed = g->mode_changed,
+                        .duration_ms = now_ms() - g->t_start,
+                        .error = error < 0 ? error : 0,
+                        .message = error < 0 && ge ? mk_error_format(ge, buf, sizeof(buf)) : NULL,
+                });
+}
+
+static void warn(const struct apply_ctx *x, const char *message) {
+        emit(x, (struct mk_progress_event){.kind = MK_PROGRESS_WARNING, .gpu = -1, .message = message});
+}
+
+static int read_view(struct apply_ctx *x, struct view *v, struct mk_error *e) {
+        struct view n = {0};
+        int r = x->b.ops->snapshot(&x->b, &n.s, e);
+        if (r < 0)
+                return r;
+        r = mk_engine_plan_snapshot(n.s, x->c, x->nc, !x->b.ops->instances, &n.d, &n.p, e);
+        if (r < 0) {
+                mk_snapshot_free(n.s);
+                return r;
+        }
+        *v = n;
+        return 0;
+}
+
+static int hook(const struct apply_ctx *x, enum mk_hook which, struct mk_error *e) {
+        return mk_engine_run_hook(x->hooks, which, x->mig_env, x->o, e);
+}
 
 /* The node service's hook: once, before the first change. */
 static int before_change(struct apply_ctx *x, struct mk_error *e) {
@@ -235,138 +166,203 @@ static int before_change(struct apply_ctx *x, struct mk_error *e) {
         return x->o->before_change ? x->o->before_change(x->o->userdata, e) : 0;
 }
 
-static void drop(struct mk_snapshot **s, struct mk_desired **d, struct mk_gpu_plan **p) {
-        size_t n = *s ? (*s)->n_gpus : 0;
-        mk_gpu_plans_free(*p, n);
-        mk_desired_free(*d, n);
-        mk_snapshot_free(*s);
-        *s = NULL;
-        *d = NULL;
-        *p = NULL;
+/* One GPU's layout plan: destroy, then create GIs with explicit placements
+ * and their CIs. Stops at the first failure of this GPU. */
+static int execute_layout(struct apply_ctx *x, const struct mk_gpu_plan *p, struct mk_error *e) {
+        const struct mk_backend_ops *ops = x->b.ops;
+        struct gpu_progress *g = gpu_of(x, p->gpu_index);
+        unsigned gpu = p->gpu_index;
+        for (size_t i = 0; i < p->n_destroy; i++) {
+                const struct mk_plan_destroy *d = &p->destroy[i];
+                int r;
+                if (d->is_ci) {
+                        step(x, gpu, (struct mk_progress_event){.step = MK_STEP_DESTROY_CI, .profile = d->name,
+                                                                .gi_id = d->gi_id, .ci_id = d->ci_id,
+                                                                .placement = d->placement, .uuid = d->uuid});
+                        r = ops->destroy_ci(&x->b, gpu, d->gi_id, d->ci_id, e);
+                        if (r >= 0) {
+                                x->rep->destroyed_cis++;
+                                if (g)
+                                        g->destroyed++;
+                        }
+                } else {
+                        step(x, gpu, (struct mk_progress_event){.step = MK_STEP_DESTROY_GI, .profile = d->name,
+                                                                .gi_id = d->gi_id, .placement = d->placement});
+                        r = ops->destroy_gi(&x->b, gpu, d->gi_id, e);
+                        if (r >= 0) {
+                                x->rep->destroyed_gis++;
+                                if (g)
+                                        g->destroyed_gis++;
+                        }
+                }
+                if (r < 0)
+                        return r;
+        }
+        for (size_t i = 0; i < p->n_target; i++) {
+                const struct mk_plan_gi *t = &p->target[i];
+                unsigned gi_id = t->existing_id;
+                if (!t->kept) {
+                        step(x, gpu, (struct mk_progress_event){.step = MK_STEP_CREATE_GI, .profile = t->profile->name,
+                                                                .placement = t->placement});
+                        int r = ops->create_gi(&x->b, gpu, t->profile->id, t->placement, &gi_id, e);
+                        if (r < 0)
+                                return r;
+                        x->rep->created_gis++;
+                        if (g)
+                                g->created_gis++;
+                }
+                for (size_t k = 0; k < t->n_cis; k++) {
+                        const struct mk_plan_ci *c = &t->cis[k];
+                        if (c->kept)
+                                continue;
+                        step(x, gpu, (struct mk_progress_event){.step = MK_STEP_CREATE_CI, .profile = c->profile->name,
+                                                                .gi_id = gi_id, .placement = c->placement});
+                        unsigned ci_id;
+                        int r = ops->create_ci(&x->b, gpu, gi_id, c->profile->queried ? (int) c->profile->id : -1,
+                                               c->profile->nvml_enum, c->placement, &ci_id, e);
+                        if (r < 0)
+                                return r;
+                        x->rep->created_cis++;
+                        if (g)
+                                g->created++;
+                }
+        }
+        return 0;
+}
+
+static const char *mode_str(enum mk_mig_mode m) {
+        return m == MK_MIG_ENABLED ? "enabled" : "disabled";
+}
+
+/* Resets the GPUs whose mode change is pending, or says why not. */
+static int reset_pending(struct apply_ctx *x, const struct mk_gpu *const *pending, size_t n, bool *ret_done,
+                         struct mk_error *e) {
+        *ret_done = false;
+        if (n == 0)
+                return 0;
+        if (x->o->skip_reset && x->mode_only) {
+                /* As upstream: the mode is requested; a later reset applies it. */
+                char msg[128];
+                snprintf(msg, sizeof(msg), "%zu GPU(s) need a reset to change MIG mode, skipped (--skip-reset)", n);
+                warn(x, msg);
+                return 0;
+        }
+        if (x->o->skip_reset)
+                return mk_error_set(e, -EAGAIN,
+                                    "%zu GPU(s) need a reset to change MIG mode, skipped (--skip-reset); reset them "
+                                    "(or reboot) and run apply again",
+                                    n);
+        for (size_t i = 0; i < n; i++)
+                step(x, pending[i]->index,
+                     (struct mk_progress_event){.step = MK_STEP_RESET, .bus_id = pending[i]->bus_id});
+        char what[64];
+        snprintf(what, sizeof(what), "the reset of %zu GPU%s", n, n == 1 ? "" : "s");
+        emit(x, (struct mk_progress_event){.kind = MK_PROGRESS_WAITING, .gpu = n == 1 ? (int) pending[0]->index : -1,
+                                           .what = what});
+        int r = x->b.ops->reset(&x->b, pending, n, &x->rep->reboot_needed, e);
+        if (r < 0)
+                return r;
+        x->rep->resets += (unsigned) n;
+        *ret_done = true;
+        return 0;
 }
 
 static int mode_phase(struct apply_ctx *x, struct mk_error *e) {
-        struct mk_snapshot *s = NULL;
-        struct mk_desired *d = NULL;
-        struct mk_gpu_plan *p = NULL;
-        int r = snapshot_and_plan(x->n, x->c, x->nc, &s, &d, &p, e);
+        _cleanup_(view_done) struct view v = {0};
+        int r = read_view(x, &v, e);
         if (r < 0)
                 return r;
-        bool any = false;
-        for (size_t i = 0; i < s->n_gpus; i++)
-                any = any || p[i].mode_change;
-        if (!any) {
-                drop(&s, &d, &p);
+        if (!mk_engine_plans_change(v.p, v.s->n_gpus, true))
                 return 0;
-        }
-        r = mk_engine_run_hook(x->hooks, MK_HOOK_PRE_APPLY_MODE, x->mig_env, x->o, e);
+        r = hook(x, MK_HOOK_PRE_APPLY_MODE, e);
         if (r >= 0)
                 r = before_change(x, e);
-        if (r < 0) {
-                drop(&s, &d, &p);
+        if (r < 0)
                 return r;
-        }
-        const char **pending = calloc(s->n_gpus, sizeof(char *));
-        size_t n_pending = 0;
-        if (!pending) {
-                drop(&s, &d, &p);
+        _cleanup_free_ const struct mk_gpu **pending = calloc(v.s->n_gpus, sizeof(*pending));
+        if (!pending)
                 return mk_error_set(e, -ENOMEM, "Out of memory");
-        }
-        for (size_t i = 0; i < s->n_gpus && r >= 0; i++) {
-                if (!p[i].mode_change)
+        size_t n_pending = 0;
+        for (size_t i = 0; i < v.s->n_gpus && r >= 0; i++) {
+                const struct mk_gpu_plan *p = &v.p[i];
+                if (!p->mode_change)
                         continue;
+                gpu_started(x, p->gpu_index, MK_PHASE_MODE);
                 /* NVML refuses to disable MIG while instances exist. */
-                if (!p[i].mig_enabled && p[i].n_destroy > 0)
-                        r = execute_layout(x->n, &p[i], x->rep, e);
+                if (!p->mig_enabled && p->n_destroy > 0)
+                        r = execute_layout(x, p, e);
                 bool pend = false;
                 if (r >= 0) {
-                        log_info("GPU %u: %s MIG mode", p[i].gpu_index, p[i].mig_enabled ? "enabling" : "disabling");
-                        r = mk_nvml_set_mig_mode(x->n, p[i].gpu_index, p[i].mig_enabled, &pend, e);
+                        step(x, p->gpu_index, (struct mk_progress_event){.step = MK_STEP_SET_MODE,
+                                                                         .enabled = p->mig_enabled});
+                        r = x->b.ops->set_mode(&x->b, &v.s->gpus[i], p->mig_enabled, &pend, e);
                 }
                 if (r < 0) {
                         x->rep->gpu_failed[i] = true;
+                        gpu_finished(x, p->gpu_index, MK_PHASE_MODE, r, e);
                         break;
                 }
                 x->rep->mode_changes++;
+                if (gpu_of(x, p->gpu_index))
+                        gpu_of(x, p->gpu_index)->mode_changed = true;
                 if (pend)
-                        pending[n_pending++] = s->gpus[i].bus_id;
+                        pending[n_pending++] = &v.s->gpus[i];
         }
-        if (r >= 0 && n_pending > 0) {
-                if (x->o->skip_reset && x->o->mode_only) {
-                        /* As upstream: the mode is requested; a later reset applies it. */
-                        log_warning("%zu GPU(s) need a reset to change MIG mode, skipped (--skip-reset)", n_pending);
-                        free(pending);
-                        drop(&s, &d, &p);
-                        return 0;
-                } else if (x->o->skip_reset) {
-                        r = mk_error_set(e, -EAGAIN,
-                                         "%zu GPU(s) need a reset to change MIG mode, skipped (--skip-reset); reset "
-                                         "them (or reboot) and run apply again",
-                                         n_pending);
-                } else {
-                        /* Our NVML session must not hold the GPUs while they reset. */
-                        const char *path = mk_nvml_path(x->n);
-                        _cleanup_free_ char *lib = strdup(path);
-                        x->rep->mutations += mk_nvml_mutations(x->n);
-                        x->n = mk_nvml_close(x->n);
-                        r = mk_engine_reset_gpus(pending, n_pending, &x->rep->reboot_needed, e);
-                        if (r >= 0)
-                                x->rep->resets += (unsigned) n_pending;
-                        struct mk_error e2 = {0};
-                        int q = mk_nvml_open(lib, &x->n, &e2);
-                        if (q < 0 && r >= 0) {
-                                *e = e2;
-                                r = q;
-                        }
-                }
-        }
-        free(pending);
-        drop(&s, &d, &p);
         if (r < 0)
+                return r;
+        bool reset = false;
+        r = reset_pending(x, pending, n_pending, &reset, e);
+        if (r < 0 || (n_pending > 0 && !reset))
                 return r;
 
         /* The modes must now be right. */
-        r = snapshot_and_plan(x->n, x->c, x->nc, &s, &d, &p, e);
+        view_done(&v);
+        r = read_view(x, &v, e);
         if (r < 0)
                 return r;
-        for (size_t i = 0; i < s->n_gpus && r >= 0; i++)
-                if (p[i].mode_change) {
+        for (size_t i = 0; i < v.s->n_gpus && r >= 0; i++)
+                if (v.p[i].mode_change) {
                         x->rep->gpu_failed[i] = true;
                         x->rep->reboot_needed = true;
-                        r = mk_error_set(e, -EAGAIN,
-                                         "GPU %u: MIG mode is still %s (pending %s) after the change; a reboot is "
-                                         "needed",
-                                         s->gpus[i].index, s->gpus[i].mig_current == MK_MIG_ENABLED ? "enabled" : "disabled",
-                                         s->gpus[i].mig_pending == MK_MIG_ENABLED ? "enabled" : "disabled");
+                        const struct mk_gpu *g = &v.s->gpus[i];
+                        char pend[32] = "";
+                        if (g->mig_pending != g->mig_current)
+                                snprintf(pend, sizeof(pend), " (pending: %s)", mode_str(g->mig_pending));
+                        r = mk_error_set(e, -EAGAIN, "GPU %u: MIG mode still %s after the %s; a reboot is needed%s",
+                                         g->index, mode_str(g->mig_current), reset ? "reset" : "change", pend);
                 }
-        drop(&s, &d, &p);
         return r;
 }
 
 static int layout_phase(struct apply_ctx *x, struct mk_error *e) {
-        struct mk_snapshot *s = NULL;
-        struct mk_desired *d = NULL;
-        struct mk_gpu_plan *p = NULL;
-        int r = snapshot_and_plan(x->n, x->c, x->nc, &s, &d, &p, e);
+        _cleanup_(view_done) struct view v = {0};
+        int r = read_view(x, &v, e);
         if (r < 0)
                 return r;
         bool any = false;
-        for (size_t i = 0; i < s->n_gpus; i++)
-                any = any || p[i].layout_change;
+        for (size_t i = 0; i < v.s->n_gpus; i++) {
+                any = any || v.p[i].layout_change;
+                if (!v.p[i].layout_change)
+                        gpu_finished(x, v.p[i].gpu_index, MK_PHASE_MODE, 0, NULL);
+        }
         if (any)
-                r = mk_engine_run_hook(x->hooks, MK_HOOK_PRE_APPLY_CONFIG, x->mig_env, x->o, e);
+                r = hook(x, MK_HOOK_PRE_APPLY_CONFIG, e);
         if (any && r >= 0)
                 r = before_change(x, e);
         int first = 0;
-        for (size_t i = 0; r >= 0 && i < s->n_gpus; i++) {
-                if (!p[i].layout_change)
+        for (size_t i = 0; r >= 0 && i < v.s->n_gpus; i++) {
+                const struct mk_gpu_plan *p = &v.p[i];
+                if (!p->layout_change)
                         continue;
+                gpu_started(x, p->gpu_index, MK_PHASE_LAYOUT);
+                struct gpu_progress *g = gpu_of(x, p->gpu_index);
+                if (g)
+                        g->kept = p->n_kept_cis;
                 struct mk_error ge = {0};
-                int q = execute_layout(x->n, &p[i], x->rep, &ge);
+                int q = execute_layout(x, p, &ge);
+                gpu_finished(x, p->gpu_index, MK_PHASE_LAYOUT, q, &ge);
                 if (q < 0) {
                         /* Stop this GPU, go on with the others; a re-run repairs it. */
-                        char buf[MK_ERROR_MSG_MAX];
-                        log_error("%s", mk_error_format(&ge, buf, sizeof(buf)));
                         x->rep->gpu_failed[i] = true;
                         if (first == 0) {
                                 first = q;
@@ -375,24 +371,111 @@ static int layout_phase(struct apply_ctx *x, struct mk_error *e) {
                         }
                 }
         }
-        drop(&s, &d, &p);
         return r < 0 ? r : first;
 }
 
 static int verify(struct apply_ctx *x, struct mk_error *e) {
-        struct mk_snapshot *s = NULL;
-        struct mk_desired *d = NULL;
-        struct mk_gpu_plan *p = NULL;
-        int r = snapshot_and_plan(x->n, x->c, x->nc, &s, &d, &p, e);
+        _cleanup_(view_done) struct view v = {0};
+        int r = read_view(x, &v, e);
         if (r < 0)
                 return r;
-        for (size_t i = 0; i < s->n_gpus && r >= 0; i++)
-                if ((p[i].mode_change && !(x->o->skip_reset && x->o->mode_only)) ||
-                    (!x->o->mode_only && p[i].layout_change))
+        for (size_t i = 0; i < v.s->n_gpus && r >= 0; i++)
+                if ((v.p[i].mode_change && !(x->o->skip_reset && x->mode_only)) ||
+                    (!x->mode_only && v.p[i].layout_change))
                         r = mk_error_set(e, -EIO, "GPU %u: verification failed: the layout read back differs from "
                                                   "the target",
-                                         s->gpus[i].index);
-        drop(&s, &d, &p);
+                                         v.s->gpus[i].index);
+        return r;
+}
+
+/* NVML; else, when only modes are asked for and the nvidia module is not
+ * loaded, PCI BAR0. */
+static int open_backend(struct apply_ctx *x, struct mk_error *e) {
+        struct mk_backend b = {.ops = &mk_backend_nvml};
+        int r = b.ops->detect(&b, e);
+        if (r >= 0) {
+                x->b = b;
+                return 0;
+        }
+        struct mk_backend pb = {.ops = &mk_backend_pci};
+        struct mk_error pe = {0};
+        int q = pb.ops->detect(&pb, &pe);
+        bool driver = q == -EBUSY;
+        if (driver)
+                return r; /* the driver is there; NVML's error is the one */
+        if (!(x->o->mode_only || x->o->mode_only_without_driver)) {
+                mk_backend_close(&pb);
+                if (e)
+                        mk_error_prefix(e, "The nvidia module is not loaded (only --mode-only works without the "
+                                           "driver)");
+                return r;
+        }
+        if (q < 0) {
+                if (e)
+                        *e = pe;
+                return q;
+        }
+        mk_error_clear(e);
+        x->b = pb;
+        return 0;
+}
+
+static int run(struct apply_ctx *x, struct mk_error *e) {
+        int r = open_backend(x, e);
+        if (r < 0)
+                return r;
+        x->rep->driverless = !x->b.ops->instances;
+        x->mode_only = x->o->mode_only || !x->b.ops->instances;
+        emit(x, (struct mk_progress_event){.kind = MK_PROGRESS_BACKEND, .gpu = -1, .backend = x->b.ops->name,
+                                           .backend_description = x->b.ops->description});
+
+        /* Plan everything first: refuse before any hook or change when a
+         * target cannot be built on some GPU. */
+        struct view v = {0};
+        r = read_view(x, &v, e);
+        if (r < 0)
+                return r;
+        x->n_gpus = v.s->n_gpus;
+        x->rep->n_gpus = v.s->n_gpus;
+        x->rep->nothing_to_do = !mk_engine_plans_change(v.p, v.s->n_gpus, x->mode_only);
+        x->rep->gpu_failed = calloc(v.s->n_gpus ? v.s->n_gpus : 1, sizeof(bool));
+        x->gpus = calloc(v.s->n_gpus ? v.s->n_gpus : 1, sizeof(*x->gpus));
+        if (!x->rep->gpu_failed || !x->gpus) {
+                view_done(&v);
+                return mk_error_set(e, -ENOMEM, "Out of memory");
+        }
+        emit(x, (struct mk_progress_event){.kind = MK_PROGRESS_PLANNED, .gpu = -1, .config = x->nc->name,
+                                           .snapshot = v.s, .plans = v.p, .mode_only = x->mode_only});
+        x->rep->plans = TAKE_PTR(v.p);
+        view_done(&v);
+
+        r = hook(x, MK_HOOK_APPLY_START, e);
+        if (r < 0)
+                return r;
+        if (!x->rep->nothing_to_do) {
+                r = mode_phase(x, e);
+                if (r >= 0 && !x->mode_only)
+                        r = layout_phase(x, e);
+                if (r >= 0)
+                        r = verify(x, e);
+        }
+        for (size_t i = 0; i < x->n_gpus; i++)
+                gpu_finished(x, (unsigned) i, MK_PHASE_MODE, x->rep->gpu_failed[i] ? -EIO : 0, e);
+        x->rep->mutations += x->b.ops->mutations(&x->b);
+        mk_backend_close(&x->b);
+
+        struct mk_error he = {0};
+        int h = hook(x, MK_HOOK_APPLY_EXIT, &he);
+        if (h < 0) {
+                if (r >= 0) {
+                        if (e)
+                                *e = he;
+                        r = h;
+                } else {
+                        char buf[MK_ERROR_MSG_MAX + 2 * MK_ERROR_LOC_MAX];
+                        warn(x, mk_error_format(&he, buf, sizeof(buf)));
+                }
+        }
         return r;
 }
 
@@ -403,7 +486,7 @@ int mk_engine_apply(const struct mk_config *c, const struct mk_hooks *hooks, con
         if (r < 0)
                 return r;
 
-        struct apply_ctx x = {.c = c, .nc = nc, .hooks = hooks, .o = o, .rep = rep};
+        struct apply_ctx x = {.c = c, .nc = nc, .hooks = hooks, .o = o, .rep = rep, .t0 = now_ms()};
         char env[5][4200];
         snprintf(env[0], sizeof(env[0]), "MIG_PARTED_CONFIG_FILE=%s", o->config_file ? o->config_file : "");
         snprintf(env[1], sizeof(env[1]), "MIG_PARTED_SELECTED_CONFIG=%s", nc->name);
@@ -413,71 +496,16 @@ int mk_engine_apply(const struct mk_config *c, const struct mk_hooks *hooks, con
         const char *const mig_env[] = {env[0], env[1], env[2], env[3], env[4], NULL};
         x.mig_env = mig_env;
 
-        r = mk_nvml_open(NULL, &x.n, e);
-        if (r < 0) {
-                /* No driver: the mode alone can still change, through PCI. */
-                struct mk_host host = {0};
-                bool driver = mk_host_init_from_env(&host) >= 0 && mk_pci_driver_loaded(&host);
-                mk_host_done(&host);
-                if (driver || !(o->mode_only || o->mode_only_without_driver)) {
-                        if (!driver && e)
-                                mk_error_prefix(e, "The nvidia module is not loaded (only --mode-only works "
-                                                   "without the driver)");
-                        return r;
-                }
-                log_info("NVML unavailable and the nvidia module not loaded: changing MIG mode through PCI");
-                mk_error_clear(e);
-                return mk_engine_apply_driverless(c, nc, hooks, o, mig_env, rep, e);
+        r = run(&x, e);
+        if (x.b.ops) {
+                rep->mutations += x.b.ops->mutations(&x.b);
+                mk_backend_close(&x.b);
         }
+        free(x.gpus);
 
-        /* Plan everything first: refuse before any hook or change when a
-         * target cannot be built on some GPU. */
-        struct mk_snapshot *s = NULL;
-        struct mk_desired *d = NULL;
-        struct mk_gpu_plan *p = NULL;
-        r = snapshot_and_plan(x.n, c, nc, &s, &d, &p, e);
-        if (r < 0) {
-                mk_nvml_close(x.n);
-                return r;
-        }
-        rep->n_gpus = s->n_gpus;
-        rep->plans = p;
-        rep->gpu_failed = calloc(s->n_gpus ? s->n_gpus : 1, sizeof(bool));
-        rep->nothing_to_do = !plans_change(p, s->n_gpus, o->mode_only);
-        mk_desired_free(d, s->n_gpus);
-        mk_snapshot_free(s);
-        if (!rep->gpu_failed) {
-                mk_nvml_close(x.n);
-                return mk_error_set(e, -ENOMEM, "Out of memory");
-        }
-
-        r = mk_engine_run_hook(hooks, MK_HOOK_APPLY_START, mig_env, o, e);
-        if (r < 0) {
-                mk_nvml_close(x.n);
-                return r;
-        }
-        if (!rep->nothing_to_do) {
-                r = mode_phase(&x, e);
-                if (r >= 0 && !o->mode_only)
-                        r = layout_phase(&x, e);
-                if (r >= 0 && x.n)
-                        r = verify(&x, e);
-        }
-        if (x.n)
-                rep->mutations += mk_nvml_mutations(x.n);
-        x.n = mk_nvml_close(x.n);
-
-        struct mk_error he = {0};
-        int h = mk_engine_run_hook(hooks, MK_HOOK_APPLY_EXIT, mig_env, o, &he);
-        if (h < 0) {
-                if (r >= 0) {
-                        if (e)
-                                *e = he;
-                        r = h;
-                } else {
-                        char buf[MK_ERROR_MSG_MAX];
-                        log_error("%s", mk_error_format(&he, buf, sizeof(buf)));
-                }
-        }
+        char buf[MK_ERROR_MSG_MAX + 2 * MK_ERROR_LOC_MAX];
+        emit(&x, (struct mk_progress_event){.kind = MK_PROGRESS_DONE, .gpu = -1, .report = rep,
+                                            .error = r < 0 ? r : 0,
+                                            .message = r < 0 && e ? mk_error_format(e, buf, sizeof(buf)) : NULL});
         return r;
 }

@@ -1,15 +1,19 @@
-/* apply / assert / plan: the mig-parted engine (mig-parted.md §5), done as
- * plan-then-act: read the GPUs, plan every matched GPU (refusing before
- * touching anything when any target cannot be built), run hooks, change MIG
- * modes and reset only the GPUs that need it, destroy and create per plan,
- * verify by reading back. Re-running converges (a crash leaves a state that
- * the next plan starts from). */
+/* apply / assert / plan: the mig-parted engine (docs/engine.md), done as
+ * plan-then-act in one flow over a mode backend (engine/backend.h: NVML, or
+ * PCI BAR0 without the driver): read the GPUs, plan every matched GPU
+ * (refusing before touching anything when any target cannot be built), run
+ * hooks, stop GPU clients, change MIG modes and reset only the GPUs that
+ * need it, destroy and create per plan, verify by reading back. Re-running
+ * converges (a crash leaves a state that the next plan starts from). What
+ * happens is reported as events (engine/progress.h). */
 #pragma once
 
 #include <stdbool.h>
 #include <stddef.h>
 
 #include "base/error.h"
+#include "engine/desired.h"
+#include "engine/progress.h"
 #include "mig/gpu.h"
 #include "plan/plan.h"
 #include "spec/config.h"
@@ -34,31 +38,9 @@ struct mk_engine_opts {
          * GPU clients here. A negative return aborts before the change. */
         int (*before_change)(void *userdata, struct mk_error *e);
         void *userdata;
+        /* Where apply reports what it does (engine/progress.h); NULL: the debug log. */
+        const struct mk_progress *progress;
 };
-
-/* What one GPU gets. */
-struct mk_desired {
-        bool matched;                 /* some entry selects this GPU */
-        bool enabled;
-        struct mk_layout layout;
-        const struct mk_config_entry *entry;
-};
-
-/* Per-GPU desired state from the selected config: entries in file order,
- * GPUs in index order, later entries win. A listed index beyond the node's
- * GPUs is an error at its file:line:column; a non-MIG-capable GPU selected
- * by `all` or a filter is left alone, named explicitly with mig-enabled
- * true it is an error. `ret` is an array of s->n_gpus. */
-int mk_engine_desired(const struct mk_snapshot *s, const struct mk_config *c, const struct mk_named_config *nc,
-                      struct mk_desired **ret, struct mk_error *e);
-void mk_desired_free(struct mk_desired *d, size_t n);
-
-/* Plans of every matched GPU; on the first GPU whose target cannot be
- * built, an error naming it (nothing is touched). `*ret` has s->n_gpus
- * entries (unmatched GPUs get empty plans with gpu_index set). */
-int mk_engine_plan_all(const struct mk_snapshot *s, const struct mk_desired *d, struct mk_gpu_plan **ret,
-                       struct mk_error *e);
-void mk_gpu_plans_free(struct mk_gpu_plan *p, size_t n);
 
 /* Reads the GPUs (NVML) and plans the selected config on each, changing
  * nothing: what `plan` prints and `assert` checks. Caller frees both. */
@@ -68,10 +50,10 @@ int mk_engine_plan_selected(const struct mk_config *c, const char *name, struct 
 struct mk_apply_report {
         size_t n_gpus;
         struct mk_gpu_plan *plans;    /* the plans as first computed (what was to be done) */
-        bool *gpu_failed;             /* per GPU: its changes failed (message logged) */
+        bool *gpu_failed;             /* per GPU: its changes failed (reported as a gpu-finished event) */
         unsigned mode_changes, resets;
         size_t destroyed_gis, destroyed_cis, created_gis, created_cis;
-        unsigned long mutations;      /* mutating NVML calls */
+        unsigned long mutations;      /* mutating backend calls (engine/backend.h) */
         bool nothing_to_do;
         bool changed;                 /* before_change ran: something was (to be) changed */
         bool reboot_needed;           /* a mode change waits for a reset this node cannot do */
@@ -79,17 +61,12 @@ struct mk_apply_report {
 };
 void mk_apply_report_done(struct mk_apply_report *r);
 
-/* Applies the selected config. Opens NVML itself (and closes it around GPU
- * resets). Returns 0 when the GPUs now match, else a negative errno with
+/* Applies the selected config. Opens the backend itself: NVML, else (with
+ * mode_only or mode_only_without_driver, and no nvidia module) PCI BAR0.
+ * Returns 0 when the GPUs now match, else a negative errno with
  * the reason in `e`; `report` is filled as far as it got. */
 int mk_engine_apply(const struct mk_config *c, const struct mk_hooks *hooks, const struct mk_engine_opts *o,
                     struct mk_apply_report *report, struct mk_error *e);
-
-/* `apply --mode-only` through PCI BAR0 when no driver is loaded (called by
- * mk_engine_apply; exposed for tests). */
-int mk_engine_apply_driverless(const struct mk_config *c, const struct mk_named_config *nc,
-                               const struct mk_hooks *hooks, const struct mk_engine_opts *o,
-                               const char *const *mig_env, struct mk_apply_report *rep, struct mk_error *e);
 
 /* Resets the GPUs with these NVML bus ids: `nvidia-smi -r -i ...` (path from
  * $MIGKIT_NVIDIA_SMI, or from PATH when the nvidia module is loaded), else

@@ -71,7 +71,9 @@ int mk_engine_run_hook(const struct mk_hooks *h, enum mk_hook which, const char 
                 argv[0] = x->command;
                 for (size_t k = 0; k < n_args; k++)
                         argv[k + 1] = x->args[k];
-                log_info("Running %s hook: '%s'%s", name, x->command, n_args ? " ..." : "");
+                mk_progress_emit(o ? o->progress : NULL,
+                                 &(struct mk_progress_event){.kind = MK_PROGRESS_HOOK, .gpu = -1, .hook = name,
+                                                             .command = x->command});
                 struct mk_spawn_opts so = {
                         .argv = argv,
                         .envp = (const char *const *) env,
@@ -125,7 +127,7 @@ static int reset_with_smi(const char *smi, const char *const *bus_ids, size_t n,
                 return mk_error_set(e, r, "Too many GPUs to reset");
         }
         const char *argv[] = {smi, "-r", "-i", mk_buf_str(&ids), NULL};
-        log_info("Resetting GPU(s) %s with '%s -r -i'", mk_buf_str(&ids), smi);
+        log_debug("Resetting GPU(s) %s with '%s -r -i'", mk_buf_str(&ids), smi);
         struct mk_spawn_opts so = {.argv = argv, .timeout_ms = MK_RESET_TIMEOUT_MS, .capture = true,
                                    .output_cap = 64 * 1024};
         struct mk_spawn_result res = {0};
@@ -193,7 +195,7 @@ int mk_engine_reset_gpus(const char *const *bus_ids, size_t n, bool *ret_reboot_
                                          host.sysfs_root);
                         goto out;
                 }
-                log_info("Resetting GPU %s through sysfs", bus_ids[i]);
+                log_debug("Resetting GPU %s through sysfs", bus_ids[i]);
                 r = mk_pci_reset(f, e);
                 if (r < 0)
                         goto out;

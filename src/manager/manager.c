@@ -583,6 +583,7 @@ static int reconcile(struct mgr *m, const char *name) {
                 .hooks_file = m->o->hooks_file,
                 .before_change = before_change,
                 .userdata = m,
+                .progress = &mk_progress_klog_sink,
         };
         struct mk_apply_report rep = {0};
         r = mk_engine_apply(m->c, m->h, &eo, &rep, &e);

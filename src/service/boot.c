@@ -154,6 +154,7 @@ _noreturn_ static void child_main(int fd, const struct mk_service_paths *p, cons
                 .hook_timeout_ms = (int) s->apply_timeout_ms,
                 .before_change = child_before_change,
                 .userdata = &x,
+                .progress = &mk_progress_klog_sink,
         };
         struct child_result res = {0};
         struct mk_apply_report rep = {0};

@@ -97,3 +97,60 @@ cmp -s "$tmp/before" "$tmp/sys/bus/pci/devices/0000:47:00.0/resource0" || fail "
 # ... nor under `devices: all`, which leaves it alone.
 "$MIGKIT_BIN" apply -f "$cfg" -c all-on --mode-only --skip-reset >/dev/null 2>&1 || fail "all-on mode-only"
 cmp -s "$tmp/before" "$tmp/sys/bus/pci/devices/0000:47:00.0/resource0" || fail "unknown chip was written under all"
+
+# Crash convergence without the driver: the same flow as with NVML, killed
+# after every mutating PCI call (a BAR0 mode request, a sysfs reset) by the
+# preload shim, then re-run: it must reach the target. The shim also makes
+# the fixture's reset apply the requested mode, as a GA100 does.
+: "${MIGKIT_TEST_PRELOAD_PCISIM:?}"
+rm -rf "$tmp/sys"
+python3 - "$tmp/sys" <<'PY'
+import os, struct, sys
+root = sys.argv[1]
+for i, bus in enumerate((0x07, 0x0f, 0x47, 0x4e, 0x87, 0x90, 0xb7, 0xbd)):
+    d = os.path.join(root, "bus/pci/devices", "0000:%02x:00.0" % bus)
+    os.makedirs(d)
+    for k, v in (("vendor", "0x10de"), ("device", "0x20b0"), ("class", "0x030200"),
+                 ("subsystem_vendor", "0x10de"), ("subsystem_device", "0x145f")):
+        open(os.path.join(d, k), "w").write(v + "\n")
+    size = 0x1000000
+    open(os.path.join(d, "resource"), "w").write("0x00000000e0000000 0x%016x 0x0000000000040200\n" % (0xe0000000 + size - 1))
+    with open(os.path.join(d, "resource0"), "wb") as f:
+        f.truncate(0x120000)
+        # GPUs 0-3 MIG on, 4-7 off.
+        for off, val in ((0x0, 0x170000A1), (0x4, 0), (0x118234, 0x3ff), (0x1404, 0x8000 if i < 4 else 0), (0x118F78, 0)):
+            f.seek(off); f.write(struct.pack("<I", val))
+    open(os.path.join(d, "reset"), "w").close()
+PY
+cat >"$tmp/flip.yaml" <<'YAML'
+version: v1
+mig-configs:
+  flip:
+    - devices: [0, 1, 2, 3]
+      mig-enabled: false
+    - devices: [4, 5, 6, 7]
+      mig-enabled: true
+      mig-devices: {}
+YAML
+# od, not python: this runs 50 times and python starts slowly on a loaded machine.
+modes() { for d in "$tmp"/sys/bus/pci/devices/*; do od -An -tx4 -j $((0x1404)) -N4 "$d/resource0" | tr -d ' \n'; echo -n ' '; done; }
+want="00000000 00000000 00000000 00000000 00008000 00008000 00008000 00008000 "
+cp -a "$tmp/sys" "$tmp/sys.from"
+pcisim() { env LD_PRELOAD="$MIGKIT_TEST_PRELOAD_PCISIM" MIGKIT_PCISIM_RESET=1 \
+  ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" "$MIGKIT_BIN" "$@"; }
+pcisim apply -f "$tmp/flip.yaml" --mode-only -o json >"$tmp/count.json" 2>"$tmp/err" || fail "driverless flip: $(cat "$tmp/err")"
+[ "$(modes)" = "$want" ] || fail "driverless flip: modes $(modes)"
+total=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["driverless"] and d["resets"] == 8, d; print(d["mutations"])' "$tmp/count.json")
+[ "$total" -eq 16 ] || fail "driverless flip: $total mutations, expected 8 mode requests + 8 resets"
+for n in $(seq 1 "$total"); do
+  rm -rf "$tmp/sys"; cp -a "$tmp/sys.from" "$tmp/sys"
+  set +e
+  MIGKIT_PCISIM_CRASH_AFTER=$n pcisim apply -f "$tmp/flip.yaml" --mode-only >/dev/null 2>&1; rc=$?
+  set -e
+  [ "$rc" -eq 137 ] || fail "crash-after $n: apply did not die (exit $rc)"
+  pcisim apply -f "$tmp/flip.yaml" --mode-only >/dev/null 2>"$tmp/err" || fail "re-run after crash at $n: $(cat "$tmp/err")"
+  [ "$(modes)" = "$want" ] || fail "not converged after crash at $n: $(modes)"
+  pcisim apply -f "$tmp/flip.yaml" --mode-only -o json >"$tmp/again.json" 2>"$tmp/err"
+  grep -Eq '"nothing_to_do": ?true' "$tmp/again.json" || fail "third run after crash at $n did something: $(cat "$tmp/again.json")"
+done
+echo "driverless crash test: $total crash points, all converged"

@@ -1,5 +1,5 @@
-/* engine/: export grouping (mig-parted.md §4.3), tested as data on
- * hand-built snapshots. */
+/* engine/: export grouping (mig-parted.md §4.3) and the desired state,
+ * tested as data on hand-built snapshots. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -10,7 +10,9 @@
 
 #include <cmocka.h>
 
+#include "engine/desired.h"
 #include "engine/export.h"
+#include "spec/config.h"
 
 #define A100_40 0x20B010DEu
 #define A100_80 0x20B210DEu
@@ -187,6 +189,50 @@ static void test_non_capable_gpu_exports_disabled(void **state) {
         mk_snapshot_free(s);
 }
 
+
+static const char desired_yaml[] = "version: v1\n"
+                                   "mig-configs:\n"
+                                   "  c:\n"
+                                   "    - devices: all\n"
+                                   "      mig-enabled: true\n"
+                                   "      mig-devices: {3g.20gb: 2}\n"
+                                   "    - devices: [1]\n"
+                                   "      mig-enabled: false\n";
+
+/* A snapshot read through PCI has modes but no profiles: with modes_only
+ * the plans are the mode changes alone; a full plan cannot resolve the
+ * profile and names the GPU. Later entries win. */
+static void test_desired_modes_only_plan(void **state) {
+        const struct gpu_spec g[] = {
+                {A100_40, MK_MIG_DISABLED, {NULL}, false},
+                {A100_40, MK_MIG_ENABLED, {NULL}, false},
+                {A100_40, MK_MIG_UNSUPPORTED, {NULL}, false},
+        };
+        struct mk_snapshot *s = make_snapshot(g, 3);
+        struct mk_config *c = NULL;
+        struct mk_error e = {0};
+        assert_int_equal(mk_config_parse(desired_yaml, strlen(desired_yaml), "d.yaml", &c, &e), 0);
+        const struct mk_named_config *nc = NULL;
+        assert_int_equal(mk_config_select(c, "c", &nc, &e), 0);
+        struct mk_desired *d = NULL;
+        struct mk_gpu_plan *p = NULL;
+        assert_int_equal(mk_engine_plan_snapshot(s, c, nc, true, &d, &p, &e), 0);
+        assert_true(d[0].matched && d[0].enabled);
+        assert_true(d[1].matched && !d[1].enabled);
+        assert_false(d[2].matched); /* not MIG-capable, selected by `all`: left alone */
+        assert_true(p[0].mode_change && p[0].mig_enabled && !p[0].layout_change);
+        assert_true(p[1].mode_change && !p[1].mig_enabled && !p[1].layout_change);
+        assert_false(p[2].mode_change);
+        assert_true(mk_engine_plans_change(p, 3, true));
+        mk_gpu_plans_free(p, 3);
+        mk_desired_free(d, 3);
+
+        assert_true(mk_engine_plan_snapshot(s, c, nc, false, &d, &p, &e) < 0);
+        assert_non_null(strstr(e.msg, "GPU 0"));
+        mk_config_free(c);
+        mk_snapshot_free(s);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_single_type_same_layout_is_all),
@@ -196,6 +242,7 @@ int main(void) {
                 cmocka_unit_test(test_mixed_types_merged_entry_has_both_filters),
                 cmocka_unit_test(test_gi_without_ci_is_counted_and_left_out),
                 cmocka_unit_test(test_non_capable_gpu_exports_disabled),
+                cmocka_unit_test(test_desired_modes_only_plan),
         };
         return cmocka_run_group_tests_name("engine", tests, NULL, NULL);
 }
