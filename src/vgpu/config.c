@@ -180,7 +180,7 @@ void vgpu_config_load(struct vgpu_config *c, vgpu_getenv_fn get, void *userdata,
                 if (vgpu_parse_percent(v, &l) < 0 || l > 4)
                         warnf(warn, userdata, "invalid %s='%.*s' (0-4), ignoring", "LIBCUDA_LOG_LEVEL", SHOWN(v));
                 else
-                        c->log_level = (int) l;
+                        c->log_level = l == 1 ? VGPU_LOG_WARNING : (int) l;  /* 1 and 2 alike */
         }
 
         v = get("CUDA_TASK_PRIORITY", userdata);

@@ -134,6 +134,21 @@ out=$(env LD_PRELOAD="$vgpu" CUDA_DEVICE_MEMORY_SHARED_CACHE="$tmp/old-region" C
 grep -q "region file .* is 4096 bytes" <<<"$out" || fail "old region: no message: $out"
 grep -q "^filled $((1000 * MIB)) result 2$" <<<"$out" || fail "old region: the cap did not hold: $out"
 
+# The CUDA 13 runtime (a .cu program built with nvcc -cudart shared; it
+# reaches the driver through cuGetProcAddress only): a 1 GiB container.
+rt=$MIGKIT_BUILD_DIR/sim/bin/cuda-sim-runtime
+if [ -x "$rt" ]; then
+  if ! env LD_PRELOAD="$vgpu" CUDA_DEVICE_MEMORY_SHARED_CACHE="$tmp/region" CUDA_DEVICE_MEMORY_LIMIT=1g \
+      CUDA_DEVICE_SM_LIMIT=50 GPU_CORE_UTILIZATION_POLICY=force "$rt" >"$tmp/runtime" 2>&1; then
+    fail "CUDA runtime program with the library: $(grep -v '^ok' "$tmp/runtime")"
+  fi
+  grep -q '^PASSED' "$tmp/runtime" || fail "runtime program did not pass with the library"
+  grep -q '^ok   free memory back to 1024 MiB' "$tmp/runtime" || fail "the runtime does not see the cap: $(cat "$tmp/runtime")"
+  grep -q 'out of memory: .*CUDA_DEVICE_MEMORY_LIMIT_0' "$tmp/runtime" || fail "no refusal line from the runtime's big allocation"
+else
+  echo "note: no nvcc: the CUDA runtime program was not built"
+fi
+
 if [ "$failures" -gt 0 ]; then
   echo "$failures failure(s)" >&2
   exit 1
