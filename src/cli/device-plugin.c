@@ -11,6 +11,7 @@
 #include "base/macro.h"
 #include "base/parse.h"
 #include "cli/cli.h"
+#include "cli/options.h"
 #include "kube/kube.h"
 #include "kube/kubeconfig.h"
 #include "plugin/daemon.h"
@@ -72,11 +73,6 @@ static void help(void) {
                "Health: DP_DISABLE_HEALTHCHECKS, DP_ENABLE_HEALTHCHECKS (docs/device-plugin-health.md).\n");
 }
 
-static const char *env(const char *name) {
-        const char *v = secure_getenv(name);
-        return v && *v ? v : NULL;
-}
-
 static int parse_bool_opt(const char *what, const char *s, bool *ret) {
         if (!s)
                 return 0;
@@ -88,144 +84,43 @@ static int parse_bool_opt(const char *what, const char *s, bool *ret) {
 }
 
 int cli_device_plugin(int argc, char **argv) {
-        enum {
-                OPT_MIG_STRATEGY = 0x100,
-                OPT_FAIL_ON_INIT_ERROR,
-                OPT_PASS_DEVICE_SPECS,
-                OPT_DEVICE_LIST_STRATEGY,
-                OPT_DEVICE_ID_STRATEGY,
-                OPT_DRIVER_ROOT,
-                OPT_DEV_ROOT,
-                OPT_CDI_PREFIX,
-                OPT_GDS,
-                OPT_MOFED,
-                OPT_GDRCOPY,
-                OPT_CONFIG_FILE,
-                OPT_RESOURCE_CONFIG,
-                OPT_PLUGIN_PATH,
-                OPT_KUBELET_SOCKET,
-                OPT_LABELS,
-                OPT_NFD_FILE,
-                OPT_NODE_NAME,
-                OPT_KUBECONFIG,
-                OPT_MACHINE_TYPE_FILE,
-                OPT_DYNAMIC_MIG,
-        };
-        static const struct option options[] = {
-                {"mig-strategy", required_argument, NULL, OPT_MIG_STRATEGY},
-                {"fail-on-init-error", optional_argument, NULL, OPT_FAIL_ON_INIT_ERROR},
-                {"pass-device-specs", optional_argument, NULL, OPT_PASS_DEVICE_SPECS},
-                {"device-list-strategy", required_argument, NULL, OPT_DEVICE_LIST_STRATEGY},
-                {"device-id-strategy", required_argument, NULL, OPT_DEVICE_ID_STRATEGY},
-                {"nvidia-driver-root", required_argument, NULL, OPT_DRIVER_ROOT},
-                {"driver-root", required_argument, NULL, OPT_DRIVER_ROOT},
-                {"dev-root", required_argument, NULL, OPT_DEV_ROOT},
-                {"nvidia-dev-root", required_argument, NULL, OPT_DEV_ROOT},
-                {"cdi-annotation-prefix", required_argument, NULL, OPT_CDI_PREFIX},
-                {"gds-enabled", optional_argument, NULL, OPT_GDS},
-                {"mofed-enabled", optional_argument, NULL, OPT_MOFED},
-                {"gdrcopy-enabled", optional_argument, NULL, OPT_GDRCOPY},
-                {"config-file", required_argument, NULL, OPT_CONFIG_FILE},
-                {"resource-config", required_argument, NULL, OPT_RESOURCE_CONFIG},
-                {"device-plugin-path", required_argument, NULL, OPT_PLUGIN_PATH},
-                {"kubelet-socket", required_argument, NULL, OPT_KUBELET_SOCKET},
-                {"labels", required_argument, NULL, OPT_LABELS},
-                {"nfd-features-file", required_argument, NULL, OPT_NFD_FILE},
-                {"node-name", required_argument, NULL, OPT_NODE_NAME},
-                {"kubeconfig", required_argument, NULL, OPT_KUBECONFIG},
-                {"machine-type-file", required_argument, NULL, OPT_MACHINE_TYPE_FILE},
-                {"dynamic-mig", optional_argument, NULL, OPT_DYNAMIC_MIG},
-                {"help", no_argument, NULL, 'h'},
+        const char *mig_strategy = NULL, *fail_on_init = NULL, *pass_specs = NULL, *list_strategy = NULL,
+                   *id_strategy = NULL, *driver_root = NULL, *dev_root = NULL, *cdi_prefix = NULL, *gds = NULL,
+                   *mofed = NULL, *gdrcopy = NULL, *config_file = NULL, *resource_config = NULL,
+                   *plugin_path = NULL, *labels = NULL, *nfd_file = NULL, *node_name = NULL, *kubeconfig = NULL,
+                   *machine_file = NULL, *dynamic = NULL, *kubelet_socket = NULL;
+        const struct cli_option options[] = {
+                {"mig-strategy", 0, required_argument, "MIG_STRATEGY", &mig_strategy},
+                {"fail-on-init-error", 0, optional_argument, "FAIL_ON_INIT_ERROR", &fail_on_init},
+                {"pass-device-specs", 0, optional_argument, "PASS_DEVICE_SPECS", &pass_specs},
+                {"device-list-strategy", 0, required_argument, "DEVICE_LIST_STRATEGY", &list_strategy},
+                {"device-id-strategy", 0, required_argument, "DEVICE_ID_STRATEGY", &id_strategy},
+                {"nvidia-driver-root", 0, required_argument, "NVIDIA_DRIVER_ROOT", &driver_root},
+                {"driver-root", 0, required_argument, NULL, &driver_root},
+                {"dev-root", 0, required_argument, NULL, &dev_root},
+                {"nvidia-dev-root", 0, required_argument, "NVIDIA_DEV_ROOT", &dev_root},
+                {"cdi-annotation-prefix", 0, required_argument, "CDI_ANNOTATION_PREFIX", &cdi_prefix},
+                {"gds-enabled", 0, optional_argument, "GDS_ENABLED", &gds},
+                {"mofed-enabled", 0, optional_argument, "MOFED_ENABLED", &mofed},
+                {"gdrcopy-enabled", 0, optional_argument, "GDRCOPY_ENABLED", &gdrcopy},
+                {"config-file", 0, required_argument, "CONFIG_FILE", &config_file},
+                {"resource-config", 0, required_argument, "NVIDIA_DRIVER_RESOURCE_CONFIG", &resource_config},
+                {"device-plugin-path", 0, required_argument, "DEVICE_PLUGIN_PATH", &plugin_path},
+                {"kubelet-socket", 0, required_argument, NULL, &kubelet_socket},
+                {"labels", 0, required_argument, "MIGKIT_LABELS", &labels},
+                {"nfd-features-file", 0, required_argument, "GFD_OUTPUT_FILE", &nfd_file},
+                {"node-name", 0, required_argument, "NODE_NAME", &node_name},
+                {"kubeconfig", 0, required_argument, "KUBECONFIG", &kubeconfig},
+                {"machine-type-file", 0, required_argument, "GFD_MACHINE_TYPE_FILE", &machine_file},
+                {"dynamic-mig", 0, optional_argument, "MIGKIT_DYNAMIC_MIG", &dynamic},
                 {},
         };
-        const char *mig_strategy = env("MIG_STRATEGY"), *fail_on_init = env("FAIL_ON_INIT_ERROR"),
-                   *pass_specs = env("PASS_DEVICE_SPECS"), *list_strategy = env("DEVICE_LIST_STRATEGY"),
-                   *id_strategy = env("DEVICE_ID_STRATEGY"), *driver_root = env("NVIDIA_DRIVER_ROOT"),
-                   *dev_root = env("NVIDIA_DEV_ROOT"), *cdi_prefix = env("CDI_ANNOTATION_PREFIX"),
-                   *gds = env("GDS_ENABLED"), *mofed = env("MOFED_ENABLED"), *gdrcopy = env("GDRCOPY_ENABLED"),
-                   *config_file = env("CONFIG_FILE"), *resource_config = env("NVIDIA_DRIVER_RESOURCE_CONFIG"),
-                   *plugin_path = env("DEVICE_PLUGIN_PATH"), *labels = env("MIGKIT_LABELS"),
-                   *nfd_file = env("GFD_OUTPUT_FILE"), *node_name = env("NODE_NAME"),
-                   *kubeconfig = env("KUBECONFIG"), *machine_file = env("GFD_MACHINE_TYPE_FILE"),
-                   *dynamic = env("MIGKIT_DYNAMIC_MIG");
-        /* Set but empty means "do not register", so not through env(). */
-        const char *kubelet_socket = secure_getenv("KUBELET_SOCKET");
-        int c;
-        while ((c = getopt_long(argc, argv, "h", options, NULL)) >= 0)
-                switch (c) {
-                case OPT_MIG_STRATEGY:
-                        mig_strategy = optarg;
-                        break;
-                case OPT_FAIL_ON_INIT_ERROR:
-                        fail_on_init = optarg ? optarg : "true";
-                        break;
-                case OPT_PASS_DEVICE_SPECS:
-                        pass_specs = optarg ? optarg : "true";
-                        break;
-                case OPT_DEVICE_LIST_STRATEGY:
-                        list_strategy = optarg;
-                        break;
-                case OPT_DEVICE_ID_STRATEGY:
-                        id_strategy = optarg;
-                        break;
-                case OPT_DRIVER_ROOT:
-                        driver_root = optarg;
-                        break;
-                case OPT_DEV_ROOT:
-                        dev_root = optarg;
-                        break;
-                case OPT_CDI_PREFIX:
-                        cdi_prefix = optarg;
-                        break;
-                case OPT_GDS:
-                        gds = optarg ? optarg : "true";
-                        break;
-                case OPT_MOFED:
-                        mofed = optarg ? optarg : "true";
-                        break;
-                case OPT_GDRCOPY:
-                        gdrcopy = optarg ? optarg : "true";
-                        break;
-                case OPT_CONFIG_FILE:
-                        config_file = optarg;
-                        break;
-                case OPT_RESOURCE_CONFIG:
-                        resource_config = optarg;
-                        break;
-                case OPT_PLUGIN_PATH:
-                        plugin_path = optarg;
-                        break;
-                case OPT_KUBELET_SOCKET:
-                        kubelet_socket = optarg;
-                        break;
-                case OPT_LABELS:
-                        labels = optarg;
-                        break;
-                case OPT_NFD_FILE:
-                        nfd_file = optarg;
-                        break;
-                case OPT_NODE_NAME:
-                        node_name = optarg;
-                        break;
-                case OPT_KUBECONFIG:
-                        kubeconfig = optarg;
-                        break;
-                case OPT_MACHINE_TYPE_FILE:
-                        machine_file = optarg;
-                        break;
-                case OPT_DYNAMIC_MIG:
-                        dynamic = optarg ? optarg : "true";
-                        break;
-                case 'h':
-                        help();
-                        return MK_EXIT_OK;
-                default:
-                        return MK_EXIT_USAGE;
-                }
-        if (optind < argc) {
-                fprintf(stderr, "Error: unexpected argument '%s'\n", argv[optind]);
-                return MK_EXIT_USAGE;
-        }
+        /* Set but empty means "do not register", so not through the table's
+         * rule (set and non-empty). */
+        kubelet_socket = secure_getenv("KUBELET_SOCKET");
+        int r = cli_options_parse(argc, argv, options, help);
+        if (r != CLI_CONTINUE)
+                return r;
 
         struct mk_dp_daemon_options o = {
                 .fail_on_init_error = true,
@@ -291,7 +186,7 @@ int cli_device_plugin(int argc, char **argv) {
                                 o.dynamic_mig ? "--dynamic-mig" : "--labels node");
                         return MK_EXIT_USAGE;
                 }
-                int r = kubeconfig ? mk_kube_config_from_kubeconfig(kubeconfig, NULL, &kc, &e)
+                r = kubeconfig ? mk_kube_config_from_kubeconfig(kubeconfig, NULL, &kc, &e)
                                    : mk_kube_config_load(NULL, &kc, &e);
                 /* One try per request with short timeouts: the plugin
                  * retries labels on its own every 30 s, the kubelet retries
@@ -309,7 +204,7 @@ int cli_device_plugin(int argc, char **argv) {
                 o.kube = k;
         }
 
-        int r = mk_dp_daemon_run(&o, &e);
+        r = mk_dp_daemon_run(&o, &e);
         if (r < 0)
                 return cli_fail(&e);
         return MK_EXIT_OK;

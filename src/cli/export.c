@@ -5,6 +5,7 @@
 #include "base/log.h"
 #include "base/macro.h"
 #include "cli/cli.h"
+#include "cli/options.h"
 #include "engine/export.h"
 
 static void help(void) {
@@ -52,34 +53,16 @@ static json_t *entry_json(const struct mk_export_entry *x) {
 }
 
 int cli_export(int argc, char **argv) {
-        static const struct option options[] = {
-                {"output-format", required_argument, NULL, 'o'},
-                {"output", required_argument, NULL, 'o'},
-                {"config-label", required_argument, NULL, 'l'},
-                {"help", no_argument, NULL, 'h'},
+        const char *format = NULL, *label = NULL;
+        const struct cli_option options[] = {
+                {"output-format", 'o', required_argument, "MIG_PARTED_OUTPUT_FORMAT", &format},
+                {"output", 0, required_argument, NULL, &format},
+                {"config-label", 'l', required_argument, "MIG_PARTED_CONFIG_LABEL", &label},
                 {},
         };
-        const char *format = secure_getenv("MIG_PARTED_OUTPUT_FORMAT");
-        const char *label = secure_getenv("MIG_PARTED_CONFIG_LABEL");
-        int c;
-        while ((c = getopt_long(argc, argv, "o:l:h", options, NULL)) >= 0)
-                switch (c) {
-                case 'o':
-                        format = optarg;
-                        break;
-                case 'l':
-                        label = optarg;
-                        break;
-                case 'h':
-                        help();
-                        return MK_EXIT_OK;
-                default:
-                        return MK_EXIT_USAGE;
-                }
-        if (optind < argc) {
-                fprintf(stderr, "Error: unexpected argument '%s'\n", argv[optind]);
-                return MK_EXIT_USAGE;
-        }
+        int r = cli_options_parse(argc, argv, options, help);
+        if (r != CLI_CONTINUE)
+                return r;
         if (!label || !*label)
                 label = "current";
         enum mk_output_format fmt;

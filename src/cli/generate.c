@@ -6,6 +6,7 @@
 #include "base/log.h"
 #include "base/macro.h"
 #include "cli/cli.h"
+#include "cli/options.h"
 #include "engine/generate.h"
 #include "spec/emit.h"
 
@@ -22,33 +23,15 @@ static void help(void) {
 }
 
 int cli_generate_config(int argc, char **argv) {
-        static const struct option options[] = {
-                {"output-file", required_argument, NULL, 'f'},
-                {"output-format", required_argument, NULL, 'o'},
-                {"help", no_argument, NULL, 'h'},
+        const char *file = NULL, *format = NULL;
+        const struct cli_option options[] = {
+                {"output-file", 'f', required_argument, "MIG_PARTED_OUTPUT_FILE", &file},
+                {"output-format", 'o', required_argument, "MIG_PARTED_OUTPUT_FORMAT", &format},
                 {},
         };
-        const char *file = secure_getenv("MIG_PARTED_OUTPUT_FILE");
-        const char *format = secure_getenv("MIG_PARTED_OUTPUT_FORMAT");
-        int c;
-        while ((c = getopt_long(argc, argv, "f:o:h", options, NULL)) >= 0)
-                switch (c) {
-                case 'f':
-                        file = optarg;
-                        break;
-                case 'o':
-                        format = optarg;
-                        break;
-                case 'h':
-                        help();
-                        return MK_EXIT_OK;
-                default:
-                        return MK_EXIT_USAGE;
-                }
-        if (optind < argc) {
-                fprintf(stderr, "Error: unexpected argument '%s'\n", argv[optind]);
-                return MK_EXIT_USAGE;
-        }
+        int r = cli_options_parse(argc, argv, options, help);
+        if (r != CLI_CONTINUE)
+                return r;
         enum mk_output_format fmt;
         if (cli_parse_yaml_or_json(format, &fmt) < 0)
                 return MK_EXIT_USAGE;
@@ -77,7 +60,7 @@ int cli_generate_config(int argc, char **argv) {
         if (!file || !*file || streq(file, "-")) {
                 fputs(text, stdout);
                 if (fflush(stdout) != 0) {
-                        int r = negative_errno();
+                        r = negative_errno();
                         mk_error_set(&e, r, "Failed to write the config to stdout: %s", strerror(-r));
                         return cli_fail(&e);
                 }

@@ -9,6 +9,7 @@
 #include "base/macro.h"
 #include "base/parse.h"
 #include "cli/cli.h"
+#include "cli/options.h"
 #include "plugin/labels.h"
 #include "spec/plugin-config.h"
 
@@ -41,46 +42,20 @@ static const char *env_first(const char *a, const char *b) {
 }
 
 int cli_labels(int argc, char **argv) {
-        enum { ARG_MIG_STRATEGY = 0x100, ARG_CONFIG_FILE, ARG_NO_TIMESTAMP, ARG_MACHINE_TYPE_FILE };
-        static const struct option options[] = {
-                {"mig-strategy", required_argument, NULL, ARG_MIG_STRATEGY},
-                {"config-file", required_argument, NULL, ARG_CONFIG_FILE},
-                {"no-timestamp", no_argument, NULL, ARG_NO_TIMESTAMP},
-                {"machine-type-file", required_argument, NULL, ARG_MACHINE_TYPE_FILE},
-                {"output", required_argument, NULL, 'o'},
-                {"help", no_argument, NULL, 'h'},
+        const char *strategy_arg = NULL, *config_file = NULL, *machine_file = NULL, *format = "text",
+                   *no_timestamp_flag = NULL;
+        const struct cli_option options[] = {
+                {"mig-strategy", 0, required_argument, NULL, &strategy_arg},
+                {"config-file", 0, required_argument, NULL, &config_file},
+                {"no-timestamp", 0, no_argument, NULL, &no_timestamp_flag},
+                {"machine-type-file", 0, required_argument, NULL, &machine_file},
+                {"output", 'o', required_argument, NULL, &format},
                 {},
         };
-        const char *strategy_arg = NULL, *config_file = NULL, *machine_file = NULL, *format = "text";
-        bool no_timestamp = false;
-        int c;
-        while ((c = getopt_long(argc, argv, "o:h", options, NULL)) >= 0)
-                switch (c) {
-                case ARG_MIG_STRATEGY:
-                        strategy_arg = optarg;
-                        break;
-                case ARG_CONFIG_FILE:
-                        config_file = optarg;
-                        break;
-                case ARG_NO_TIMESTAMP:
-                        no_timestamp = true;
-                        break;
-                case ARG_MACHINE_TYPE_FILE:
-                        machine_file = optarg;
-                        break;
-                case 'o':
-                        format = optarg;
-                        break;
-                case 'h':
-                        help();
-                        return MK_EXIT_OK;
-                default:
-                        return MK_EXIT_USAGE;
-                }
-        if (optind < argc) {
-                fprintf(stderr, "Error: unexpected argument '%s'\n", argv[optind]);
-                return MK_EXIT_USAGE;
-        }
+        int r = cli_options_parse(argc, argv, options, help);
+        if (r != CLI_CONTINUE)
+                return r;
+        bool no_timestamp = no_timestamp_flag != NULL;
         if (!streq(format, "text") && !streq(format, "json")) {
                 fprintf(stderr, "Error: unrecognized 'output-format': %s (text or json)\n", format);
                 return MK_EXIT_USAGE;

@@ -16,6 +16,7 @@
 #include "base/macro.h"
 #include "base/parse.h"
 #include "cli/cli.h"
+#include "cli/options.h"
 #include "engine/generate.h"
 #include "host/clients.h"
 #include "kube/kube.h"
@@ -165,81 +166,35 @@ static int generate(const char *node, const char *out_path, char **ret_yaml, str
 }
 
 int cli_manager(int argc, char **argv) {
-        enum { OPT_KUBECONFIG = 0x100, OPT_POD_WAIT, OPT_BACKOFF_INITIAL, OPT_BACKOFF_MAX, OPT_GENERATED };
-        static const struct option options[] = {
-                {"help", no_argument, NULL, 'h'},
-                {"kubeconfig", required_argument, NULL, OPT_KUBECONFIG},
-                {"node-name", required_argument, NULL, 'n'},
-                {"config-file", required_argument, NULL, 'f'},
-                {"hooks-file", required_argument, NULL, 'k'},
-                {"with-reboot", no_argument, NULL, 'r'},
-                {"with-shutdown-host-gpu-clients", no_argument, NULL, 'd'},
-                {"gpu-clients-file", required_argument, NULL, 'g'},
-                {"host-root-mount", required_argument, NULL, 'm'},
-                {"pod-wait-timeout", required_argument, NULL, OPT_POD_WAIT},
-                {"backoff-initial", required_argument, NULL, OPT_BACKOFF_INITIAL},
-                {"backoff-max", required_argument, NULL, OPT_BACKOFF_MAX},
-                {"generated-config-file", required_argument, NULL, OPT_GENERATED},
+        const char *kubeconfig = NULL, *config_file = NULL, *hooks = NULL, *clients_file = NULL, *host_root = NULL,
+                   *generated = NULL, *node = NULL, *pod_wait = NULL, *b_init = NULL, *b_max = NULL,
+                   *reboot_flag = NULL, *shutdown_flag = NULL;
+        const struct cli_option options[] = {
+                {"kubeconfig", 0, required_argument, "KUBECONFIG", &kubeconfig},
+                {"node-name", 'n', required_argument, "NODE_NAME", &node},
+                {"config-file", 'f', required_argument, "CONFIG_FILE", &config_file},
+                {"hooks-file", 'k', required_argument, "HOOKS_FILE", &hooks},
+                {"with-reboot", 'r', no_argument, NULL, &reboot_flag},
+                {"with-shutdown-host-gpu-clients", 'd', no_argument, NULL, &shutdown_flag},
+                {"gpu-clients-file", 'g', required_argument, "GPU_CLIENTS_FILE", &clients_file},
+                {"host-root-mount", 'm', required_argument, "HOST_ROOT_MOUNT", &host_root},
+                {"pod-wait-timeout", 0, required_argument, "POD_WAIT_TIMEOUT", &pod_wait},
+                {"backoff-initial", 0, required_argument, "RETRY_BACKOFF_INITIAL", &b_init},
+                {"backoff-max", 0, required_argument, "RETRY_BACKOFF_MAX", &b_max},
+                {"generated-config-file", 0, required_argument, "GENERATED_CONFIG_FILE", &generated},
                 {},
         };
-        const char *kubeconfig = env("KUBECONFIG"), *config_file = env("CONFIG_FILE"), *hooks = env("HOOKS_FILE"),
-                   *clients_file = env("GPU_CLIENTS_FILE"), *host_root = env("HOST_ROOT_MOUNT"),
-                   *generated = env("GENERATED_CONFIG_FILE");
-        const char *node = env("NODE_NAME"), *pod_wait = env("POD_WAIT_TIMEOUT"),
-                   *b_init = env("RETRY_BACKOFF_INITIAL"), *b_max = env("RETRY_BACKOFF_MAX");
         struct mk_manager_opts o = {.cancel = &manager_cancel};
         if (env_bool("WITH_REBOOT", &o.with_reboot) < 0 ||
             env_bool("WITH_SHUTDOWN_HOST_GPU_CLIENTS", &o.with_shutdown_host_gpu_clients) < 0)
                 return MK_EXIT_USAGE;
-        int c;
-        while ((c = getopt_long(argc, argv, "hn:f:k:rdg:m:", options, NULL)) >= 0)
-                switch (c) {
-                case 'h':
-                        help();
-                        return MK_EXIT_OK;
-                case OPT_KUBECONFIG:
-                        kubeconfig = optarg;
-                        break;
-                case 'n':
-                        node = optarg;
-                        break;
-                case 'f':
-                        config_file = optarg;
-                        break;
-                case 'k':
-                        hooks = optarg;
-                        break;
-                case 'r':
-                        o.with_reboot = true;
-                        break;
-                case 'd':
-                        o.with_shutdown_host_gpu_clients = true;
-                        break;
-                case 'g':
-                        clients_file = optarg;
-                        break;
-                case 'm':
-                        host_root = optarg;
-                        break;
-                case OPT_POD_WAIT:
-                        pod_wait = optarg;
-                        break;
-                case OPT_BACKOFF_INITIAL:
-                        b_init = optarg;
-                        break;
-                case OPT_BACKOFF_MAX:
-                        b_max = optarg;
-                        break;
-                case OPT_GENERATED:
-                        generated = optarg;
-                        break;
-                default:
-                        return MK_EXIT_USAGE;
-                }
-        if (optind < argc) {
-                fprintf(stderr, "Error: unexpected argument '%s'\n", argv[optind]);
-                return MK_EXIT_USAGE;
-        }
+        int r = cli_options_parse(argc, argv, options, help);
+        if (r != CLI_CONTINUE)
+                return r;
+        if (reboot_flag)
+                o.with_reboot = true;
+        if (shutdown_flag)
+                o.with_shutdown_host_gpu_clients = true;
         if (!node || !*node) {
                 fprintf(stderr, "Error: invalid -n <node-name> flag: must not be empty string\n");
                 return MK_EXIT_USAGE;
@@ -257,8 +212,8 @@ int cli_manager(int argc, char **argv) {
 
         struct mk_error e = {0};
         _cleanup_(mk_kube_config_done) struct mk_kube_config kc = {0};
-        int r = kubeconfig ? mk_kube_config_from_kubeconfig(kubeconfig, NULL, &kc, &e)
-                           : mk_kube_config_load(NULL, &kc, &e);
+        r = kubeconfig ? mk_kube_config_from_kubeconfig(kubeconfig, NULL, &kc, &e)
+                       : mk_kube_config_load(NULL, &kc, &e);
         if (r < 0)
                 return cli_fail(&e);
         _cleanup_kube_free_ struct mk_kube *k = NULL;

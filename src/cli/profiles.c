@@ -7,6 +7,7 @@
 #include "base/parse.h"
 #include "base/macro.h"
 #include "cli/cli.h"
+#include "cli/options.h"
 
 static void help(void) {
         printf("Usage: migkit profiles [-o table|json|yaml] [-i INDEX[,INDEX...]]\n"
@@ -167,37 +168,19 @@ static json_t *gpu_json(const struct mk_gpu *g) {
 }
 
 int cli_profiles(int argc, char **argv) {
-        static const struct option options[] = {
-                {"output", required_argument, NULL, 'o'},
-                {"output-format", required_argument, NULL, 'o'},
-                {"index", required_argument, NULL, 'i'},
-                {"help", no_argument, NULL, 'h'},
+        const char *format = NULL, *only = NULL;
+        const struct cli_option options[] = {
+                {"output", 'o', required_argument, NULL, &format},
+                {"output-format", 0, required_argument, NULL, &format},
+                {"index", 'i', required_argument, NULL, &only},
                 {},
         };
-        enum mk_output_format fmt = MK_OUTPUT_TABLE;
-        const char *only = NULL;
-        int c;
-        while ((c = getopt_long(argc, argv, "o:i:h", options, NULL)) >= 0)
-                switch (c) {
-                case 'o':
-                        fmt = mk_output_format_from_string(optarg);
-                        if (fmt < 0) {
-                                fprintf(stderr, "Error: unrecognized 'output-format': %s (table, json or yaml)\n",
-                                        optarg);
-                                return MK_EXIT_USAGE;
-                        }
-                        break;
-                case 'i':
-                        only = optarg;
-                        break;
-                case 'h':
-                        help();
-                        return MK_EXIT_OK;
-                default:
-                        return MK_EXIT_USAGE;
-                }
-        if (optind < argc) {
-                fprintf(stderr, "Error: unexpected argument '%s'\n", argv[optind]);
+        int r = cli_options_parse(argc, argv, options, help);
+        if (r != CLI_CONTINUE)
+                return r;
+        enum mk_output_format fmt = format ? mk_output_format_from_string(format) : MK_OUTPUT_TABLE;
+        if (fmt < 0) {
+                fprintf(stderr, "Error: unrecognized 'output-format': %s (table, json or yaml)\n", format);
                 return MK_EXIT_USAGE;
         }
 

@@ -15,6 +15,7 @@
 #include "base/macro.h"
 #include "base/parse.h"
 #include "cli/cli.h"
+#include "cli/options.h"
 #include "kube/kube.h"
 #include "kube/kubeconfig.h"
 #include "sched/agent.h"
@@ -212,9 +213,6 @@ int cli_scheduler(int argc, char **argv) {
         optind = 2;
         while ((c = getopt_long(argc, argv, "hc:n:", opts, NULL)) >= 0) {
                 switch (c) {
-                case 'h':
-                        help();
-                        return MK_EXIT_OK;
                 case 'c':
                         config = optarg;
                         break;
@@ -256,7 +254,7 @@ int cli_scheduler(int argc, char **argv) {
                         no_kube = true;
                         break;
                 default:
-                        return MK_EXIT_USAGE;
+                        return cli_option_other(c, help);
                 }
         }
         if (streq(cmd, "check")) {
@@ -265,10 +263,8 @@ int cli_scheduler(int argc, char **argv) {
                         return MK_EXIT_USAGE;
                 }
                 config = argv[optind];
-        } else if (optind != argc) {
-                fprintf(stderr, "Error: unexpected argument '%s'\n", argv[optind]);
+        } else if (cli_options_end(argc, argv) != CLI_CONTINUE)
                 return MK_EXIT_USAGE;
-        }
         _cleanup_(mk_sched_config_freep) struct mk_sched_config *cfg = NULL;
         struct mk_error e = {0};
         if (mk_sched_config_load(config, &cfg, &e) < 0)

@@ -8,6 +8,7 @@
 #include "base/log.h"
 #include "base/macro.h"
 #include "cli/cli.h"
+#include "cli/options.h"
 #include "host/reboot.h"
 #include "service/boot.h"
 #include "service/state.h"
@@ -126,31 +127,17 @@ static const char *first_line(char *s) {
 }
 
 static int cmd_status(int argc, char **argv) {
-        static const struct option options[] = {
-                {"output-format", required_argument, NULL, 'o'},
-                {"help", no_argument, NULL, 'h'},
+        const char *format = NULL;
+        const struct cli_option options[] = {
+                {"output-format", 'o', required_argument, NULL, &format},
                 {},
         };
-        bool json = false;
-        int c;
-        while ((c = getopt_long(argc, argv, "o:h", options, NULL)) >= 0)
-                switch (c) {
-                case 'o':
-                        if (streq(optarg, "json"))
-                                json = true;
-                        else if (!streq(optarg, "table")) {
-                                fprintf(stderr, "Error: unrecognized 'output-format': %s (table or json)\n", optarg);
-                                return MK_EXIT_USAGE;
-                        }
-                        break;
-                case 'h':
-                        help();
-                        return MK_EXIT_OK;
-                default:
-                        return MK_EXIT_USAGE;
-                }
-        if (optind < argc) {
-                fprintf(stderr, "Error: unexpected argument '%s'\n", argv[optind]);
+        int r = cli_options_parse(argc, argv, options, help);
+        if (r != CLI_CONTINUE)
+                return r;
+        bool json = format && streq(format, "json");
+        if (format && !json && !streq(format, "table")) {
+                fprintf(stderr, "Error: unrecognized 'output-format': %s (table or json)\n", format);
                 return MK_EXIT_USAGE;
         }
         struct mk_service_paths p = {0};

@@ -46,6 +46,41 @@ set -e
 [ "$rc" -eq 2 ] || fail "bad -o: exit $rc"
 grep -q "unrecognized 'output-format': xml" "$tmp/err" || fail "bad -o message: $(cat "$tmp/err")"
 
+# The option tail every subcommand shares (src/cli/options.c): --help exits 0
+# with the usage, an unknown option, a missing argument and a leftover
+# argument exit 2; a flag wins over its environment variable.
+for cmd in profiles export generate-config labels device-plugin manager "service status" "scheduler serve"; do
+  # shellcheck disable=SC2086
+  "$MIGKIT_BIN" $cmd --help >"$tmp/help" 2>&1 || fail "$cmd --help: exit $?"
+  grep -qi 'usage\|options' "$tmp/help" || fail "$cmd --help prints no usage: $(head -3 "$tmp/help")"
+  set +e
+  # shellcheck disable=SC2086
+  "$MIGKIT_BIN" $cmd --no-such-option >/dev/null 2>"$tmp/err"; rc=$?
+  set -e
+  [ "$rc" -eq 2 ] || fail "$cmd --no-such-option: exit $rc"
+  grep -q "no-such-option" "$tmp/err" || fail "$cmd --no-such-option message: $(cat "$tmp/err")"
+done
+for cmd in profiles export generate-config labels device-plugin manager "service status"; do
+  set +e
+  # shellcheck disable=SC2086
+  "$MIGKIT_BIN" $cmd stray >/dev/null 2>"$tmp/err"; rc=$?
+  set -e
+  [ "$rc" -eq 2 ] || fail "$cmd stray: exit $rc"
+  grep -q "^Error: unexpected argument 'stray'$" "$tmp/err" || fail "$cmd stray message: $(cat "$tmp/err")"
+done
+set +e
+"$MIGKIT_BIN" export -o >/dev/null 2>"$tmp/err"; rc=$?
+set -e
+[ "$rc" -eq 2 ] || fail "export -o without a value: exit $rc"
+grep -q "requires an argument" "$tmp/err" || fail "missing argument message: $(cat "$tmp/err")"
+set +e
+MIG_PARTED_OUTPUT_FORMAT=xml "$MIGKIT_BIN" export -o json >/dev/null 2>"$tmp/err"; rc=$?
+MIG_PARTED_OUTPUT_FORMAT=xml "$MIGKIT_BIN" export >/dev/null 2>"$tmp/err2"; rc2=$?
+set -e
+! grep -q "unrecognized" "$tmp/err" || fail "the flag does not win over MIG_PARTED_OUTPUT_FORMAT: $(cat "$tmp/err")"
+[ "$rc2" -eq 2 ] && grep -q "unrecognized 'output-format': xml" "$tmp/err2" \
+  || fail "MIG_PARTED_OUTPUT_FORMAT is not read: exit $rc2, $(cat "$tmp/err2")"
+
 # profiles on a simulated DGX A100 (fresh state: MIG disabled, as shipped).
 export MIGKIT_SIM_STATE=$tmp/dgx-a100.json
 "$MIGKIT_BIN" --simulate dgx-a100 profiles >"$tmp/profiles.txt"

@@ -1,0 +1,75 @@
+/* Option parsing shared by the subcommands (options.h). */
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/macro.h"
+#include "cli/cli.h"
+#include "cli/options.h"
+
+#define CLI_MAX_OPTIONS 64
+#define CLI_OPT_FIRST_LONG 0x100 /* getopt values of long-only options: 0x100 + index */
+
+int cli_option_other(int c, void (*help)(void)) {
+        if (c == 'h') {
+                help();
+                return MK_EXIT_OK;
+        }
+        return MK_EXIT_USAGE;
+}
+
+int cli_options_end(int argc, char **argv) {
+        if (optind < argc) {
+                fprintf(stderr, "Error: unexpected argument '%s'\n", argv[optind]);
+                return MK_EXIT_USAGE;
+        }
+        return CLI_CONTINUE;
+}
+
+static const struct cli_option *find(const struct cli_option *opts, int c) {
+        for (size_t i = 0; opts[i].name; i++)
+                if (opts[i].short_name ? opts[i].short_name == c : (int) (CLI_OPT_FIRST_LONG + i) == c)
+                        return &opts[i];
+        return NULL;
+}
+
+int cli_options_parse(int argc, char **argv, const struct cli_option *opts, void (*help)(void)) {
+        struct option longs[CLI_MAX_OPTIONS + 2];
+        char shorts[3 * CLI_MAX_OPTIONS + 2];
+        size_t n = 0, ns = 0;
+        for (; opts[n].name; n++) {
+                if (n >= CLI_MAX_OPTIONS) {
+                        fprintf(stderr, "Error: more than %d options\n", CLI_MAX_OPTIONS);
+                        return MK_EXIT_FAILURE;
+                }
+                const struct cli_option *o = &opts[n];
+                longs[n] = (struct option){o->name, o->has_arg, NULL,
+                                           o->short_name ? o->short_name : (int) (CLI_OPT_FIRST_LONG + n)};
+                if (o->short_name) {
+                        shorts[ns++] = (char) o->short_name;
+                        if (o->has_arg != no_argument)
+                                shorts[ns++] = ':';
+                        if (o->has_arg == optional_argument)
+                                shorts[ns++] = ':';
+                }
+                if (o->env) {
+                        const char *v = secure_getenv(o->env);
+                        if (v && *v)
+                                *o->value = v;
+                }
+        }
+        longs[n] = (struct option){"help", no_argument, NULL, 'h'};
+        longs[n + 1] = (struct option){0};
+        shorts[ns++] = 'h';
+        shorts[ns] = 0;
+
+        int c;
+        while ((c = getopt_long(argc, argv, shorts, longs, NULL)) >= 0) {
+                const struct cli_option *o = c == 'h' ? NULL : find(opts, c);
+                if (!o)
+                        return cli_option_other(c, help);
+                *o->value = optarg ? optarg : "true";
+        }
+        return cli_options_end(argc, argv);
+}

@@ -1,0 +1,36 @@
+/* The option parsing every subcommand shares: flags that also read an
+ * environment variable (mig-parted's and the GPU Operator's convention: the
+ * flag wins), -h/--help, and the usage errors at the end of the loop. Only
+ * cli/ prints. */
+#pragma once
+
+#include <getopt.h>
+
+/* Returned when the command goes on; any other value is its exit code. */
+#define CLI_CONTINUE (-1)
+
+struct cli_option {
+        const char *name;       /* long name; NULL ends the table */
+        int short_name;         /* 0: none */
+        int has_arg;            /* no_argument (the value becomes "true"), required_argument, optional_argument
+                                 * (given without one: "true") */
+        const char *env;        /* NULL: none; set and non-empty: the value unless a flag gives one */
+        const char **value;
+};
+
+/* Fills the values of `opts` from the environment, then from argv by
+ * getopt_long() from the current optind (a caller that consumed a word
+ * sets optind past it first). Returns CLI_CONTINUE when nothing is left on
+ * the command line; MK_EXIT_OK after printing help() for -h/--help;
+ * MK_EXIT_USAGE for an unknown option or a missing argument (getopt printed
+ * why) or a leftover argument. At most 64 options. */
+int cli_options_parse(int argc, char **argv, const struct cli_option *opts, void (*help)(void));
+
+/* For a command with its own getopt_long() loop: the default branch of its
+ * switch. 'h' prints help() and gives MK_EXIT_OK; anything else ('?', ':')
+ * is a usage error getopt already described: MK_EXIT_USAGE. */
+int cli_option_other(int c, void (*help)(void));
+
+/* After the loop: CLI_CONTINUE when no argument is left from optind, else
+ * "Error: unexpected argument 'x'" and MK_EXIT_USAGE. */
+int cli_options_end(int argc, char **argv);
