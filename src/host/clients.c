@@ -149,44 +149,39 @@ int mk_gpu_clients_init_default(struct mk_gpu_clients *ret) {
         return 0;
 }
 
-int mk_gpu_clients_file_load(const char *path, struct mk_gpu_clients *ret, struct mk_error *e) {
-        _cleanup_free_ char *data = NULL;
-        size_t len = 0;
-        int r = mk_read_file(path, MK_MAX_GPU_CLIENTS_FILE_BYTES, &data, &len, e);
-        if (r < 0)
-                return r;
-        struct mk_yaml_ctx c = {.file = path, .e = e};
-        _cleanup_(mk_yaml_doc_freep) struct mk_yaml_doc *doc = NULL;
-        r = mk_yaml_parse_capped(data, len, path, MK_MAX_GPU_CLIENTS_FILE_BYTES, &doc, e);
-        if (r < 0)
-                return r;
+/* The document into *userdata (a struct mk_gpu_clients). */
+static int clients_file_walk(struct mk_yaml_ctx *c, const struct mk_yaml_node *root, void *userdata) {
         _cleanup_(mk_gpu_clients_done) struct mk_gpu_clients g = {
                 .stop_timeout_ms = MK_CLIENTS_DEFAULT_STOP_MS,
                 .start_timeout_ms = MK_CLIENTS_DEFAULT_START_MS,
         };
         const struct mk_yaml_node *units = NULL;
         _cleanup_yaml_map_done_ struct mk_yaml_map m = {0};
-        if (doc->root && doc->root->kind == MK_YAML_MAPPING) {
-                r = mk_yaml_map_load(&c, doc->root, &m);
+        if (root && root->kind == MK_YAML_MAPPING) {
+                int r = mk_yaml_map_load(c, root, &m);
                 if (r < 0)
                         return r;
                 for (size_t i = 0; i < m.n; i++)
                         if (streq(m.pairs[i].name, "systemd-services"))
                                 units = m.pairs[i].value;
         }
-        size_t old = mk_yaml_path_push_key(&c, "systemd-services");
-        r = units ? mk_gpu_clients_parse_list(&c, units, true, &g.systemd_services, &g.n_systemd_services) : 0;
+        size_t old = mk_yaml_path_push_key(c, "systemd-services");
+        int r = units ? mk_gpu_clients_parse_list(c, units, true, &g.systemd_services, &g.n_systemd_services) : 0;
         if (r < 0)
                 return r;
-        mk_yaml_path_pop(&c, old);
+        mk_yaml_path_pop(c, old);
         if (!g.systemd_services)
                 g.systemd_services = calloc(1, sizeof(char *));
         g.container_images = calloc(1, sizeof(char *));
         if (!g.systemd_services || !g.container_images)
-                return mk_error_set(e, -ENOMEM, "Out of memory");
-        *ret = g;
+                return mk_yaml_error_code(c, -ENOMEM, NULL, "out of memory");
+        *(struct mk_gpu_clients *) userdata = g;
         g = (struct mk_gpu_clients){0};
         return 0;
+}
+
+int mk_gpu_clients_file_load(const char *path, struct mk_gpu_clients *ret, struct mk_error *e) {
+        return mk_yaml_load_walk(path, MK_MAX_GPU_CLIENTS_FILE_BYTES, clients_file_walk, ret, e);
 }
 
 /* Is `cmd` an executable file in one of PATH's directories? */

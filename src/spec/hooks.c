@@ -351,39 +351,25 @@ static int parse_top(struct mk_yaml_ctx *c, const struct mk_yaml_node *root, str
         return 0;
 }
 
-int mk_hooks_parse(const char *data, size_t len, const char *file, struct mk_hooks **ret, struct mk_error *e) {
-        _cleanup_(mk_yaml_doc_freep) struct mk_yaml_doc *doc = NULL;
-        _cleanup_(mk_hooks_freep) struct mk_hooks *h = NULL;
-        struct mk_yaml_ctx c = {.file = file ? file : "<input>", .e = e};
-        int r;
-
-        r = mk_yaml_parse_capped(data, len, c.file, MK_MAX_YAML_BYTES, &doc, e);
+/* The document into a new mk_hooks (mk_yaml_parse_walk's walk). */
+static int walk(struct mk_yaml_ctx *c, const struct mk_yaml_node *root, void *userdata) {
+        struct mk_hooks **ret = userdata;
+        _cleanup_(mk_hooks_freep) struct mk_hooks *x = calloc(1, sizeof(*x));
+        if (!x || !(x->file = strdup(c->file)))
+                return mk_yaml_error_code(c, -ENOMEM, NULL, "out of memory");
+        int r = parse_top(c, root, x);
         if (r < 0)
                 return r;
-
-        h = calloc(1, sizeof(*h));
-        if (!h)
-                return mk_error_set_at(e, -ENOMEM, c.file, 0, 0, "out of memory");
-        h->file = strdup(c.file);
-        if (!h->file)
-                return mk_error_set_at(e, -ENOMEM, c.file, 0, 0, "out of memory");
-
-        r = parse_top(&c, doc->root, h);
-        if (r < 0)
-                return r;
-        *ret = TAKE_PTR(h);
+        *ret = TAKE_PTR(x);
         return 0;
 }
 
-int mk_hooks_load(const char *path, struct mk_hooks **ret, struct mk_error *e) {
-        _cleanup_free_ char *data = NULL;
-        size_t len;
-        int r;
+int mk_hooks_parse(const char *data, size_t len, const char *file, struct mk_hooks **ret, struct mk_error *e) {
+        return mk_yaml_parse_walk(data, len, file, MK_MAX_YAML_BYTES, walk, ret, e);
+}
 
+int mk_hooks_load(const char *path, struct mk_hooks **ret, struct mk_error *e) {
         if (!path || !*path)
                 return mk_hooks_parse("", 0, "", ret, e);
-        r = mk_read_file(path, MK_MAX_YAML_BYTES, &data, &len, e);
-        if (r < 0)
-                return r;
-        return mk_hooks_parse(data, len, streq(path, "-") ? "<stdin>" : path, ret, e);
+        return mk_yaml_load_walk(path, MK_MAX_YAML_BYTES, walk, ret, e);
 }

@@ -425,30 +425,26 @@ static int parse_top(struct mk_yaml_ctx *c, const struct mk_yaml_node *root, str
         return 0;
 }
 
-int mk_plugin_config_parse(const char *data, size_t len, const char *file, struct mk_plugin_config **ret,
-                           struct mk_error *e) {
-        struct mk_yaml_ctx c = {.file = file ? file : "<input>", .e = e};
-        _cleanup_(mk_yaml_doc_freep) struct mk_yaml_doc *doc = NULL;
-        int r = mk_yaml_parse_capped(data, len, c.file, MK_MAX_PLUGIN_CONFIG_BYTES, &doc, e);
+/* The document into a new mk_plugin_config (mk_yaml_parse_walk's walk). */
+static int walk(struct mk_yaml_ctx *c, const struct mk_yaml_node *root, void *userdata) {
+        struct mk_plugin_config **ret = userdata;
+        _cleanup_(mk_plugin_config_freep) struct mk_plugin_config *x = calloc(1, sizeof(*x));
+        if (!x || !(x->file = strdup(c->file)))
+                return mk_yaml_error_code(c, -ENOMEM, NULL, "out of memory");
+        int r = parse_top(c, root, x);
         if (r < 0)
                 return r;
-        _cleanup_(mk_plugin_config_freep) struct mk_plugin_config *cfg = calloc(1, sizeof(*cfg));
-        if (!cfg || !(cfg->file = strdup(c.file)))
-                return mk_error_set_at(e, -ENOMEM, c.file, 0, 0, "out of memory");
-        r = parse_top(&c, doc->root, cfg);
-        if (r < 0)
-                return r;
-        *ret = TAKE_PTR(cfg);
+        *ret = TAKE_PTR(x);
         return 0;
 }
 
+int mk_plugin_config_parse(const char *data, size_t len, const char *file, struct mk_plugin_config **ret,
+                           struct mk_error *e) {
+        return mk_yaml_parse_walk(data, len, file, MK_MAX_PLUGIN_CONFIG_BYTES, walk, ret, e);
+}
+
 int mk_plugin_config_load(const char *path, struct mk_plugin_config **ret, struct mk_error *e) {
-        _cleanup_free_ char *data = NULL;
-        size_t len = 0;
-        int r = mk_read_file(path, MK_MAX_PLUGIN_CONFIG_BYTES, &data, &len, e);
-        if (r < 0)
-                return r;
-        return mk_plugin_config_parse(data, len, path, ret, e);
+        return mk_yaml_load_walk(path, MK_MAX_PLUGIN_CONFIG_BYTES, walk, ret, e);
 }
 
 /* Trims blanks at both ends of [*b, *e). */

@@ -401,37 +401,33 @@ static int default_str(char **field, const char *def) {
         return *field ? 0 : -ENOMEM;
 }
 
-int mk_sched_config_parse(const char *data, size_t len, const char *file, struct mk_sched_config **ret,
-                          struct mk_error *e) {
-        struct mk_yaml_ctx c = {.file = file ? file : "<input>", .e = e};
-        _cleanup_(mk_yaml_doc_freep) struct mk_yaml_doc *doc = NULL;
-        int r = mk_yaml_parse_capped(data, len, c.file, MK_MAX_SCHED_CONFIG_BYTES, &doc, e);
-        if (r < 0)
-                return r;
+/* The document into a new mk_sched_config (mk_yaml_parse_walk's walk). */
+static int walk(struct mk_yaml_ctx *c, const struct mk_yaml_node *root, void *userdata) {
+        struct mk_sched_config **ret = userdata;
         _cleanup_(mk_sched_config_freep) struct mk_sched_config *cfg = calloc(1, sizeof(*cfg));
-        if (!cfg || !(cfg->file = strdup(c.file)))
-                return mk_error_set_at(e, -ENOMEM, c.file, 0, 0, "out of memory");
-        r = parse_top(&c, doc->root, cfg);
+        if (!cfg || !(cfg->file = strdup(c->file)))
+                return mk_yaml_error_code(c, -ENOMEM, NULL, "out of memory");
+        int r = parse_top(c, root, cfg);
         if (r < 0)
                 return r;
         if (default_str(&cfg->resource_count, "nvidia.com/gpu") < 0 ||
             default_str(&cfg->resource_memory, "nvidia.com/gpumem") < 0 ||
             default_str(&cfg->resource_memory_percentage, "nvidia.com/gpumem-percentage") < 0 ||
             default_str(&cfg->resource_cores, "nvidia.com/gpucores") < 0)
-                return mk_error_set_at(e, -ENOMEM, c.file, 0, 0, "out of memory");
+                return mk_yaml_error_code(c, -ENOMEM, NULL, "out of memory");
         *ret = TAKE_PTR(cfg);
         return 0;
+}
+
+int mk_sched_config_parse(const char *data, size_t len, const char *file, struct mk_sched_config **ret,
+                          struct mk_error *e) {
+        return mk_yaml_parse_walk(data, len, file, MK_MAX_SCHED_CONFIG_BYTES, walk, ret, e);
 }
 
 int mk_sched_config_load(const char *path, struct mk_sched_config **ret, struct mk_error *e) {
         if (!path)
                 return mk_sched_config_parse("", 0, "<default>", ret, e);
-        _cleanup_free_ char *data = NULL;
-        size_t len = 0;
-        int r = mk_read_file(path, MK_MAX_SCHED_CONFIG_BYTES, &data, &len, e);
-        if (r < 0)
-                return r;
-        return mk_sched_config_parse(data, len, path, ret, e);
+        return mk_yaml_load_walk(path, MK_MAX_SCHED_CONFIG_BYTES, walk, ret, e);
 }
 
 static bool contains_ci(const char *hay, const char *needle) {

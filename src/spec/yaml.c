@@ -12,6 +12,7 @@
 
 #include <yaml.h>
 
+#include "base/fileio.h"
 #include "base/macro.h"
 #include "base/parse.h"
 #include "spec/yaml.h"
@@ -393,6 +394,25 @@ int mk_yaml_parse_capped(const char *data, size_t len, const char *file, size_t 
         if (len > max_bytes)
                 return mk_error_set_at(e, -E2BIG, file, 0, 0, "'%s' is larger than %zu bytes", file, max_bytes);
         return mk_yaml_parse(data ? data : "", data ? len : 0, file, ret, e);
+}
+
+int mk_yaml_parse_walk(const char *data, size_t len, const char *file, size_t max_bytes, mk_yaml_walk_fn walk,
+                       void *userdata, struct mk_error *e) {
+        struct mk_yaml_ctx c = {.file = file ? file : "<input>", .e = e};
+        _cleanup_(mk_yaml_doc_freep) struct mk_yaml_doc *doc = NULL;
+        int r = mk_yaml_parse_capped(data, len, c.file, max_bytes, &doc, e);
+        if (r < 0)
+                return r;
+        return walk(&c, doc->root, userdata);
+}
+
+int mk_yaml_load_walk(const char *path, size_t max_bytes, mk_yaml_walk_fn walk, void *userdata, struct mk_error *e) {
+        _cleanup_free_ char *data = NULL;
+        size_t len = 0;
+        int r = mk_read_file(path, max_bytes, &data, &len, e);
+        if (r < 0)
+                return r;
+        return mk_yaml_parse_walk(data, len, streq(path, "-") ? "<stdin>" : path, max_bytes, walk, userdata, e);
 }
 
 struct mk_yaml_doc *mk_yaml_doc_free(struct mk_yaml_doc *d) {

@@ -145,6 +145,18 @@ void mk_yaml_map_done(struct mk_yaml_map *m);
 int mk_yaml_map_load_known(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, const char *what,
                            const char *const *known, bool list_known, struct mk_yaml_map *ret);
 
+/* The frame every config parser shares. walk() gets a context for `file`
+ * and the first document's root (NULL for an empty stream); its result is
+ * returned. */
+typedef int (*mk_yaml_walk_fn)(struct mk_yaml_ctx *c, const struct mk_yaml_node *root, void *userdata);
+/* Parses `len` bytes named `file` (NULL: "<input>"; -E2BIG over
+ * max_bytes; NULL data is an empty document), then walk(). */
+int mk_yaml_parse_walk(const char *data, size_t len, const char *file, size_t max_bytes, mk_yaml_walk_fn walk,
+                       void *userdata, struct mk_error *e);
+/* Reads `path` (at most max_bytes; "-" reads stdin, named "<stdin>" in
+ * messages), then as mk_yaml_parse_walk(). Read errors as mk_read_file(). */
+int mk_yaml_load_walk(const char *path, size_t max_bytes, mk_yaml_walk_fn walk, void *userdata, struct mk_error *e);
+
 /* A string scalar (plain or quoted, but a string: `123` or `yes` is not),
  * without NUL bytes, copied to *ret; else "<what> must be a string, not <type>". */
 int mk_yaml_get_str(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, const char *what, char **ret);

@@ -1069,6 +1069,36 @@ static void test_examples(void **state) {
                         fail_msg("examples/hooks.yaml has no %s hook", mk_hook_to_string(i));
 }
 
+/* The parser frame (mk_yaml_parse_walk, mk_yaml_load_walk): the walk sees
+ * the file's name, the root or NULL, and its result comes back; the cap and
+ * read errors come before it. */
+static int walk_record(struct mk_yaml_ctx *c, const struct mk_yaml_node *root, void *userdata) {
+        char *buf = userdata;
+        snprintf(buf, 128, "%s:%s", c->file, !root ? "none" : root->kind == MK_YAML_MAPPING ? "map" : "other");
+        return root && root->kind == MK_YAML_SEQUENCE ? mk_yaml_error(c, root, "no lists here") : 0;
+}
+
+static void test_yaml_walk(void **state) {
+        char got[128] = "";
+        struct mk_error e = {0};
+        assert_int_equal(mk_yaml_parse_walk("a: 1\n", 5, "x.yaml", 64, walk_record, got, &e), 0);
+        assert_string_equal(got, "x.yaml:map");
+        assert_int_equal(mk_yaml_parse_walk(NULL, 0, NULL, 64, walk_record, got, &e), 0);
+        assert_string_equal(got, "<input>:none");
+        assert_int_equal(mk_yaml_parse_walk("[1]\n", 4, "l.yaml", 64, walk_record, got, &e), -EINVAL);
+        assert_string_equal(e.msg, "no lists here");
+        assert_int_equal(e.line, 1);
+        got[0] = 0;
+        mk_error_clear(&e);
+        assert_int_equal(mk_yaml_parse_walk("a: 1\n", 5, "big.yaml", 4, walk_record, got, &e), -E2BIG);
+        assert_string_equal(got, "");
+        assert_string_equal(e.msg, "'big.yaml' is larger than 4 bytes");
+        mk_error_clear(&e);
+        assert_int_equal(mk_yaml_load_walk("/nonexistent/x.yaml", 64, walk_record, got, &e), -ENOENT);
+        assert_string_equal(got, "");
+        assert_non_null(strstr(e.msg, "/nonexistent/x.yaml"));
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_config_valid),
@@ -1083,6 +1113,7 @@ int main(void) {
                 cmocka_unit_test(test_entry_matches),
                 cmocka_unit_test(test_entry_layout),
                 cmocka_unit_test(test_yaml_format_float32),
+                cmocka_unit_test(test_yaml_walk),
                 cmocka_unit_test(test_hook_names),
                 cmocka_unit_test(test_hooks_valid),
                 cmocka_unit_test(test_hooks_invalid),
