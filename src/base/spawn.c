@@ -279,6 +279,224 @@ static int report_start_failure(const struct mk_spawn_opts *o, const struct chil
         }
 }
 
+/* One run of mk_spawn(): what the steps below share. fds[]: stdin
+ * (/dev/null), output read end, output write end, error pipe read end,
+ * error pipe write end. */
+enum { FD_IN, FD_OUT_R, FD_OUT_W, FD_ERR_R, FD_ERR_W, _FD_MAX };
+
+struct run {
+        const struct mk_spawn_opts *o;
+        const char *cmd;
+        int fds[_FD_MAX];
+        int pidfd;
+        pid_t pid;              /* > 0 while the child is ours to reap */
+        uint64_t start;
+        struct mk_buf out;
+        bool timed_out, truncated;
+};
+
+/* Opens the child's stdin, output and error pipe. */
+static int run_open_fds(struct run *x, struct mk_error *e) {
+        const struct mk_spawn_opts *o = x->o;
+        int *fds = x->fds, r = 0;
+        fds[FD_IN] = fd_move_above_stdio(open("/dev/null", O_RDONLY | O_CLOEXEC | O_NOCTTY));
+        if (fds[FD_IN] < 0)
+                return mk_error_set(e, fds[FD_IN], "Failed to open /dev/null for '%s': %s", x->cmd,
+                                    strerror(-fds[FD_IN]));
+        if (o->capture) {
+                int p[2];
+                if (pipe2(p, O_CLOEXEC) < 0) {
+                        r = negative_errno();
+                } else {
+                        fds[FD_OUT_R] = fd_move_above_stdio(p[0]);
+                        fds[FD_OUT_W] = fd_move_above_stdio(p[1]);
+                        r = fds[FD_OUT_R] < 0 ? fds[FD_OUT_R] : MIN(fds[FD_OUT_W], 0);
+                        if (r == 0 && fcntl(fds[FD_OUT_R], F_SETFL, O_NONBLOCK) < 0)
+                                r = negative_errno();
+                }
+        } else if (!o->forward_output) {
+                fds[FD_OUT_W] = fd_move_above_stdio(open("/dev/null", O_WRONLY | O_CLOEXEC | O_NOCTTY));
+                r = MIN(fds[FD_OUT_W], 0);
+        }
+        if (r < 0)
+                return mk_error_set(e, r, "Failed to set up the output of '%s': %s", x->cmd, strerror(-r));
+        int p[2];
+        if (pipe2(p, O_CLOEXEC) < 0)
+                r = negative_errno();
+        else {
+                fds[FD_ERR_R] = p[0];
+                fds[FD_ERR_W] = fd_move_above_stdio(p[1]);
+                r = MIN(fds[FD_ERR_W], 0);
+        }
+        if (r < 0)
+                return mk_error_set(e, r, "Failed to create a pipe for '%s': %s", x->cmd, strerror(-r));
+        return 0;
+}
+
+/* Forks the child (all signals blocked around fork(), so no handler of
+ * ours runs in it) and waits until it has exec'd or reported why not. */
+static int run_start(struct run *x, char *const *candidates, struct mk_error *e) {
+        struct rlimit rl;
+        int max_fd = 65536;
+        if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < INT_MAX)
+                max_fd = (int) rl.rlim_cur;
+        struct child_ctx ctx = {
+                .candidates = candidates,
+                .argv = (char *const *) x->o->argv,
+                .envp = (char *const *) (x->o->envp ? x->o->envp : (const char *const *) environ),
+                .cwd = x->o->cwd,
+                .stdin_fd = x->fds[FD_IN],
+                .out_fd = x->fds[FD_OUT_W],
+                .err_fd = x->fds[FD_ERR_W],
+                .max_fd = max_fd,
+        };
+
+        x->start = now_ms();
+        sigset_t all, old;
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &old);
+        pid_t pid = fork();
+        if (pid == 0)
+                child_run(&ctx);
+        int fork_errno = errno;
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        if (pid < 0)
+                return mk_error_set(e, fork_errno > 0 ? -fork_errno : -EIO, "Failed to fork to run '%s': %s", x->cmd,
+                                    strerror(fork_errno));
+        x->pid = pid;
+        /* Also set the group here, so kill(-pid) works even if we time out
+         * before the child got to it. EACCES once it has exec'd: fine. */
+        (void) setpgid(pid, pid);
+        closep_many(&x->fds[FD_ERR_W], 1);
+        closep_many(&x->fds[FD_OUT_W], 1);
+        closep_many(&x->fds[FD_IN], 1);
+
+        /* The error pipe closes on a successful execve() (CLOEXEC), or
+         * carries a report when the child gave up. */
+        struct child_report rep;
+        ssize_t n;
+        do
+                n = read(x->fds[FD_ERR_R], &rep, sizeof(rep));
+        while (n < 0 && errno == EINTR);
+        if (n == (ssize_t) sizeof(rep)) {
+                (void) wait_reap(pid, NULL);
+                x->pid = -1;
+                return report_start_failure(x->o, &rep, e);
+        }
+#ifdef SYS_pidfd_open
+        x->pidfd = (int) syscall(SYS_pidfd_open, pid, 0);
+#endif
+        return 0;
+}
+
+/* Waits for the child to exit, reading its output as it comes and enforcing
+ * the timeout (SIGTERM to its group, SIGKILL after the grace). Returns once
+ * it exited (not yet reaped). */
+static int run_wait_exit(struct run *x, struct mk_error *e) {
+        const struct mk_spawn_opts *o = x->o;
+        int *fds = x->fds;
+        uint64_t deadline = o->timeout_ms > 0 ? x->start + (uint64_t) o->timeout_ms : UINT64_MAX;
+        uint64_t kill_at = UINT64_MAX;
+        int sent = 0, r;
+        for (;;) {
+                siginfo_t si = {};
+                if (waitid(P_PID, (id_t) x->pid, &si, WEXITED | WNOHANG | WNOWAIT) < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        r = negative_errno();
+                        x->pid = -1; /* ECHILD: not ours to reap any more */
+                        return mk_error_set(e, r, "Failed to wait for '%s': %s", x->cmd, strerror(-r));
+                }
+                if (si.si_pid == x->pid) {
+                        /* Exited but not reaped: its pid, hence the group
+                         * id, cannot be reused yet, so this kill cannot hit
+                         * a stranger. It takes down what the timed-out
+                         * command left in its group. */
+                        if (x->timed_out)
+                                kill_group(x->pid, SIGKILL);
+                        if (fds[FD_OUT_R] >= 0) {
+                                size_t budget = MK_SPAWN_DRAIN_MAX;
+                                (void) read_output(fds[FD_OUT_R], &x->out, &x->truncated, &budget);
+                        }
+                        return 0;
+                }
+
+                uint64_t now = now_ms();
+                if (sent == 0 && now >= deadline) {
+                        x->timed_out = true;
+                        log_debug_area("spawn", "'%s' ran past %d ms, terminating its process group", x->cmd,
+                                       o->timeout_ms);
+                        kill_group(x->pid, SIGTERM);
+                        sent = SIGTERM;
+                        kill_at = now + MK_SPAWN_KILL_GRACE_MS;
+                }
+                if (sent == SIGTERM && now >= kill_at) {
+                        log_debug_area("spawn", "'%s' still running, killing its process group", x->cmd);
+                        kill_group(x->pid, SIGKILL);
+                        sent = SIGKILL;
+                }
+
+                uint64_t next = sent == 0 ? deadline : sent == SIGTERM ? kill_at : UINT64_MAX;
+                int wait_ms = next == UINT64_MAX ? -1 : (int) MIN(next - now, (uint64_t) INT_MAX);
+                if (x->pidfd < 0)
+                        wait_ms = wait_ms < 0 ? MK_SPAWN_POLL_FALLBACK_MS : MIN(wait_ms, MK_SPAWN_POLL_FALLBACK_MS);
+
+                struct pollfd pfd[2];
+                nfds_t np = 0;
+                int out_idx = -1;
+                if (fds[FD_OUT_R] >= 0) {
+                        out_idx = (int) np;
+                        pfd[np++] = (struct pollfd) {.fd = fds[FD_OUT_R], .events = POLLIN};
+                }
+                if (x->pidfd >= 0)
+                        pfd[np++] = (struct pollfd) {.fd = x->pidfd, .events = POLLIN};
+                if (poll(pfd, np, wait_ms) < 0 && errno != EINTR) {
+                        r = negative_errno();
+                        return mk_error_set(e, r, "Failed to wait for '%s': %s", x->cmd, strerror(-r));
+                }
+                if (out_idx >= 0 && (pfd[out_idx].revents & (POLLIN | POLLHUP | POLLERR)) &&
+                    read_output(fds[FD_OUT_R], &x->out, &x->truncated, NULL) > 0)
+                        closep_many(&fds[FD_OUT_R], 1);
+        }
+}
+
+/* Reaps the exited child and fills *ret. */
+static int run_finish(struct run *x, struct mk_spawn_result *ret, struct mk_error *e) {
+        int status = 0;
+        int r = wait_reap(x->pid, &status);
+        x->pid = -1;
+        if (r < 0)
+                return mk_error_set(e, r, "Failed to wait for '%s': %s", x->cmd, strerror(-r));
+        struct mk_spawn_result res = {
+                .exit_status = WIFEXITED(status) ? WEXITSTATUS(status)
+                               : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 255,
+                .timed_out = x->timed_out,
+                .output_truncated = x->truncated,
+        };
+        if (x->o->capture) {
+                res.output_len = x->out.len;
+                res.output = mk_buf_take(&x->out);
+                if (!res.output)
+                        return mk_error_set(e, -ENOMEM, "Failed to collect the output of '%s'", x->cmd);
+        }
+        log_debug_area("spawn", "'%s' finished with status %d%s (%llu ms)", x->cmd, res.exit_status,
+                       x->timed_out ? " after its timeout" : "", (unsigned long long) (now_ms() - x->start));
+        *ret = res;
+        return 0;
+}
+
+/* Whatever happened: no child left behind, every fd closed. */
+static void run_done(struct run *x) {
+        if (x->pid > 0) {
+                /* Failing after the fork: do not leave the command behind. */
+                kill_group(x->pid, SIGKILL);
+                (void) wait_reap(x->pid, NULL);
+        }
+        closep_many(x->fds, _FD_MAX);
+        closep_many(&x->pidfd, 1);
+        mk_buf_done(&x->out);
+}
+
 int mk_spawn(const struct mk_spawn_opts *o, struct mk_spawn_result *ret, struct mk_error *e) {
         if (!o->argv || !o->argv[0] || !o->argv[0][0])
                 return mk_error_set(e, -EINVAL, "No command to run");
@@ -288,7 +506,6 @@ int mk_spawn(const struct mk_spawn_opts *o, struct mk_spawn_result *ret, struct 
         const char *cmd = o->argv[0];
         log_argv(o->argv);
 
-        const char *const *envp = o->envp ? o->envp : (const char *const *) environ;
         const char *path = o->envp ? env_lookup(o->envp, "PATH") : secure_getenv("PATH");
         if (!path)
                 path = MK_SPAWN_DEFAULT_PATH;
@@ -297,218 +514,21 @@ int mk_spawn(const struct mk_spawn_opts *o, struct mk_spawn_result *ret, struct 
         if (r < 0)
                 return mk_error_set(e, r, "Failed to run '%s': %s", cmd, strerror(-r));
 
-        /* fds[]: stdin (/dev/null), output read end, output write end,
-         * error pipe read end, error pipe write end. */
-        enum { IN, OUT_R, OUT_W, ERR_R, ERR_W, NFDS };
-        int fds[NFDS] = {-1, -1, -1, -1, -1};
-        int pidfd = -1;
-        struct mk_buf out = {.cap = o->output_cap};
-        pid_t pid = -1;
-        bool timed_out = false, truncated = false;
-        int status = 0;
-
-        fds[IN] = fd_move_above_stdio(open("/dev/null", O_RDONLY | O_CLOEXEC | O_NOCTTY));
-        if (fds[IN] < 0) {
-                r = mk_error_set(e, fds[IN], "Failed to open /dev/null for '%s': %s", cmd, strerror(-fds[IN]));
-                goto out;
-        }
-        if (o->capture) {
-                int p[2];
-                if (pipe2(p, O_CLOEXEC) < 0) {
-                        r = negative_errno();
-                } else {
-                        fds[OUT_R] = fd_move_above_stdio(p[0]);
-                        fds[OUT_W] = fd_move_above_stdio(p[1]);
-                        r = fds[OUT_R] < 0 ? fds[OUT_R] : MIN(fds[OUT_W], 0);
-                        if (r == 0 && fcntl(fds[OUT_R], F_SETFL, O_NONBLOCK) < 0)
-                                r = negative_errno();
-                }
-        } else if (!o->forward_output) {
-                fds[OUT_W] = fd_move_above_stdio(open("/dev/null", O_WRONLY | O_CLOEXEC | O_NOCTTY));
-                r = MIN(fds[OUT_W], 0);
-        }
-        if (r < 0) {
-                r = mk_error_set(e, r, "Failed to set up the output of '%s': %s", cmd, strerror(-r));
-                goto out;
-        }
-        {
-                int p[2];
-                if (pipe2(p, O_CLOEXEC) < 0)
-                        r = negative_errno();
-                else {
-                        fds[ERR_R] = p[0];
-                        fds[ERR_W] = fd_move_above_stdio(p[1]);
-                        r = MIN(fds[ERR_W], 0);
-                }
-                if (r < 0) {
-                        r = mk_error_set(e, r, "Failed to create a pipe for '%s': %s", cmd, strerror(-r));
-                        goto out;
-                }
-        }
-
-        struct rlimit rl;
-        int max_fd = 65536;
-        if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < INT_MAX)
-                max_fd = (int) rl.rlim_cur;
-
-        struct child_ctx ctx = {
-                .candidates = candidates,
-                .argv = (char *const *) o->argv,
-                .envp = (char *const *) envp,
-                .cwd = o->cwd,
-                .stdin_fd = fds[IN],
-                .out_fd = fds[OUT_W],
-                .err_fd = fds[ERR_W],
-                .max_fd = max_fd,
+        _cleanup_(run_done) struct run x = {
+                .o = o,
+                .cmd = cmd,
+                .fds = {-1, -1, -1, -1, -1},
+                .pidfd = -1,
+                .pid = -1,
+                .out = {.cap = o->output_cap},
         };
-
-        uint64_t start = now_ms();
-        sigset_t all, old;
-        sigfillset(&all);
-        pthread_sigmask(SIG_SETMASK, &all, &old);
-        pid = fork();
-        if (pid == 0)
-                child_run(&ctx);
-        int fork_errno = errno;
-        pthread_sigmask(SIG_SETMASK, &old, NULL);
-        if (pid < 0) {
-                r = mk_error_set(e, fork_errno > 0 ? -fork_errno : -EIO, "Failed to fork to run '%s': %s", cmd,
-                                 strerror(fork_errno));
-                goto out;
-        }
-        /* Also set the group here, so kill(-pid) works even if we time out
-         * before the child got to it. EACCES once it has exec'd: fine. */
-        (void) setpgid(pid, pid);
-
-        close(fds[ERR_W]);
-        fds[ERR_W] = -1;
-        close(fds[OUT_W]);
-        fds[OUT_W] = -1;
-        close(fds[IN]);
-        fds[IN] = -1;
-
-        /* The error pipe closes on a successful execve() (CLOEXEC), or
-         * carries a report when the child gave up. */
-        struct child_report rep;
-        ssize_t n;
-        do
-                n = read(fds[ERR_R], &rep, sizeof(rep));
-        while (n < 0 && errno == EINTR);
-        if (n == (ssize_t) sizeof(rep)) {
-                (void) wait_reap(pid, NULL);
-                pid = -1;
-                r = report_start_failure(o, &rep, e);
-                goto out;
-        }
-
-#ifdef SYS_pidfd_open
-        pidfd = (int) syscall(SYS_pidfd_open, pid, 0);
-#endif
-
-        uint64_t deadline = o->timeout_ms > 0 ? start + (uint64_t) o->timeout_ms : UINT64_MAX;
-        uint64_t kill_at = UINT64_MAX;
-        int sent = 0;
-        for (;;) {
-                siginfo_t si = {};
-                if (waitid(P_PID, (id_t) pid, &si, WEXITED | WNOHANG | WNOWAIT) < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        r = negative_errno();
-                        r = mk_error_set(e, r, "Failed to wait for '%s': %s", cmd, strerror(-r));
-                        pid = -1; /* ECHILD: not ours to reap any more */
-                        goto out;
-                }
-                if (si.si_pid == pid) {
-                        /* Exited but not reaped: its pid, hence the group
-                         * id, cannot be reused yet, so this kill cannot hit
-                         * a stranger. It takes down what the timed-out
-                         * command left in its group. */
-                        if (timed_out)
-                                kill_group(pid, SIGKILL);
-                        if (fds[OUT_R] >= 0) {
-                                size_t budget = MK_SPAWN_DRAIN_MAX;
-                                (void) read_output(fds[OUT_R], &out, &truncated, &budget);
-                        }
-                        break;
-                }
-
-                uint64_t now = now_ms();
-                if (sent == 0 && now >= deadline) {
-                        timed_out = true;
-                        log_debug_area("spawn", "'%s' ran past %d ms, terminating its process group", cmd,
-                                       o->timeout_ms);
-                        kill_group(pid, SIGTERM);
-                        sent = SIGTERM;
-                        kill_at = now + MK_SPAWN_KILL_GRACE_MS;
-                }
-                if (sent == SIGTERM && now >= kill_at) {
-                        log_debug_area("spawn", "'%s' still running, killing its process group", cmd);
-                        kill_group(pid, SIGKILL);
-                        sent = SIGKILL;
-                }
-
-                uint64_t next = sent == 0 ? deadline : sent == SIGTERM ? kill_at : UINT64_MAX;
-                int wait_ms = next == UINT64_MAX ? -1 : (int) MIN(next - now, (uint64_t) INT_MAX);
-                if (pidfd < 0)
-                        wait_ms = wait_ms < 0 ? MK_SPAWN_POLL_FALLBACK_MS : MIN(wait_ms, MK_SPAWN_POLL_FALLBACK_MS);
-
-                struct pollfd pfd[2];
-                nfds_t np = 0;
-                int out_idx = -1;
-                if (fds[OUT_R] >= 0) {
-                        out_idx = (int) np;
-                        pfd[np++] = (struct pollfd) {.fd = fds[OUT_R], .events = POLLIN};
-                }
-                if (pidfd >= 0)
-                        pfd[np++] = (struct pollfd) {.fd = pidfd, .events = POLLIN};
-                if (poll(pfd, np, wait_ms) < 0 && errno != EINTR) {
-                        r = negative_errno();
-                        r = mk_error_set(e, r, "Failed to wait for '%s': %s", cmd, strerror(-r));
-                        goto out;
-                }
-                if (out_idx >= 0 && (pfd[out_idx].revents & (POLLIN | POLLHUP | POLLERR)) &&
-                    read_output(fds[OUT_R], &out, &truncated, NULL) > 0) {
-                        close(fds[OUT_R]);
-                        fds[OUT_R] = -1;
-                }
-        }
-
-        r = wait_reap(pid, &status);
-        pid = -1;
-        if (r < 0) {
-                r = mk_error_set(e, r, "Failed to wait for '%s': %s", cmd, strerror(-r));
-                goto out;
-        }
-
-        struct mk_spawn_result res = {
-                .exit_status = WIFEXITED(status) ? WEXITSTATUS(status)
-                               : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 255,
-                .timed_out = timed_out,
-                .output_truncated = truncated,
-        };
-        if (o->capture) {
-                res.output_len = out.len;
-                res.output = mk_buf_take(&out);
-                if (!res.output) {
-                        r = mk_error_set(e, -ENOMEM, "Failed to collect the output of '%s'", cmd);
-                        goto out;
-                }
-        }
-        log_debug_area("spawn", "'%s' finished with status %d%s (%llu ms)", cmd, res.exit_status,
-                       timed_out ? " after its timeout" : "", (unsigned long long) (now_ms() - start));
-        *ret = res;
-        r = 0;
-
-out:
-        if (pid > 0) {
-                /* Failing after the fork: do not leave the command behind. */
-                kill_group(pid, SIGKILL);
-                (void) wait_reap(pid, NULL);
-        }
-        closep_many(fds, NFDS);
-        if (pidfd >= 0)
-                close(pidfd);
-        mk_buf_done(&out);
+        r = run_open_fds(&x, e);
+        if (r >= 0)
+                r = run_start(&x, candidates, e);
+        if (r >= 0)
+                r = run_wait_exit(&x, e);
+        if (r >= 0)
+                r = run_finish(&x, ret, e);
         return r;
 }
 
