@@ -83,6 +83,61 @@ static int parse_bool_opt(const char *what, const char *s, bool *ret) {
         return 0;
 }
 
+/* The strategies and the labels mode into *o; a usage error is printed. */
+static int parse_modes(const char *mig_strategy, const char *list_strategy, const char *id_strategy,
+                       const char *labels, struct mk_dp_daemon_options *o) {
+        struct mk_error e = {0};
+        if (mig_strategy) {
+                int s = mk_mig_strategy_from_string(mig_strategy);
+                if (s < 0) {
+                        fprintf(stderr, "Error: unknown MIG strategy '%s' (none, single or mixed)\n", mig_strategy);
+                        return -EINVAL;
+                }
+                o->dp.mig_strategy = (enum mk_mig_strategy) s;
+                o->mig_strategy_given = true;
+        }
+        if (list_strategy && mk_dp_list_strategies_parse(list_strategy, &o->dp.list_strategies, &e) < 0) {
+                fprintf(stderr, "Error: invalid device list strategy: %s\n", e.msg);
+                return -EINVAL;
+        }
+        if (id_strategy) {
+                int s = mk_dp_id_strategy_from_string(id_strategy);
+                if (s < 0) {
+                        fprintf(stderr, "Error: unknown device id strategy '%s' (uuid or index)\n", id_strategy);
+                        return -EINVAL;
+                }
+                o->dp.id_strategy = (enum mk_dp_id_strategy) s;
+        }
+        o->labels = MK_DP_LABELS_NONE;
+        if (labels) {
+                int m = mk_dp_labels_mode_from_string(labels);
+                if (m < 0) {
+                        fprintf(stderr, "Error: unknown --labels '%s' (none, node or nfd-file)\n", labels);
+                        return -EINVAL;
+                }
+                o->labels = (enum mk_dp_labels_mode) m;
+        }
+        return 0;
+}
+
+/* The apiserver client for --labels node and --dynamic-mig. One try per
+ * request with short timeouts: the plugin retries labels on its own every
+ * 30 s, the kubelet retries a failed Allocate, and a shutdown waits for the
+ * request in flight. One try also keeps a lost answer to the mig-allocated
+ * patch from being retried into a 409 that would make the next pod's claim
+ * look free. */
+static int connect_kube(const char *kubeconfig, struct mk_kube_config *kc, struct mk_kube **ret, struct mk_error *e) {
+        int r = kubeconfig ? mk_kube_config_from_kubeconfig(kubeconfig, NULL, kc, e) : mk_kube_config_load(NULL, kc, e);
+        if (r < 0)
+                return r;
+        const struct mk_kube_options ko = {
+                .connect_timeout_ms = 5000,
+                .request_timeout_ms = 10000,
+                .attempts = 1,
+        };
+        return mk_kube_new(kc, &ko, ret, e);
+}
+
 int cli_device_plugin(int argc, char **argv) {
         const char *mig_strategy = NULL, *fail_on_init = NULL, *pass_specs = NULL, *list_strategy = NULL,
                    *id_strategy = NULL, *driver_root = NULL, *dev_root = NULL, *cdi_prefix = NULL, *gds = NULL,
@@ -134,28 +189,8 @@ int cli_device_plugin(int argc, char **argv) {
         };
         mk_dp_options_init(&o.dp);
         struct mk_error e = {0};
-        if (mig_strategy) {
-                int s = mk_mig_strategy_from_string(mig_strategy);
-                if (s < 0) {
-                        fprintf(stderr, "Error: unknown MIG strategy '%s' (none, single or mixed)\n", mig_strategy);
-                        return MK_EXIT_USAGE;
-                }
-                o.dp.mig_strategy = (enum mk_mig_strategy) s;
-                o.mig_strategy_given = true;
-        }
-        if (list_strategy && mk_dp_list_strategies_parse(list_strategy, &o.dp.list_strategies, &e) < 0) {
-                fprintf(stderr, "Error: invalid device list strategy: %s\n", e.msg);
-                return MK_EXIT_USAGE;
-        }
-        if (id_strategy) {
-                int s = mk_dp_id_strategy_from_string(id_strategy);
-                if (s < 0) {
-                        fprintf(stderr, "Error: unknown device id strategy '%s' (uuid or index)\n", id_strategy);
-                        return MK_EXIT_USAGE;
-                }
-                o.dp.id_strategy = (enum mk_dp_id_strategy) s;
-        }
-        if (parse_bool_opt("--fail-on-init-error", fail_on_init, &o.fail_on_init_error) < 0 ||
+        if (parse_modes(mig_strategy, list_strategy, id_strategy, labels, &o) < 0 ||
+            parse_bool_opt("--fail-on-init-error", fail_on_init, &o.fail_on_init_error) < 0 ||
             parse_bool_opt("--pass-device-specs", pass_specs, &o.dp.pass_device_specs) < 0 ||
             parse_bool_opt("--gds-enabled", gds, &o.dp.gds_enabled) < 0 ||
             parse_bool_opt("--mofed-enabled", mofed, &o.dp.mofed_enabled) < 0 ||
@@ -168,16 +203,6 @@ int cli_device_plugin(int argc, char **argv) {
                 o.dp.dev_root = dev_root;
         if (cdi_prefix)
                 o.dp.cdi_annotation_prefix = cdi_prefix;
-        o.labels = MK_DP_LABELS_NONE;
-        if (labels) {
-                int m = mk_dp_labels_mode_from_string(labels);
-                if (m < 0) {
-                        fprintf(stderr, "Error: unknown --labels '%s' (none, node or nfd-file)\n", labels);
-                        return MK_EXIT_USAGE;
-                }
-                o.labels = (enum mk_dp_labels_mode) m;
-        }
-
         _cleanup_(mk_kube_config_done) struct mk_kube_config kc = {0};
         _cleanup_kube_free_ struct mk_kube *k = NULL;
         if (o.labels == MK_DP_LABELS_NODE || o.dynamic_mig) {
@@ -186,20 +211,7 @@ int cli_device_plugin(int argc, char **argv) {
                                 o.dynamic_mig ? "--dynamic-mig" : "--labels node");
                         return MK_EXIT_USAGE;
                 }
-                r = kubeconfig ? mk_kube_config_from_kubeconfig(kubeconfig, NULL, &kc, &e)
-                                   : mk_kube_config_load(NULL, &kc, &e);
-                /* One try per request with short timeouts: the plugin
-                 * retries labels on its own every 30 s, the kubelet retries
-                 * a failed Allocate, and a shutdown waits for the request
-                 * in flight. One try also keeps a lost answer to the
-                 * mig-allocated patch from being retried into a 409 that
-                 * would make the next pod's claim look free. */
-                const struct mk_kube_options ko = {
-                        .connect_timeout_ms = 5000,
-                        .request_timeout_ms = 10000,
-                        .attempts = 1,
-                };
-                if (r < 0 || mk_kube_new(&kc, &ko, &k, &e) < 0)
+                if (connect_kube(kubeconfig, &kc, &k, &e) < 0)
                         return cli_fail(&e);
                 o.kube = k;
         }

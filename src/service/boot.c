@@ -436,97 +436,77 @@ static void marker_text(const char *name, const struct mk_error *e, const char *
                  when, name, mk_error_format(e, err, sizeof(err)), marker);
 }
 
-int mk_service_boot(const struct mk_service_paths *p) {
+/* service.yaml (defaults when missing), config.yaml and hooks.yaml (when
+ * present); failures logged. */
+static int load_inputs(const struct mk_service_paths *p, struct mk_service_settings **ret_s, struct mk_config **ret_c,
+                       struct mk_hooks **ret_h) {
         struct mk_error e = {0};
         _cleanup_(mk_service_settings_freep) struct mk_service_settings *s = NULL;
         int r = mk_service_settings_load(p->settings_file, &s, &e);
         if (r == -ENOENT) {
                 log_info("'%s' does not exist: using the default GPU client lists, no reboot", p->settings_file);
                 r = mk_service_settings_default(&s);
-                if (r < 0) {
-                        log_error("Out of memory");
-                        return 1;
-                }
+                if (r < 0)
+                        return log_error_errno(r, "Out of memory");
         } else if (r < 0) {
                 log_err("Invalid service settings", &e);
-                return 1;
+                return r;
         }
         _cleanup_(mk_config_freep) struct mk_config *c = NULL;
-        if (mk_config_load(p->config_file, &c, &e) < 0) {
+        r = mk_config_load(p->config_file, &c, &e);
+        if (r < 0) {
                 log_err("Cannot load the MIG configs", &e);
-                return 1;
+                return r;
         }
         _cleanup_(mk_hooks_freep) struct mk_hooks *h = NULL;
-        if (access(p->hooks_file, F_OK) == 0 && mk_hooks_load(p->hooks_file, &h, &e) < 0) {
-                log_err("Cannot load the hooks", &e);
-                return 1;
+        if (access(p->hooks_file, F_OK) == 0) {
+                r = mk_hooks_load(p->hooks_file, &h, &e);
+                if (r < 0) {
+                        log_err("Cannot load the hooks", &e);
+                        return r;
+                }
         }
-        _cleanup_free_ char *name = NULL;
-        if (pick_config(p, c, &name) < 0)
-                return 1;
+        *ret_s = TAKE_PTR(s);
+        *ret_c = TAKE_PTR(c);
+        *ret_h = TAKE_PTR(h);
+        return 0;
+}
 
-        _cleanup_free_ char *marker_content = NULL;
-        struct mk_error me = {0};
-        r = mk_reboot_marker_read(p->marker_file, &marker_content, &me);
-        if (r < 0 && r != -ENOENT) {
-                log_err("Cannot read the reboot marker", &me);
-                return 1;
-        }
-        bool marker = r >= 0;
+static enum mk_reboot_outcome outcome_of(const struct apply_outcome *a) {
+        if (!a->have_result)
+                return MK_REBOOT_FAILED;
+        if (a->res.r >= 0)
+                return MK_REBOOT_APPLIED;
+        if (a->res.reboot_needed)
+                return MK_REBOOT_NEEDED;
+        return a->res.mode_ok ? MK_REBOOT_FAILED_MODE_OK : MK_REBOOT_FAILED;
+}
 
-        log_info("Applying MIG config '%s' from '%s'", name, p->config_file);
-        struct apply_outcome a = {0};
-        r = run_apply(p, s, c, h, name, &a, &e);
-        if (r < 0) {
-                log_err("Cannot run the apply", &e);
-                return 1;
-        }
-
-        /* Whatever happened: the clients that were running run again. */
-        if (a.n_stopped > 0) {
-                unsigned failed = mk_clients_start(&s->clients, a.stopped, a.n_stopped);
-                if (failed > 0)
-                        log_error("%u GPU client(s) could not be started again, see above", failed);
-        }
-
-        enum mk_reboot_outcome o;
-        if (!a.have_result)
-                o = MK_REBOOT_FAILED;
-        else if (a.res.r >= 0)
-                o = MK_REBOOT_APPLIED;
-        else if (a.res.reboot_needed)
-                o = MK_REBOOT_NEEDED;
-        else if (a.res.mode_ok)
-                o = MK_REBOOT_FAILED_MODE_OK;
-        else
-                o = MK_REBOOT_FAILED;
-        struct mk_reboot_decision d = mk_reboot_decide(o, s->reboot, marker);
-        log_debug_area("service", "Boot outcome %s, reboot %s, marker %s: reboot=%d exit=%d marker_after=%d",
-                       mk_reboot_outcome_to_string(o), s->reboot ? "enabled" : "disabled", marker ? "present" : "absent",
-                       d.reboot, d.exit_code, d.marker_after);
-
+/* What the apply did, and why the node does or does not reboot. */
+static void log_outcome(enum mk_reboot_outcome o, const struct mk_reboot_decision *d, const struct apply_outcome *a,
+                        const struct mk_service_settings *s, const struct mk_service_paths *p, const char *name) {
         switch (o) {
         case MK_REBOOT_APPLIED:
-                if (a.res.driverless)
+                if (a->res.driverless)
                         log_info("MIG mode of config '%s' set through PCI (the NVIDIA driver is not loaded); its "
                                  "instances are created by the next apply once the driver is up",
                                  name);
-                else if (a.res.nothing_to_do)
+                else if (a->res.nothing_to_do)
                         log_info("MIG config '%s' already applied, nothing to do", name);
                 else
                         log_info("MIG config '%s' applied (%u mode change(s), %u reset(s); destroyed %zu GPU and %zu "
                                  "compute instances, created %zu and %zu)",
-                                 name, a.res.mode_changes, a.res.resets, a.res.destroyed_gis, a.res.destroyed_cis,
-                                 a.res.created_gis, a.res.created_cis);
+                                 name, a->res.mode_changes, a->res.resets, a->res.destroyed_gis, a->res.destroyed_cis,
+                                 a->res.created_gis, a->res.created_cis);
                 break;
         case MK_REBOOT_NEEDED:
-                if (d.reboot) {
+                if (d->reboot) {
                         char buf[MK_ERROR_MSG_MAX + 2 * MK_ERROR_LOC_MAX];
                         log_warning("MIG config '%s' needs a reboot: %s", name,
-                                    mk_error_format(&a.res.e, buf, sizeof(buf)));
+                                    mk_error_format(&a->res.e, buf, sizeof(buf)));
                         break;
                 }
-                log_err("MIG config could not be applied", &a.res.e);
+                log_err("MIG config could not be applied", &a->res.e);
                 if (!s->reboot)
                         log_error("A reboot is needed to change the MIG mode of config '%s' (no GPU reset is possible "
                                   "on this node), and rebooting is disabled ('reboot: false' in '%s'): reboot the "
@@ -542,14 +522,84 @@ int mk_service_boot(const struct mk_service_paths *p) {
         case MK_REBOOT_FAILED_MODE_OK:
         case MK_REBOOT_FAILED:
         default:
-                if (a.have_result)
-                        log_err("MIG config could not be applied", &a.res.e);
+                if (a->have_result)
+                        log_err("MIG config could not be applied", &a->res.e);
                 else
-                        log_error("MIG config could not be applied: %s", a.why);
-                if (a.n_stopped > 0)
+                        log_error("MIG config could not be applied: %s", a->why);
+                if (a->n_stopped > 0)
                         log_error("The GPU clients stopped for the change were started again");
                 break;
         }
+
+}
+
+/* Creates the marker, then runs `reboot`. The exit code of the boot run:
+ * 0 when the reboot is on its way, 1 when not (no marker: no reboot, as it
+ * could loop). */
+static int reboot_once(const struct mk_service_paths *p, const char *name, const struct mk_error *why) {
+        char text[2048];
+        marker_text(name, why, p->marker_file, text, sizeof(text));
+        struct mk_error ce = {0};
+        if (mk_reboot_marker_create(p->marker_file, text, &ce) < 0) {
+                /* Without the marker a reboot could loop: do not reboot. */
+                log_err("Cannot create the reboot marker, so NOT rebooting", &ce);
+                return 1;
+        }
+        log_warning("REBOOTING the node once to apply the MIG mode of config '%s' (no GPU reset is possible here); "
+                    "marker '%s'",
+                    name, p->marker_file);
+        struct mk_error be = {0};
+        if (mk_reboot_run(&be) < 0) {
+                log_err(NULL, &be);
+                log_error("The reboot failed; the marker '%s' stays, so the next boot will not try again: remove it "
+                          "to allow one more reboot",
+                          p->marker_file);
+                return 1;
+        }
+        return 0;
+}
+
+int mk_service_boot(const struct mk_service_paths *p) {
+        _cleanup_(mk_service_settings_freep) struct mk_service_settings *s = NULL;
+        _cleanup_(mk_config_freep) struct mk_config *c = NULL;
+        _cleanup_(mk_hooks_freep) struct mk_hooks *h = NULL;
+        if (load_inputs(p, &s, &c, &h) < 0)
+                return 1;
+        _cleanup_free_ char *name = NULL;
+        if (pick_config(p, c, &name) < 0)
+                return 1;
+
+        _cleanup_free_ char *marker_content = NULL;
+        struct mk_error me = {0};
+        int r = mk_reboot_marker_read(p->marker_file, &marker_content, &me);
+        if (r < 0 && r != -ENOENT) {
+                log_err("Cannot read the reboot marker", &me);
+                return 1;
+        }
+        bool marker = r >= 0;
+
+        log_info("Applying MIG config '%s' from '%s'", name, p->config_file);
+        _cleanup_(apply_outcome_done) struct apply_outcome a = {0};
+        struct mk_error e = {0};
+        r = run_apply(p, s, c, h, name, &a, &e);
+        if (r < 0) {
+                log_err("Cannot run the apply", &e);
+                return 1;
+        }
+
+        /* Whatever happened: the clients that were running run again. */
+        if (a.n_stopped > 0) {
+                unsigned failed = mk_clients_start(&s->clients, a.stopped, a.n_stopped);
+                if (failed > 0)
+                        log_error("%u GPU client(s) could not be started again, see above", failed);
+        }
+
+        enum mk_reboot_outcome o = outcome_of(&a);
+        struct mk_reboot_decision d = mk_reboot_decide(o, s->reboot, marker);
+        log_debug_area("service", "Boot outcome %s, reboot %s, marker %s: reboot=%d exit=%d marker_after=%d",
+                       mk_reboot_outcome_to_string(o), s->reboot ? "enabled" : "disabled", marker ? "present" : "absent",
+                       d.reboot, d.exit_code, d.marker_after);
+        log_outcome(o, &d, &a, s, p, name);
 
         if (marker && !d.marker_after) {
                 bool removed = false;
@@ -559,29 +609,5 @@ int mk_service_boot(const struct mk_service_paths *p) {
                 else if (removed)
                         log_info("The MIG modes are as selected: removed the reboot marker '%s'", p->marker_file);
         }
-        int exit_code = d.exit_code;
-        if (d.reboot) {
-                char text[2048];
-                marker_text(name, &a.res.e, p->marker_file, text, sizeof(text));
-                struct mk_error ce = {0};
-                if (mk_reboot_marker_create(p->marker_file, text, &ce) < 0) {
-                        /* Without the marker a reboot could loop: do not reboot. */
-                        log_err("Cannot create the reboot marker, so NOT rebooting", &ce);
-                        exit_code = 1;
-                } else {
-                        log_warning("REBOOTING the node once to apply the MIG mode of config '%s' (no GPU reset is "
-                                    "possible here); marker '%s'",
-                                    name, p->marker_file);
-                        struct mk_error be = {0};
-                        if (mk_reboot_run(&be) < 0) {
-                                log_err(NULL, &be);
-                                log_error("The reboot failed; the marker '%s' stays, so the next boot will not try "
-                                          "again: remove it to allow one more reboot",
-                                          p->marker_file);
-                                exit_code = 1;
-                        }
-                }
-        }
-        apply_outcome_done(&a);
-        return exit_code;
+        return d.reboot ? reboot_once(p, name, &a.res.e) : d.exit_code;
 }
