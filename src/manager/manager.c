@@ -513,6 +513,47 @@ static void marker_remove(struct mgr *m) {
                 log_info("Removed the reboot marker '%s'", m->marker_file);
 }
 
+/* The end of a run whose mode change needs a reboot: the reboot-once rule
+ * (host/reboot.h), the marker, state rebooting, `reboot`, then wait to be
+ * stopped by it. `e` says why the reboot is needed. */
+static int reboot_for(struct mgr *m, const char *name, struct mk_error *e) {
+        struct mk_reboot_decision d = mk_reboot_decide(MK_REBOOT_NEEDED, m->o->with_reboot, marker_present(m));
+        if (!d.reboot) {
+                mk_error_set(e, -EAGAIN, "a MIG mode change needs a reboot (%s)",
+                             m->o->with_reboot ? "already rebooted once for it; remove the marker "
+                                                 "to allow another"
+                                               : "WITH_REBOOT is not set");
+                return fail_run(m, -EAGAIN, name, e);
+        }
+        char buf[MK_ERROR_MSG_MAX + 2 * MK_ERROR_LOC_MAX];
+        log_warning("MIG config '%s' needs a reboot (%s): REBOOTING node '%s' once", name,
+                    mk_error_format(e, buf, sizeof(buf)), m->o->node);
+        char text[512];
+        snprintf(text, sizeof(text), "migkit manager rebooted node '%s' to apply the MIG mode of '%s'\n",
+                 m->o->node, name);
+        struct mk_error me = {0};
+        int r = mk_reboot_marker_create(m->marker_file, text, &me);
+        if (r < 0)
+                return fail_run(m, r, name, &me);
+        r = set_state(m, MK_MIG_STATE_REBOOTING);
+        if (r < 0)
+                return fail_run(m, r, name, e);
+        post_event(m, false, "MigConfigRebooting", "Rebooting the node for the MIG mode of '%s'", name);
+        /* The labels stay paused across the reboot; the next start restores them. */
+        struct mk_error be = {0};
+        r = mk_reboot_run(&be);
+        if (r < 0)
+                return fail_run(m, r, name, &be);
+        /* The reboot stops us (SIGTERM: leave everything as it is for
+         * the manager after the reboot). Still running long after it:
+         * the reboot did not happen, which must not wedge the node. */
+        if (mk_kube_sleep_ms(MK_MANAGER_REBOOT_WAIT_S * 1000u, m->cancel) < 0)
+                return 0;
+        mk_error_set(e, -ETIMEDOUT, "the node did not reboot within %u s of 'reboot'",
+                     MK_MANAGER_REBOOT_WAIT_S);
+        return fail_run(m, -ETIMEDOUT, name, e);
+}
+
 /* One reconfigure run for label value `name` (NULL: no label: only restore). */
 static int reconcile(struct mgr *m, const char *name) {
         struct mk_error e = {0};
@@ -590,46 +631,8 @@ static int reconcile(struct mgr *m, const char *name) {
         bool reboot_needed = rep.reboot_needed;
         mk_apply_report_done(&rep);
 
-        if (reboot_needed) {
-                struct mk_reboot_decision d =
-                        mk_reboot_decide(MK_REBOOT_NEEDED, m->o->with_reboot, marker_present(m));
-                if (!d.reboot) {
-                        mk_error_set(&e, -EAGAIN, "a MIG mode change needs a reboot (%s)",
-                                     m->o->with_reboot ? "already rebooted once for it; remove the marker "
-                                                         "to allow another"
-                                                       : "WITH_REBOOT is not set");
-                        return fail_run(m, -EAGAIN, name, &e);
-                }
-                {
-                        char buf[MK_ERROR_MSG_MAX + 2 * MK_ERROR_LOC_MAX];
-                        log_warning("MIG config '%s' needs a reboot (%s): REBOOTING node '%s' once", name,
-                                    mk_error_format(&e, buf, sizeof(buf)), m->o->node);
-                }
-                char text[512];
-                snprintf(text, sizeof(text), "migkit manager rebooted node '%s' to apply the MIG mode of '%s'\n",
-                         m->o->node, name);
-                struct mk_error me = {0};
-                r = mk_reboot_marker_create(m->marker_file, text, &me);
-                if (r < 0)
-                        return fail_run(m, r, name, &me);
-                r = set_state(m, MK_MIG_STATE_REBOOTING);
-                if (r < 0)
-                        return fail_run(m, r, name, &e);
-                post_event(m, false, "MigConfigRebooting", "Rebooting the node for the MIG mode of '%s'", name);
-                /* The labels stay paused across the reboot; the next start restores them. */
-                struct mk_error be = {0};
-                r = mk_reboot_run(&be);
-                if (r < 0)
-                        return fail_run(m, r, name, &be);
-                /* The reboot stops us (SIGTERM: leave everything as it is for
-                 * the manager after the reboot). Still running long after it:
-                 * the reboot did not happen, which must not wedge the node. */
-                if (mk_kube_sleep_ms(MK_MANAGER_REBOOT_WAIT_S * 1000u, m->cancel) < 0)
-                        return 0;
-                mk_error_set(&e, -ETIMEDOUT, "the node did not reboot within %u s of 'reboot'",
-                             MK_MANAGER_REBOOT_WAIT_S);
-                return fail_run(m, -ETIMEDOUT, name, &e);
-        }
+        if (reboot_needed)
+                return reboot_for(m, name, &e);
         if (r < 0)
                 return fail_run(m, r, name, &e);
 

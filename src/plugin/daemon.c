@@ -1142,91 +1142,50 @@ static int start_failed(struct dp_daemon *d, int r, struct mk_error *e, bool ini
         return 0;
 }
 
-int mk_dp_daemon_run(const struct mk_dp_daemon_options *o, struct mk_error *e) {
-        sigset_t mask;
-        sigemptyset(&mask);
-        sigaddset(&mask, SIGTERM);
-        sigaddset(&mask, SIGINT);
-        sigaddset(&mask, SIGHUP);
-        /* Before gRPC and the monitor start threads: they inherit the mask. */
-        int r = pthread_sigmask(SIG_BLOCK, &mask, NULL);
-        if (r != 0)
-                return mk_error_set(e, -r, "Cannot block signals");
-        _cleanup_close_ int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
-        if (sfd < 0)
-                return mk_error_set(e, negative_errno(), "signalfd: %m");
-
-        struct dp_daemon d = {.o = o};
-        pthread_mutex_init(&d.lock, NULL);
-        pthread_mutex_init(&d.dyn_lock, NULL);
+/* The daemon's state from its options: the plugin directory, the kubelet
+ * socket, the host roots; the options checked. On failure *d is for
+ * daemon_done(). */
+static int daemon_init(struct dp_daemon *d, const struct mk_dp_daemon_options *o, struct mk_error *e) {
+        *d = (struct dp_daemon){.o = o};
+        pthread_mutex_init(&d->lock, NULL);
+        pthread_mutex_init(&d->dyn_lock, NULL);
         const char *dir = o->plugin_dir ? o->plugin_dir : MK_DP_DEFAULT_PLUGIN_DIR;
-        if (!*dir) {
-                daemon_done(&d);
+        if (!*dir)
                 return mk_error_set(e, -EINVAL, "The device plugin directory is empty");
-        }
-        d.dir = strdup(dir);
-        if (!d.dir) {
-                daemon_done(&d);
+        d->dir = strdup(dir);
+        if (!d->dir)
                 return mk_error_set(e, -ENOMEM, "out of memory");
-        }
-        for (size_t n = strlen(d.dir); n > 1 && d.dir[n - 1] == '/'; n--)
-                d.dir[n - 1] = 0;
+        for (size_t n = strlen(d->dir); n > 1 && d->dir[n - 1] == '/'; n--)
+                d->dir[n - 1] = 0;
         /* --kubelet-socket: NULL the default in the plugin directory, "" no registration. */
-        r = o->kubelet_socket ? ((d.kubelet_socket = strdup(o->kubelet_socket)) ? 0 : -ENOMEM)
-                              : mk_path_join(d.dir, MK_DP_KUBELET_SOCKET, &d.kubelet_socket);
-        if (r < 0 || mk_host_init_from_env(&d.host) < 0) {
-                daemon_done(&d);
+        int r = o->kubelet_socket ? ((d->kubelet_socket = strdup(o->kubelet_socket)) ? 0 : -ENOMEM)
+                                  : mk_path_join(d->dir, MK_DP_KUBELET_SOCKET, &d->kubelet_socket);
+        if (r < 0 || mk_host_init_from_env(&d->host) < 0)
                 return mk_error_set(e, -ENOMEM, "out of memory");
-        }
-        if (o->labels == MK_DP_LABELS_NODE && (!o->kube || !o->node_name || !*o->node_name ||
-                                                strlen(o->node_name) > MK_DP_MAX_NODE_NAME)) {
-                daemon_done(&d);
+        bool have_node = o->kube && o->node_name && *o->node_name && strlen(o->node_name) <= MK_DP_MAX_NODE_NAME;
+        if (o->labels == MK_DP_LABELS_NODE && !have_node)
                 return mk_error_set(e, -EINVAL, "--labels node needs a Kubernetes client and a node name (NODE_NAME)");
-        }
-        if (o->dynamic_mig && (!o->kube || !o->node_name || !*o->node_name ||
-                               strlen(o->node_name) > MK_DP_MAX_NODE_NAME)) {
-                daemon_done(&d);
+        if (o->dynamic_mig && !have_node)
                 return mk_error_set(e, -EINVAL, "--dynamic-mig needs a Kubernetes client and a node name (NODE_NAME)");
-        }
+        return 0;
+}
 
-        /* The directory is watched, not the files: kubelet.sock is
-         * re-created on a kubelet restart (IN_CREATE, IN_MOVED_TO), our
-         * sockets are deleted by it (IN_DELETE). */
-        _cleanup_close_ int ifd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
-        if (ifd < 0 || inotify_add_watch(ifd, d.dir, IN_CREATE | IN_DELETE | IN_MOVED_TO | IN_MOVED_FROM) < 0) {
-                r = negative_errno();
-                daemon_done(&d);
-                return mk_error_set(e, r, "Cannot watch the device plugin directory '%s': %m", dir);
-        }
-
-        if (o->labels == MK_DP_LABELS_NODE && (r = labeller_start(&d, e)) < 0) {
-                daemon_done(&d);
-                return r;
-        }
-        mk_grpc_global_init();
-        r = plugin_start(&d, true, e);
-        if (r < 0)
-                r = start_failed(&d, r, e, true, true, MK_DP_RETRY_MS);
-        if (r < 0) {
-                daemon_done(&d);
-                mk_grpc_global_shutdown();
-                return r;
-        }
-
+/* Serves until a termination signal (0) or a failure that retrying does
+ * not cure: reloads on SIGHUP, restarts the plugin when kubelet restarts,
+ * retries failed starts and label updates when due. */
+static int daemon_loop(struct dp_daemon *d, int sfd, int ifd, struct mk_error *e) {
         for (;;) {
                 uint64_t now = now_ms(), next = UINT64_MAX;
-                if (d.retry_at_ms)
-                        next = MIN(next, d.retry_at_ms);
-                if (d.labels_retry_at_ms)
-                        next = MIN(next, d.labels_retry_at_ms);
+                if (d->retry_at_ms)
+                        next = MIN(next, d->retry_at_ms);
+                if (d->labels_retry_at_ms)
+                        next = MIN(next, d->labels_retry_at_ms);
                 /* While registering, poll for kubelet.sock changes too: an
                  * inotify event may come before the registrar recorded it. */
                 int timeout = next == UINT64_MAX ? 1000 : (int) MIN(next > now ? next - now : 0, 1000u);
                 struct pollfd p[2] = {{.fd = sfd, .events = POLLIN}, {.fd = ifd, .events = POLLIN}};
-                if (poll(p, 2, timeout) < 0 && errno != EINTR) {
-                        r = mk_error_set(e, negative_errno(), "poll: %m");
-                        break;
-                }
+                if (poll(p, 2, timeout) < 0 && errno != EINTR)
+                        return mk_error_set(e, negative_errno(), "poll: %m");
                 if (p[1].revents & POLLIN) {
                         char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
                         while (read(ifd, buf, sizeof(buf)) > 0)
@@ -1242,38 +1201,84 @@ int mk_dp_daemon_run(const struct mk_dp_daemon_options *o, struct mk_error *e) {
                 }
                 if (quit) {
                         log_info("Received a termination signal, shutting down");
-                        r = 0;
-                        break;
+                        return 0;
                 }
                 now = now_ms();
                 bool restart = false;
-                if (d.retry_at_ms && now >= d.retry_at_ms) {
-                        d.retry_at_ms = 0;
-                        if (d.retry_reload)
+                if (d->retry_at_ms && now >= d->retry_at_ms) {
+                        d->retry_at_ms = 0;
+                        if (d->retry_reload)
                                 reload = true;
                         else
                                 restart = true;
                 }
                 if (reload) {
                         log_info("Reloading: config, NVML, resources");
-                        d.retry_at_ms = 0;
-                        plugin_stop(&d, true);
-                        r = plugin_start(&d, true, e);
-                        if (r < 0 && (r = start_failed(&d, r, e, false, true, MK_DP_RETRY_MS)) < 0)
-                                break;
+                        d->retry_at_ms = 0;
+                        plugin_stop(d, true);
+                        int r = plugin_start(d, true, e);
+                        if (r < 0 && (r = start_failed(d, r, e, false, true, MK_DP_RETRY_MS)) < 0)
+                                return r;
                         continue;
                 }
-                if (restart || kubelet_restarted(&d)) {
-                        plugin_stop(&d, false);
-                        r = plugin_start(&d, false, e);
+                if (restart || kubelet_restarted(d)) {
+                        plugin_stop(d, false);
+                        int r = plugin_start(d, false, e);
                         /* A kubelet wiping its directory while we bind: soon again. */
-                        if (r < 0 && (r = start_failed(&d, r, e, false, false, 1000)) < 0)
-                                break;
+                        if (r < 0 && (r = start_failed(d, r, e, false, false, 1000)) < 0)
+                                return r;
                         continue;
                 }
-                if (d.labels_retry_at_ms && now >= d.labels_retry_at_ms)
-                        labels_refresh(&d);
+                if (d->labels_retry_at_ms && now >= d->labels_retry_at_ms)
+                        labels_refresh(d);
         }
+}
+
+int mk_dp_daemon_run(const struct mk_dp_daemon_options *o, struct mk_error *e) {
+        sigset_t mask;
+        sigemptyset(&mask);
+        sigaddset(&mask, SIGTERM);
+        sigaddset(&mask, SIGINT);
+        sigaddset(&mask, SIGHUP);
+        /* Before gRPC and the monitor start threads: they inherit the mask. */
+        int r = pthread_sigmask(SIG_BLOCK, &mask, NULL);
+        if (r != 0)
+                return mk_error_set(e, -r, "Cannot block signals");
+        _cleanup_close_ int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+        if (sfd < 0)
+                return mk_error_set(e, negative_errno(), "signalfd: %m");
+
+        struct dp_daemon d;
+        r = daemon_init(&d, o, e);
+        if (r < 0) {
+                daemon_done(&d);
+                return r;
+        }
+        /* The directory is watched, not the files: kubelet.sock is
+         * re-created on a kubelet restart (IN_CREATE, IN_MOVED_TO), our
+         * sockets are deleted by it (IN_DELETE). */
+        _cleanup_close_ int ifd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+        if (ifd < 0 || inotify_add_watch(ifd, d.dir, IN_CREATE | IN_DELETE | IN_MOVED_TO | IN_MOVED_FROM) < 0) {
+                r = negative_errno();
+                daemon_done(&d);
+                return mk_error_set(e, r, "Cannot watch the device plugin directory '%s': %m",
+                                    o->plugin_dir ? o->plugin_dir : MK_DP_DEFAULT_PLUGIN_DIR);
+        }
+
+        if (o->labels == MK_DP_LABELS_NODE && (r = labeller_start(&d, e)) < 0) {
+                daemon_done(&d);
+                return r;
+        }
+        mk_grpc_global_init();
+        r = plugin_start(&d, true, e);
+        if (r < 0)
+                r = start_failed(&d, r, e, true, true, MK_DP_RETRY_MS);
+        if (r < 0) {
+                daemon_done(&d);
+                mk_grpc_global_shutdown();
+                return r;
+        }
+        r = daemon_loop(&d, sfd, ifd, e);
         if (r < 0)
                 log_error_errno(r, "Device plugin failed: %s", e->msg);
         daemon_done(&d);
