@@ -27,6 +27,7 @@ int cli_options_end(int argc, char **argv) {
         return CLI_CONTINUE;
 }
 
+
 static const struct cli_option *find(const struct cli_option *opts, int c) {
         for (size_t i = 0; opts[i].name; i++)
                 if (opts[i].short_name ? opts[i].short_name == c : (int) (CLI_OPT_FIRST_LONG + i) == c)
@@ -35,6 +36,11 @@ static const struct cli_option *find(const struct cli_option *opts, int c) {
 }
 
 int cli_options_parse(int argc, char **argv, const struct cli_option *opts, void (*help)(void)) {
+        return cli_options_parse_args(argc, argv, opts, help, 0);
+}
+
+int cli_options_parse_args(int argc, char **argv, const struct cli_option *opts, void (*help)(void),
+                           int max_args) {
         struct option longs[CLI_MAX_OPTIONS + 2];
         char shorts[3 * CLI_MAX_OPTIONS + 2];
         size_t n = 0, ns = 0;
@@ -71,5 +77,9 @@ int cli_options_parse(int argc, char **argv, const struct cli_option *opts, void
                         return cli_option_other(c, help);
                 *o->value = optarg ? optarg : "true";
         }
-        return cli_options_end(argc, argv);
+        if (argc - optind > max_args) {
+                fprintf(stderr, "Error: unexpected argument '%s'\n", argv[optind + max_args]);
+                return MK_EXIT_USAGE;
+        }
+        return CLI_CONTINUE;
 }

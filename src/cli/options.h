@@ -25,6 +25,10 @@ struct cli_option {
  * MK_EXIT_USAGE for an unknown option or a missing argument (getopt printed
  * why) or a leftover argument. At most 64 options. */
 int cli_options_parse(int argc, char **argv, const struct cli_option *opts, void (*help)(void));
+/* As cli_options_parse(), leaving up to max_args arguments (from optind)
+ * for the caller. */
+int cli_options_parse_args(int argc, char **argv, const struct cli_option *opts, void (*help)(void),
+                           int max_args);
 
 /* For a command with its own getopt_long() loop: the default branch of its
  * switch. 'h' prints help() and gives MK_EXIT_OK; anything else ('?', ':')

@@ -4,6 +4,7 @@
  *   inventory  print what the node agent would publish
  *   check      validate a scheduler config file */
 #include <getopt.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -58,11 +59,6 @@ static void help(void) {
                "      --resync DURATION      Full pass at least this often (30s)\n"
                "      --once                 One pass, then exit\n"
                "      --no-kube              inventory: do not read pods from the apiserver\n");
-}
-
-static const char *env(const char *name) {
-        const char *v = secure_getenv(name);
-        return v && *v ? v : NULL;
 }
 
 static int make_kube(const char *kubeconfig, struct mk_kube **ret) {
@@ -170,31 +166,32 @@ static int do_inventory(struct mk_sched_config *cfg, const char *kubeconfig, con
         return MK_EXIT_OK;
 }
 
+/* The numbers of `migkit scheduler` flags, checked; a usage error is printed. */
+static int parse_numbers(const char *port_s, const char *threads_s, const char *grace_s, const char *resync_s,
+                         unsigned *port, unsigned *threads, unsigned *grace, unsigned *resync) {
+        uint32_t u;
+        if (port_s) {
+                if (mk_parse_u32(port_s, &u) < 0 || u > 65535) {
+                        fprintf(stderr, "Error: invalid --port '%s'\n", port_s);
+                        return -EINVAL;
+                }
+                *port = u;
+        }
+        if (threads_s) {
+                if (mk_parse_u32(threads_s, &u) < 0 || u < 1 || u > 256) {
+                        fprintf(stderr, "Error: invalid --threads '%s' (1..256)\n", threads_s);
+                        return -EINVAL;
+                }
+                *threads = u;
+        }
+        if (grace_s && parse_duration_s("--grace", grace_s, grace) < 0)
+                return -EINVAL;
+        if (resync_s && (parse_duration_s("--resync", resync_s, resync) < 0 || *resync == 0))
+                return -EINVAL;
+        return 0;
+}
+
 int cli_scheduler(int argc, char **argv) {
-        enum {
-                ARG_KUBECONFIG = 0x100,
-                ARG_ADDRESS,
-                ARG_PORT,
-                ARG_THREADS,
-                ARG_GRACE,
-                ARG_RESYNC,
-                ARG_ONCE,
-                ARG_NO_KUBE,
-        };
-        static const struct option opts[] = {
-                {"help", no_argument, NULL, 'h'},
-                {"config", required_argument, NULL, 'c'},
-                {"kubeconfig", required_argument, NULL, ARG_KUBECONFIG},
-                {"address", required_argument, NULL, ARG_ADDRESS},
-                {"port", required_argument, NULL, ARG_PORT},
-                {"threads", required_argument, NULL, ARG_THREADS},
-                {"node-name", required_argument, NULL, 'n'},
-                {"grace", required_argument, NULL, ARG_GRACE},
-                {"resync", required_argument, NULL, ARG_RESYNC},
-                {"once", no_argument, NULL, ARG_ONCE},
-                {"no-kube", no_argument, NULL, ARG_NO_KUBE},
-                {},
-        };
         if (argc < 2 || streq(argv[1], "-h") || streq(argv[1], "--help")) {
                 help();
                 return argc < 2 ? MK_EXIT_USAGE : MK_EXIT_OK;
@@ -204,66 +201,36 @@ int cli_scheduler(int argc, char **argv) {
                 fprintf(stderr, "Error: unknown scheduler command '%s' (serve, node, inventory, check)\n", cmd);
                 return MK_EXIT_USAGE;
         }
-        const char *config = env("MIGKIT_SCHEDULER_CONFIG"), *kubeconfig = env("KUBECONFIG");
-        const char *address = NULL, *node = env("NODE_NAME");
-        unsigned port = 8888, threads = 4, grace = MK_AGENT_DEFAULT_GRACE_S, resync = MK_AGENT_DEFAULT_RESYNC_S;
-        bool once = false, no_kube = false;
-        uint32_t u;
-        int c;
+        const char *config = NULL, *kubeconfig = NULL, *address = NULL, *node = NULL, *port_s = NULL,
+                   *threads_s = NULL, *grace_s = NULL, *resync_s = NULL, *once_s = NULL, *no_kube_s = NULL;
+        const struct cli_option options[] = {
+                {"config", 'c', required_argument, "MIGKIT_SCHEDULER_CONFIG", &config},
+                {"kubeconfig", 0, required_argument, "KUBECONFIG", &kubeconfig},
+                {"address", 0, required_argument, NULL, &address},
+                {"port", 0, required_argument, NULL, &port_s},
+                {"threads", 0, required_argument, NULL, &threads_s},
+                {"node-name", 'n', required_argument, "NODE_NAME", &node},
+                {"grace", 0, required_argument, NULL, &grace_s},
+                {"resync", 0, required_argument, NULL, &resync_s},
+                {"once", 0, no_argument, NULL, &once_s},
+                {"no-kube", 0, no_argument, NULL, &no_kube_s},
+                {},
+        };
+        bool check = streq(cmd, "check");
         optind = 2;
-        while ((c = getopt_long(argc, argv, "hc:n:", opts, NULL)) >= 0) {
-                switch (c) {
-                case 'c':
-                        config = optarg;
-                        break;
-                case 'n':
-                        node = optarg;
-                        break;
-                case ARG_KUBECONFIG:
-                        kubeconfig = optarg;
-                        break;
-                case ARG_ADDRESS:
-                        address = optarg;
-                        break;
-                case ARG_PORT:
-                        if (mk_parse_u32(optarg, &u) < 0 || u > 65535) {
-                                fprintf(stderr, "Error: invalid --port '%s'\n", optarg);
-                                return MK_EXIT_USAGE;
-                        }
-                        port = u;
-                        break;
-                case ARG_THREADS:
-                        if (mk_parse_u32(optarg, &u) < 0 || u < 1 || u > 256) {
-                                fprintf(stderr, "Error: invalid --threads '%s' (1..256)\n", optarg);
-                                return MK_EXIT_USAGE;
-                        }
-                        threads = u;
-                        break;
-                case ARG_GRACE:
-                        if (parse_duration_s("--grace", optarg, &grace) < 0)
-                                return MK_EXIT_USAGE;
-                        break;
-                case ARG_RESYNC:
-                        if (parse_duration_s("--resync", optarg, &resync) < 0 || resync == 0)
-                                return MK_EXIT_USAGE;
-                        break;
-                case ARG_ONCE:
-                        once = true;
-                        break;
-                case ARG_NO_KUBE:
-                        no_kube = true;
-                        break;
-                default:
-                        return cli_option_other(c, help);
-                }
-        }
-        if (streq(cmd, "check")) {
+        int r = cli_options_parse_args(argc, argv, options, help, check ? INT_MAX : 0);
+        if (r != CLI_CONTINUE)
+                return r;
+        if (check) {
                 if (optind != argc - 1) {
                         fprintf(stderr, "Error: check takes one config file\n");
                         return MK_EXIT_USAGE;
                 }
                 config = argv[optind];
-        } else if (cli_options_end(argc, argv) != CLI_CONTINUE)
+        }
+        unsigned port = 8888, threads = 4, grace = MK_AGENT_DEFAULT_GRACE_S, resync = MK_AGENT_DEFAULT_RESYNC_S;
+        bool once = once_s != NULL, no_kube = no_kube_s != NULL;
+        if (parse_numbers(port_s, threads_s, grace_s, resync_s, &port, &threads, &grace, &resync) < 0)
                 return MK_EXIT_USAGE;
         _cleanup_(mk_sched_config_freep) struct mk_sched_config *cfg = NULL;
         struct mk_error e = {0};
