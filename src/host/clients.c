@@ -343,36 +343,59 @@ static bool any_image(const char *image, char *const *images) {
         return false;
 }
 
+/* One line of a command's table output, split at blanks. */
+struct table_line {
+        const char *next;       /* where the next line starts */
+        unsigned lineno;        /* 1-based */
+        const char *text;       /* this line, len bytes, without its newline */
+        size_t len;
+        const char *f[4];       /* its first k fields */
+        size_t fl[4];
+        size_t k;
+};
+
+/* Moves to the next line, split into at most max_fields (<= 4) fields;
+ * false at the end of the text. */
+static bool table_next(struct table_line *l, size_t max_fields) {
+        if (!*l->next)
+                return false;
+        l->text = l->next;
+        l->len = strcspn(l->text, "\n");
+        l->lineno++;
+        l->k = fields(l->text, l->len, l->f, l->fl, max_fields);
+        l->next = l->text + l->len + (l->text[l->len] == '\n');
+        return true;
+}
+
+/* Does field i (an image reference) match one of `images`? -EINVAL for one
+ * too long to be an image name. */
+static int field_image_matches(const struct table_line *l, size_t i, char *const *images, bool *ret) {
+        char image[1024];
+        if (l->fl[i] >= sizeof(image))
+                return -EINVAL;
+        memcpy(image, l->f[i], l->fl[i]);
+        image[l->fl[i]] = 0;
+        *ret = any_image(image, images);
+        return 0;
+}
+
 int mk_docker_ps_select(const char *output, char *const *images, char ***ret, struct mk_error *e) {
         _cleanup_strv_free_ char **ids = calloc(1, sizeof(char *));
         size_t n = 0;
         if (!ids)
                 return mk_error_set(e, -ENOMEM, "Out of memory");
-        unsigned lineno = 0;
-        for (const char *p = output; *p;) {
-                size_t len = strcspn(p, "\n");
-                lineno++;
-                const char *f[3];
-                size_t fl[3];
-                size_t k = fields(p, len, f, fl, 3);
-                if (k == 1 || k > 2)
-                        return mk_error_set(e, -EINVAL, "docker ps: line %u: want 'ID IMAGE', got '%.*s'", lineno,
-                                            (int) MIN(len, 200), p);
-                if (k == 2) {
-                        char image[1024];
-                        if (fl[1] >= sizeof(image))
-                                return mk_error_set(e, -EINVAL, "docker ps: line %u: image name too long", lineno);
-                        memcpy(image, f[1], fl[1]);
-                        image[fl[1]] = 0;
-                        if (any_image(image, images)) {
-                                int r = strv_push(&ids, &n, f[0], fl[0]);
-                                if (r < 0)
-                                        return mk_error_set(e, r, "docker ps: too many containers");
-                        }
-                }
-                p += len;
-                if (*p == '\n')
-                        p++;
+        for (struct table_line l = {.next = output}; table_next(&l, 3);) {
+                if (l.k == 1 || l.k > 2)
+                        return mk_error_set(e, -EINVAL, "docker ps: line %u: want 'ID IMAGE', got '%.*s'", l.lineno,
+                                            (int) MIN(l.len, 200), l.text);
+                if (l.k == 0)
+                        continue;
+                bool match = false;
+                if (field_image_matches(&l, 1, images, &match) < 0)
+                        return mk_error_set(e, -EINVAL, "docker ps: line %u: image name too long", l.lineno);
+                int r = match ? strv_push(&ids, &n, l.f[0], l.fl[0]) : 0;
+                if (r < 0)
+                        return mk_error_set(e, r, "docker ps: too many containers");
         }
         *ret = TAKE_PTR(ids);
         return 0;
@@ -380,23 +403,14 @@ int mk_docker_ps_select(const char *output, char *const *images, char ***ret, st
 
 /* Is `id` RUNNING in `ctr tasks list` output? */
 static int task_running(const char *tasks, const char *id, size_t id_len, bool *ret, struct mk_error *e) {
-        unsigned lineno = 0;
         *ret = false;
-        for (const char *p = tasks; *p;) {
-                size_t len = strcspn(p, "\n");
-                lineno++;
-                const char *f[4];
-                size_t fl[4];
-                size_t k = fields(p, len, f, fl, 4);
-                bool header = lineno == 1 && k > 0 && fl[0] == 4 && strneq(f[0], "TASK", 4);
-                if (!header && k != 0 && k != 3)
+        for (struct table_line l = {.next = tasks}; table_next(&l, 4);) {
+                bool header = l.lineno == 1 && l.k > 0 && l.fl[0] == 4 && strneq(l.f[0], "TASK", 4);
+                if (!header && l.k != 0 && l.k != 3)
                         return mk_error_set(e, -EINVAL, "ctr tasks list: line %u: want 'TASK PID STATUS', got '%.*s'",
-                                            lineno, (int) MIN(len, 200), p);
-                if (!header && k == 3 && fl[0] == id_len && memcmp(f[0], id, id_len) == 0)
-                        *ret = fl[2] == 7 && strneq(f[2], "RUNNING", 7);
-                p += len;
-                if (*p == '\n')
-                        p++;
+                                            l.lineno, (int) MIN(l.len, 200), l.text);
+                if (!header && l.k == 3 && l.fl[0] == id_len && memcmp(l.f[0], id, id_len) == 0)
+                        *ret = l.fl[2] == 7 && strneq(l.f[2], "RUNNING", 7);
         }
         return 0;
 }
@@ -406,38 +420,23 @@ int mk_ctr_select(const char *containers, const char *tasks, char *const *images
         size_t n = 0;
         if (!ids)
                 return mk_error_set(e, -ENOMEM, "Out of memory");
-        unsigned lineno = 0;
-        for (const char *p = containers; *p;) {
-                size_t len = strcspn(p, "\n");
-                lineno++;
-                const char *f[4];
-                size_t fl[4];
-                size_t k = fields(p, len, f, fl, 4);
-                bool header = lineno == 1 && k > 0 && fl[0] == 9 && strneq(f[0], "CONTAINER", 9);
-                if (!header && k != 0 && k != 3)
+        for (struct table_line l = {.next = containers}; table_next(&l, 4);) {
+                bool header = l.lineno == 1 && l.k > 0 && l.fl[0] == 9 && strneq(l.f[0], "CONTAINER", 9);
+                if (!header && l.k != 0 && l.k != 3)
                         return mk_error_set(e, -EINVAL,
                                             "ctr containers list: line %u: want 'CONTAINER IMAGE RUNTIME', got '%.*s'",
-                                            lineno, (int) MIN(len, 200), p);
-                if (!header && k == 3) {
-                        char image[1024];
-                        if (fl[1] >= sizeof(image))
-                                return mk_error_set(e, -EINVAL, "ctr containers list: line %u: image name too long",
-                                                    lineno);
-                        memcpy(image, f[1], fl[1]);
-                        image[fl[1]] = 0;
-                        bool running = false;
-                        int r = any_image(image, images) ? task_running(tasks, f[0], fl[0], &running, e) : 0;
-                        if (r < 0)
-                                return r;
-                        if (running) {
-                                r = strv_push(&ids, &n, f[0], fl[0]);
-                                if (r < 0)
-                                        return mk_error_set(e, r, "ctr: too many containers");
-                        }
-                }
-                p += len;
-                if (*p == '\n')
-                        p++;
+                                            l.lineno, (int) MIN(l.len, 200), l.text);
+                if (header || l.k != 3)
+                        continue;
+                bool match = false, running = false;
+                if (field_image_matches(&l, 1, images, &match) < 0)
+                        return mk_error_set(e, -EINVAL, "ctr containers list: line %u: image name too long", l.lineno);
+                int r = match ? task_running(tasks, l.f[0], l.fl[0], &running, e) : 0;
+                if (r < 0)
+                        return r;
+                r = running ? strv_push(&ids, &n, l.f[0], l.fl[0]) : 0;
+                if (r < 0)
+                        return mk_error_set(e, r, "ctr: too many containers");
         }
         *ret = TAKE_PTR(ids);
         return 0;

@@ -488,7 +488,6 @@ static int parse_entry(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, stru
 
 static int parse_named_config(struct mk_yaml_ctx *c, const struct mk_yaml_pair *p, struct mk_named_config *nc) {
         const struct mk_yaml_node *n = p->value;
-        struct mk_yaml_scalar v;
         int r;
 
         if (strlen(p->name) > MK_MAX_CONFIG_NAME)
@@ -498,13 +497,10 @@ static int parse_named_config(struct mk_yaml_ctx *c, const struct mk_yaml_pair *
                 return mk_yaml_error_code(c, -ENOMEM, p->key, "out of memory");
         nc->pos = pos_of(p->key);
 
-        r = mk_yaml_resolve(c, n, &v);
+        size_t count;
+        r = mk_yaml_get_list(c, n, "v1.MigConfigSpecSlice", &count);
         if (r < 0)
                 return r;
-        if (v.type != MK_YAML_SEQ && v.type != MK_YAML_NULL)
-                return mk_yaml_error(c, n, "json: cannot unmarshal %s into Go value of type v1.MigConfigSpecSlice",
-                                     mk_yaml_type_json(v.type));
-        size_t count = v.type == MK_YAML_SEQ ? n->n_items : 0;
         if (count == 0)
                 return mk_yaml_error(c, n, "at least one entry in '%s' is required", p->name);
         if (count > MK_MAX_ENTRIES)

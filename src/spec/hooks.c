@@ -76,16 +76,10 @@ static int get_string(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, const
 }
 
 static int get_args(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, char ***ret) {
-        struct mk_yaml_scalar v;
-        int r = mk_yaml_resolve(c, n, &v);
+        size_t count;
+        int r = mk_yaml_get_list(c, n, "[]string", &count);
         if (r < 0)
                 return r;
-        size_t count = 0;
-        if (v.type == MK_YAML_SEQ)
-                count = n->n_items;
-        else if (v.type != MK_YAML_NULL)
-                return mk_yaml_error(c, n, "json: cannot unmarshal %s into Go value of type []string",
-                                     mk_yaml_type_json(v.type));
         if (count > MK_MAX_HOOK_ARGS)
                 return mk_yaml_error(c, n, "too many args (at most %d)", MK_MAX_HOOK_ARGS);
 
@@ -234,16 +228,10 @@ static int parse_entry(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, bool
 }
 
 static int parse_hook_list(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, int hook, struct mk_hooks *h) {
-        struct mk_yaml_scalar v;
-        int r = mk_yaml_resolve(c, n, &v);
+        size_t count;
+        int r = mk_yaml_get_list(c, n, "[]v1.HookSpec", &count);
         if (r < 0)
                 return r;
-        size_t count = 0;
-        if (v.type == MK_YAML_SEQ)
-                count = n->n_items;
-        else if (v.type != MK_YAML_NULL)
-                return mk_yaml_error(c, n, "json: cannot unmarshal %s into Go value of type []v1.HookSpec",
-                                     mk_yaml_type_json(v.type));
         if (count > MK_MAX_HOOK_ENTRIES)
                 return mk_yaml_error(c, n, "too many entries (at most %d)", MK_MAX_HOOK_ENTRIES);
 

@@ -1032,6 +1032,18 @@ int mk_yaml_get_str(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, const c
         return 0;
 }
 
+int mk_yaml_get_list(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, const char *go_type, size_t *ret) {
+        struct mk_yaml_scalar v;
+        int r = mk_yaml_resolve(c, n, &v);
+        if (r < 0)
+                return r;
+        if (v.type != MK_YAML_SEQ && v.type != MK_YAML_NULL)
+                return mk_yaml_error(c, n, "json: cannot unmarshal %s into Go value of type %s",
+                                     mk_yaml_type_json(v.type), go_type);
+        *ret = v.type == MK_YAML_SEQ ? n->n_items : 0;
+        return 0;
+}
+
 int mk_yaml_check_version(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, const char *want) {
         _cleanup_free_ char *ver = NULL;
         int r = mk_yaml_get_str(c, n, "version", &ver);

@@ -160,6 +160,10 @@ int mk_yaml_load_walk(const char *path, size_t max_bytes, mk_yaml_walk_fn walk, 
 /* A string scalar (plain or quoted, but a string: `123` or `yes` is not),
  * without NUL bytes, copied to *ret; else "<what> must be a string, not <type>". */
 int mk_yaml_get_str(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, const char *what, char **ret);
+/* A list or null (how go-yaml fills a Go slice): the number of items in
+ * *ret (0 for null); anything else is the Go tools' error for the same
+ * file, "json: cannot unmarshal <type> into Go value of type <go_type>". */
+int mk_yaml_get_list(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, const char *go_type, size_t *ret);
 /* A `version` value: a string equal to `want`, else "unsupported version 'x' (want v1)". */
 int mk_yaml_check_version(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, const char *want);
 /* A YAML boolean (YAML 1.1 forms), else "must be true or false, not <type>". */
