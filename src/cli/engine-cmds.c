@@ -7,6 +7,7 @@
 #include "base/macro.h"
 #include "base/parse.h"
 #include "cli/cli.h"
+#include "cli/options.h"
 #include "engine/engine.h"
 
 /* assert's exit codes (docs/engine.md) */
@@ -127,10 +128,8 @@ static int parse_args(enum cmd c, int argc, char **argv, struct args *a) {
                         goto bad;
                 }
         }
-        if (optind < argc) {
-                fprintf(stderr, "Error: unexpected argument '%s'\n", argv[optind]);
+        if (cli_options_end(argc, argv) != CLI_CONTINUE)
                 return -EINVAL;
-        }
         if (!a->config_file || !*a->config_file) {
                 fprintf(stderr, "Error: missing required flags 'config-file' (-f, or MIG_PARTED_CONFIG_FILE)\n");
                 return -EINVAL;
