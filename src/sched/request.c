@@ -67,7 +67,7 @@ int mk_pod_request_parse(const json_t *pod, const struct mk_sched_config *cfg, s
                                                          MK_MAX_POD_CONTAINERS);
                                 break;
                         }
-                        uint64_t gpus, mem, pct, cores;
+                        uint64_t gpus = 0, mem = 0, pct = 0, cores = 0; /* gcc -O3 cannot see container_resource sets them */
                         if ((err = container_resource(ctr, cfg->resource_count, cname, 16, &gpus, e)) < 0 ||
                             (err = container_resource(ctr, cfg->resource_memory, cname, 1ull << 30, &mem, e)) < 0 ||
                             (err = container_resource(ctr, cfg->resource_memory_percentage, cname, 100, &pct, e)) <

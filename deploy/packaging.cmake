@@ -1,0 +1,79 @@
+# Packaging: the simulator's install rules (component "sim", never installed by
+# a plain `cmake --install` nor packaged in the .deb; the demo image installs
+# it with `cmake --install <build> --component sim`) and the Debian package
+# made by CPack: `cpack -G DEB` in a build directory writes
+# migkit_<version>_<arch>.deb (docs/deploy.md).
+
+# --- The simulator, for the demo image -------------------------------------
+# Layout that `migkit --simulate` looks for (src/cli/main.c):
+#   <prefix>/lib/migkit/sim/libnvidia-ml.so.1, <prefix>/lib/migkit/bin/nvidia-smi
+install(TARGETS nvidia-ml-sim LIBRARY DESTINATION lib/migkit/sim NAMELINK_SKIP
+        COMPONENT sim EXCLUDE_FROM_ALL)
+set_target_properties(migkit-sim PROPERTIES INSTALL_RPATH "$ORIGIN/../lib/migkit/sim")
+install(TARGETS migkit-sim RUNTIME DESTINATION bin COMPONENT sim EXCLUDE_FROM_ALL)
+set_target_properties(nvidia-smi-sim PROPERTIES INSTALL_RPATH "$ORIGIN/../sim")
+install(TARGETS nvidia-smi-sim RUNTIME DESTINATION lib/migkit/bin COMPONENT sim EXCLUDE_FROM_ALL)
+foreach(t IN ITEMS cuda-sim nvidia-cuda-sim)  # sim/cuda's libcuda.so.1, where built
+  if(TARGET ${t})
+    install(TARGETS ${t} LIBRARY DESTINATION lib/migkit/sim NAMELINK_SKIP
+            COMPONENT sim EXCLUDE_FROM_ALL)
+  endif()
+endforeach()
+
+# The version, for scripts/build-image's tags.
+file(WRITE ${CMAKE_BINARY_DIR}/VERSION "${PROJECT_VERSION}\n")
+
+# --- Debian package ----------------------------------------------------------
+set(MIGKIT_DEB_MAINTAINER "migkit maintainers <maintainers@migkit.example.org>" CACHE STRING
+    "Maintainer field of the .deb (set it to the distributor's address)")
+
+set(CPACK_GENERATOR DEB)
+set(CPACK_PACKAGE_NAME migkit)
+set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
+set(CPACK_PACKAGE_CONTACT "${MIGKIT_DEB_MAINTAINER}")
+set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
+# Absolute destinations (/etc/migkit, /var/lib/migkit) land in the package's
+# tree, not on the build machine: install with DESTDIR=<staging>.
+set(CPACK_SET_DESTDIR ON)
+set(CPACK_INSTALL_PREFIX /usr)
+set(CPACK_STRIP_FILES ON)
+set(CPACK_INSTALL_DEFAULT_DIRECTORY_PERMISSIONS
+    OWNER_READ OWNER_WRITE OWNER_EXECUTE GROUP_READ GROUP_EXECUTE WORLD_READ WORLD_EXECUTE)
+set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "MIG partitioning toolkit for NVIDIA GPUs")
+set(CPACK_DEBIAN_PACKAGE_DESCRIPTION "migkit applies, asserts and exports MIG layouts described in the mig-parted
+config format, with minimal changes and verification, and runs as a boot-time
+node service (migkit.service), a Kubernetes MIG manager, a kubelet device
+plugin and a kube-scheduler extender. It needs NVIDIA's driver
+(libnvidia-ml.so.1) at run time; the unit is installed but not enabled.")
+set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)  # migkit_<version>_<arch>.deb
+set(CPACK_DEBIAN_PACKAGE_SECTION admin)
+set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
+set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
+set(CPACK_DEBIAN_COMPRESSION_TYPE xz)
+# The GPU driver is not a Debian dependency: NVIDIA ships it in several ways
+# (.run installer, CUDA repository, Debian non-free), and migkit dlopens it.
+set(CPACK_DEBIAN_PACKAGE_SUGGESTS "nvidia-smi")
+
+set(MK_DEB_DIR ${CMAKE_CURRENT_LIST_DIR}/debian)
+set(MK_DEB_OUT ${CMAKE_BINARY_DIR}/deploy/debian)
+file(MAKE_DIRECTORY ${MK_DEB_OUT})
+foreach(f postinst postrm)
+  configure_file(${MK_DEB_DIR}/${f} ${MK_DEB_OUT}/${f} COPYONLY)
+endforeach()
+# conffiles: every file the install puts under /etc, listed by the pre-build
+# script below once the staging tree exists (so a file added later is one too).
+set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA ${MK_DEB_OUT}/conffiles ${MK_DEB_OUT}/postinst ${MK_DEB_OUT}/postrm)
+set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION TRUE)
+execute_process(COMMAND git log -1 --format=%cD
+  WORKING_DIRECTORY ${CMAKE_SOURCE_DIR} OUTPUT_VARIABLE MK_DEB_DATE
+  OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+if(NOT MK_DEB_DATE)
+  string(TIMESTAMP MK_DEB_DATE "%a, %d %b %Y %H:%M:%S +0000" UTC)
+endif()
+set(CPACK_DEBIAN_PACKAGE_MAINTAINER "${MIGKIT_DEB_MAINTAINER}")
+configure_file(${MK_DEB_DIR}/changelog.in ${MK_DEB_OUT}/changelog @ONLY)
+configure_file(${MK_DEB_DIR}/prebuild.cmake.in ${MK_DEB_OUT}/prebuild.cmake @ONLY)
+set(CPACK_PRE_BUILD_SCRIPTS ${MK_DEB_OUT}/prebuild.cmake)
+file(WRITE ${MK_DEB_OUT}/conffiles "")  # filled by prebuild.cmake
+
+include(CPack)
