@@ -11,18 +11,19 @@
 #     image's /etc/migkit/config.yaml) on the simulated DGX A100, through the
 #     upstream name nvidia-mig-parted where the image has it, and the layout
 #     seen through the nvidia-smi stand-in;
-#   - the docker archives carry the tags migkit:<version>, migkit-demo:<version>.
+#   - the docker archives carry the tags migkit:<version>, migkit-demo:<version>;
+#   - Containerfile stays equivalent: same version, package list and scripts.
 # Prints each image's size and its Debian packages.
 # Needs root (umoci unpack, chroot, unshare). Not run by ctest: scripts/test
 # runs it after scripts/build-image (usage: test-image.sh [IMAGE_OUT_DIR]).
 set -euo pipefail
 out=${1:-build-image}
 out=$(cd "$out" && pwd)
-[ "$(id -u)" -eq 0 ] || { echo "test-image: needs root (umoci unpack, chroot)" >&2; exit 1; }
-version=$(cat "$out/build/VERSION" 2>/dev/null || ls "$out"/migkit-demo-*.docker.tar | sed 's/.*migkit-demo-//; s/\.docker\.tar$//')
+fail() { echo "FAIL: $*" >&2; exit 1; }
+[ "$(id -u)" -eq 0 ] || fail "test-image: needs root (umoci unpack, chroot)"
+version=$(cat "$out/VERSION") || fail "no $out/VERSION: run scripts/build-image first"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/test-image.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
 passed=0
 ok() { echo "ok: $*"; passed=$((passed + 1)); }
 
@@ -99,6 +100,16 @@ for image in migkit migkit-demo; do
     *) fail "$image archive tags: '$tags'" ;; esac
 done
 ok "docker archives readable, tagged migkit:$version and migkit-demo:$version"
+
+# Containerfile (for Docker and Podman users) builds the same image.
+src=$(cd "$(dirname "$0")/../.." && pwd)
+cf=$src/Containerfile
+grep -q "^ARG MIGKIT_VERSION=$version\$" "$cf" || fail "Containerfile: ARG MIGKIT_VERSION is not $version"
+for used in deploy/image/packages.txt /image/packages.txt /image/hooks/extract-dpkg-status /image/finish-rootfs \
+            'MIGKIT_NVML_LIB=/usr/lib/migkit/sim/libnvidia-ml.so.1' 'USER 0:0' 'CMD \["migkit", "--help"\]'; do
+  grep -q -- "$used" "$cf" || fail "Containerfile does not use '$used' as scripts/build-image does"
+done
+ok "Containerfile: version $version, the same package list, hooks and config"
 
 echo
 echo "Image sizes (unpacked root filesystem; OCI layers compressed; docker archive):"
