@@ -4,7 +4,8 @@
 # filesystem (unshare + chroot, with the environment and user of the image's
 # config), against the simulator in the demo image:
 #   - every ELF file of the image finds its libraries (ld.so --list);
-#   - `migkit --version`, as root and as the non-root user 65532;
+#   - `migkit --version`, as root and as the non-root user 65532; the image
+#     config (command nvidia-mig-manager, root); the GPU Operator's names;
 #   - the production image holds no simulator (no libnvidia-ml, migkit-sim,
 #     nvidia-smi);
 #   - demo image: apply and assert of a layout of examples/config.yaml (the
@@ -62,6 +63,34 @@ for tag in "$version" "$version-demo"; do
 done
 
 prod=$tmp/$version demo=$tmp/$version-demo
+# The config: no entrypoint, the MIG manager as command (the GPU Operator's
+# DaemonSet sets none), root.
+python3 - "$prod/config.json" <<'PY' || fail "production image config (config.json) is not as docs/deploy.md says"
+import json, sys
+p = json.load(open(sys.argv[1]))["process"]
+assert p["args"] == ["nvidia-mig-manager"], p["args"]
+assert p["user"]["uid"] == 0 and p["user"]["gid"] == 0, p["user"]
+PY
+ok "production image config: command nvidia-mig-manager, user root"
+# The GPU Operator's names, as its DaemonSets start them (docs/gpu-operator.md):
+# the device plugin through `/bin/sh -c` with an entrypoint script (sleep, cat,
+# then exec); the others directly. Each reaches its migkit executable.
+names=()
+for n in nvidia-mig-parted nvidia-mig-manager nvidia-device-plugin gpu-feature-discovery; do
+  [ -e "$prod/rootfs/usr/bin/$n" ] && names+=("$n")
+done
+if [ ${#names[@]} -gt 0 ]; then
+  for n in "${names[@]}"; do
+    run "$prod" "$n" --version >"$tmp/v.out" 2>&1 || { cat "$tmp/v.out"; fail "$n --version in the image"; }
+  done
+  if [ -e "$prod/rootfs/usr/bin/nvidia-device-plugin" ]; then
+    run "$prod" /bin/sh -c 'sleep 0; cat /etc/group >/dev/null; exec nvidia-device-plugin --version' >"$tmp/v.out" 2>&1 ||
+      { cat "$tmp/v.out"; fail "/bin/sh -c '... exec nvidia-device-plugin' in the image"; }
+  fi
+  ok "the GPU Operator's names run in the image: ${names[*]} (--version), and /bin/sh -c ... exec nvidia-device-plugin"
+else
+  echo "note: the image has none of the GPU Operator's names yet"
+fi
 for f in usr/lib/migkit/sim usr/bin/migkit-sim usr/bin/nvidia-smi usr/lib/migkit/bin/nvidia-smi; do
   [ ! -e "$prod/rootfs/$f" ] || fail "production image holds the simulator: /$f"
 done
@@ -106,7 +135,7 @@ src=$(cd "$(dirname "$0")/../.." && pwd)
 cf=$src/Containerfile
 grep -q "^ARG MIGKIT_VERSION=$version\$" "$cf" || fail "Containerfile: ARG MIGKIT_VERSION is not $version"
 for used in deploy/image/packages.txt /image/packages.txt /image/hooks/extract-dpkg-status /image/finish-rootfs \
-            'MIGKIT_NVML_LIB=/usr/lib/migkit/sim/libnvidia-ml.so.1' 'USER 0:0' 'CMD \["migkit", "--help"\]'; do
+            'MIGKIT_NVML_LIB=/usr/lib/migkit/sim/libnvidia-ml.so.1' 'USER 0:0' 'CMD \["nvidia-mig-manager"\]'; do
   grep -q -- "$used" "$cf" || fail "Containerfile does not use '$used' as scripts/build-image does"
 done
 ok "Containerfile: version $version, the same package list, hooks and config"
