@@ -15,6 +15,7 @@
 #include "base/macro.h"
 #include "base/parse.h"
 #include "cli/cli.h"
+#include "cli/options.h"
 #include "kube/informer.h"
 #include "kube/kube.h"
 #include "kube/kubeconfig.h"
@@ -46,11 +47,6 @@ static void help(void) {
                "  --signal N                    the signal (default 1, SIGHUP) [SIGNAL]\n"
                "  --process-to-signal NAME      its argv[0] (default nvidia-device-plugin)\n"
                "                                [PROCESS_TO_SIGNAL]\n");
-}
-
-static const char *env(const char *name) {
-        const char *v = secure_getenv(name);
-        return v && *v ? v : NULL;
 }
 
 struct cm {
@@ -124,84 +120,30 @@ static int parse_bool_opt(const char *what, const char *v, bool *b) {
 }
 
 int cli_config_manager(int argc, char **argv) {
-        enum {
-                OPT_ONESHOT = 0x100, OPT_KUBECONFIG, OPT_NODE_NAME, OPT_NODE_LABEL, OPT_SRCDIR, OPT_DST,
-                OPT_DEFAULT, OPT_FALLBACKS, OPT_SEND_SIGNAL, OPT_SIGNAL, OPT_PROCESS,
-        };
-        static const struct option options[] = {
-                {"oneshot", optional_argument, NULL, OPT_ONESHOT},
-                {"kubeconfig", required_argument, NULL, OPT_KUBECONFIG},
-                {"node-name", required_argument, NULL, OPT_NODE_NAME},
-                {"node-label", required_argument, NULL, OPT_NODE_LABEL},
-                {"config-file-srcdir", required_argument, NULL, OPT_SRCDIR},
-                {"config-file-dst", required_argument, NULL, OPT_DST},
-                {"default-config", required_argument, NULL, OPT_DEFAULT},
-                {"fallback-strategies", required_argument, NULL, OPT_FALLBACKS},
-                {"send-signal", optional_argument, NULL, OPT_SEND_SIGNAL},
-                {"signal", required_argument, NULL, OPT_SIGNAL},
-                {"process-to-signal", required_argument, NULL, OPT_PROCESS},
-                {"help", no_argument, NULL, 'h'},
-                {},
-        };
         struct cm c = {
-                .node = env("NODE_NAME"),
-                .label_key = env("NODE_LABEL") ? env("NODE_LABEL") : "nvidia.com/device-plugin.config",
-                .srcdir = env("CONFIG_FILE_SRCDIR"),
-                .dst = env("CONFIG_FILE_DST"),
-                .default_config = env("DEFAULT_CONFIG"),
-                .fallbacks = env("FALLBACK_STRATEGIES"),
-                .process = env("PROCESS_TO_SIGNAL") ? env("PROCESS_TO_SIGNAL") : "nvidia-device-plugin",
+                .label_key = "nvidia.com/device-plugin.config",
+                .process = "nvidia-device-plugin",
                 .send_signal = true,
                 .signal = SIGHUP,
         };
-        const char *kubeconfig = env("KUBECONFIG"), *oneshot = env("ONESHOT"), *send = env("SEND_SIGNAL"),
-                   *sig = env("SIGNAL");
-        int o;
-        while ((o = getopt_long(argc, argv, "h", options, NULL)) >= 0)
-                switch (o) {
-                case OPT_ONESHOT:
-                        oneshot = optarg ? optarg : "true";
-                        break;
-                case OPT_KUBECONFIG:
-                        kubeconfig = optarg;
-                        break;
-                case OPT_NODE_NAME:
-                        c.node = optarg;
-                        break;
-                case OPT_NODE_LABEL:
-                        c.label_key = optarg;
-                        break;
-                case OPT_SRCDIR:
-                        c.srcdir = optarg;
-                        break;
-                case OPT_DST:
-                        c.dst = optarg;
-                        break;
-                case OPT_DEFAULT:
-                        c.default_config = optarg;
-                        break;
-                case OPT_FALLBACKS:
-                        c.fallbacks = optarg;
-                        break;
-                case OPT_SEND_SIGNAL:
-                        send = optarg ? optarg : "true";
-                        break;
-                case OPT_SIGNAL:
-                        sig = optarg;
-                        break;
-                case OPT_PROCESS:
-                        c.process = optarg;
-                        break;
-                case 'h':
-                        help();
-                        return MK_EXIT_OK;
-                default:
-                        return MK_EXIT_USAGE;
-                }
-        if (optind < argc) {
-                fprintf(stderr, "Error: unexpected argument '%s'\n", argv[optind]);
-                return MK_EXIT_USAGE;
-        }
+        const char *kubeconfig = NULL, *oneshot = NULL, *send = NULL, *sig = NULL;
+        const struct cli_option options[] = {
+                {"oneshot", 0, optional_argument, "ONESHOT", &oneshot},
+                {"kubeconfig", 0, required_argument, "KUBECONFIG", &kubeconfig},
+                {"node-name", 0, required_argument, "NODE_NAME", &c.node},
+                {"node-label", 0, required_argument, "NODE_LABEL", &c.label_key},
+                {"config-file-srcdir", 0, required_argument, "CONFIG_FILE_SRCDIR", &c.srcdir},
+                {"config-file-dst", 0, required_argument, "CONFIG_FILE_DST", &c.dst},
+                {"default-config", 0, required_argument, "DEFAULT_CONFIG", &c.default_config},
+                {"fallback-strategies", 0, required_argument, "FALLBACK_STRATEGIES", &c.fallbacks},
+                {"send-signal", 0, optional_argument, "SEND_SIGNAL", &send},
+                {"signal", 0, required_argument, "SIGNAL", &sig},
+                {"process-to-signal", 0, required_argument, "PROCESS_TO_SIGNAL", &c.process},
+                {},
+        };
+        int r = cli_options_parse(argc, argv, options, help);
+        if (r != CLI_CONTINUE)
+                return r;
         if (parse_bool_opt("ONESHOT/--oneshot", oneshot, &c.oneshot) < 0 ||
             parse_bool_opt("SEND_SIGNAL/--send-signal", send, &c.send_signal) < 0)
                 return MK_EXIT_USAGE;
@@ -224,8 +166,8 @@ int cli_config_manager(int argc, char **argv) {
 
         struct mk_error e = {0};
         _cleanup_(mk_kube_config_done) struct mk_kube_config kc = {0};
-        int r = kubeconfig ? mk_kube_config_from_kubeconfig(kubeconfig, NULL, &kc, &e)
-                           : mk_kube_config_load(NULL, &kc, &e);
+        r = kubeconfig ? mk_kube_config_from_kubeconfig(kubeconfig, NULL, &kc, &e)
+                       : mk_kube_config_load(NULL, &kc, &e);
         if (r < 0)
                 return cli_fail(&e);
         _cleanup_kube_free_ struct mk_kube *k = NULL;
