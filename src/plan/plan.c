@@ -5,7 +5,8 @@
  *     its GI shares a GI of its profile that still has a free CI placement);
  *  3. check what fits (per-profile limits, compute slices, memory units) and
  *     search exact GI placements (mig-profiles.md §3.1, §3.4) that keep the
- *     most existing CIs, then GIs;
+ *     most existing CIs, then GIs; among those, the first met, each GI
+ *     trying its placements in the scheduler's fit order (gi_order());
  *  4. list what goes, each CI before its GI.
  * The search is exhaustive but tiny: at most one GI per memory unit (8 on
  * today's GPUs), identical GIs take placements in increasing order, and a
@@ -18,6 +19,9 @@
 #include <string.h>
 
 #include "base/macro.h"
+#include "plan/fit-geometry.h"
+#include "plan/fit-score.h"
+#include "plan/fit.h"
 #include "plan/plan.h"
 
 /* Placements are handled as 32-bit masks (mk_placement_mask): far above
@@ -56,8 +60,16 @@ struct tgi {
         uint32_t occupied; /* compute slices taken while grouping */
 };
 
+/* What the capacity value C of plan/fit (docs/scheduler-fit.md §3) needs
+ * of this GPU: every profile it has, no instance counted. */
+struct plan_fit {
+        struct mk_fit_gpu g;
+        struct fit_profset ps;
+};
+
 struct planner {
         const struct mk_gpu *g;
+        const struct plan_fit *fit; /* the capacity value of free units (plan/fit), or NULL */
         const struct mk_gi *gis; /* existing GIs that may be kept; none when planning from scratch */
         size_t n_gis;
         unsigned slices, units;
@@ -474,9 +486,50 @@ struct gi_search {
         long *ub;       /* [k]: most that targets k.. can still gain */
         unsigned *need; /* [k]: memory units targets k.. need */
         bool *same;     /* [k]: target k is identical to k - 1 */
+        unsigned *slices_before; /* [k]: compute slices of targets 0..k-1 */
         size_t *cur, *best;
         long score_best;
 };
+
+#define GI_ORDER_MAX 64u /* placements of one profile that gi_order() sorts */
+
+/* The placements target k tries, in order, given the units `used` by
+ * targets 0..k-1: what keeps more first (gain), then the fit's rule for a
+ * new instance (plan/fit-score.h: the least capacity value C of the free
+ * units lost, then the higher start), so that among layouts keeping as
+ * much, the search meets first the one that keeps the largest aligned
+ * blocks free (docs/engine.md). Returns how many, 0 when the GPU's
+ * profiles cannot be valued (index order then). */
+static size_t gi_order(const struct gi_search *s, size_t k, uint32_t used, uint8_t order[static GI_ORDER_MAX]) {
+        const struct plan_fit *f = s->p->fit;
+        const struct mk_gi_profile *gp = s->t[k].gp;
+        if (!f || gp->n_placements > GI_ORDER_MAX)
+                return 0;
+        uint32_t free = fit_units_mask(s->p->units) & ~used;
+        unsigned fs = s->p->slices - s->slices_before[k];
+        unsigned before = fit_capacity_compute(&f->g, &f->ps, NULL, SIZE_MAX, free, fs), loss[GI_ORDER_MAX];
+        size_t n = 0;
+        for (size_t j = 0; j < gp->n_placements; j++) {
+                uint32_t m = s->mask[k * s->np_max + j];
+                if (m == 0 || (m & used))
+                        continue;
+                unsigned after = fit_capacity_compute(&f->g, &f->ps, NULL, SIZE_MAX, free & ~m, fs - gp->slices);
+                loss[j] = before > after ? before - after : 0;
+                long gj = s->gain[k * s->np_max + j];
+                size_t i = n++;
+                for (; i > 0; i--) {
+                        size_t o = order[i - 1];
+                        long go = s->gain[k * s->np_max + o];
+                        bool first = gj > go || (gj == go && fit_spot_better(loss[j], gp->placements[j].start, loss[o],
+                                                                             gp->placements[o].start));
+                        if (!first)
+                                break;
+                        order[i] = order[i - 1];
+                }
+                order[i] = (uint8_t) j;
+        }
+        return n;
+}
 
 static void gi_dfs(struct gi_search *s, size_t k, uint32_t used, unsigned free_units, long score) {
         if (s->p->nodes >= PLAN_MAX_NODES) {
@@ -496,11 +549,17 @@ static void gi_dfs(struct gi_search *s, size_t k, uint32_t used, unsigned free_u
         if (s->need[k] > free_units)
                 return;
 
+        /* Identical targets take increasing placement indices: each set is
+         * visited once, whatever order the placements are tried in. */
         size_t first = s->same[k] ? s->cur[k - 1] + 1 : 0;
-        for (size_t j = first; j < s->t[k].gp->n_placements; j++) {
+        uint8_t order[GI_ORDER_MAX];
+        size_t n_order = gi_order(s, k, used, order);
+        size_t n = n_order > 0 ? n_order : s->t[k].gp->n_placements;
+        for (size_t i = 0; i < n; i++) {
+                size_t j = n_order > 0 ? order[i] : i;
                 uint32_t m = s->mask[k * s->np_max + j];
                 unsigned size = (unsigned) __builtin_popcount(m);
-                if (m == 0 || (m & used) || size > free_units)
+                if (j < first || m == 0 || (m & used) || size > free_units)
                         continue;
                 s->cur[k] = j;
                 gi_dfs(s, k + 1, used | m, free_units - size,
@@ -574,9 +633,10 @@ static int search(struct planner *p, struct candidate *c) {
         s.ub = calloc(c->n_t + 1, sizeof(*s.ub));
         s.need = calloc(c->n_t + 1, sizeof(*s.need));
         s.same = calloc(c->n_t + 1, sizeof(*s.same));
+        s.slices_before = calloc(c->n_t + 1, sizeof(*s.slices_before));
         s.cur = calloc(c->n_t + 1, sizeof(*s.cur));
         c->best = calloc(c->n_t + 1, sizeof(*c->best));
-        if (!s.mask || !s.gain || !s.ub || !s.need || !s.same || !s.cur || !c->best) {
+        if (!s.mask || !s.gain || !s.ub || !s.need || !s.same || !s.slices_before || !s.cur || !c->best) {
                 r = -ENOMEM;
                 goto out;
         }
@@ -608,6 +668,8 @@ static int search(struct planner *p, struct candidate *c) {
                 }
                 s.ub[k] = top;
         }
+        for (size_t k = 0; k < c->n_t; k++)
+                s.slices_before[k + 1] = s.slices_before[k] + c->t[k].gp->slices;
         for (size_t k = c->n_t; k-- > 0;) {
                 s.ub[k] += s.ub[k + 1];
                 s.need[k] = s.need[k + 1] + gi_units(c->t[k].gp);
@@ -636,6 +698,7 @@ out:
         free(s.ub);
         free(s.need);
         free(s.same);
+        free(s.slices_before);
         free(s.cur);
         return r;
 }
@@ -906,6 +969,30 @@ out:
         return r;
 }
 
+/* The capacity value of the GPU's free units, for gi_order(); NULL when
+ * the profiles cannot be valued (too many, placements outside the GPU) or
+ * out of memory: placements are then tried in index order. */
+static struct plan_fit *plan_fit_new(const struct planner *p) {
+        const struct mk_gpu *g = p->g;
+        if (g->n_profiles > MK_FIT_MAX_PROFILES || p->units > MK_FIT_MAX_UNITS)
+                return NULL;
+        struct plan_fit *f = calloc(1, sizeof(*f));
+        if (!f)
+                return NULL;
+        f->g = (struct mk_fit_gpu) {
+                .profiles = g->profiles,
+                .n_profiles = g->n_profiles,
+                .memory_units = p->units,
+                .slices = p->slices,
+        };
+        f->ps.pi = f->ps.own;
+        if (fit_pinfo_fill(&f->g, f->ps.own, &f->ps.max_slices, &f->ps.max_sms) < 0) {
+                free(f);
+                return NULL;
+        }
+        return f;
+}
+
 static bool arch_needs_reset(unsigned arch) {
         /* Ampere keeps the mode in its InfoROM and switches on reset only
          * (mig-profiles.md §3.5); assume the same when NVML does not say. */
@@ -916,6 +1003,7 @@ int mk_plan_gpu(const struct mk_gpu *g, bool mig_enabled, const struct mk_layout
                 struct mk_error *e) {
         struct mk_gpu_plan plan = {.gpu_index = g->index, .mig_enabled = mig_enabled};
         struct planner p = {.g = g};
+        _cleanup_free_ struct plan_fit *fit = NULL;
         _cleanup_free_ bool *keep_gi = NULL, *keep_ci = NULL;
         _cleanup_free_ size_t *ci_base = NULL;
         int r;
@@ -966,6 +1054,8 @@ int mk_plan_gpu(const struct mk_gpu *g, bool mig_enabled, const struct mk_layout
                                             "GPU %u (%s): %u memory units and %u compute slices; the planner handles "
                                             "at most %u",
                                             g->index, g->name, p.units, p.slices, PLAN_MAX_UNITS);
+                fit = plan_fit_new(&p);
+                p.fit = fit;
                 r = plan_layout(&p, desired, &plan, keep_gi, keep_ci, ci_base, e);
                 if (r < 0)
                         goto fail;

@@ -549,8 +549,8 @@ struct plan_case {
 #define A100_ALL_BALANCED "1g.5gb:2, 2g.10gb:1, 3g.20gb:1"
 /* Where the planner puts it from empty, with the ids apply_plan() gives. */
 #define A100_ALL_BALANCED_KEPT \
-        "2g.10gb@0=1(2g.10gb@0=0) 1g.5gb@2=2(1g.5gb@0=0) 1g.5gb@3=3(1g.5gb@0=0) 3g.20gb@4=4(3g.20gb@0=0)"
-#define A100_ALL_BALANCED_NEW "2g.10gb@0(2g.10gb@0) 1g.5gb@2(1g.5gb@0) 1g.5gb@3(1g.5gb@0) 3g.20gb@4(3g.20gb@0)"
+        "1g.5gb@0=1(1g.5gb@0=0) 1g.5gb@1=2(1g.5gb@0=0) 2g.10gb@2=3(2g.10gb@0=0) 3g.20gb@4=4(3g.20gb@0=0)"
+#define A100_ALL_BALANCED_NEW "1g.5gb@0(1g.5gb@0) 1g.5gb@1(1g.5gb@0) 2g.10gb@2(2g.10gb@0) 3g.20gb@4(3g.20gb@0)"
 #define A100_LIST                                                                                             \
         "(it has: 1g.5gb, 1g.5gb+me, 1g.10gb, 2g.10gb, 1c.2g.10gb, 3g.20gb, 2c.3g.20gb, 1c.3g.20gb, 4g.20gb, " \
         "2c.4g.20gb, 1c.4g.20gb, 7g.40gb, 4c.7g.40gb, 3c.7g.40gb, 2c.7g.40gb, 1c.7g.40gb)"
@@ -577,46 +577,63 @@ static const struct plan_case cases[] = {
         {.name = "a100 adding one instance keeps the rest",
          .before = "3g.20gb:1, 2g.10gb:1",
          .layout = "3g.20gb:1, 2g.10gb:1, 1g.5gb:1",
-         .target = "3g.20gb@0=1(3g.20gb@0=0) 2g.10gb@4=2(2g.10gb@0=0) 1g.5gb@6(1g.5gb@0)",
+         .target = "1g.5gb@1(1g.5gb@0) 2g.10gb@2=1(2g.10gb@0=0) 3g.20gb@4=2(3g.20gb@0=0)",
          .destroy = "",
          .summary = "change kept 2/2 new 1/1"},
-        {.name = "a100 adding two 1g moves 3g and 2g (nothing can stay)",
+        /* Built from empty, 3g+2g keep the largest aligned blocks free (3g at
+         * 4, 2g at 2): the 1g pair all-balanced adds fits beside them. */
+        {.name = "a100 adding two 1g keeps 3g and 2g",
          .before = "3g.20gb:1, 2g.10gb:1",
          .layout = A100_ALL_BALANCED,
-         .target = A100_ALL_BALANCED_NEW,
-         .destroy = "ci1.0:3g.20gb gi1:3g.20gb@0 ci2.0:2g.10gb gi2:2g.10gb@4",
-         .summary = "change kept 0/0 new 4/4"},
+         .target = "1g.5gb@0(1g.5gb@0) 1g.5gb@1(1g.5gb@0) 2g.10gb@2=1(2g.10gb@0=0) 3g.20gb@4=2(3g.20gb@0=0)",
+         .destroy = "",
+         .summary = "change kept 2/2 new 2/2"},
+        /* bench-apply's three misses before placements were chosen by the
+         * fit's rule: small-heavy built from empty had its 2g at 0 and 2,
+         * blocking the 3g's only slot beside a 2g, so 4 instances went. */
+        {.name = "a100 small-heavy from empty to all-balanced: only what must change",
+         .before = "1g.5gb:3, 2g.10gb:2",
+         .layout = A100_ALL_BALANCED,
+         .target = "1g.5gb@0=1(1g.5gb@0=0) 1g.5gb@1=2(1g.5gb@0=0) 2g.10gb@2=3(2g.10gb@0=0) 3g.20gb@4(3g.20gb@0)",
+         .destroy = "ci4.0:2g.10gb gi4:2g.10gb@4 ci5.0:1g.5gb gi5:1g.5gb@6",
+         .summary = "change kept 3/3 new 1/1"},
+        {.name = "h100 small-heavy from empty to all-balanced: only what must change",
+         .model = H100_80GB,
+         .before = "1g.10gb:3, 2g.20gb:2",
+         .layout = "1g.10gb:2, 2g.20gb:1, 3g.40gb:1",
+         .destroy = "ci4.0:2g.20gb gi4:2g.20gb@4 ci5.0:1g.10gb gi5:1g.10gb@6",
+         .summary = "change kept 3/3 new 1/1"},
         {.name = "a100 swapping 3g for 2g+1g keeps what can stay",
          .before = A100_ALL_BALANCED,
          .layout = "2g.10gb:2, 1g.5gb:3",
-         .target = "2g.10gb@0=1(2g.10gb@0=0) 1g.5gb@2=2(1g.5gb@0=0) 1g.5gb@3=3(1g.5gb@0=0) 2g.10gb@4(2g.10gb@0) "
+         .target = "1g.5gb@0=1(1g.5gb@0=0) 1g.5gb@1=2(1g.5gb@0=0) 2g.10gb@2=3(2g.10gb@0=0) 2g.10gb@4(2g.10gb@0) "
                    "1g.5gb@6(1g.5gb@0)",
          .destroy = "ci4.0:3g.20gb gi4:3g.20gb@4",
          .summary = "change kept 3/3 new 2/2"},
         {.name = "a100 removing one instance destroys only it",
          .before = A100_ALL_BALANCED,
          .layout = "1g.5gb:1, 2g.10gb:1, 3g.20gb:1",
-         .target = "2g.10gb@0=1(2g.10gb@0=0) 1g.5gb@2=2(1g.5gb@0=0) 3g.20gb@4=4(3g.20gb@0=0)",
-         .destroy = "ci3.0:1g.5gb gi3:1g.5gb@3",
+         .target = "1g.5gb@1=2(1g.5gb@0=0) 2g.10gb@2=3(2g.10gb@0=0) 3g.20gb@4=4(3g.20gb@0=0)",
+         .destroy = "ci1.0:1g.5gb gi1:1g.5gb@0",
          .summary = "change kept 3/3 new 0/0"},
 
         /* CI sharing (mig-parted.md §5.7). */
         {.name = "a100 1c.2g.10gb:2 shares one GI",
          .layout = "1c.2g.10gb:2",
-         .target = "2g.10gb@0(1c.2g.10gb@0,1c.2g.10gb@1)",
+         .target = "2g.10gb@4(1c.2g.10gb@0,1c.2g.10gb@1)",
          .summary = "change kept 0/0 new 1/2"},
         {.name = "a100 queried: 1c.2g.10gb:2 shares one GI",
          .queried = true,
          .layout = "1c.2g.10gb:2",
-         .target = "2g.10gb@0(1c.2g.10gb@0,1c.2g.10gb@1)",
+         .target = "2g.10gb@4(1c.2g.10gb@0,1c.2g.10gb@1)",
          .summary = "change kept 0/0 new 1/2"},
         {.name = "a100 1c.3g.20gb:4 takes two GIs (3 + 1)",
          .layout = "1c.3g.20gb:4",
-         .target = "3g.20gb@0(1c.3g.20gb@0,1c.3g.20gb@1,1c.3g.20gb@2) 3g.20gb@4(1c.3g.20gb@0)",
+         .target = "3g.20gb@0(1c.3g.20gb@0) 3g.20gb@4(1c.3g.20gb@0,1c.3g.20gb@1,1c.3g.20gb@2)",
          .summary = "change kept 0/0 new 2/4"},
         {.name = "a100 3g.20gb:1 and 1c.3g.20gb:1 take two GIs",
          .layout = "3g.20gb:1, 1c.3g.20gb:1",
-         .target = "3g.20gb@0(1c.3g.20gb@0) 3g.20gb@4(3g.20gb@0)",
+         .target = "3g.20gb@0(3g.20gb@0) 3g.20gb@4(1c.3g.20gb@0)",
          .summary = "change kept 0/0 new 2/2"},
         {.name = "a100 2c and 1c of 3g, twice: two GIs, first fit",
          .layout = "2c.3g.20gb:2, 1c.3g.20gb:2",
@@ -680,20 +697,20 @@ static const struct plan_case cases[] = {
         /* Names that resolve. */
         {.name = "a100 1g.10gb (double memory) is valid",
          .layout = "1g.10gb:1",
-         .target = "1g.10gb@0(1g.10gb@0)",
+         .target = "1g.10gb@6(1g.10gb@0)",
          .summary = "change kept 0/0 new 1/1"},
         {.name = "a100 1c.1g.5gb and 2c.2g.10gb are 1g.5gb and 2g.10gb",
          .layout = "1c.1g.5gb:1, 2c.2g.10gb:1",
-         .target = "2g.10gb@0(2g.10gb@0) 1g.5gb@2(1g.5gb@0)",
+         .target = "2g.10gb@4(2g.10gb@0) 1g.5gb@6(1g.5gb@0)",
          .summary = "change kept 0/0 new 2/2"},
         {.name = "a100 zero counts are ignored, even of unknown names",
          .layout = "1g.20gb:0, 2g.10gb:1, 1g.5gb:0",
-         .target = "2g.10gb@0(2g.10gb@0)",
+         .target = "2g.10gb@4(2g.10gb@0)",
          .summary = "change kept 0/0 new 1/1"},
         {.name = "a100 +me with six 1g",
          .layout = "1g.5gb+me:1, 1g.5gb:6",
-         .target = "1g.5gb@0(1g.5gb@0) 1g.5gb@1(1g.5gb@0) 1g.5gb@2(1g.5gb@0) 1g.5gb@3(1g.5gb@0) "
-                   "1g.5gb@4(1g.5gb@0) 1g.5gb@5(1g.5gb@0) 1g.5gb+me@6(1g.5gb+me@0)",
+         .target = "1g.5gb+me@0(1g.5gb+me@0) 1g.5gb@1(1g.5gb@0) 1g.5gb@2(1g.5gb@0) 1g.5gb@3(1g.5gb@0) "
+                   "1g.5gb@4(1g.5gb@0) 1g.5gb@5(1g.5gb@0) 1g.5gb@6(1g.5gb@0)",
          .summary = "change kept 0/0 new 7/7"},
         {.name = "a100 7x1g.5gb takes all seven placements",
          .layout = "1g.5gb:7",
@@ -745,7 +762,7 @@ static const struct plan_case cases[] = {
         {.name = "a100 a GI without CIs that is not wanted goes",
          .existing = "2g.10gb@2#1()",
          .layout = "1g.5gb:1",
-         .target = "1g.5gb@0(1g.5gb@0)",
+         .target = "1g.5gb@6(1g.5gb@0)",
          .destroy = "gi1:2g.10gb@2",
          .summary = "change kept 0/0 new 1/1"},
         {.name = "a100 a GI of an unknown profile goes",
@@ -832,7 +849,7 @@ static const struct plan_case cases[] = {
          .before = A100_ALL_BALANCED,
          .disable = true,
          .target = "",
-         .destroy = "ci1.0:2g.10gb gi1:2g.10gb@0 ci2.0:1g.5gb gi2:1g.5gb@2 ci3.0:1g.5gb gi3:1g.5gb@3 "
+         .destroy = "ci1.0:1g.5gb gi1:1g.5gb@0 ci2.0:1g.5gb gi2:1g.5gb@1 ci3.0:2g.10gb gi3:2g.10gb@2 "
                     "ci4.0:3g.20gb gi4:3g.20gb@4",
          .summary = "mode reset change kept 0/0 new 0/0"},
         {.name = "h100 enabled to disabled: no reset",
@@ -879,7 +896,7 @@ static const struct plan_case cases[] = {
         {.name = "h100 all-balanced",
          .model = H100_80GB,
          .layout = "1g.10gb:2, 2g.20gb:1, 3g.40gb:1",
-         .target = "2g.20gb@0(2g.20gb@0) 1g.10gb@2(1g.10gb@0) 1g.10gb@3(1g.10gb@0) 3g.40gb@4(3g.40gb@0)",
+         .target = "1g.10gb@0(1g.10gb@0) 1g.10gb@1(1g.10gb@0) 2g.20gb@2(2g.20gb@0) 3g.40gb@4(3g.40gb@0)",
          .summary = "change kept 0/0 new 4/4"},
         {.name = "h100 4x1g.20gb",
          .model = H100_80GB,
@@ -891,7 +908,7 @@ static const struct plan_case cases[] = {
          .model = H100_80GB,
          .queried = true,
          .layout = "1c.2g.20gb:2",
-         .target = "2g.20gb@0(1c.2g.20gb@0,1c.2g.20gb@1)",
+         .target = "2g.20gb@4(1c.2g.20gb@0,1c.2g.20gb@1)",
          .summary = "change kept 0/0 new 1/2"},
         {.name = "h100 4x1g.20gb + 1g.10gb: 9 units",
          .model = H100_80GB,
