@@ -205,8 +205,8 @@ static inline unsigned fit_ideal_capacity(const struct mk_fit_gpu *g, const stru
 }
 
 /* Fragmentation parts of a free mask: C(free) and the ideal, at least C. */
-static inline void fit_frag_parts(const struct mk_fit_gpu *g, struct fit_gpu_state *s, uint32_t free, unsigned free_slices,
-                       size_t extra, unsigned *ret_cap, unsigned *ret_ideal) {
+static inline void fit_frag_parts(const struct mk_fit_gpu *g, struct fit_gpu_state *s, uint32_t free,
+                                  unsigned free_slices, size_t extra, unsigned *ret_cap, unsigned *ret_ideal) {
         unsigned cap = fit_capacity(g, s, free, free_slices, extra);
         unsigned ideal = fit_ideal_capacity(g, s, fit_popcount32(free & s->all), free_slices);
         *ret_cap = cap;

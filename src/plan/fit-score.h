@@ -86,7 +86,8 @@ static inline int fit_cand_compare(const struct fit_cand *a, const struct fit_ca
 }
 
 /* Puts the best `gpus` of the n_cands candidates first, in order. */
-static inline void fit_cands_select(struct fit_cand *cands, size_t n_cands, unsigned gpus, enum mk_fit_policy gpu_policy) {
+static inline void fit_cands_select(struct fit_cand *cands, size_t n_cands, unsigned gpus,
+                                    enum mk_fit_policy gpu_policy) {
         for (size_t k = 0; k < gpus && k < n_cands; k++) {
                 size_t bi = k;
                 for (size_t i = k + 1; i < n_cands; i++)

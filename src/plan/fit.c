@@ -63,13 +63,12 @@ static uint64_t needs_mib(const struct fit_needs *n, uint64_t memory_mib) {
         return (memory_mib * n->mem_percent + 99) / 100; /* caller checked the range */
 }
 
-/* Whether profile `p` (pi: its fit information) is adequate for the request
- * on a GPU of `units` memory units, `sms` SMs and `slices` compute slices:
- * placements, variant, memory (or every unit when whole), cores. */
+/* Whether profile `p` (pi: its fit information), which has placements, is
+ * adequate for the request on a GPU of `units` memory units, `sms` SMs and
+ * `slices` compute slices: variant, memory (or every unit when whole),
+ * cores. */
 static inline bool profile_adequate(const struct mk_gi_profile *p, const struct fit_pinfo *pi, unsigned units,
                                     uint64_t need, const struct fit_needs *n, unsigned sms, unsigned slices) {
-        if (p->n_placements == 0)
-                return false;
         if (n->variant && *n->variant ? !fit_variant_matches(p, n->variant) : !pi->base)
                 return false;
         if (n->whole ? pi->size != units : need == 0 || p->memory_mib < need)
@@ -85,7 +84,8 @@ static void adequate_compute(const struct mk_fit_gpu *g, const struct fit_gpu_st
         ps->n_order = 0;
         for (size_t j = 0; j < g->n_profiles; j++) {
                 const struct mk_gi_profile *p = &g->profiles[j];
-                if (!profile_adequate(p, &ps->pi[j], g->memory_units, need, n, s->sms, s->slices))
+                if (p->n_placements == 0 ||
+                    !profile_adequate(p, &ps->pi[j], g->memory_units, need, n, s->sms, s->slices))
                         continue;
                 size_t k = ps->n_order++;
                 while (k > 0 && fit_profile_rank_compare(&g->profiles[ps->order[k - 1]], p) > 0) {
@@ -183,7 +183,8 @@ static inline __attribute__((always_inline)) bool mig_best(const struct mk_fit_g
                 uint32_t size_mask = fit_units_mask(ps->pi[j].size);
                 for (; fs; fs &= fs - 1) {
                         unsigned start = (unsigned) __builtin_ctz(fs);
-                        unsigned after = fit_capacity(g, s, free & ~(size_mask << start), s->free_slices - p->slices, j);
+                        unsigned after =
+                                fit_capacity(g, s, free & ~(size_mask << start), s->free_slices - p->slices, j);
                         fit_pick_offer(&best, j, start, s->cap > after ? s->cap - after : 0);
                 }
         }
@@ -525,8 +526,9 @@ int mk_fit_node_cache_update(const struct mk_fit_node *node, struct mk_fit_node_
  * has left; else the node's utilisation after the pod, in [0, 1]. */
 static int resources_fit(const struct mk_fit_node_resources *r, const struct mk_fit_request *req, double *ret_util,
                          struct mk_error *e) {
-        uint64_t cpu_free =
-                r->cpu_requested_milli > r->cpu_allocatable_milli ? 0 : r->cpu_allocatable_milli - r->cpu_requested_milli;
+        uint64_t cpu_free = r->cpu_requested_milli > r->cpu_allocatable_milli
+                                    ? 0
+                                    : r->cpu_allocatable_milli - r->cpu_requested_milli;
         uint64_t mem_free = r->memory_requested_bytes > r->memory_allocatable_bytes
                                     ? 0
                                     : r->memory_allocatable_bytes - r->memory_requested_bytes;

@@ -109,7 +109,8 @@ static void test_profile_rank(void **state) {
         }
 }
 
-#define CAND(g, mib, sl, l, u) ((struct fit_cand) {.gpu = (g), .memory_mib = (mib), .slices = (sl), .loss = (l), .used_units = (u)})
+#define CAND(g, mib, sl, l, u) \
+        ((struct fit_cand) {.gpu = (g), .memory_mib = (mib), .slices = (sl), .loss = (l), .used_units = (u)})
 
 struct order_case {
         const char *what;
