@@ -497,6 +497,8 @@ CU_EXPORT CUresult cuEventDestroy_v2(CUevent hEvent) {
 
 extern CUresult cu_alloc_global(size_t size, struct cu_ctx *ctx, CUdeviceptr *ret); /* memory.c */
 
+static struct cu_module *modules; /* every loaded module and library, under cu_lock */
+
 static CUresult module_new(bool library, struct cu_module **ret) {
         struct cu_module *m = calloc(1, sizeof(*m));
         if (!m)
@@ -504,6 +506,10 @@ static CUresult module_new(bool library, struct cu_module **ret) {
         m->magic = MAGIC_MODULE;
         m->ctx = cu_current();
         m->library = library;
+        pthread_mutex_lock(&cu_lock);
+        m->next = modules;
+        modules = m;
+        pthread_mutex_unlock(&cu_lock);
         *ret = m;
         return CUDA_SUCCESS;
 }
@@ -547,6 +553,11 @@ CU_EXPORT CUresult cuModuleLoadFatBinary(CUmodule *module, const void *fatCubin)
 }
 
 static void module_free(struct cu_module *m) {
+        for (struct cu_module **p = &modules; *p; p = &(*p)->next)
+                if (*p == m) {
+                        *p = m->next;
+                        break;
+                }
         while (m->funcs) {
                 struct cu_func *f = m->funcs;
                 m->funcs = f->next;

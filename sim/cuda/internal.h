@@ -102,6 +102,7 @@ struct cu_module {
         struct cu_func *funcs;       /* list */
         struct cu_global *globals;
         bool library;
+        struct cu_module *next;      /* all modules (exec.c) */
 };
 
 struct cu_func {

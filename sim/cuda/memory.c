@@ -43,16 +43,20 @@ static bool arena_init(void) {
         if (arena_base)
                 return true;
         /* Read-write without reservation where the kernel allows it (not under
-         * vm.overcommit_memory=2); else inaccessible, opened per allocation. */
-        void *p = mmap(NULL, ARENA_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-        arena_rw = p != MAP_FAILED;
-        if (!arena_rw)
-                p = mmap(NULL, ARENA_BYTES, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-        if (p == MAP_FAILED)
-                return false;
-        arena_base = arena_bump = round_up((uintptr_t) p, 2ULL << 20);
-        arena_end = (uintptr_t) p + ARENA_BYTES;
-        return true;
+         * vm.overcommit_memory=2); else inaccessible, opened per allocation.
+         * Smaller when the address space is short (sanitizers). */
+        for (uint64_t bytes = ARENA_BYTES; bytes >= (64ULL << 30); bytes /= 4) {
+                void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+                arena_rw = p != MAP_FAILED;
+                if (!arena_rw)
+                        p = mmap(NULL, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+                if (p == MAP_FAILED)
+                        continue;
+                arena_base = arena_bump = round_up((uintptr_t) p, 2ULL << 20);
+                arena_end = (uintptr_t) p + bytes;
+                return true;
+        }
+        return false;
 }
 
 static bool in_arena(uintptr_t p) {
