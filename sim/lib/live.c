@@ -341,3 +341,11 @@ uint64_t sim_live_used(struct sim_live *l, unsigned gpu, unsigned gi, bool whole
         }
         return sum;
 }
+
+static void __attribute__((destructor)) live_unload(void) {
+        if (live_map)
+                munmap(live_map, sizeof(*live_map));
+        live_map = NULL;
+        free(live_path);
+        live_path = NULL;
+}
