@@ -1,5 +1,7 @@
 /* CUDA driver simulator: initialisation, devices, contexts, error names. */
+#include <errno.h>
 #include <stdarg.h>
+#include <stdlib.h>
 #include <strings.h>
 
 #include "cuda/internal.h"
@@ -562,12 +564,23 @@ CU_EXPORT CUresult cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev) {
 }
 
 CU_EXPORT CUresult cuDeviceGetByPCIBusId(CUdevice *dev, const char *pciBusId) {
-        unsigned dom, bus, devn, fn;
+        unsigned long part[4];
+        unsigned bus;
+        const char *p;
+        char *end;
         CHECK_INIT();
         if (!dev || !pciBusId)
                 return CUDA_ERROR_INVALID_VALUE;
-        if (sscanf(pciBusId, "%x:%x:%x.%x", &dom, &bus, &devn, &fn) != 4)
-                return CUDA_ERROR_INVALID_VALUE;
+        /* domain:bus:device.function, each hexadecimal */
+        p = pciBusId;
+        for (int k = 0; k < 4; k++) {
+                errno = 0;
+                part[k] = strtoul(p, &end, 16);
+                if (errno || end == p || *end != (k < 2 ? ':' : k == 2 ? '.' : '\0'))
+                        return CUDA_ERROR_INVALID_VALUE;
+                p = end + (k < 3);
+        }
+        bus = (unsigned) part[1];
         for (int i = 0; i < cu_ndevs; i++)
                 if (cu_devs[i].bus == bus) {
                         *dev = i;

@@ -409,7 +409,7 @@ static void tables_init(void) {
 
 static char *uuid_hex(const CUuuid *id, char *buf) {
         for (int i = 0; i < 16; i++)
-                sprintf(buf + 2 * i, "%02x", (unsigned char) id->bytes[i]);
+                snprintf(buf + 2 * i, 3, "%02x", (unsigned char) id->bytes[i]);
         return buf;
 }
 
