@@ -19,6 +19,68 @@ const char *mk_kube_label(const json_t *o, const char *key) {
         return json_string_value(json_object_get(json_object_get(json_object_get(o, "metadata"), "labels"), key));
 }
 
+static bool dns_alnum(char c) {
+        return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+}
+
+/* Checks the labels of `s` (joined by '.' when `dots`), up to max chars. */
+static int check_dns(const char *s, size_t max, bool dots, const char **ret_why) {
+        const char *why = NULL;
+        size_t n = s ? strlen(s) : 0;
+        if (n == 0)
+                why = "must not be empty";
+        else if (n > max)
+                why = dots ? "longer than 253 characters" : "longer than 63 characters";
+        for (size_t i = 0; !why && i < n; i++) {
+                char c = s[i];
+                bool first = i == 0 || s[i - 1] == '.', last = i + 1 == n || s[i + 1] == '.';
+                if (c == '.' && dots) {
+                        if (first)
+                                why = "has an empty part between dots";
+                } else if (c == '-') {
+                        if (first || last)
+                                why = "must start and end with a lowercase letter or digit";
+                } else if (!dns_alnum(c))
+                        why = dots ? "may hold only lowercase letters, digits, '-' and '.'"
+                                   : "may hold only lowercase letters, digits and '-'";
+        }
+        if (!why && dots && s[n - 1] == '.')
+                why = "has an empty part between dots";
+        if (ret_why)
+                *ret_why = why;
+        return why ? -EINVAL : 0;
+}
+
+int mk_kube_name_check_label(const char *s, const char **ret_why) {
+        return check_dns(s, MK_K8S_LABEL_MAX - 1, false, ret_why);
+}
+
+int mk_kube_name_check_subdomain(const char *s, const char **ret_why) {
+        return check_dns(s, MK_K8S_NAME_MAX - 1, true, ret_why);
+}
+
+int mk_kube_path_segment(const char *seg, char *buf, size_t size) {
+        static const char hex[] = "0123456789ABCDEF";
+        size_t o = 0;
+        for (const unsigned char *p = (const unsigned char *) seg; *p; p++) {
+                bool plain = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+                             *p == '-' || *p == '.' || *p == '_' || *p == '~';
+                if (o + (plain ? 1 : 3) >= size)
+                        return -ENOBUFS;
+                if (plain)
+                        buf[o++] = (char) *p;
+                else {
+                        buf[o++] = '%';
+                        buf[o++] = hex[*p >> 4];
+                        buf[o++] = hex[*p & 15];
+                }
+        }
+        if (o >= size)
+                return -ENOBUFS;
+        buf[o] = 0;
+        return 0;
+}
+
 int mk_quantity_parse_milli(const char *s, uint64_t *ret) {
         static const struct {
                 const char *suffix;

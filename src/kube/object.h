@@ -4,6 +4,7 @@
  * I/O, values borrowed from the object. */
 #pragma once
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include <jansson.h>
@@ -12,6 +13,21 @@
 
 #define MK_K8S_NAME_MAX 254                    /* a DNS subdomain, with NUL */
 #define MK_K8S_UID_MAX 64
+#define MK_K8S_LABEL_MAX 64                    /* a DNS label, with NUL */
+
+/* Kubernetes object-name rules (k8s.io/apimachinery/pkg/util/validation,
+ * IsDNS1123Label and IsDNS1123Subdomain): a label is 1 to 63 of [a-z0-9-],
+ * starting and ending alphanumeric (a namespace); a subdomain is such
+ * labels joined by '.', 1 to 253 characters (a pod or node name). 0 when
+ * `s` follows the rule, else -EINVAL with a short reason in *ret_why
+ * (static text; may be NULL). So "", ".", "..", "a;b", "A" and "a/b" are
+ * refused: a valid name is also a safe URL path segment. */
+int mk_kube_name_check_label(const char *s, const char **ret_why) _wur_;
+int mk_kube_name_check_subdomain(const char *s, const char **ret_why) _wur_;
+
+/* Percent-encodes `seg` for one URL path segment (RFC 3986: all but
+ * unreserved characters) into buf. -ENOBUFS when it does not fit. */
+int mk_kube_path_segment(const char *seg, char *buf, size_t size) _nonnull_(1, 2) _wur_;
 
 /* metadata.<key> of `o` as a string (name, namespace, uid,
  * resourceVersion...); NULL when absent or not a string. */

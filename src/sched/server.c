@@ -48,8 +48,12 @@ static int get_pod(struct mk_kube *k, const char *path, json_t **ret, struct mk_
 }
 
 int mk_sched_bind(struct mk_sched *s, struct mk_kube *k, const struct mk_bind_args *a, struct mk_error *e) {
-        char path[2 * MK_K8S_NAME_MAX + 64];
-        snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods/%s", a->pod_namespace, a->pod_name);
+        /* The names are checked by mk_bind_args_parse; escaped anyway. */
+        char ns[3 * MK_K8S_NAME_MAX], name[3 * MK_K8S_NAME_MAX], path[6 * MK_K8S_NAME_MAX + 64];
+        if (mk_kube_path_segment(a->pod_namespace, ns, sizeof(ns)) < 0 ||
+            mk_kube_path_segment(a->pod_name, name, sizeof(name)) < 0)
+                return mk_error_set(e, -EINVAL, "pod name too long");
+        snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods/%s", ns, name);
         struct mk_sched_stats *st = mk_sched_stats(s);
         int r = -EBUSY;
         for (unsigned attempt = 0; attempt < MK_SCHED_BIND_ATTEMPTS && r == -EBUSY; attempt++) {
@@ -191,20 +195,31 @@ static enum MHD_Result respond(struct MHD_Connection *conn, unsigned status, con
         return ret;
 }
 
-static enum MHD_Result respond_json(struct MHD_Connection *conn, json_t *v) {
+static enum MHD_Result respond_json_status(struct MHD_Connection *conn, unsigned status, json_t *v) {
         char *s = v ? json_dumps(v, JSON_COMPACT) : NULL;
         json_decref(v);
-        return respond(conn, MHD_HTTP_OK, "application/json", s);
+        return respond(conn, status, "application/json", s);
 }
 
-static json_t *handle_bind(struct mk_sched_server *srv, const json_t *args) {
+static enum MHD_Result respond_json(struct MHD_Connection *conn, json_t *v) {
+        return respond_json_status(conn, MHD_HTTP_OK, v);
+}
+
+static json_t *handle_bind(struct mk_sched_server *srv, const json_t *args, unsigned *ret_status) {
         struct mk_sched_stats *st = mk_sched_stats(srv->sched);
         atomic_fetch_add(&st->bind, 1);
         struct mk_bind_args a;
         struct mk_error e = {0};
         char buf[MK_ERROR_MSG_MAX + MK_ERROR_LOC_MAX + 8];
         int r = mk_bind_args_parse(args, &a, &e);
-        if (r >= 0 && !srv->kube)
+        if (r < 0) {
+                /* Refused before any apiserver call: 400, the field named. */
+                atomic_fetch_add(&st->bind_errors, 1);
+                atomic_fetch_add(&st->errors, 1);
+                *ret_status = MHD_HTTP_BAD_REQUEST;
+                return json_pack("{s:s}", "Error", mk_error_format(&e, buf, sizeof(buf)));
+        }
+        if (!srv->kube)
                 r = mk_error_set(&e, -ENOTCONN, "no apiserver connection");
         if (r >= 0)
                 r = mk_sched_bind(srv->sched, srv->kube, &a, &e);
@@ -279,9 +294,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         }
         if (verb)
                 return respond(conn, MHD_HTTP_OK, "application/json", text);
-        json_t *res = handle_bind(srv, args);
+        unsigned status = MHD_HTTP_OK;
+        json_t *res = handle_bind(srv, args, &status);
         json_decref(args);
-        return respond_json(conn, res);
+        return respond_json_status(conn, status, res);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls, enum MHD_RequestTerminationCode t) {

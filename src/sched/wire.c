@@ -339,6 +339,12 @@ int mk_bind_args_parse(const json_t *args, struct mk_bind_args *ret, struct mk_e
                 const char *v = json_string_value(mk_json_get_ci(args, f[i].key));
                 if (!v || !*v)
                         return mk_error_set_field(e, -EINVAL, f[i].key, "missing or not a string");
+                /* Names go into apiserver URLs: Kubernetes' own rules (a
+                 * namespace is a DNS label, pod and node names DNS subdomains). */
+                const char *why = NULL;
+                if (i == 1 ? mk_kube_name_check_label(v, &why) < 0
+                           : i != 2 && mk_kube_name_check_subdomain(v, &why) < 0)
+                        return mk_error_set_field(e, -EINVAL, f[i].key, "not a valid name: %s", why);
                 if (strlen(v) >= f[i].size || !mk_json_token_ok(v) || strchr(v, '/') || strchr(v, '?') ||
                     strchr(v, '%') || strchr(v, '#'))
                         return mk_error_set_field(e, -EINVAL, f[i].key, "not a valid name");

@@ -95,11 +95,68 @@ static void test_pod_resource_requests(void **state) {
         json_decref(p);
 }
 
+static void test_name_rules(void **state) {
+        (void) state;
+        char l63[64], l64[65], s253[254], s254[255];
+        memset(l63, 'a', 63), l63[63] = 0;
+        memset(l64, 'a', 64), l64[64] = 0;
+        memset(s253, 'a', 253), s253[253] = 0;
+        s253[100] = '.';
+        memset(s254, 'a', 254), s254[254] = 0;
+        static const struct {
+                const char *s;
+                int label, subdomain;
+        } cases[] = {
+                {"a", 0, 0},           {"p1", 0, 0},          {"my-pod-0", 0, 0},    {"0", 0, 0},
+                {"a.b", -EINVAL, 0},   {"node-1.example.com", -EINVAL, 0},
+                {"", -EINVAL, -EINVAL}, {".", -EINVAL, -EINVAL}, {"..", -EINVAL, -EINVAL},
+                {"../x", -EINVAL, -EINVAL}, {"p1;x", -EINVAL, -EINVAL}, {"a/b", -EINVAL, -EINVAL},
+                {"A", -EINVAL, -EINVAL}, {"-a", -EINVAL, -EINVAL}, {"a-", -EINVAL, -EINVAL},
+                {"a.-b", -EINVAL, -EINVAL}, {"a-.b", -EINVAL, -EINVAL}, {".a", -EINVAL, -EINVAL},
+                {"a.", -EINVAL, -EINVAL}, {"a..b", -EINVAL, -EINVAL}, {"a b", -EINVAL, -EINVAL},
+                {"a%2f", -EINVAL, -EINVAL}, {"a?b", -EINVAL, -EINVAL}, {"a#b", -EINVAL, -EINVAL},
+                {"\xc3\xa9", -EINVAL, -EINVAL}, {"a_b", -EINVAL, -EINVAL},
+        };
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                const char *why = "unset";
+                int r = mk_kube_name_check_label(cases[i].s, &why);
+                if (r != cases[i].label || (r < 0) != (why != NULL))
+                        fail_msg("label '%s': %d (%s), want %d", cases[i].s, r, why ? why : "-", cases[i].label);
+                why = "unset";
+                r = mk_kube_name_check_subdomain(cases[i].s, &why);
+                if (r != cases[i].subdomain || (r < 0) != (why != NULL))
+                        fail_msg("subdomain '%s': %d (%s), want %d", cases[i].s, r, why ? why : "-",
+                                 cases[i].subdomain);
+        }
+        assert_int_equal(mk_kube_name_check_label(l63, NULL), 0);
+        assert_int_equal(mk_kube_name_check_label(l64, NULL), -EINVAL);
+        assert_int_equal(mk_kube_name_check_subdomain(l64, NULL), 0);
+        assert_int_equal(mk_kube_name_check_subdomain(s253, NULL), 0);
+        assert_int_equal(mk_kube_name_check_subdomain(s254, NULL), -EINVAL);
+        assert_int_equal(mk_kube_name_check_subdomain(NULL, NULL), -EINVAL);
+}
+
+static void test_path_segment(void **state) {
+        (void) state;
+        char buf[32];
+        assert_int_equal(mk_kube_path_segment("node-1.x_y~", buf, sizeof(buf)), 0);
+        assert_string_equal(buf, "node-1.x_y~");
+        assert_int_equal(mk_kube_path_segment("a/b;c?d#e%f g", buf, sizeof(buf)), 0);
+        assert_string_equal(buf, "a%2Fb%3Bc%3Fd%23e%25f%20g");
+        assert_int_equal(mk_kube_path_segment("", buf, sizeof(buf)), 0);
+        assert_string_equal(buf, "");
+        assert_int_equal(mk_kube_path_segment("abc", buf, 3), -ENOBUFS);
+        assert_int_equal(mk_kube_path_segment("abc", buf, 4), 0);
+        assert_int_equal(mk_kube_path_segment("a/", buf, 4), -ENOBUFS);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_accessors),
                 cmocka_unit_test(test_quantity),
                 cmocka_unit_test(test_pod_resource_requests),
+                cmocka_unit_test(test_name_rules),
+                cmocka_unit_test(test_path_segment),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

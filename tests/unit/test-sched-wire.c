@@ -273,6 +273,11 @@ static void test_bind_args(void **state) {
         json_decref(j);
         assert_string_equal(a.pod_name, "p");
         assert_string_equal(a.pod_namespace, "ns");
+        j = json_loads("{\"PodName\":\"p.0\",\"PodNamespace\":\"ns-1\",\"PodUID\":\"u\",\"Node\":\"n1.example\"}",
+                       0, NULL);
+        struct mk_bind_args dotted;
+        assert_int_equal(mk_bind_args_parse(j, &dotted, NULL), 0);
+        json_decref(j);
         char *s = dumps(mk_bind_object(&a));
         assert_string_equal(s, "{\"apiVersion\":\"v1\",\"kind\":\"Binding\",\"metadata\":{\"name\":\"p\","
                                "\"namespace\":\"ns\",\"uid\":\"u\"},\"target\":{\"apiVersion\":\"v1\",\"kind\":"
@@ -283,12 +288,25 @@ static void test_bind_args(void **state) {
                 "{\"PodName\":\"../x\",\"PodNamespace\":\"ns\",\"PodUID\":\"u\",\"Node\":\"n\"}",
                 "{\"PodName\":\"p q\",\"PodNamespace\":\"ns\",\"PodUID\":\"u\",\"Node\":\"n\"}",
                 "{\"PodName\":1,\"PodNamespace\":\"ns\",\"PodUID\":\"u\",\"Node\":\"n\"}",
+                /* The probe's path injections (issue 17) and other non-names. */
+                "{\"PodName\":\"..\",\"PodNamespace\":\"ns\",\"PodUID\":\"u\",\"Node\":\"n\"}",
+                "{\"PodName\":\".\",\"PodNamespace\":\"ns\",\"PodUID\":\"u\",\"Node\":\"n\"}",
+                "{\"PodName\":\"p\",\"PodNamespace\":\"..\",\"PodUID\":\"u\",\"Node\":\"n\"}",
+                "{\"PodName\":\"p\",\"PodNamespace\":\"p1;x\",\"PodUID\":\"u\",\"Node\":\"n\"}",
+                "{\"PodName\":\"p\",\"PodNamespace\":\"a.b\",\"PodUID\":\"u\",\"Node\":\"n\"}",
+                "{\"PodName\":\"P\",\"PodNamespace\":\"ns\",\"PodUID\":\"u\",\"Node\":\"n\"}",
+                "{\"PodName\":\"p\",\"PodNamespace\":\"ns\",\"PodUID\":\"u\",\"Node\":\"..\"}",
+                "{\"PodName\":\"p\",\"PodNamespace\":\"ns\",\"PodUID\":\"u\",\"Node\":\"n;x\"}",
         };
         for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
                 j = json_loads(bad[i], 0, NULL);
                 struct mk_error e = {0};
                 assert_int_equal(mk_bind_args_parse(j, &a, &e), -EINVAL);
                 assert_true(e.field[0] != 0);
+                if (i >= 4 && i < 10)
+                        assert_string_equal(e.field, i == 4 || i == 5 || i == 9 ? "PodName" : "PodNamespace");
+                if (i >= 10)
+                        assert_string_equal(e.field, "Node");
                 json_decref(j);
         }
 }

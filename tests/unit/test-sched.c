@@ -889,6 +889,20 @@ static void test_http(void **state) {
         assert_int_equal(http(port, "/bind", b, strlen(b), &out), 200);
         assert_non_null(strstr(out, "no apiserver connection"));
         free(out);
+        /* A name that is not a Kubernetes name: 400 naming the field, no apiserver call. */
+        static const char *const inject[][2] = {
+                {"{\"PodName\":\"..\",\"PodNamespace\":\"ns\",\"PodUID\":\"u9\",\"Node\":\"n2\"}", "PodName"},
+                {"{\"PodName\":\"p\",\"PodNamespace\":\"..\",\"PodUID\":\"u9\",\"Node\":\"n2\"}",
+                 "PodNamespace"},
+                {"{\"PodName\":\"p\",\"PodNamespace\":\"p1;x\",\"PodUID\":\"u9\",\"Node\":\"n2\"}",
+                 "PodNamespace"},
+        };
+        for (size_t i = 0; i < ELEMENTSOF(inject); i++) {
+                assert_int_equal(http(port, "/bind", inject[i][0], strlen(inject[i][0]), &out), 400);
+                if (!strstr(out, inject[i][1]) || !strstr(out, "not a valid name"))
+                        fail_msg("bind %zu: '%s'", i, out);
+                free(out);
+        }
         /* Over the cap: 413. */
         char big[5000];
         memset(big, ' ', sizeof(big));
@@ -896,7 +910,7 @@ static void test_http(void **state) {
         free(out);
         assert_int_equal(http(port, "/metrics", NULL, 0, &out), 200);
         assert_non_null(strstr(out, "migkit_scheduler_requests_total{verb=\"filter\"} 1\n"));
-        assert_non_null(strstr(out, "migkit_scheduler_binds_total{result=\"error\"} 1\n"));
+        assert_non_null(strstr(out, "migkit_scheduler_binds_total{result=\"error\"} 4\n"));
         assert_non_null(strstr(out, "migkit_scheduler_nodes 5\n"));
         /* The prioritize after the filter of one pod: n2 answered from its memo. */
         assert_non_null(strstr(out, "migkit_scheduler_memo_hits_total 1\n"));
