@@ -1,6 +1,7 @@
 /* LIST + WATCH with a store keyed by namespace/name. */
 #include <errno.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,8 +18,29 @@ struct informer {
         mk_kube_informer_fn fn;
         void *userdata;
         json_t *store;          /* "namespace/name" -> object */
+        json_t *warned;         /* bad objects already logged (by uid or text) */
         int fn_result;          /* fn's last non-zero answer */
 };
+
+#define BAD_OBJECTS_REMEMBERED 1024
+
+/* An object the apiserver sent without metadata.name: skipped, never fatal
+ * (input must not stop the informer), and logged once per object. */
+static void skip_bad_object(struct informer *in, json_t *obj, const char *where) {
+        const char *uid = json_string_value(json_object_get(json_object_get(obj, "metadata"), "uid"));
+        _cleanup_free_ char *text = uid ? NULL : json_dumps(obj, JSON_COMPACT | JSON_SORT_KEYS);
+        char id[160];
+        snprintf(id, sizeof(id), "%s%.150s", uid ? "uid:" : "", uid ? uid : text ? text : "?");
+        for (char *p = id; *p; p++)
+                if ((unsigned char) *p < 0x20 || *p == 0x7f)
+                        *p = '?';
+        if (in->warned && json_object_get(in->warned, id))
+                return;
+        if (in->warned && json_object_size(in->warned) < BAD_OBJECTS_REMEMBERED)
+                (void) json_object_set_new(in->warned, id, json_true());
+        log_warning("Informer on '%s': skipping an object without metadata.name (%s): %.150s", in->path,
+                         where, id);
+}
 
 static int object_key(json_t *obj, char **ret) {
         json_t *md = json_object_get(obj, "metadata");
@@ -54,8 +76,12 @@ static int sync_list(struct informer *in, json_t *list, struct mk_error *e) {
         json_array_foreach(json_object_get(list, "items"), i, item) {
                 _cleanup_free_ char *key = NULL;
                 r = object_key(item, &key);
+                if (r == -EBADMSG) {
+                        skip_bad_object(in, item, "in a LIST");
+                        continue;
+                }
                 if (r < 0)
-                        return mk_error_set(e, r, "LIST %s: item %zu has no metadata.name", in->path, i);
+                        return r;
                 if (json_object_set(fresh, key, item) < 0)
                         return -ENOMEM;
                 json_t *old = json_object_get(in->store, key);
@@ -90,6 +116,10 @@ static int on_event(enum mk_kube_event_type type, json_t *obj, void *userdata) {
         if (type == MK_KUBE_EVENT_BOOKMARK)
                 return 0;
         r = object_key(obj, &key);
+        if (r == -EBADMSG) {
+                skip_bad_object(in, obj, "in a WATCH event");
+                return 0;
+        }
         if (r < 0)
                 return r;
         _cleanup_(json_decrefp) json_t *old = json_incref(json_object_get(in->store, key));
@@ -105,7 +135,8 @@ static int on_event(enum mk_kube_event_type type, json_t *obj, void *userdata) {
 int mk_kube_informer_run(struct mk_kube *k, const char *path, const struct mk_kube_informer_opts *o,
                          mk_kube_informer_fn fn, void *userdata, struct mk_error *e) {
         static const struct mk_kube_informer_opts none = {};
-        struct informer in = {.path = path, .fn = fn, .userdata = userdata, .store = json_object()};
+        struct informer in = {
+                .path = path, .fn = fn, .userdata = userdata, .store = json_object(), .warned = json_object()};
         unsigned failures = 0;
         uint64_t rnd = 0;
         int r;
@@ -172,6 +203,7 @@ int mk_kube_informer_run(struct mk_kube *k, const char *path, const struct mk_ku
                 }
         }
         json_decref(in.store);
+        json_decref(in.warned);
         if (in.fn_result != 0)
                 return in.fn_result > 0 ? 0 : in.fn_result;
         return r;
