@@ -303,8 +303,8 @@ static void test_region_slots(void **state) {
         p = fork();
         if (p == 0)
                 _exit(0);
-        struct timespec ts = { 0, 50 * 1000 * 1000 };
-        nanosleep(&ts, NULL);
+        siginfo_t si;
+        assert_int_equal(waitid(P_PID, (id_t) p, &si, WEXITED | WNOWAIT), 0);  /* exited, not reaped */
         assert_false(vgpu_pid_alive(p, 0));
         waitpid(p, NULL, 0);
 }
@@ -319,6 +319,8 @@ static void test_region_race(void **state) {
         assert_int_equal(vgpu_region_new_private(&c, &r), 0);  /* MAP_SHARED: children share it */
         for (int round = 0; round < 5; round++) {
                 pid_t kids[8];
+                int done[2];
+                assert_int_equal(pipe(done), 0);
                 for (int i = 0; i < procs; i++) {
                         kids[i] = fork();
                         if (kids[i] == 0) {
@@ -328,20 +330,21 @@ static void test_region_race(void **state) {
                                 while (vgpu_region_charge(r, s, 0, chunk, vgpu_pid_alive) == 0)
                                         if (vgpu_region_used(r, 0) > cap)
                                                 _exit(3);
-                                /* Hold the charge until the parent looked. */
+                                /* Refused: say so, and hold the charge until the parent looked. */
+                                if (write(done[1], "x", 1) != 1)
+                                        _exit(4);
                                 pause();
                                 _exit(0);
                         }
                 }
-                /* Wait until every child got its refusal: the sum stops moving. */
-                uint64_t last = UINT64_MAX;
-                for (int still = 0; still < 20;) {
-                        struct timespec ts = { 0, 20 * 1000 * 1000 };
-                        nanosleep(&ts, NULL);
-                        uint64_t u = vgpu_region_used(r, 0);
-                        still = u == last ? still + 1 : 0;
-                        last = u;
+                /* Wait until every child got its refusal. */
+                for (int i = 0; i < procs; i++) {
+                        char byte;
+                        assert_int_equal(read(done[0], &byte, 1), 1);
                 }
+                close(done[0]);
+                close(done[1]);
+                uint64_t last = vgpu_region_used(r, 0);
                 assert_true(last <= cap);
                 if (cap - last >= chunk)
                         fail_msg("false OOM: %llu bytes left, chunk %llu", (unsigned long long) (cap - last),
