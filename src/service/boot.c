@@ -273,7 +273,7 @@ static void kill_orphans(void) {
         struct dirent *de;
         while ((de = readdir(d))) {
                 int pid;
-                pid_t ppid, pgrp;
+                pid_t ppid = 0, pgrp = 0; /* gcc -Os cannot see proc_parent sets them */
                 if (mk_parse_int(de->d_name, &pid) < 0 || proc_parent(de->d_name, &ppid, &pgrp) < 0 || ppid != self)
                         continue;
                 log_warning("Killing process %d (group %d) left running by the apply", pid, pgrp);
