@@ -165,6 +165,10 @@ int mk_sched_decide(const struct mk_sched_config *cfg, struct mk_sched_cache *c,
                         snprintf(reason, sizeof(reason), "pod asks %s '%s'; migkit schedules MIG instances only",
                                  MK_ANN_VGPU_MODE, mk_kube_annotation(ask->pod, MK_ANN_VGPU_MODE));
                         q = -ENOSPC;
+                } else if (d->cands[i].len >= MK_K8S_NAME_MAX) {
+                        snprintf(reason, sizeof(reason), "node name longer than %u characters (not a Kubernetes name)",
+                                 MK_K8S_NAME_MAX - 1);
+                        q = -EINVAL;
                 } else if (req->n_containers == 0)
                         q = 0;
                 else

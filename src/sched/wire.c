@@ -55,7 +55,9 @@ int mk_sched_wire_candidates(const json_t *args, struct mk_sched_cand **ret, siz
                         c[i].object = json_array_get(items, i);
                         c[i].name = mk_kube_meta(c[i].object, "name");
                 }
-                if (!c[i].name || (c[i].len = strlen(c[i].name)) >= MK_K8S_NAME_MAX) {
+                /* A name too long for Kubernetes is decided (failed) with the
+                 * others, not an error of the whole request. */
+                if (!c[i].name || !(c[i].len = strlen(c[i].name))) {
                         snprintf(err, size, "node %zu has no valid name", i);
                         free(c);
                         return -EINVAL;

@@ -915,6 +915,22 @@ static void test_http(void **state) {
         /* The prioritize after the filter of one pod: n2 answered from its memo. */
         assert_non_null(strstr(out, "migkit_scheduler_memo_hits_total 1\n"));
         free(out);
+        /* A 300-character node name fails that node only (issue 17: it failed the request). */
+        char longreq[1024], longname[301];
+        memset(longname, 'a', 300), longname[300] = 0;
+        snprintf(longreq, sizeof(longreq),
+                 "{\"Pod\":{\"metadata\":{\"namespace\":\"ns\",\"name\":\"p\",\"uid\":\"u9\"},\"spec\":"
+                 "{\"containers\":[{\"name\":\"c\",\"resources\":{\"limits\":{\"nvidia.com/gpu\":\"1\","
+                 "\"nvidia.com/gpumem\":\"4000\"}}}]}},\"NodeNames\":[\"n2\",\"%s\"],\"Nodes\":null}",
+                 longname);
+        assert_int_equal(http(port, "/filter", longreq, strlen(longreq), &out), 200);
+        if (!strstr(out, "\"NodeNames\":[\"n2\"]") || !strstr(out, longname) ||
+            !strstr(out, "node name longer than 253 characters") || !strstr(out, "\"Error\":\"\""))
+                fail_msg("filter with a long name: '%s'", out);
+        free(out);
+        assert_int_equal(http(port, "/prioritize", longreq, strlen(longreq), &out), 200);
+        assert_non_null(strstr(out, "\"Score\":0}]"));
+        free(out);
         mk_sched_server_stop(srv);
 }
 
