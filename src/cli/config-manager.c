@@ -15,10 +15,10 @@
 #include "base/macro.h"
 #include "base/parse.h"
 #include "cli/cli.h"
+#include "cli/kube-connect.h"
 #include "cli/options.h"
 #include "kube/informer.h"
 #include "kube/kube.h"
-#include "kube/kubeconfig.h"
 #include "plugin/config-select.h"
 
 static atomic_bool cm_cancel;
@@ -165,13 +165,8 @@ int cli_config_manager(int argc, char **argv) {
         }
 
         struct mk_error e = {0};
-        _cleanup_(mk_kube_config_done) struct mk_kube_config kc = {0};
-        r = kubeconfig ? mk_kube_config_from_kubeconfig(kubeconfig, NULL, &kc, &e)
-                       : mk_kube_config_load(NULL, &kc, &e);
-        if (r < 0)
-                return cli_fail(&e);
         _cleanup_kube_free_ struct mk_kube *k = NULL;
-        if (mk_kube_new(&kc, NULL, &k, &e) < 0)
+        if (cli_kube_connect(kubeconfig, NULL, &k, &e) < 0)
                 return cli_fail(&e);
 
         char path[320];

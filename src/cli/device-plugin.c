@@ -11,9 +11,9 @@
 #include "base/macro.h"
 #include "base/parse.h"
 #include "cli/cli.h"
+#include "cli/kube-connect.h"
 #include "cli/options.h"
 #include "kube/kube.h"
-#include "kube/kubeconfig.h"
 #include "plugin/daemon.h"
 #include "plugin/resources.h"
 #include "spec/plugin-config.h"
@@ -126,16 +126,13 @@ static int parse_modes(const char *mig_strategy, const char *list_strategy, cons
  * request in flight. One try also keeps a lost answer to the mig-allocated
  * patch from being retried into a 409 that would make the next pod's claim
  * look free. */
-static int connect_kube(const char *kubeconfig, struct mk_kube_config *kc, struct mk_kube **ret, struct mk_error *e) {
-        int r = kubeconfig ? mk_kube_config_from_kubeconfig(kubeconfig, NULL, kc, e) : mk_kube_config_load(NULL, kc, e);
-        if (r < 0)
-                return r;
+static int connect_kube(const char *kubeconfig, struct mk_kube **ret, struct mk_error *e) {
         const struct mk_kube_options ko = {
                 .connect_timeout_ms = 5000,
                 .request_timeout_ms = 10000,
                 .attempts = 1,
         };
-        return mk_kube_new(kc, &ko, ret, e);
+        return cli_kube_connect(kubeconfig, &ko, ret, e);
 }
 
 int cli_device_plugin(int argc, char **argv) {
@@ -203,7 +200,6 @@ int cli_device_plugin(int argc, char **argv) {
                 o.dp.dev_root = dev_root;
         if (cdi_prefix)
                 o.dp.cdi_annotation_prefix = cdi_prefix;
-        _cleanup_(mk_kube_config_done) struct mk_kube_config kc = {0};
         _cleanup_kube_free_ struct mk_kube *k = NULL;
         if (o.labels == MK_DP_LABELS_NODE || o.dynamic_mig) {
                 if (!node_name) {
@@ -211,7 +207,7 @@ int cli_device_plugin(int argc, char **argv) {
                                 o.dynamic_mig ? "--dynamic-mig" : "--labels node");
                         return MK_EXIT_USAGE;
                 }
-                if (connect_kube(kubeconfig, &kc, &k, &e) < 0)
+                if (connect_kube(kubeconfig, &k, &e) < 0)
                         return cli_fail(&e);
                 o.kube = k;
         }

@@ -16,11 +16,11 @@
 #include "base/macro.h"
 #include "base/parse.h"
 #include "cli/cli.h"
+#include "cli/kube-connect.h"
 #include "cli/options.h"
 #include "engine/generate.h"
 #include "host/clients.h"
 #include "kube/kube.h"
-#include "kube/kubeconfig.h"
 #include "manager/manager.h"
 #include "spec/config.h"
 #include "spec/emit.h"
@@ -211,13 +211,8 @@ int cli_manager(int argc, char **argv) {
         const char *pod_ns = env("POD_NAMESPACE");
 
         struct mk_error e = {0};
-        _cleanup_(mk_kube_config_done) struct mk_kube_config kc = {0};
-        r = kubeconfig ? mk_kube_config_from_kubeconfig(kubeconfig, NULL, &kc, &e)
-                       : mk_kube_config_load(NULL, &kc, &e);
-        if (r < 0)
-                return cli_fail(&e);
         _cleanup_kube_free_ struct mk_kube *k = NULL;
-        if (mk_kube_new(&kc, NULL, &k, &e) < 0)
+        if (cli_kube_connect(kubeconfig, NULL, &k, &e) < 0)
                 return cli_fail(&e);
 
         _cleanup_(mk_config_freep) struct mk_config *cfg = NULL;

@@ -16,9 +16,9 @@
 #include "base/macro.h"
 #include "base/parse.h"
 #include "cli/cli.h"
+#include "cli/kube-connect.h"
 #include "cli/options.h"
 #include "kube/kube.h"
-#include "kube/kubeconfig.h"
 #include "sched/agent.h"
 #include "sched/extender.h"
 #include "sched/inventory.h"
@@ -63,10 +63,7 @@ static void help(void) {
 
 static int make_kube(const char *kubeconfig, struct mk_kube **ret) {
         struct mk_error e = {0};
-        _cleanup_(mk_kube_config_done) struct mk_kube_config kc = {0};
-        int r = kubeconfig ? mk_kube_config_from_kubeconfig(kubeconfig, NULL, &kc, &e)
-                           : mk_kube_config_load(NULL, &kc, &e);
-        if (r < 0 || mk_kube_new(&kc, NULL, ret, &e) < 0) {
+        if (cli_kube_connect(kubeconfig, NULL, ret, &e) < 0) {
                 (void) cli_fail(&e);
                 return -EINVAL;
         }

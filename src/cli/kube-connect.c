@@ -1,0 +1,12 @@
+/* The apiserver client of the daemon commands (kube-connect.h). */
+#include "cli/kube-connect.h"
+#include "kube/kubeconfig.h"
+
+int cli_kube_connect(const char *kubeconfig, const struct mk_kube_options *ko, struct mk_kube **ret,
+                     struct mk_error *e) {
+        _cleanup_(mk_kube_config_done) struct mk_kube_config kc = {0};
+        int r = kubeconfig ? mk_kube_config_from_kubeconfig(kubeconfig, NULL, &kc, e) : mk_kube_config_load(NULL, &kc, e);
+        if (r < 0)
+                return r;
+        return mk_kube_new(&kc, ko, ret, e);
+}
