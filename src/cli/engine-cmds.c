@@ -18,7 +18,7 @@ enum cmd { CMD_APPLY, CMD_ASSERT, CMD_PLAN };
 
 struct args {
         const char *config_file, *selected, *hooks_file;
-        bool skip_reset, mode_only, valid_config, debug;
+        bool skip_reset, mode_only, valid_config, debug, verbose;
         enum mk_output_format fmt;
 };
 
@@ -30,11 +30,12 @@ static bool env_bool(const char *name) {
 
 static void help(enum cmd c) {
         static const char *const usage[] = {
-                [CMD_APPLY] = "Usage: migkit apply -f CONFIG [-c NAME] [-k HOOKS] [--skip-reset] [--mode-only] [-o json]\n"
+                [CMD_APPLY] = "Usage: migkit apply -f CONFIG [-c NAME] [-k HOOKS] [--skip-reset] [--mode-only] [-v] [-o json]\n"
                               "\n"
                               "Apply the selected MIG configuration: plan every GPU first (nothing is touched if any\n"
                               "target cannot be built), run hooks, change MIG mode and reset only the GPUs that need\n"
-                              "it, destroy and create only what differs, then verify.\n",
+                              "it, destroy and create only what differs, then verify. Prints the plan, one line per\n"
+                              "GPU as it finishes and a total; -v adds every step, -o json one event per line.\n",
                 [CMD_ASSERT] = "Usage: migkit assert -f CONFIG [-c NAME] [--mode-only] [--valid-config] [-o json]\n"
                                "\n"
                                "Check that the selected MIG configuration is applied. Exit status: 0 applied,\n"
@@ -56,8 +57,12 @@ static void help(enum cmd c) {
         if (c == CMD_ASSERT)
                 printf("  -a, --valid-config           only check that the config parses and the name exists\n"
                        "                               (MIG_PARTED_VALID_CONFIG)\n");
-        printf("  -o, --output-format FMT      table (default) or json\n"
-               "  -d, --debug                  debug logging, hook output shown (MIG_PARTED_DEBUG)\n");
+        if (c == CMD_APPLY)
+                printf("  -v, --verbose                every step (hooks, mode changes, resets, each instance)\n"
+                       "  -o, --output-format FMT      table (default) or json: one JSON event per line\n");
+        else
+                printf("  -o, --output-format FMT      table (default) or json\n");
+        printf("  -d, --debug                  debug logging, hook output shown (MIG_PARTED_DEBUG)\n");
 }
 
 static int parse_args(enum cmd c, int argc, char **argv, struct args *a) {
@@ -71,6 +76,7 @@ static int parse_args(enum cmd c, int argc, char **argv, struct args *a) {
                 {"output-format", required_argument, NULL, 'o'},
                 {"output", required_argument, NULL, 'o'},
                 {"debug", no_argument, NULL, 'd'},
+                {"verbose", no_argument, NULL, 'v'},
                 {"help", no_argument, NULL, 'h'},
                 {},
         };
@@ -85,7 +91,7 @@ static int parse_args(enum cmd c, int argc, char **argv, struct args *a) {
                 .fmt = MK_OUTPUT_TABLE,
         };
         int o;
-        while ((o = getopt_long(argc, argv, "f:c:k:smao:dh", options, NULL)) >= 0) {
+        while ((o = getopt_long(argc, argv, "f:c:k:smao:dvh", options, NULL)) >= 0) {
                 switch (o) {
                 case 'f':
                         a->config_file = optarg;
@@ -120,6 +126,11 @@ static int parse_args(enum cmd c, int argc, char **argv, struct args *a) {
                         break;
                 case 'd':
                         a->debug = true;
+                        break;
+                case 'v':
+                        if (c != CMD_APPLY)
+                                goto bad;
+                        a->verbose = true;
                         break;
                 case 'h':
                         help(c);
@@ -326,6 +337,281 @@ int cli_assert(int argc, char **argv) {
         return differ == 0 ? MK_EXIT_OK : MK_EXIT_NOT_APPLIED;
 }
 
+/* ---- apply's output: the engine's progress events, rendered ---- */
+
+struct render {
+        enum mk_output_format fmt;
+        bool verbose;
+        FILE *out;
+        size_t kept, destroyed, created;   /* MIG devices, over the GPUs finished */
+};
+
+/* One GPU's plan in a few words: "MIG disabled -> enabled (reset), create 2x 1g.5gb, 2g.10gb". */
+static void plan_words(const struct mk_gpu *g, const struct mk_gpu_plan *p, bool mode_only, char *buf, size_t size) {
+        size_t used = 0;
+#define ADD(...)                                                                               \
+        do {                                                                                   \
+                int k_ = snprintf(buf + used, size - used, __VA_ARGS__);                       \
+                used = k_ > 0 ? MIN(used + (size_t) k_, size - 1) : used;                      \
+        } while (0)
+        buf[0] = 0;
+        if (p->mode_change)
+                ADD("MIG %s -> %s%s", cli_mig_mode_str(g->mig_current), p->mig_enabled ? "enabled" : "disabled",
+                    p->reset_needed ? " (reset)" : "");
+        if (!mode_only) {
+                size_t n_destroy = 0;
+                for (size_t k = 0; k < p->n_destroy; k++)
+                        n_destroy += p->destroy[k].is_ci;
+                if (n_destroy)
+                        ADD("%sdestroy %zu", used ? ", " : "", n_destroy);
+                /* New MIG devices by profile, in name order (not placement order). */
+                const char *names[64];
+                size_t counts[64], n_names = 0;
+                for (size_t k = 0; k < p->n_target; k++)
+                        for (size_t j = 0; j < p->target[k].n_cis; j++) {
+                                const struct mk_plan_ci *c = &p->target[k].cis[j];
+                                if (c->kept)
+                                        continue;
+                                size_t m = 0;
+                                while (m < n_names && !streq(names[m], c->profile->name))
+                                        m++;
+                                if (m == n_names) {
+                                        if (n_names == ELEMENTSOF(names))
+                                                continue;
+                                        names[n_names] = c->profile->name;
+                                        counts[n_names++] = 0;
+                                }
+                                counts[m]++;
+                        }
+                for (size_t m = 1; m < n_names; m++) /* insertion sort: a handful of names */
+                        for (size_t k = m; k > 0 && strcmp(names[k - 1], names[k]) > 0; k--) {
+                                const char *t = names[k];
+                                names[k] = names[k - 1];
+                                names[k - 1] = t;
+                                size_t tc = counts[k];
+                                counts[k] = counts[k - 1];
+                                counts[k - 1] = tc;
+                        }
+                for (size_t m = 0; m < n_names; m++) {
+                        const char *lead = m > 0 ? ", " : used ? ", create " : "create ";
+                        if (counts[m] > 1)
+                                ADD("%s%zux %s", lead, counts[m], names[m]);
+                        else
+                                ADD("%s%s", lead, names[m]);
+                }
+                if (p->layout_change && p->n_kept_cis)
+                        ADD("%skeep %zu", used ? ", " : "", p->n_kept_cis);
+        }
+        if (!used)
+                ADD("%s", p->mig_enabled || g->mig_current == MK_MIG_ENABLED ? "as configured"
+                          : g->mig_capable                                ? "MIG disabled, as configured"
+                                                                          : "not MIG-capable, left alone");
+#undef ADD
+}
+
+/* "GPU 0-3, 6" for the GPUs whose words are `words`. */
+static void print_group(FILE *f, char (*words)[256], const struct mk_snapshot *s, size_t i, bool *done) {
+        fprintf(f, "  GPU");
+        const char *sep = " ";
+        for (size_t j = i; j < s->n_gpus; j++) {
+                if (done[j] || !streq(words[j], words[i]))
+                        continue;
+                size_t end = j;
+                while (end + 1 < s->n_gpus && !done[end + 1] && streq(words[end + 1], words[i]) &&
+                       s->gpus[end + 1].index == s->gpus[end].index + 1)
+                        end++;
+                if (end > j)
+                        fprintf(f, "%s%u-%u", sep, s->gpus[j].index, s->gpus[end].index);
+                else
+                        fprintf(f, "%s%u", sep, s->gpus[j].index);
+                for (size_t k = j; k <= end; k++)
+                        done[k] = true;
+                sep = ", ";
+                j = end;
+        }
+        fprintf(f, ": %s\n", words[i]);
+}
+
+static void render_plan(struct render *x, const struct mk_progress_event *ev) {
+        const struct mk_snapshot *s = ev->snapshot;
+        size_t changing = 0;
+        for (size_t i = 0; i < s->n_gpus; i++)
+                changing += ev->plans[i].mode_change || (!ev->mode_only && ev->plans[i].layout_change);
+        if (changing == 0)
+                return;
+        _cleanup_free_ char(*words)[256] = calloc(s->n_gpus, sizeof(*words));
+        _cleanup_free_ bool *done = calloc(s->n_gpus, sizeof(bool));
+        if (!words || !done)
+                return;
+        fprintf(x->out, "Plan for '%s': %zu of %zu GPU%s change%s\n", ev->config, changing, s->n_gpus,
+                s->n_gpus == 1 ? "" : "s", ev->mode_only ? " (MIG mode only)" : "");
+        for (size_t i = 0; i < s->n_gpus; i++)
+                plan_words(&s->gpus[i], &ev->plans[i], ev->mode_only, words[i], sizeof(words[i]));
+        for (size_t i = 0; i < s->n_gpus; i++)
+                if (!done[i])
+                        print_group(x->out, words, s, i, done);
+}
+
+static void render_text(struct render *x, const struct mk_progress_event *ev) {
+        char buf[1024];
+        switch (ev->kind) {
+        case MK_PROGRESS_PLANNED:
+                render_plan(x, ev);
+                break;
+        case MK_PROGRESS_BACKEND:
+                if (streq(ev->backend, "pci"))
+                        fprintf(x->out, "No NVIDIA driver: changing MIG mode through %s\n", ev->backend_description);
+                break;
+        case MK_PROGRESS_WAITING:
+                (void) mk_progress_format(ev, buf, sizeof(buf));
+                fprintf(x->out, "%s ...\n", buf);
+                break;
+        case MK_PROGRESS_HOOK:
+        case MK_PROGRESS_STEP:
+        case MK_PROGRESS_CLIENT_STOPPED:
+                if (x->verbose) {
+                        (void) mk_progress_format(ev, buf, sizeof(buf));
+                        fprintf(x->out, "    %s\n", buf);
+                }
+                break;
+        case MK_PROGRESS_WARNING:
+                fflush(x->out);
+                fprintf(stderr, "Warning: %s\n", ev->message);
+                break;
+        case MK_PROGRESS_GPU_FINISHED:
+                if (ev->error < 0) {
+                        fprintf(x->out, "GPU %d: FAILED after %zu destroyed, %zu created (%.1f s)\n", ev->gpu,
+                                ev->destroyed, ev->created, (double) ev->duration_ms / 1000.0);
+                        break;
+                }
+                x->kept += ev->kept;
+                x->destroyed += ev->destroyed;
+                x->created += ev->created;
+                fprintf(x->out, "GPU %d: %s%zu destroyed, %zu created, kept %zu (%.1f s)\n", ev->gpu,
+                        !ev->mode_changed ? "" : ev->enabled ? "MIG enabled, " : "MIG mode changed, ", ev->destroyed,
+                        ev->created, ev->kept, (double) ev->duration_ms / 1000.0);
+                break;
+        case MK_PROGRESS_DONE: {
+                const struct mk_apply_report *r = ev->report;
+                if (ev->error < 0)
+                        break; /* cli_fail says why */
+                if (r->nothing_to_do) {
+                        fprintf(x->out, "Selected MIG configuration already applied, nothing to do\n");
+                        break;
+                }
+                fprintf(x->out,
+                        "MIG configuration applied successfully in %.1f s: %u mode change%s, %u reset%s; MIG devices: "
+                        "%zu destroyed, %zu created, %zu kept\n",
+                        (double) ev->t_ms / 1000.0, r->mode_changes, r->mode_changes == 1 ? "" : "s", r->resets,
+                        r->resets == 1 ? "" : "s", r->destroyed_cis, r->created_cis, x->kept);
+                break;
+        }
+        default:
+                break;
+        }
+        fflush(x->out);
+}
+
+static json_t *event_json(const struct mk_progress_event *ev) {
+        json_t *o = json_pack("{s:s,s:f}", "event", mk_progress_kind_to_string(ev->kind), "t",
+                              (double) ev->t_ms / 1000.0);
+        if (ev->gpu >= 0)
+                json_object_set_new(o, "gpu", json_integer(ev->gpu));
+        switch (ev->kind) {
+        case MK_PROGRESS_BACKEND:
+                json_object_set_new(o, "backend", json_string(ev->backend));
+                break;
+        case MK_PROGRESS_PLANNED:
+                json_object_set_new(o, "config", json_string(ev->config));
+                json_object_set_new(o, "mode_only", json_boolean(ev->mode_only));
+                json_object_set_new(o, "gpus", plan_json(ev->snapshot, ev->plans));
+                break;
+        case MK_PROGRESS_HOOK:
+                json_object_set_new(o, "hook", json_string(ev->hook));
+                json_object_set_new(o, "command", json_string(ev->command));
+                break;
+        case MK_PROGRESS_CLIENT_STOPPED:
+                json_object_set_new(o, "client", json_string(ev->client));
+                break;
+        case MK_PROGRESS_WAITING:
+                json_object_set_new(o, "for", json_string(ev->what));
+                break;
+        case MK_PROGRESS_GPU_STARTED:
+                json_object_set_new(o, "phase", json_string(mk_progress_phase_to_string(ev->phase)));
+                break;
+        case MK_PROGRESS_STEP:
+                json_object_set_new(o, "step", json_string(mk_progress_step_to_string(ev->step)));
+                if (ev->step == MK_STEP_SET_MODE)
+                        json_object_set_new(o, "mig_enabled", json_boolean(ev->enabled));
+                else if (ev->step == MK_STEP_RESET)
+                        json_object_set_new(o, "bus_id", json_string(ev->bus_id ? ev->bus_id : ""));
+                else {
+                        json_object_set_new(o, "profile", json_string(ev->profile));
+                        if (ev->step != MK_STEP_CREATE_GI)
+                                json_object_set_new(o, "gpu_instance_id", json_integer(ev->gi_id));
+                        if (ev->step == MK_STEP_DESTROY_CI) {
+                                json_object_set_new(o, "compute_instance_id", json_integer(ev->ci_id));
+                                json_object_set_new(o, "uuid", json_string(ev->uuid ? ev->uuid : ""));
+                        }
+                        json_object_set_new(o, "placement",
+                                            json_pack("{s:I,s:I}", "start", (json_int_t) ev->placement.start, "size",
+                                                      (json_int_t) ev->placement.size));
+                }
+                break;
+        case MK_PROGRESS_GPU_FINISHED:
+                json_object_set_new(o, "success", json_boolean(ev->error >= 0));
+                json_object_set_new(o, "mode_changed", json_boolean(ev->mode_changed));
+                json_object_set_new(o, "destroyed", json_integer((json_int_t) ev->destroyed));
+                json_object_set_new(o, "created", json_integer((json_int_t) ev->created));
+                json_object_set_new(o, "kept", json_integer((json_int_t) ev->kept));
+                json_object_set_new(o, "destroyed_gpu_instances", json_integer((json_int_t) ev->destroyed_gis));
+                json_object_set_new(o, "created_gpu_instances", json_integer((json_int_t) ev->created_gis));
+                json_object_set_new(o, "seconds", json_real((double) ev->duration_ms / 1000.0));
+                if (ev->message)
+                        json_object_set_new(o, "error", json_string(ev->message));
+                break;
+        case MK_PROGRESS_WARNING:
+                json_object_set_new(o, "message", json_string(ev->message));
+                break;
+        case MK_PROGRESS_DONE: {
+                const struct mk_apply_report *r = ev->report;
+                json_t *d = json_pack("{s:b,s:b,s:b,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "success", ev->error >= 0,
+                                      "nothing_to_do", r->nothing_to_do, "driverless", r->driverless, "mode_changes",
+                                      (json_int_t) r->mode_changes, "resets", (json_int_t) r->resets,
+                                      "destroyed_gpu_instances", (json_int_t) r->destroyed_gis,
+                                      "destroyed_compute_instances", (json_int_t) r->destroyed_cis,
+                                      "created_gpu_instances", (json_int_t) r->created_gis,
+                                      "created_compute_instances", (json_int_t) r->created_cis, "mutations",
+                                      (json_int_t) r->mutations, "nvml_mutations",
+                                      (json_int_t) (r->driverless ? 0 : r->mutations));
+                json_object_update(o, d);
+                json_decref(d);
+                if (ev->message)
+                        json_object_set_new(o, "error", json_string(ev->message));
+                break;
+        }
+        default:
+                break;
+        }
+        return o;
+}
+
+static void render(void *userdata, const struct mk_progress_event *ev) {
+        struct render *x = userdata;
+        if (x->fmt != MK_OUTPUT_JSON) {
+                render_text(x, ev);
+                return;
+        }
+        json_t *o = event_json(ev);
+        char *line = o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(6)) : NULL;
+        if (line) {
+                fprintf(x->out, "%s\n", line);
+                fflush(x->out);
+                free(line);
+        }
+        json_decref(o);
+}
+
 int cli_apply(int argc, char **argv) {
         struct args a;
         int r = parse_args(CMD_APPLY, argc, argv, &a);
@@ -335,6 +621,8 @@ int cli_apply(int argc, char **argv) {
         _cleanup_(mk_hooks_freep) struct mk_hooks *h = NULL;
         if (load(&a, &c, &h) != 0)
                 return MK_EXIT_FAILURE;
+        struct render x = {.fmt = a.fmt, .verbose = a.verbose || a.debug, .out = stdout};
+        const struct mk_progress progress = {.fn = render, .userdata = &x};
         struct mk_engine_opts o = {
                 .config_file = a.config_file,
                 .selected_config = a.selected,
@@ -342,41 +630,13 @@ int cli_apply(int argc, char **argv) {
                 .skip_reset = a.skip_reset,
                 .mode_only = a.mode_only,
                 .hook_output = a.debug,
-                .progress = &mk_progress_klog_sink,
+                .progress = &progress,
         };
         struct mk_error e = {0};
         struct mk_apply_report rep = {0};
         r = mk_engine_apply(c, h, &o, &rep, &e);
-        if (a.fmt == MK_OUTPUT_JSON) {
-                char buf[MK_ERROR_MSG_MAX + 2 * MK_ERROR_LOC_MAX] = "";
-                json_t *root = json_pack("{s:b,s:b,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "success", r >= 0, "nothing_to_do",
-                                         rep.nothing_to_do, "mode_changes", (json_int_t) rep.mode_changes, "resets",
-                                         (json_int_t) rep.resets, "destroyed_gpu_instances",
-                                         (json_int_t) rep.destroyed_gis, "destroyed_compute_instances",
-                                         (json_int_t) rep.destroyed_cis, "created_gpu_instances",
-                                         (json_int_t) rep.created_gis, "created_compute_instances",
-                                         (json_int_t) rep.created_cis, "nvml_mutations", (json_int_t) rep.mutations);
-                json_object_set_new(root, "mutations", json_integer((json_int_t) rep.mutations));
-                json_object_set_new(root, "driverless", json_boolean(rep.driverless));
-                if (r < 0)
-                        json_object_set_new(root, "error", json_string(mk_error_format(&e, buf, sizeof(buf))));
-                cli_print_json(stdout, root);
-                json_decref(root);
-        }
-        if (r < 0) {
-                mk_apply_report_done(&rep);
-                return cli_fail(&e);
-        }
-        if (a.fmt != MK_OUTPUT_JSON) {
-                if (rep.nothing_to_do)
-                        printf("Selected MIG configuration already applied, nothing to do\n");
-                else
-                        printf("MIG configuration applied successfully (%u mode change%s, %u reset%s; "
-                               "destroyed %zu GPU and %zu compute instances, created %zu and %zu)\n",
-                               rep.mode_changes, rep.mode_changes == 1 ? "" : "s", rep.resets,
-                               rep.resets == 1 ? "" : "s", rep.destroyed_gis, rep.destroyed_cis, rep.created_gis,
-                               rep.created_cis);
-        }
         mk_apply_report_done(&rep);
+        if (r < 0)
+                return cli_fail(&e);
         return MK_EXIT_OK;
 }

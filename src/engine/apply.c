@@ -64,8 +64,8 @@ static void view_done(struct view *v) {
 
 /* Per GPU, across phases: for its one gpu-finished event. */
 struct gpu_progress {
-        bool started, finished, mode_changed;
-        uint64_t t_start;
+        bool started, finished, mode_changed, enabled;
+        uint64_t busy_ms;             /* in its own steps (a reset shared by several GPUs is a wait, apart) */
         size_t destroyed, created, destroyed_gis, created_gis, kept;
 };
 
@@ -109,7 +109,6 @@ static void gpu_started(struct apply_ctx *x, unsigned gpu, enum mk_progress_phas
         if (!g || g->started)
                 return;
         g->started = true;
-        g->t_start = now_ms();
         emit(x, (struct mk_progress_event){.kind = MK_PROGRESS_GPU_STARTED, .gpu = (int) gpu, .phase = phase});
 }
 
@@ -130,7 +129,8 @@ static void gpu_finished(struct apply_ctx *x, unsigned gpu, enum mk_progress_pha
                         .destroyed_gis = g->destroyed_gis,
                         .created_gis = g->created_gis,
                         .mode_changed = g->mode_changed,
-                        .duration_ms = now_ms() - g->t_start,
+                        .enabled = g->enabled,
+                        .duration_ms = g->busy_ms,
                         .error = error < 0 ? error : 0,
                         .message = error < 0 && ge ? mk_error_format(ge, buf, sizeof(buf)) : NULL,
                 });
@@ -288,6 +288,7 @@ static int mode_phase(struct apply_ctx *x, struct mk_error *e) {
                 if (!p->mode_change)
                         continue;
                 gpu_started(x, p->gpu_index, MK_PHASE_MODE);
+                uint64_t t = now_ms();
                 /* NVML refuses to disable MIG while instances exist. */
                 if (!p->mig_enabled && p->n_destroy > 0)
                         r = execute_layout(x, p, e);
@@ -297,14 +298,19 @@ static int mode_phase(struct apply_ctx *x, struct mk_error *e) {
                                                                          .enabled = p->mig_enabled});
                         r = x->b.ops->set_mode(&x->b, &v.s->gpus[i], p->mig_enabled, &pend, e);
                 }
+                if (gpu_of(x, p->gpu_index))
+                        gpu_of(x, p->gpu_index)->busy_ms += now_ms() - t;
                 if (r < 0) {
                         x->rep->gpu_failed[i] = true;
                         gpu_finished(x, p->gpu_index, MK_PHASE_MODE, r, e);
                         break;
                 }
                 x->rep->mode_changes++;
-                if (gpu_of(x, p->gpu_index))
-                        gpu_of(x, p->gpu_index)->mode_changed = true;
+                struct gpu_progress *g = gpu_of(x, p->gpu_index);
+                if (g) {
+                        g->mode_changed = true;
+                        g->enabled = p->mig_enabled;
+                }
                 if (pend)
                         pending[n_pending++] = &v.s->gpus[i];
         }
@@ -359,7 +365,10 @@ static int layout_phase(struct apply_ctx *x, struct mk_error *e) {
                 if (g)
                         g->kept = p->n_kept_cis;
                 struct mk_error ge = {0};
+                uint64_t t = now_ms();
                 int q = execute_layout(x, p, &ge);
+                if (g)
+                        g->busy_ms += now_ms() - t;
                 gpu_finished(x, p->gpu_index, MK_PHASE_LAYOUT, q, &ge);
                 if (q < 0) {
                         /* Stop this GPU, go on with the others; a re-run repairs it. */
@@ -481,22 +490,21 @@ static int run(struct apply_ctx *x, struct mk_error *e) {
 
 int mk_engine_apply(const struct mk_config *c, const struct mk_hooks *hooks, const struct mk_engine_opts *o,
                     struct mk_apply_report *rep, struct mk_error *e) {
-        const struct mk_named_config *nc = NULL;
-        int r = mk_config_select(c, o->selected_config, &nc, e);
-        if (r < 0)
-                return r;
-
-        struct apply_ctx x = {.c = c, .nc = nc, .hooks = hooks, .o = o, .rep = rep, .t0 = now_ms()};
-        char env[5][4200];
-        snprintf(env[0], sizeof(env[0]), "MIG_PARTED_CONFIG_FILE=%s", o->config_file ? o->config_file : "");
-        snprintf(env[1], sizeof(env[1]), "MIG_PARTED_SELECTED_CONFIG=%s", nc->name);
-        snprintf(env[2], sizeof(env[2]), "MIG_PARTED_HOOKS_FILE=%s", o->hooks_file ? o->hooks_file : "");
-        snprintf(env[3], sizeof(env[3]), "MIG_PARTED_SKIP_RESET=%s", o->skip_reset ? "true" : "false");
-        snprintf(env[4], sizeof(env[4]), "MIG_PARTED_MODE_CHANGE_ONLY=%s", o->mode_only ? "true" : "false");
-        const char *const mig_env[] = {env[0], env[1], env[2], env[3], env[4], NULL};
-        x.mig_env = mig_env;
-
-        r = run(&x, e);
+        struct apply_ctx x = {.c = c, .hooks = hooks, .o = o, .rep = rep, .t0 = now_ms()};
+        int r = mk_config_select(c, o->selected_config, &x.nc, e);
+        if (r >= 0) {
+                char env[5][4200];
+                snprintf(env[0], sizeof(env[0]), "MIG_PARTED_CONFIG_FILE=%s", o->config_file ? o->config_file : "");
+                snprintf(env[1], sizeof(env[1]), "MIG_PARTED_SELECTED_CONFIG=%s", x.nc->name);
+                snprintf(env[2], sizeof(env[2]), "MIG_PARTED_HOOKS_FILE=%s", o->hooks_file ? o->hooks_file : "");
+                snprintf(env[3], sizeof(env[3]), "MIG_PARTED_SKIP_RESET=%s", o->skip_reset ? "true" : "false");
+                snprintf(env[4], sizeof(env[4]), "MIG_PARTED_MODE_CHANGE_ONLY=%s",
+                         o->mode_only ? "true" : "false");
+                const char *const mig_env[] = {env[0], env[1], env[2], env[3], env[4], NULL};
+                x.mig_env = mig_env;
+                r = run(&x, e);
+                x.mig_env = NULL;
+        }
         if (x.b.ops) {
                 rep->mutations += x.b.ops->mutations(&x.b);
                 mk_backend_close(&x.b);

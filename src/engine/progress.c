@@ -123,8 +123,10 @@ void mk_progress_klog(void *userdata, const struct mk_progress_event *ev) {
         case MK_PROGRESS_HOOK:
         case MK_PROGRESS_STEP:
         case MK_PROGRESS_WAITING:
-        case MK_PROGRESS_CLIENT_STOPPED:
                 log_info("%s", buf);
+                break;
+        case MK_PROGRESS_CLIENT_STOPPED:
+                log_debug("%s", buf); /* host/clients.c says 'Stopping GPU client' itself */
                 break;
         case MK_PROGRESS_WARNING:
                 log_warning("%s", buf);

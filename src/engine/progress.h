@@ -83,7 +83,7 @@ struct mk_progress_event {
         size_t destroyed, created, kept; /* MIG devices (compute instances) */
         size_t destroyed_gis, created_gis; /* GPU instances */
         bool mode_changed;
-        uint64_t duration_ms;
+        uint64_t duration_ms;            /* in this GPU's own steps (shared waits apart) */
         /* GPU_FINISHED, DONE: negative errno when it failed; `message` says why */
         int error;
         /* WARNING, GPU_FINISHED and DONE on failure */

@@ -343,6 +343,7 @@ static void restart_clients(struct mgr *m) {
 
 static void client_stopping(void *userdata, const char *unit) {
         struct mgr *m = userdata;
+        mk_progress_client_stopped(&mk_progress_klog_sink, unit);
         char **n = realloc(m->stopped, (m->n_stopped + 2) * sizeof(char *));
         if (!n)
                 return;
@@ -398,8 +399,10 @@ static int wait_pods(struct mgr *m, struct mk_error *e) {
                                             "Timed out after %u s waiting for %zu GPU pod(s) to leave node '%s': %s",
                                             timeout_s, n, m->o->node, names);
                 if (!logged) {
-                        log_info("Waiting up to %u s for %zu GPU pod(s) to leave node '%s': %s", timeout_s, n,
-                                 m->o->node, names);
+                        char what[600];
+                        snprintf(what, sizeof(what), "%zu GPU pod(s) to leave node '%s' (up to %u s): %s", n,
+                                 m->o->node, timeout_s, names);
+                        mk_progress_waiting(&mk_progress_klog_sink, -1, what);
                         logged = true;
                 }
                 if (mk_kube_sleep_ms(MK_MANAGER_POD_POLL_MS, m->cancel) < 0)
@@ -547,6 +550,7 @@ static int reboot_for(struct mgr *m, const char *name, struct mk_error *e) {
         /* The reboot stops us (SIGTERM: leave everything as it is for
          * the manager after the reboot). Still running long after it:
          * the reboot did not happen, which must not wedge the node. */
+        mk_progress_waiting(&mk_progress_klog_sink, -1, "the node to reboot");
         if (mk_kube_sleep_ms(MK_MANAGER_REBOOT_WAIT_S * 1000u, m->cancel) < 0)
                 return 0;
         mk_error_set(e, -ETIMEDOUT, "the node did not reboot within %u s of 'reboot'",

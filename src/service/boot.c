@@ -131,11 +131,13 @@ static void send_frame(int fd, char kind, const void *data, uint32_t len) {
 static void child_stopping(void *userdata, const char *unit) {
         struct child_ctx *x = userdata;
         send_frame(x->fd, 'S', unit, (uint32_t) strlen(unit));
+        mk_progress_client_stopped(&mk_progress_klog_sink, unit);
 }
 
 static int child_before_change(void *userdata, struct mk_error *e) {
         struct child_ctx *x = userdata;
         struct mk_clients_stop_opts o = {.clients = &x->settings->clients, .stopping = child_stopping, .userdata = x};
+        mk_progress_waiting(&mk_progress_klog_sink, -1, "the GPU clients to stop");
         int r = mk_clients_stop(&o, e);
         if (r < 0)
                 mk_error_prefix(e, "Cannot stop the GPU clients, so no GPU was changed");

@@ -10,7 +10,8 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 unset MIG_PARTED_CONFIG_FILE MIG_PARTED_SELECTED_CONFIG MIG_PARTED_HOOKS_FILE MIG_PARTED_DEBUG \
       MIG_PARTED_SKIP_RESET MIG_PARTED_MODE_CHANGE_ONLY MIG_PARTED_OUTPUT_FORMAT MIG_PARTED_CONFIG_LABEL
 mk() { "$MIGKIT_BIN" -q --simulate dgx-a100 "$@"; }
-json_get() { python3 -c 'import json,sys; d=json.load(sys.stdin); print(eval(sys.argv[1], {}, {"d": d}))' "$1"; }
+# apply -o json prints one event per line; the last is "done", with the totals.
+json_get() { python3 -c 'import json,sys; d=json.loads(sys.stdin.read().strip().splitlines()[-1]); print(eval(sys.argv[1], {}, {"d": d}))' "$1"; }
 
 cat >"$tmp/config.yaml" <<'YAML'
 version: v1

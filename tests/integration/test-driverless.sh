@@ -77,7 +77,7 @@ set -e
 python3 -c 'import struct,sys; f=open(sys.argv[1],"r+b"); f.seek(0x1404); f.write(struct.pack("<I", 0x8000))' \
   "$tmp/sys/bus/pci/devices/0000:07:00.0/resource0"
 "$MIGKIT_BIN" apply -f "$cfg" -c gpu0-on --mode-only -o json >"$tmp/out.json"
-python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["success"] and d["nothing_to_do"], d' "$tmp/out.json"
+python3 -c 'import json,sys; d=json.loads(open(sys.argv[1]).read().splitlines()[-1]); assert d["event"] == "done" and d["success"] and d["nothing_to_do"], d' "$tmp/out.json"
 
 # No reset file (passthrough): refused before writing? No: requested, then a reboot is needed.
 set +e
@@ -140,7 +140,9 @@ pcisim() { env LD_PRELOAD="$MIGKIT_TEST_PRELOAD_PCISIM" MIGKIT_PCISIM_RESET=1 \
   ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" "$MIGKIT_BIN" "$@"; }
 pcisim apply -f "$tmp/flip.yaml" --mode-only -o json >"$tmp/count.json" 2>"$tmp/err" || fail "driverless flip: $(cat "$tmp/err")"
 [ "$(modes)" = "$want" ] || fail "driverless flip: modes $(modes)"
-total=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["driverless"] and d["resets"] == 8, d; print(d["mutations"])' "$tmp/count.json")
+total=$(python3 -c 'import json,sys; ev=[json.loads(l) for l in open(sys.argv[1])]; d=ev[-1]
+assert ev[0]["backend"] == "pci" and d["event"] == "done" and d["driverless"] and d["resets"] == 8, ev
+print(d["mutations"])' "$tmp/count.json")
 [ "$total" -eq 16 ] || fail "driverless flip: $total mutations, expected 8 mode requests + 8 resets"
 for n in $(seq 1 "$total"); do
   rm -rf "$tmp/sys"; cp -a "$tmp/sys.from" "$tmp/sys"

@@ -7,10 +7,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
+#include "base/macro.h"
 #include "engine/desired.h"
+#include "engine/engine.h"
 #include "engine/export.h"
 #include "spec/config.h"
 
@@ -233,6 +236,182 @@ static void test_desired_modes_only_plan(void **state) {
         mk_snapshot_free(s);
 }
 
+/* ---- the event stream of an apply on the simulator, as data ---- */
+
+struct recorded {
+        enum mk_progress_kind kind;
+        int gpu;
+        enum mk_progress_step step;
+        size_t destroyed, created, kept;
+        bool mode_changed, enabled;
+        int error;
+        char text[160];
+};
+
+struct recorder {
+        struct recorded ev[512];
+        size_t n;
+        size_t planned_changing;
+        bool planned_seen;
+};
+
+static void record(void *userdata, const struct mk_progress_event *ev) {
+        struct recorder *r = userdata;
+        assert_true(r->n < ELEMENTSOF(r->ev));
+        struct recorded *x = &r->ev[r->n++];
+        *x = (struct recorded){.kind = ev->kind, .gpu = ev->gpu, .step = ev->step, .destroyed = ev->destroyed,
+                               .created = ev->created, .kept = ev->kept, .mode_changed = ev->mode_changed,
+                               .enabled = ev->enabled, .error = ev->error};
+        assert_true(mk_progress_format(ev, x->text, sizeof(x->text)) >= 0);
+        if (ev->kind == MK_PROGRESS_PLANNED) {
+                r->planned_seen = true;
+                for (size_t i = 0; i < ev->snapshot->n_gpus; i++)
+                        r->planned_changing += ev->plans[i].mode_change || ev->plans[i].layout_change;
+        }
+}
+
+static size_t count(const struct recorder *r, enum mk_progress_kind k) {
+        size_t n = 0;
+        for (size_t i = 0; i < r->n; i++)
+                n += r->ev[i].kind == k;
+        return n;
+}
+
+static const char sim_yaml[] = "version: v1\n"
+                               "mig-configs:\n"
+                               "  balanced:\n"
+                               "    - devices: all\n"
+                               "      mig-enabled: true\n"
+                               "      mig-devices: {1g.5gb: 2, 2g.10gb: 1, 3g.20gb: 1}\n"
+                               "  three:\n"
+                               "    - devices: [0]\n"
+                               "      mig-enabled: true\n"
+                               "      mig-devices: {3g.20gb: 1, 1g.5gb: 2, 2g.10gb: 1}\n"
+                               "    - devices: [1]\n"
+                               "      mig-enabled: true\n"
+                               "      mig-devices: {3g.20gb: 2}\n";
+
+static int sim_setup(void **state) {
+        const char *smi = getenv("MIGKIT_SIM_SMI");
+        if (!getenv("MIGKIT_NVML_LIB") || !smi)
+                return 0;
+        static char dir[] = "/tmp/test-engine-XXXXXX";
+        assert_non_null(mkdtemp(dir));
+        char path[4200];
+        snprintf(path, sizeof(path), "%s/state.json", dir);
+        setenv("MIGKIT_SIM_STATE", path, 1);
+        setenv("MIGKIT_SIM_MACHINE", "dgx-a100", 1);
+        setenv("MIGKIT_NVIDIA_SMI", smi, 1);
+        *state = dir;
+        return 0;
+}
+
+static int sim_teardown(void **state) {
+        if (*state) {
+                char path[4200];
+                snprintf(path, sizeof(path), "%s/state.json", (char *) *state);
+                unlink(path);
+                rmdir(*state);
+        }
+        return 0;
+}
+
+static void apply_recorded(const struct mk_config *c, const char *name, struct recorder *r) {
+        const struct mk_progress p = {.fn = record, .userdata = r};
+        struct mk_engine_opts o = {.selected_config = name, .progress = &p};
+        struct mk_apply_report rep = {0};
+        struct mk_error e = {0};
+        memset(r, 0, sizeof(*r));
+        int q = mk_engine_apply(c, NULL, &o, &rep, &e);
+        if (q < 0)
+                fail_msg("apply %s: %s", name, e.msg);
+        mk_apply_report_done(&rep);
+}
+
+/* From MIG off to balanced on 8 A100s, then to another layout on two GPUs:
+ * the events say what happened, in order, with the counts the plan
+ * promised; nothing to do is one planned and one done event. */
+static void test_apply_events_on_simulator(void **state) {
+        if (!*state)
+                skip();
+        struct mk_config *c = NULL;
+        struct mk_error e = {0};
+        assert_int_equal(mk_config_parse(sim_yaml, strlen(sim_yaml), "sim.yaml", &c, &e), 0);
+        struct recorder *r = calloc(1, sizeof(*r));
+        assert_non_null(r);
+
+        apply_recorded(c, "balanced", r);
+        assert_int_equal(r->ev[0].kind, MK_PROGRESS_BACKEND);
+        assert_int_equal(r->ev[1].kind, MK_PROGRESS_PLANNED);
+        assert_int_equal(r->planned_changing, 8);
+        assert_int_equal(r->ev[r->n - 1].kind, MK_PROGRESS_DONE);
+        assert_int_equal(r->ev[r->n - 1].error, 0);
+        assert_int_equal(count(r, MK_PROGRESS_GPU_STARTED), 8);
+        assert_int_equal(count(r, MK_PROGRESS_GPU_FINISHED), 8);
+        assert_int_equal(count(r, MK_PROGRESS_WAITING), 1); /* the reset of the 8 GPUs */
+        size_t steps[_MK_STEP_MAX] = {0};
+        for (size_t i = 0; i < r->n; i++)
+                if (r->ev[i].kind == MK_PROGRESS_STEP)
+                        steps[r->ev[i].step]++;
+        assert_int_equal(steps[MK_STEP_SET_MODE], 8);
+        assert_int_equal(steps[MK_STEP_RESET], 8);
+        assert_int_equal(steps[MK_STEP_CREATE_GI], 32);
+        assert_int_equal(steps[MK_STEP_CREATE_CI], 32);
+        assert_int_equal(steps[MK_STEP_DESTROY_CI] + steps[MK_STEP_DESTROY_GI], 0);
+        int gpu = 0;
+        for (size_t i = 0; i < r->n; i++)
+                if (r->ev[i].kind == MK_PROGRESS_GPU_FINISHED) {
+                        /* one line per GPU, in order, each after its own steps */
+                        assert_int_equal(r->ev[i].gpu, gpu);
+                        assert_true(r->ev[i].mode_changed && r->ev[i].enabled);
+                        assert_int_equal(r->ev[i].created, 4);
+                        assert_int_equal(r->ev[i].destroyed, 0);
+                        assert_int_equal(r->ev[i].kept, 0);
+                        assert_int_equal(r->ev[i - 1].kind, MK_PROGRESS_STEP);
+                        assert_int_equal(r->ev[i - 1].gpu, gpu);
+                        char want[64];
+                        snprintf(want, sizeof(want), "GPU %d: 0 destroyed, 4 created, kept 0 (", gpu);
+                        assert_memory_equal(r->ev[i].text, want, strlen(want));
+                        gpu++;
+                }
+
+        /* GPU 0 keeps everything (same layout, other order); GPU 1 keeps
+         * its 3g.20gb, drops the rest and makes a second 3g.20gb. */
+        apply_recorded(c, "three", r);
+        assert_int_equal(r->planned_changing, 1);
+        assert_int_equal(count(r, MK_PROGRESS_GPU_FINISHED), 1);
+        for (size_t i = 0; i < r->n; i++)
+                if (r->ev[i].kind == MK_PROGRESS_GPU_FINISHED) {
+                        assert_int_equal(r->ev[i].gpu, 1);
+                        assert_false(r->ev[i].mode_changed);
+                        assert_int_equal(r->ev[i].destroyed, 3);
+                        assert_int_equal(r->ev[i].created, 1);
+                        assert_int_equal(r->ev[i].kept, 1);
+                }
+        assert_int_equal(count(r, MK_PROGRESS_WAITING), 0);
+
+        apply_recorded(c, "three", r);
+        assert_int_equal(r->n, 3); /* backend, planned, done */
+        assert_int_equal(r->ev[1].kind, MK_PROGRESS_PLANNED);
+        assert_int_equal(r->planned_changing, 0);
+        assert_int_equal(r->ev[2].kind, MK_PROGRESS_DONE);
+
+        free(r);
+        mk_config_free(c);
+}
+
+static void test_progress_names(void **state) {
+        for (int k = 0; k < _MK_PROGRESS_KIND_MAX; k++) {
+                const char *s = mk_progress_kind_to_string((enum mk_progress_kind) k);
+                assert_non_null(s);
+                assert_int_equal(mk_progress_kind_from_string(s), k);
+        }
+        assert_int_equal(mk_progress_kind_from_string("nope"), _MK_PROGRESS_KIND_INVALID);
+        assert_null(mk_progress_kind_to_string(_MK_PROGRESS_KIND_MAX));
+        for (int k = 0; k < _MK_STEP_MAX; k++)
+                assert_non_null(mk_progress_step_to_string((enum mk_progress_step) k));
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_single_type_same_layout_is_all),
@@ -243,6 +422,8 @@ int main(void) {
                 cmocka_unit_test(test_gi_without_ci_is_counted_and_left_out),
                 cmocka_unit_test(test_non_capable_gpu_exports_disabled),
                 cmocka_unit_test(test_desired_modes_only_plan),
+                cmocka_unit_test(test_progress_names),
+                cmocka_unit_test_setup_teardown(test_apply_events_on_simulator, sim_setup, sim_teardown),
         };
         return cmocka_run_group_tests_name("engine", tests, NULL, NULL);
 }
