@@ -50,7 +50,7 @@ static void help(void) {
                "                             [MIGKIT_SCHEDULER_CONFIG]; default: every profile allowed\n"
                "      --kubeconfig PATH      Kubeconfig [KUBECONFIG]; default: in-cluster\n"
                "  serve:\n"
-               "      --address ADDR         IPv4 address to listen on (0.0.0.0)\n"
+               "      --address ADDR         IPv4 address to listen on (127.0.0.1; 0.0.0.0: all)\n"
                "      --port PORT            Port (8888; 0: any free port, printed on stdout)\n"
                "      --threads N            HTTP worker threads (4)\n"
                "  node, inventory:\n"
@@ -103,7 +103,7 @@ static int do_serve(struct mk_sched_config *cfg, const char *kubeconfig, const c
         struct mk_error e = {0};
         if (mk_sched_server_start(&so, &srv, &e) < 0)
                 return cli_fail(&e);
-        log_info("Extender listening on %s:%u", address ? address : "0.0.0.0", mk_sched_server_port(srv));
+        log_info("Extender listening on %s:%u", address ? address : "127.0.0.1", mk_sched_server_port(srv));
         printf("listening on port %u\n", mk_sched_server_port(srv));
         fflush(stdout);
         int ret = MK_EXIT_OK;

@@ -376,7 +376,7 @@ int mk_sched_server_start(const struct mk_sched_server_opts *o, struct mk_sched_
                 }
         }
         struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t) o->port)};
-        if (inet_pton(AF_INET, o->address ? o->address : "0.0.0.0", &sa.sin_addr) != 1) {
+        if (inet_pton(AF_INET, o->address ? o->address : "127.0.0.1", &sa.sin_addr) != 1) {
                 r = mk_error_set(e, -EINVAL, "invalid listen address '%s'", o->address);
                 goto fail;
         }
@@ -386,7 +386,7 @@ int mk_sched_server_start(const struct mk_sched_server_opts *o, struct mk_sched_
                                     MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_CONNECTION_TIMEOUT,
                                     (unsigned) 60, MHD_OPTION_END);
         if (!srv->mhd) {
-                r = mk_error_set(e, -EADDRINUSE, "cannot listen on %s:%u", o->address ? o->address : "0.0.0.0",
+                r = mk_error_set(e, -EADDRINUSE, "cannot listen on %s:%u", o->address ? o->address : "127.0.0.1",
                                  o->port);
                 goto fail;
         }

@@ -22,7 +22,7 @@ struct mk_sched_server;
 #define MK_SCHED_BIND_ATTEMPTS 5       /* conflicts re-planned before bind gives up */
 
 struct mk_sched_server_opts {
-        const char *address;            /* IPv4 address to listen on; NULL: 0.0.0.0 */
+        const char *address;            /* IPv4 address to listen on; NULL: 127.0.0.1 */
         unsigned port;                  /* 0: any free port (see mk_sched_server_port) */
         unsigned threads;               /* 0: 4 */
         size_t max_request;             /* 0: MK_MAX_EXTENDER_REQUEST */

@@ -60,6 +60,9 @@ for cmd in profiles export generate-config labels device-plugin manager "service
   [ "$rc" -eq 2 ] || fail "$cmd --no-such-option: exit $rc"
   grep -q "no-such-option" "$tmp/err" || fail "$cmd --no-such-option message: $(cat "$tmp/err")"
 done
+# The extender listens on loopback unless told otherwise (issue 17).
+"$MIGKIT_BIN" scheduler serve --help >"$tmp/help" 2>&1
+grep -q 'listen on (127.0.0.1' "$tmp/help" || fail "scheduler serve's default address is not 127.0.0.1"
 for cmd in profiles export generate-config labels device-plugin manager "service status"; do
   set +e
   # shellcheck disable=SC2086
