@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include <microhttpd.h>
@@ -235,6 +236,15 @@ static json_t *handle_bind(struct mk_sched_server *srv, const json_t *args, unsi
         return json_pack("{s:s}", "Error", "");
 }
 
+static enum MHD_Result count_content_length(void *cls, enum MHD_ValueKind kind, const char *key,
+                                            const char *value) {
+        (void) kind;
+        (void) value;
+        if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0)
+                (*(unsigned *) cls)++;
+        return MHD_YES;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
                                   const char *version, const char *upload_data, size_t *upload_data_size,
                                   void **con_cls) {
@@ -258,6 +268,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                                strdup(known ? "use POST\n" : "not found\n"));
         struct request *rq = *con_cls;
         if (!rq) {
+                /* Two Content-Length headers (libmicrohttpd takes one): refused,
+                 * as RFC 9112 6.3 asks of a server. */
+                unsigned n_length = 0;
+                MHD_get_connection_values(conn, MHD_HEADER_KIND, count_content_length, &n_length);
+                if (n_length > 1)
+                        return respond(conn, MHD_HTTP_BAD_REQUEST, "text/plain",
+                                       strdup("more than one Content-Length header\n"));
                 rq = calloc(1, sizeof(*rq));
                 if (!rq)
                         return MHD_NO;

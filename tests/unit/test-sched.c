@@ -18,6 +18,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include "base/dynbuf.h"
 #include "base/error.h"
@@ -902,6 +907,24 @@ static void test_http(void **state) {
                 if (!strstr(out, inject[i][1]) || !strstr(out, "not a valid name"))
                         fail_msg("bind %zu: '%s'", i, out);
                 free(out);
+        }
+        /* Two Content-Length headers: 400 (issue 17: libmicrohttpd took one). */
+        {
+                int fd = socket(AF_INET, SOCK_STREAM, 0);
+                struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t) port)};
+                sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+                assert_int_equal(connect(fd, (struct sockaddr *) &sa, sizeof(sa)), 0);
+                static const char raw[] = "POST /filter HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n"
+                                          "Content-Length: 7\r\nConnection: close\r\n\r\n{}{\"a\":1}";
+                assert_int_equal(write(fd, raw, sizeof(raw) - 1), (ssize_t) sizeof(raw) - 1);
+                char resp[512] = {0};
+                size_t got = 0;
+                ssize_t k;
+                while (got < sizeof(resp) - 1 && (k = read(fd, resp + got, sizeof(resp) - 1 - got)) > 0)
+                        got += (size_t) k;
+                close(fd);
+                if (!strstr(resp, "HTTP/1.1 400"))
+                        fail_msg("two Content-Length headers: '%s'", resp);
         }
         /* Over the cap: 413. */
         char big[5000];
