@@ -113,7 +113,9 @@ static void test_nodes(void **state) {
         assert_null(mk_sched_cache_node(&c, "bare"));
         assert_true(c.nodes_gen != gen);
         /* A node without a name is ignored. */
-        assert_int_equal(mk_sched_cache_node_event(&c, MK_KUBE_EVENT_ADDED, json_object()), 0);
+        json_t *nameless = json_object();
+        assert_int_equal(mk_sched_cache_node_event(&c, MK_KUBE_EVENT_ADDED, nameless), 0);
+        json_decref(nameless);
         mk_sched_cache_done(&c);
 }
 
@@ -171,7 +173,9 @@ static void test_claims_and_usage(void **state) {
         assert_int_equal(n->n_claims, 0);
         assert_int_equal(n->res.cpu_requested_milli, 0);
         /* A pod without identity is ignored. */
-        assert_int_equal(mk_sched_cache_pod_event(&c, MK_KUBE_EVENT_ADDED, json_object()), 0);
+        json_t *anonymous = json_object();
+        assert_int_equal(mk_sched_cache_pod_event(&c, MK_KUBE_EVENT_ADDED, anonymous), 0);
+        json_decref(anonymous);
         mk_sched_cache_done(&c);
 }
 
