@@ -2,7 +2,7 @@
  * machines: for every ordered pair (A, B) of a set of named layouts, apply A
  * on a fresh machine, then apply B with migkit and count instances destroyed
  * and created, mutating NVML calls and GPU resets. Next to them, the same
- * counts for mig-parted's strategy (mig-parted.md §5.3-5.7: a mode change on
+ * counts for mig-parted's strategy (mig-parted v0.15.0 cmd/nvidia-mig-parted/apply and pkg/mig: a mode change on
  * any GPU wipes every matched MIG-enabled GPU and sets the mode on all of
  * them, resets every GPU; a changed GPU is cleared and rebuilt), computed from
  * the same live state, and the lower bound: MIG devices (compute instances)

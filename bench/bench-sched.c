@@ -7,10 +7,10 @@
  * same trace:
  *
  *   hami-legacy   HAMi <= v2.9 knownMigGeometries first-fit templates
- *                 (shared/reference/hami.md §7.1), templates of the chart's
+ *                 (HAMi release-v2.9 knownMigGeometries), templates of the chart's
  *                 A100-80GB entry: 1g x7; 2g x3 + 1g; 3g x2; 7g x1
  *   hami-v2.10    smallest allowlisted profile, first free position, 1g/3g
- *                 from the highest start (§7.2), chart allowlist (no 1g.20gb);
+ *                 from the highest start (HAMi v2.10.0 dynamic MIG (PR #2378)), chart allowlist (no 1g.20gb);
  *                 gpucores ignored for sizing, as HAMi does (counted)
  *   whole-gpu     one whole GPU per pod
  *   migkit        plan/fit.h, every profile the GPU reports (1g.20gb too),
@@ -19,7 +19,7 @@
  *   migkit-hami-profiles   plan/fit.h restricted to HAMi's allowlist
  *
  * HAMi policies use HAMi's defaults: node policy binpack and GPU policy
- * spread (§6.1-6.3, scores before the pod's own allocation); the "-binpack"
+ * spread (HAMi v2.10.0 pkg/device/nvidia/device.go and pkg/scheduler/score.go, scores before the pod's own allocation); the "-binpack"
  * rows give them GPU binpack too. A rejected pod is dropped (no queue).
  * Printed per mix: pods accepted/rejected after a warm-up, the ratio to HAMi
  * v2.10, GPUs in use, fragmentation and idle units averaged over time and
@@ -30,7 +30,7 @@
  *
  * Profiles: from the NVML simulator (MIGKIT_NVML_LIB, set by bench/run,
  * machines a100-80gb and h100-80gb) when available, else the built-in tables
- * (shared/reference/mig-profiles.md §4.3, §4.4); when both, they are compared.
+ * (MIG user guide, supported profiles; k8s-test-infra profiles/mig); when both, they are compared.
  *
  * Usage: bench-sched [--nodes N] [--pods N] [--seed N] [--loads a,b,c] [--timing-nodes N] [--no-tables]
  *                    [--no-cache] [--sections accept,needed,time] [--mixes issue,inference,large,cores] [--quick] */
@@ -66,7 +66,7 @@ struct row {
         unsigned starts;
 };
 
-/* Same numbers as sim/lib/catalog.c (mig-profiles.md §4.3, §4.4). */
+/* Same numbers as sim/lib/catalog.c (MIG user guide, supported profiles; k8s-test-infra profiles/mig). */
 static const struct row a100_rows[] = {
         {"1g.10gb", 19, 1, 1, 7, 9728, 14, 0x7f},     {"1g.10gb+me", 20, 1, 1, 1, 9728, 14, 0x7f},
         {"1g.20gb", 15, 1, 2, 4, 19968, 14, 0x55},    {"2g.20gb", 14, 2, 2, 3, 19968, 28, 0x15},
@@ -179,7 +179,7 @@ static void model_init(struct model *m, const char *key, const char *title, cons
         m->key = key;
         m->title = title;
         m->memory_mib = memory_mib;
-        m->source = "built-in tables (mig-profiles.md)";
+        m->source = "built-in tables (MIG user guide, supported profiles; k8s-test-infra profiles/mig)";
         if (model_from_sim(m, key, dir, rows, n) < 0) {
                 model_from_rows(m, rows, n);
                 m->memory_mib = memory_mib;
@@ -416,7 +416,7 @@ struct tmpl {
         unsigned n;
 };
 /* The chart's A100-80GB geometries (same shape as its A100-40GB example,
- * hami.md §7.1), used for H100-80GB too (same profile names). Slot
+ * HAMi release-v2.9 knownMigGeometries), used for H100-80GB too (same profile names). Slot
  * placements are where mig-parted's creation puts them. */
 static const struct tmpl legacy_templates[] = {
         {{{"1g.10gb", 10240, 0}, {"1g.10gb", 10240, 1}, {"1g.10gb", 10240, 2}, {"1g.10gb", 10240, 3},
@@ -542,13 +542,13 @@ static void gpu_remove(struct cluster *c, size_t gi, uint32_t pod, uint64_t char
         cache_refresh(c, gi);
 }
 
-/* HAMi's device score (§6.1, before the pod; the pod's own share is the same for every device). */
+/* HAMi's device score (HAMi v2.10.0 pkg/device/nvidia/device.go and pkg/scheduler/score.go, before the pod; the pod's own share is the same for every device). */
 static double hami_gpu_score(const struct cluster *c, size_t gi) {
         const struct sgpu *g = &c->g[gi];
         return (double) g->n_used / 7 + g->cores_used / 100.0 + (double) g->mem_used / c->m->memory_mib;
 }
 
-/* HAMi's node score (§6.3), before the pod. */
+/* HAMi's node score (HAMi v2.10.0 pkg/device/nvidia/device.go and pkg/scheduler/score.go), before the pod. */
 static double hami_node_score(const struct cluster *c, size_t node) {
         double used = 0, cores = 0, mem = 0;
         for (size_t k = 0; k < GPUS_PER_NODE; k++) {
@@ -748,8 +748,8 @@ static bool place_migkit(struct cluster *c, uint32_t pod, uint64_t mem_mib, unsi
         return true;
 }
 
-/* HAMi sizes by memory only (gpucores is ignored for the profile, hami.md
- * §7.2): such pods are placed, and counted when their profile has fewer
+/* HAMi sizes by memory only (gpucores is ignored for the profile, HAMi v2.10.0
+ * HAMi v2.10.0 dynamic MIG (PR #2378)): such pods are placed, and counted when their profile has fewer
  * cores than asked. */
 static bool place(struct cluster *c, uint32_t pod, unsigned cls) {
         uint64_t mem = classes[cls].mem_mib;

@@ -7,7 +7,7 @@
  *    hold. Then what each accounting says the container uses is compared
  *    with the simulator's truth (NVML used memory). "ours": the workers run
  *    with libmigkit-vgpu.so preloaded, its region read as cuMemGetInfo
- *    reads it. "hami": HAMi-core's documented algorithm (hami.md §8.3-8.4)
+ *    reads it. "hami": HAMi-core's documented algorithm (HAMi-core)
  *    re-implemented below: sum of per-process totals checked before the
  *    allocation and re-checked after it under a process-local mutex; the
  *    slot cleared by an exit handler (so not on SIGKILL); dead slots
@@ -15,7 +15,7 @@
  * 2. Overhead per cuMemAlloc+cuMemFree pair and per launch, with and
  *    without the library (prog-vgpu bench-alloc / bench-launch).
  * 3. Compute share achieved vs asked, per workload kind (prog-vgpu burn),
- *    and HAMi-core's token bucket (hami.md §8.5) re-implemented for the
+ *    and HAMi-core's token bucket (HAMi-core) re-implemented for the
  *    same kinds.
  *
  * bench-vgpu [--sections mem,overhead,share] [--rounds N] [--seconds S] */
@@ -82,7 +82,7 @@ static int driver_setup(void) {
         return 0;
 }
 
-/* ---- HAMi-core's accounting, as documented (hami.md §8.3, §8.4) ---- */
+/* ---- HAMi-core's accounting, as documented (HAMi-core) ---- */
 
 struct hami_slot {
         _Atomic int32_t pid;
@@ -573,7 +573,7 @@ static int section_share(unsigned seconds) {
         return 0;
 }
 
-/* ---- HAMi-core's token bucket (hami.md §8.5), for the share section ---- */
+/* ---- HAMi-core's token bucket (HAMi-core), for the share section ---- */
 
 typedef nvmlReturn_t (*nvml_util_fn)(nvmlDevice_t, vgpu_nvmlProcessUtilizationSample_t *, unsigned *,
                                      unsigned long long);

@@ -1,10 +1,11 @@
 /* The simulator's catalog of GPU models and machines; see catalog.h.
  *
- * Source of every number: shared/reference/mig-profiles.md (§4 tables, §3
- * placements, §1.3 driver ids). Memory is in MiB, converted from the GiB the
+ * Source of every number: the MIG user guide (supported profiles and placements),
+ * k8s-test-infra profiles/mig and the NVML reference (driver profile ids); see
+ * docs/references.md. Memory is in MiB, converted from the GiB the
  * tables give (9.75 GiB = 9984 MiB). Where the reference records nothing, the
  * value is chosen so the profile NAME comes out as the reference names it
- * under the rounding rule of §2, and is marked UNVERIFIED. */
+ * under the rounding rule of go-nvlib v0.12 pkg/nvlib/device/mig_profile.go, and is marked UNVERIFIED. */
 #include <jansson.h>
 #include <sys/stat.h>
 
@@ -14,7 +15,7 @@
 
 #define SIM_MACHINE_FILE_MAX (64 * 1024) /* a machine JSON file */
 
-/* Placement starts (§3.1, §3.2), as bit masks over memory units. */
+/* Placement starts (MIG user guide, placements, MIG user guide, placements), as bit masks over memory units. */
 #define S_1G 0x7Fu   /* 0..6: 1g and 1g+me on 8-unit parts */
 #define S_1G2 0x55u  /* 0, 2, 4, 6: 1g double memory */
 #define S_2G 0x15u   /* 0, 2, 4 */
@@ -39,7 +40,7 @@
 #define E_4G NVML_GPU_INSTANCE_PROFILE_4_SLICE
 #define E_7G NVML_GPU_INSTANCE_PROFILE_7_SLICE
 
-/* §4.1 A30-24GB. Driver ids, memory and the +me placements are UNVERIFIED
+/* A30-24GB. Driver ids, memory and the +me placements are UNVERIFIED
  * (the reference marks the ID column UNVERIFIED and records no memory):
  * memory chosen as 5.8125 / 11.625 / 23.25 GiB of a 24576 MiB board, which
  * names 1g.6gb, 2g.12gb, 4g.24gb. CE counts of the +me rows UNVERIFIED. */
@@ -51,7 +52,7 @@ static const struct sim_gi_profile a30_profiles[] = {
         GI(E_4G, 0, 4, 4, 1, 23808, 56, 4, 4, 0, 1, 1, S_0, false),
 };
 
-/* §4.2 A100-SXM4-40GB: memory [fixture]. SMs of 1g+me and 1g.10gb, and the
+/* A100-SXM4-40GB: memory [fixture]. SMs of 1g+me and 1g.10gb, and the
  * CE/JPEG/OFA counts not listed in the table, UNVERIFIED. */
 static const struct sim_gi_profile a100_40_profiles[] = {
         GI(E_1G, 19, 1, 1, 7, 4864, 14, 1, 0, 0, 0, 0, S_1G, false),
@@ -63,7 +64,7 @@ static const struct sim_gi_profile a100_40_profiles[] = {
         GI(E_7G, 0, 7, 8, 1, 40192, 98, 7, 5, 0, 1, 1, S_0, false),
 };
 
-/* §4.3 A100-SXM4-80GB: 1g, 2g, 3g memory and SMs [hw]. UNVERIFIED: 1g.20gb
+/* A100-SXM4-80GB: 1g, 2g, 3g memory and SMs [hw]. UNVERIFIED: 1g.20gb
  * memory (as 2g), 4g memory (as 3g), 7g memory (80384 MiB, twice the 40 GB
  * part's), SMs of 1g+me / 1g.20gb / 4g / 7g, all engine counts (as 40 GB). */
 static const struct sim_gi_profile a100_80_profiles[] = {
@@ -76,7 +77,7 @@ static const struct sim_gi_profile a100_80_profiles[] = {
         GI(E_7G, 0, 7, 8, 1, 80384, 98, 7, 5, 0, 1, 1, S_0, false),
 };
 
-/* §4.4 H100 80GB HBM3 [hw]. UNVERIFIED: 1g+me memory/SMs (as 1g), engine
+/* H100 80GB HBM3 [hw]. UNVERIFIED: 1g+me memory/SMs (as 1g), engine
  * counts of 1g+me (1g + 1 OFA) and of 1g.20gb (as 1g). */
 static const struct sim_gi_profile h100_80_profiles[] = {
         GI(E_1G, 19, 1, 1, 7, 9984, 16, 1, 1, 0, 1, 0, S_1G, false),
@@ -88,7 +89,7 @@ static const struct sim_gi_profile h100_80_profiles[] = {
         GI(E_7G, 0, 7, 8, 1, 81152, 132, 8, 7, 0, 7, 1, S_0, false),
 };
 
-/* §4.7 H200 [hw]: memory, SMs. UNVERIFIED: 1g+me row (as 1g), every engine
+/* H200 [hw]: memory, SMs. UNVERIFIED: 1g+me row (as 1g), every engine
  * count (as H100). */
 static const struct sim_gi_profile h200_profiles[] = {
         GI(E_1G, 19, 1, 1, 7, 16384, 16, 1, 1, 0, 1, 0, S_1G, false),
@@ -100,7 +101,7 @@ static const struct sim_gi_profile h200_profiles[] = {
         GI(E_7G, 0, 7, 8, 1, 143104, 132, 8, 7, 0, 7, 1, S_0, false),
 };
 
-/* §4.8 GH200 144G HBM3e [hw]: 1g, 1g.36gb memory; 1g, 1g.36gb, 2g SMs; ids
+/* GH200 144G HBM3e [hw]: 1g, 1g.36gb memory; 1g, 1g.36gb, 2g SMs; ids
  * 19/20/15/14. UNVERIFIED: board memory 147000 MiB (chosen so the names come
  * out 1g.18gb, 1g.36gb, 7g.144gb), 2g memory (as 1g.36gb), 3g/4g memory
  * 72704 MiB, 7g memory 146176 MiB, ids 9/5/0 (common mapping), SMs of
@@ -115,7 +116,7 @@ static const struct sim_gi_profile gh200_profiles[] = {
         GI(E_7G, 0, 7, 8, 1, 146176, 132, 8, 7, 0, 7, 1, S_0, false),
 };
 
-/* §4.9 B200 [hw]: 1g, 1g.45gb, 2g memory and SMs; 1g and 2g engines.
+/* B200 [hw]: 1g, 1g.45gb, 2g memory and SMs; 1g and 2g engines.
  * UNVERIFIED: 3g/4g memory 91392 MiB (89.25 GiB), 7g memory 182528 MiB
  * (178.25 GiB), SMs 68/72/144 for 3g/4g/7g, the +me row (as 1g + 1 OFA),
  * JPEG counts of 2g and larger, CE counts of 3g and larger. */
@@ -129,7 +130,7 @@ static const struct sim_gi_profile b200_profiles[] = {
         GI(E_7G, 0, 7, 8, 1, 182528, 144, 14, 7, 0, 7, 1, S_0, false),
 };
 
-/* §4.5 H100 NVL 94 GB [names only]. UNVERIFIED: every memory size (chosen
+/* H100 NVL 94 GB [names only]. UNVERIFIED: every memory size (chosen
  * so the names come out 1g.12gb, 1g.24gb, 2g.24gb, 3g.47gb, 4g.47gb,
  * 7g.94gb on a 95830 MiB board), ids (the common mapping), SMs and engine
  * counts (as H100 80GB HBM3). */
@@ -413,7 +414,7 @@ bool sim_ci_profile_get(const struct sim_gi_profile *p, unsigned ci_enum, struct
         if (ci_enum >= ELEMENTSOF(ci_enum_slices))
                 return false;
         unsigned c = ci_enum_slices[ci_enum], g = p->slices;
-        /* Upstream's rule for offered CI sizes (mig-profiles.md §2). */
+        /* Upstream's rule for offered CI sizes (go-nvlib v0.12 pkg/nvlib/device/mig_profile.go). */
         if (c > g || !(c == g || 2 * c <= g + 1))
                 return false;
         unsigned align = 1;

@@ -1,6 +1,6 @@
 /* The simulator's catalog: GPU models with their MIG profile tables, and
  * machines (lists of models). The only place in migkit that holds model
- * tables (DESIGN.md, principle 1). Facts: shared/reference/mig-profiles.md;
+ * tables (DESIGN.md, principle 1). Facts: MIG user guide, supported profiles; k8s-test-infra profiles/mig;
  * every value not confirmed there is marked UNVERIFIED in catalog.c. */
 #pragma once
 

@@ -1,5 +1,5 @@
 /* MIG layout rules of the simulator; see mig.h. Facts:
- * shared/reference/mig-profiles.md §3 (placements, fitting rules). */
+ * MIG user guide, placements (placements, fitting rules). */
 #include "lib/mig.h"
 #include "lib/util.h"
 
@@ -31,7 +31,7 @@ static void gi_usage(const struct sim_gpu *g, const struct sim_gi_profile *p, st
 
 static bool gi_fits(const struct sim_gpu *g, const struct sim_gi_profile *p, const struct gi_usage *u,
                     unsigned start) {
-        /* Fitting rules (§3.4): disjoint memory units, compute slices within
+        /* Fitting rules (MIG user guide, placements): disjoint memory units, compute slices within
          * the GPU's, per-profile instance limit. One media-extension set per
          * GPU, so at most one +me GI of any size (UNVERIFIED for A30, whose
          * 1g+me and 2g+me would otherwise share it). */
@@ -148,7 +148,7 @@ unsigned sim_ci_placements(const struct sim_gi_profile *p, const struct sim_ci_p
                            unsigned max) {
         unsigned n = 0;
 
-        /* §3.3: starts aligned to the next power of two >= C, inside the GI. */
+        /* MIG user guide, placements: starts aligned to the next power of two >= C, inside the GI. */
         for (unsigned s = 0; s + cp->slices <= p->slices; s += cp->align)
                 if (n < max)
                         starts[n++] = s;

@@ -1,5 +1,5 @@
 /* `migkit device-plugin`: flags and environment as NVIDIA's device plugin
- * (shared/reference/device-plugin.md §4.2), then plugin/daemon.h runs.
+ * (k8s-device-plugin v0.20.0 cmd/nvidia-device-plugin/main.go), then plugin/daemon.h runs.
  * Precedence: flag > environment > config file > default. */
 #include <getopt.h>
 #include <stdio.h>

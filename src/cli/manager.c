@@ -1,5 +1,5 @@
 /* migkit manager: the Kubernetes MIG manager (docs/manager.md). Flags and
- * environment variables follow nvidia-mig-manager's (mig-parted.md §8.1):
+ * environment variables follow nvidia-mig-manager's (mig-parted v0.15.0 cmd/nvidia-mig-manager):
  * every flag also reads its variable. */
 #include <fcntl.h>
 #include <getopt.h>

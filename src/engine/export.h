@@ -1,5 +1,5 @@
 /* `export`: the live MIG layout as mig-parted v1 config entries, grouped the
- * way mig-parted groups them (mig-parted.md §4.3), so that feeding the output
+ * way mig-parted groups them (mig-parted v0.15.0 cmd/nvidia-mig-parted/export), so that feeding the output
  * back to `apply` reproduces the layout. Pure: works on a snapshot. */
 #pragma once
 

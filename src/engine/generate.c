@@ -8,7 +8,7 @@
 #include "engine/generate.h"
 
 /* mig-parted pkg/mig/discovery: NVML reports wrong instance counts on the A30,
- * so upstream lists its GI profiles by hand (mig-parted.md §9.1). */
+ * so upstream lists its GI profiles by hand (mig-parted v0.15.0 generate-config). */
 #define A30_DEVICE_ID 0x20B710DEu
 static const struct {
         const char *name;

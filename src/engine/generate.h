@@ -1,5 +1,5 @@
 /* A mig-parted v1 config generated from the profiles the GPUs report
- * (mig-parted.md §9): all-disabled, all-enabled, all-<profile> for every GPU
+ * (mig-parted v0.15.0 generate-config): all-disabled, all-enabled, all-<profile> for every GPU
  * instance profile, all-balanced by upstream's rules, device-filter entries
  * on nodes with several MIG-capable models. Pure: works on a snapshot. */
 #pragma once

@@ -1,5 +1,5 @@
 /* migkit manager: the nvidia.com/mig.config state machine (manager.h,
- * docs/manager.md, mig-parted.md §8.4 without pitfall P9). */
+ * docs/manager.md, mig-parted v0.15.0 cmd/nvidia-mig-manager without pitfall P9). */
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -46,7 +46,7 @@ enum mk_mig_state mk_mig_state_from_string(const char *s) {
         return _MK_MIG_STATE_INVALID;
 }
 
-/* The GPU operator's components, by the "app" label of their pods (§8.4 step 8). */
+/* The GPU operator's components, by the "app" label of their pods (mig-parted v0.15.0 cmd/nvidia-mig-manager step 8). */
 static const char *const gpu_component_apps[] = {
         "nvidia-device-plugin-daemonset", "gpu-feature-discovery", "nvidia-dcgm-exporter", "nvidia-dcgm",
         "nvidia-cuda-validator", "nvidia-device-plugin-validator", "nvidia-operator-validator",

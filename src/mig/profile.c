@@ -1,6 +1,6 @@
 /* MIG profile names. Grammar, canonical form and the naming rules follow
- * go-nvlib pkg/nvlib/device/mig_profile.go (shared/reference/mig-parted.md §2.6,
- * §2.7). Pure: no I/O, no allocation. */
+ * go-nvlib pkg/nvlib/device/mig_profile.go (go-nvlib v0.12 pkg/nvlib/device/mig_profile.go,
+ * go-nvlib v0.12 pkg/nvlib/device/mig_profile.go). Pure: no I/O, no allocation. */
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -316,7 +316,7 @@ bool mk_profile_name_equal(const struct mk_profile_name *a, const struct mk_prof
         return mk_profile_name_compare(a, b) == 0;
 }
 
-/* §2.7: G and the attribute of each NVML GPU-instance profile enum
+/* go-nvlib v0.12 pkg/nvlib/device/mig_profile.go: G and the attribute of each NVML GPU-instance profile enum
  * (NVML_GPU_INSTANCE_PROFILE_*). Enum 17 (3_SLICE_GFX) is absent on purpose:
  * upstream cannot name it. */
 static const struct {
@@ -342,7 +342,7 @@ static const struct {
         [16] = {2, "+me.all"}, /* 2_SLICE_ALL_ME */
 };
 
-/* §2.7: C of each NVML compute-instance profile enum. 7 (1_SLICE_REV1) and
+/* go-nvlib v0.12 pkg/nvlib/device/mig_profile.go: C of each NVML compute-instance profile enum. 7 (1_SLICE_REV1) and
  * 8 (7_SLICE_NVL) repeat the slice counts of 0 and 4. */
 static const unsigned ci_enum_table[] = {
         [0] = 1, [1] = 2, [2] = 3, [3] = 4, [4] = 7, [5] = 8, [6] = 6, [7] = 1, [8] = 7,

@@ -1,7 +1,7 @@
 /* MIG profile names: the grammar `[<C>c.]<G>g.<GB>gb[+attr[,attr...]|-attr[,attr...]]`,
  * the canonical form, and the rules that derive a name from what NVML reports
  * (GI/CI profile enums, GI memory, device memory). Pure: no I/O.
- * Facts: shared/reference/mig-parted.md §2.6, §2.7. */
+ * Facts: go-nvlib v0.12 pkg/nvlib/device/mig_profile.go. */
 #pragma once
 
 #include <stdbool.h>
@@ -38,7 +38,7 @@ bool mk_profile_name_equal(const struct mk_profile_name *a, const struct mk_prof
 /* Total order (G desc, C desc, GB desc, attributes) used to sort layouts. */
 int mk_profile_name_compare(const struct mk_profile_name *a, const struct mk_profile_name *b);
 
-/* Slice counts and attributes of NVML profile enums (§2.7). Unknown enums
+/* Slice counts and attributes of NVML profile enums (go-nvlib v0.12 pkg/nvlib/device/mig_profile.go). Unknown enums
  * (e.g. GI 17, 3_SLICE_GFX, which upstream cannot name) give 0 / NULL. */
 unsigned mk_gi_enum_slices(unsigned gi_enum);
 unsigned mk_ci_enum_slices(unsigned ci_enum);

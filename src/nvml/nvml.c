@@ -348,7 +348,7 @@ static int query_ci_profiles(struct mk_nvml *n, nvmlGpuInstance_t gi, const stru
 }
 
 /* Without a live GI, NVML cannot list compute-instance profiles; derive the
- * sizes with upstream's rule (mig-parted.md §2.7) and mark them derived. */
+ * sizes with upstream's rule (go-nvlib v0.12 pkg/nvlib/device/mig_profile.go) and mark them derived. */
 static int derive_ci_profiles(const struct mk_gpu *g, struct mk_gi_profile *p, struct mk_error *e) {
         struct mk_ci_profile *list = calloc(NVML_COMPUTE_INSTANCE_PROFILE_COUNT, sizeof(*list));
         if (!list)

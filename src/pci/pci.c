@@ -1,6 +1,6 @@
 /* NVIDIA GPUs on the PCI bus without the driver: sysfs enumeration (the GPU
- * index of mig-parted.md §2.4), BAR0 register access through resource0 and
- * MIG mode on GA100 (mig-parted.md §6, after mig-parted pkg/mig/mode/pci.go
+ * index of mig-parted v0.15.0 api/spec/v1 (config file)), BAR0 register access through resource0 and
+ * MIG mode on GA100 (go-nvlib v0.12 pkg/nvpci, after mig-parted pkg/mig/mode/pci.go
  * and go-nvlib pkg/nvpci). Library code: errors go to struct mk_error, logs
  * only at debug in the "pci" area. */
 #include <dirent.h>
@@ -258,7 +258,7 @@ static int probe_function(const char *dir, const char *name, const struct pci_ad
         r = read_hex_attr(path, "device", UINT16_MAX, false, &device, e);
         if (r < 0)
                 return r;
-        /* Missing subsystem files read as 0:0 (mig-parted.md §2.5). */
+        /* Missing subsystem files read as 0:0 (mig-parted v0.15.0 pkg/types/device.go). */
         r = read_hex_attr(path, "subsystem_vendor", UINT16_MAX, true, &sub_vendor, e);
         if (r < 0 && r != -ENOENT)
                 return r;

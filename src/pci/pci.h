@@ -1,5 +1,5 @@
 /* NVIDIA GPUs on the PCI bus, without the driver: sysfs enumeration, BAR0
- * register access (resource0), MIG mode on GA100 (mig-parted.md §6), and the
+ * register access (resource0), MIG mode on GA100 (go-nvlib v0.12 pkg/nvpci), and the
  * sysfs function reset. Every path goes through struct mk_host, so tests use
  * fixture trees with a regular file as resource0. Never touches NVML. */
 #pragma once
@@ -15,7 +15,7 @@
 #define MK_PCI_CLASS_VGA 0x030000u
 #define MK_PCI_CLASS_3D 0x030200u
 
-/* BAR0 registers (mig-parted.md §6; go-nvlib nvpci, mig-parted pkg/mig/mode/pci.go). */
+/* BAR0 registers (go-nvlib v0.12 pkg/nvpci; go-nvlib nvpci, mig-parted pkg/mig/mode/pci.go). */
 #define MK_BAR0_PMC_BOOT_0 0x000000u      /* chip id */
 #define MK_BAR0_PMC_BOOT_1 0x000004u      /* endianness probe */
 #define MK_BAR0_BOOT_COMPLETE 0x118234u   /* == 0x3FF when the GPU is ready */

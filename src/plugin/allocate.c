@@ -1,4 +1,4 @@
-/* Allocate for one container (allocate.h; device-plugin.md §4.6–§4.8). */
+/* Allocate for one container (allocate.h; k8s-device-plugin v0.20.0 internal/plugin/server.go). */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdint.h>

@@ -1,5 +1,5 @@
-/* Allocate for one container (shared/reference/device-plugin.md §4.6–§4.8,
- * §5.2): requested ids in, the envs, mounts, device specs, annotations and
+/* Allocate for one container (k8s-device-plugin v0.20.0 internal/plugin/server.go,
+ * iktos/k8s-gpu-sharing-plugin): requested ids in, the envs, mounts, device specs, annotations and
  * CDI devices the kubelet hands the runtime out. Plain structs; the daemon
  * converts. Pure but for one random UUID per CDI annotation key. */
 #pragma once

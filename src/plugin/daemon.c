@@ -1,9 +1,9 @@
 /* The device plugin daemon (daemon.h, docs/device-plugin.md,
- * shared/reference/device-plugin.md §2, §4.1). Threads: the main thread
+ * kubelet pkg/kubelet/cm/devicemanager (v1.20+); k8s-device-plugin v0.20.0 cmd/nvidia-device-plugin). Threads: the main thread
  * runs the loop (signalfd, inotify, timers); gRPC's threads call the
  * handlers below; the health monitor's thread calls on_health(); one
  * registrar thread per start runs the Register calls, since the kubelet
- * calls GetDevicePluginOptions back before it answers (§2.2). `lock`
+ * calls GetDevicePluginOptions back before it answers (kubelet pkg/kubelet/cm/devicemanager (v1.20+)). `lock`
  * guards the snapshot and the resources against the handlers and the
  * health callback; the main thread replaces them only with every server,
  * the registrar and the monitor stopped. */

@@ -1,4 +1,4 @@
-/* gRPC transport over C-core 1.51 (grpc.h; device-plugin.md §7.2-7.4).
+/* gRPC transport over C-core 1.51 (grpc.h; gRPC C-core 1.51 grpc/grpc.h).
  *
  * Server: one completion queue and one thread per server. Every method is
  * pre-registered with GRPC_SRM_PAYLOAD_READ_INITIAL_BYTE_BUFFER, so C-core
@@ -8,7 +8,7 @@
  * by completions: RECV_CLOSE_ON_SERVER tells us the peer went, one SEND_MESSAGE
  * at a time carries the newest published message. A publish from another
  * thread wakes the server thread with an empty batch on an open stream's
- * call (it posts its tag at once, §7.2), under the lock that serialises
+ * call (it posts its tag at once, gRPC C-core 1.51 grpc/grpc.h), under the lock that serialises
  * every batch on stream calls (grpc_call_start_batch is thread-compatible).
  *
  * Client: one channel per client; each call has its own pluck completion
@@ -665,7 +665,7 @@ static void *server_thread(void *userdata) {
         return NULL;
 }
 
-/* Tears down what start built, in C-core's order (§7.2). The server thread
+/* Tears down what start built, in C-core's order (gRPC C-core 1.51 grpc/grpc.h). The server thread
  * has ended, or never ran. */
 static void server_free(struct mk_grpc_server *s) {
         if (s->server) {

@@ -1,9 +1,9 @@
 /* The gRPC transport of the device plugin: unary and one server-streaming
  * method served on a unix socket, and a client for unary and streaming
- * calls, over gRPC C-core 1.51 (device-plugin.md §7). It moves raw bytes
+ * calls, over gRPC C-core 1.51 (gRPC C-core 1.51 grpc/grpc.h). It moves raw bytes
  * (already packed protobuf messages); callers pack and unpack. This is the
  * only module that includes <grpc/grpc.h>, so another transport (nghttp2,
- * §7.5) could replace it without touching callers.
+ * gRPC C-core 1.51 grpc/grpc.h) could replace it without touching callers.
  *
  * Threads and signals: C-core starts threads of its own (about 8) at the
  * first grpc_init. They inherit the signal mask of the thread that creates

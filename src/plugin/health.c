@@ -17,7 +17,7 @@
 
 #define AREA "plugin"
 
-/* Application errors upstream never counts (device-plugin.md §4.11): 13
+/* Application errors upstream never counts (k8s-device-plugin v0.20.0 internal/rm/health.go): 13
  * graphics engine exception, 31 GPU memory page fault, 43 GPU stopped
  * processing, 45 preemptive cleanup, 68 video processor exception, 109
  * context switch timeout. */

@@ -1,7 +1,7 @@
 /* The device plugin's health monitor: a thread that waits on NVML events
  * (nvml/'s event API) and reports device health changes by callback.
  *
- * Upstream parity (device-plugin.md §4.11): DP_DISABLE_HEALTHCHECKS /
+ * Upstream parity (k8s-device-plugin v0.20.0 internal/rm/health.go): DP_DISABLE_HEALTHCHECKS /
  * DP_ENABLE_HEALTHCHECKS and the default ignored Xids; a critical Xid that
  * is not ignored turns the affected device unhealthy: the MIG device when
  * the event carries GI/CI ids, else the whole GPU. Unlike upstream, devices

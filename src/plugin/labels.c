@@ -1,4 +1,4 @@
-/* GFD labels (labels.h; device-plugin.md §6, §4.5, §4.9). */
+/* GFD labels (labels.h; k8s-device-plugin v0.20.0 cmd/gpu-feature-discovery and internal/lm; k8s-device-plugin v0.20.0 internal/rm; k8s-device-plugin v0.20.0 api/config/v1). */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -60,7 +60,7 @@ int mk_labels_sanitise(const char *in, char *buf, size_t size) {
 }
 
 const char *mk_labels_family(int major, int minor) {
-        /* GFD's table (§6.4), from the CUDA compute capability. */
+        /* GFD's table (k8s-device-plugin v0.20.0 cmd/gpu-feature-discovery and internal/lm), from the CUDA compute capability. */
         switch (major) {
         case 0:
                 return NULL;
@@ -156,7 +156,7 @@ static int cmp_label(const void *a, const void *b) {
         return strcmp(((const struct mk_label *) a)->key, ((const struct mk_label *) b)->key);
 }
 
-/* Sharing of one resource: the first active entry with its name (§4.9). */
+/* Sharing of one resource: the first active entry with its name (k8s-device-plugin v0.20.0 api/config/v1). */
 struct sharing {
         unsigned replicas;
         bool renamed;
@@ -297,7 +297,7 @@ static bool mig_same_type(const struct mig_dev *a, const struct mig_dev *b) {
                            a->gp->ofas == b->gp->ofas));
 }
 
-/* multiprocessors, slices.*, engines.* of a MIG device (§6.4). */
+/* multiprocessors, slices.*, engines.* of a MIG device (k8s-device-plugin v0.20.0 cmd/gpu-feature-discovery and internal/lm). */
 static int set_mig_attrs(struct builder *b, const char *res, const struct mig_dev *d) {
         int r = set_res(b, res, "memory", "%" PRIu64, d->memory_mib);
         if (r >= 0)
@@ -319,7 +319,7 @@ static int set_mig_attrs(struct builder *b, const char *res, const struct mig_de
         return r;
 }
 
-/* nvidia.com/gpu.* for full GPUs: every GPU, MIG-enabled or not, counts (§6.4). */
+/* nvidia.com/gpu.* for full GPUs: every GPU, MIG-enabled or not, counts (k8s-device-plugin v0.20.0 cmd/gpu-feature-discovery and internal/lm). */
 static int full_gpu_labels(struct builder *b, const struct mk_labels_input *in, struct mk_error *e) {
         const struct mk_snapshot *s = in->snapshot;
         _cleanup_free_ size_t *idx = calloc(s->n_gpus, sizeof(size_t));
@@ -388,7 +388,7 @@ static int single_labels(struct builder *b, const struct mk_labels_input *in, st
         if (mk_labels_sanitise(g->name, model, sizeof(model)) < 0)
                 return mk_error_set(e, -EINVAL, "GPU %u: name '%s' too long", g->index, g->name);
         if (invalid) {
-                /* GFD's invalid-single labels (§6.5). */
+                /* GFD's invalid-single labels (k8s-device-plugin v0.20.0 cmd/gpu-feature-discovery and internal/lm). */
                 snprintf(product, sizeof(product), "%s-MIG-INVALID", model);
                 r = set_res(b, PREFIX "gpu", "product", "%s", product);
                 if (r >= 0)
@@ -452,7 +452,7 @@ static int mixed_labels(struct builder *b, const struct mk_labels_input *in, str
                 if (mk_labels_sanitise(g->name, model, sizeof(model)) < 0)
                         return mk_error_set(e, -EINVAL, "GPU %u: name '%s' too long", g->index, g->name);
                 /* "1g.10gb+me" -> "1g.10gb.me": '+' is not valid in a label key
-                 * or value, and it is the device plugin's resource name (§4.1). */
+                 * or value, and it is the device plugin's resource name (k8s-device-plugin v0.20.0 cmd/nvidia-device-plugin). */
                 char prof[MK_PROFILE_NAME_MAX];
                 snprintf(prof, sizeof(prof), "%s", rep->ci->name);
                 for (char *c = prof; *c; c++)
@@ -472,7 +472,7 @@ static int mixed_labels(struct builder *b, const struct mk_labels_input *in, str
         return 0;
 }
 
-/* "X.Y" or "X.Y.Z", digits only (§6.3). */
+/* "X.Y" or "X.Y.Z", digits only (k8s-device-plugin v0.20.0 cmd/gpu-feature-discovery and internal/lm). */
 static int split_driver_version(const char *v, char parts[3][24], unsigned *ret_n) {
         unsigned n = 0;
         size_t k = 0;

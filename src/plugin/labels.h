@@ -1,5 +1,5 @@
-/* GPU feature discovery labels (shared/reference/device-plugin.md §6, with
- * the MIG strategies of §4.5 and sharing of §4.9): a snapshot, the driver
+/* GPU feature discovery labels (k8s-device-plugin v0.20.0 cmd/gpu-feature-discovery and internal/lm, with
+ * the MIG strategies of k8s-device-plugin v0.20.0 internal/rm and sharing of k8s-device-plugin v0.20.0 api/config/v1): a snapshot, the driver
  * and CUDA versions, the MIG strategy and the sharing config in, a sorted
  * list of key=value labels out. Pure: no I/O, no clock.
  *

@@ -1,4 +1,4 @@
-/* GetPreferredAllocation (preferred.h; device-plugin.md §4.10, §5.3). */
+/* GetPreferredAllocation (preferred.h; k8s-device-plugin v0.20.0 internal/plugin/server.go; iktos/k8s-gpu-sharing-plugin). */
 #include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -221,7 +221,7 @@ static int cmp_dev_gpu(const void *a, const void *b) {
         return x < y ? -1 : x > y;
 }
 
-/* §5.3: least shared physical device first. */
+/* iktos/k8s-gpu-sharing-plugin: least shared physical device first. */
 static int pick_shared(const struct mk_dp_device **cand, size_t n, const struct mk_dp_device **must, size_t n_must,
                        size_t needed, const struct mk_dp_device **out, struct mk_error *e) {
         qsort(cand, n, sizeof(*cand), cmp_dev_base);

@@ -1,5 +1,5 @@
-/* GetPreferredAllocation for one container (shared/reference/device-plugin.md
- * §4.10, §5.3). Pure: reads only the snapshot's interconnect matrices. */
+/* GetPreferredAllocation for one container (k8s-device-plugin v0.20.0
+ * k8s-device-plugin v0.20.0 internal/plugin/server.go, iktos/k8s-gpu-sharing-plugin). Pure: reads only the snapshot's interconnect matrices. */
 #pragma once
 
 #include <stddef.h>
@@ -10,7 +10,7 @@
 #include "plugin/resources.h"
 
 /* Chooses `size` ids of r from `available`, every id of `must_include`
- * first. Shared devices ("::k" ids): least-shared-first (§5.3): each slot
+ * first. Shared devices ("::k" ids): least-shared-first (iktos/k8s-gpu-sharing-plugin): each slot
  * goes to the physical device not yet used by this request with the most
  * available replicas (ties: smallest base id), then to used ones; within a
  * device its smallest available replica. Whole GPUs: the set with the best

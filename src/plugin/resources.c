@@ -1,5 +1,5 @@
-/* The device plugin's resources (resources.h; device-plugin.md §4.4, §4.5,
- * §4.9, §5.1). */
+/* The device plugin's resources (resources.h; k8s-device-plugin v0.20.0 internal/rm,
+ * k8s-device-plugin v0.20.0 api/config/v1, iktos/k8s-gpu-sharing-plugin). */
 #include <ctype.h>
 #include <errno.h>
 #include <stdint.h>
@@ -196,7 +196,7 @@ static int cap_lookup(const struct cap_table *t, unsigned minor, unsigned gi, un
         return -1;
 }
 
-/* ---- NUMA node from sysfs (§4.4) ---- */
+/* ---- NUMA node from sysfs (k8s-device-plugin v0.20.0 internal/rm) ---- */
 
 static int numa_node_of(const struct mk_host *h, const char *nvml_bus_id) {
         if (!h || !*nvml_bus_id)
@@ -344,7 +344,7 @@ static int add_mig(struct cands *c, const struct mk_snapshot *s, size_t i, int n
         return 0;
 }
 
-/* Single strategy: one MIG device type on the node (§4.5). */
+/* Single strategy: one MIG device type on the node (k8s-device-plugin v0.20.0 internal/rm). */
 static bool mig_same_type(const struct mk_gpu *ga, const struct mk_ci *a, const struct mk_gpu *gb,
                           const struct mk_ci *b, const struct mk_gi *gia, const struct mk_gi *gib) {
         const struct mk_gi_profile *pa = mk_gpu_profile_by_id(ga, gia->profile_id);

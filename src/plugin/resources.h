@@ -1,5 +1,5 @@
-/* The device plugin's resource model (shared/reference/device-plugin.md §4.4,
- * §4.5, §4.9, §5.1): from a snapshot, the MIG strategy and the sharing
+/* The device plugin's resource model (k8s-device-plugin v0.20.0 internal/rm,
+ * k8s-device-plugin v0.20.0 internal/rm, k8s-device-plugin v0.20.0 api/config/v1, iktos/k8s-gpu-sharing-plugin): from a snapshot, the MIG strategy and the sharing
  * config, the resources the plugin advertises ("nvidia.com/gpu",
  * "nvidia.com/mig-1g.10gb", renames) and their devices (with replicas).
  * Plain structs; the daemon converts them to the kubelet messages. Reads
@@ -87,7 +87,7 @@ struct mk_dp_device {
 
 struct mk_dp_resource {
         char name[64];               /* "nvidia.com/gpu", "nvidia.com/mig-1g.10gb", a rename, ... */
-        char endpoint[128];          /* socket file name: "nvidia-gpu.sock", "nvidia-mig-1g.10gb.sock" (§1.3) */
+        char endpoint[128];          /* socket file name: "nvidia-gpu.sock", "nvidia-mig-1g.10gb.sock" (kubelet deviceplugin/v1beta1 api.proto) */
         struct mk_dp_device *devices; /* snapshot order: GPU, GI, CI, then replica */
         size_t n_devices;
         size_t *by_id;               /* positions in devices[] sorted by id (strcmp), for lookups */
@@ -101,10 +101,10 @@ struct mk_dp_resources {
         size_t n;
 };
 
-/* Builds the resources of a snapshot by the MIG strategy (§4.5): none: every
+/* Builds the resources of a snapshot by the MIG strategy (k8s-device-plugin v0.20.0 internal/rm): none: every
  * GPU whole; single: every MIG device (or every GPU when none is MIG-enabled)
  * as nvidia.com/gpu; mixed: MIG-disabled GPUs as nvidia.com/gpu and one
- * nvidia.com/mig-<profile> per profile. Then sharing (§4.9): each config
+ * nvidia.com/mig-<profile> per profile. Then sharing (k8s-device-plugin v0.20.0 api/config/v1): each config
  * entry's `devices` picks devices of the resource it names, they get
  * `replicas` ids each and go to `rename` (or stay) — so one resource may be
  * split into a shared and a whole part. Resources with no device are left out.

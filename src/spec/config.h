@@ -1,4 +1,4 @@
-/* mig-parted config v1 (mig-parted.md §2): parsed with libyaml into plain
+/* mig-parted config v1 (mig-parted v0.15.0 api/spec/v1 (config file)): parsed with libyaml into plain
  * structs, with file:line:column and the field path for every error. */
 #pragma once
 
@@ -24,7 +24,7 @@ struct mk_pos {
         unsigned line, column; /* 1-based; 0 when unknown */
 };
 
-/* `0xDDDDVVVV` or `0xDDDDVVVV:0xSSSSVVVV` (§2.5). */
+/* `0xDDDDVVVV` or `0xDDDDVVVV:0xSSSSVVVV` (mig-parted v0.15.0 pkg/types/device.go). */
 struct mk_device_filter {
         uint32_t device_vendor;  /* (device id << 16) | vendor id */
         bool has_subsystem;
@@ -83,19 +83,19 @@ static inline void mk_config_freep(struct mk_config **c) {
         mk_config_free(*c);
 }
 
-/* Upstream's selection rules (§2.3): NULL/empty name with exactly one config
+/* Upstream's selection rules (mig-parted v0.15.0 cmd/nvidia-mig-parted/assert/assert.go): NULL/empty name with exactly one config
  * selects it; with several, -EINVAL "missing required flag 'selected-config'
  * when more than one config available"; an unknown name, -ENOENT "selected
  * mig-config not present: <name>". */
 int mk_config_select(const struct mk_config *c, const char *name, const struct mk_named_config **ret,
                      struct mk_error *e);
 
-/* Parses one device-filter string (§2.5, Go base-0 integers). */
+/* Parses one device-filter string (mig-parted v0.15.0 pkg/types/device.go, Go base-0 integers). */
 int mk_device_filter_parse(const char *s, struct mk_device_filter *ret, struct mk_error *e);
 /* Device + vendor equal, and subsystem too when the filter has one. */
 bool mk_device_filter_match(const struct mk_device_filter *f, uint32_t pci_device_id, uint32_t pci_subsystem_id);
 
-/* Does entry `x` select GPU `index` with these PCI ids (§2.4)? No filter
+/* Does entry `x` select GPU `index` with these PCI ids (mig-parted v0.15.0 api/spec/v1 (config file))? No filter
  * matches all; several filters match any. */
 bool mk_config_entry_matches(const struct mk_config_entry *x, unsigned index, uint32_t pci_device_id,
                              uint32_t pci_subsystem_id);

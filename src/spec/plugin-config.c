@@ -1,4 +1,4 @@
-/* Device plugin / GFD v1 config file (plugin-config.h; device-plugin.md §4.3). */
+/* Device plugin / GFD v1 config file (plugin-config.h; k8s-device-plugin v0.20.0 api/config/v1). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -341,7 +341,7 @@ static int parse_sharing(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, st
                 sharing_block_done(&mps);
                 return r;
         }
-        /* Upstream (§4.3): a present mps block supplies the list; the strategy
+        /* Upstream (k8s-device-plugin v0.20.0 api/config/v1): a present mps block supplies the list; the strategy
          * is mps / time-slicing when that list shares anything. */
         struct sharing_block *active = mps.present ? &mps : &ts;
         cfg->sharing = active->n_resources == 0 ? MK_SHARING_NONE
@@ -358,7 +358,7 @@ static int parse_sharing(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, st
 }
 
 static int parse_flags(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, struct mk_plugin_config *cfg) {
-        /* Upstream's keys (§4.2, §4.3); only migStrategy matters here. */
+        /* Upstream's keys (k8s-device-plugin v0.20.0 cmd/nvidia-device-plugin/main.go, k8s-device-plugin v0.20.0 api/config/v1); only migStrategy matters here. */
         static const char *const known[] = {"migStrategy",     "failOnInitError",   "nvidiaDriverRoot",
                                             "nvidiaDevRoot",   "mpsRoot",           "gdrcopyEnabled",
                                             "gdsEnabled",      "mofedEnabled",      "useNodeFeatureAPI",

@@ -1,5 +1,5 @@
 /* The NVIDIA device plugin / GPU feature discovery v1 config file, the subset
- * migkit uses (shared/reference/device-plugin.md §4.3, §4.9): `version`,
+ * migkit uses (k8s-device-plugin v0.20.0 api/config/v1): `version`,
  * `flags.migStrategy`, `sharing.timeSlicing` / `sharing.mps` with
  * `renameByDefault`, `failRequestsGreaterThanOne` and `resources[]`
  * (`name`, `rename`, `devices`, `replicas`). The other upstream keys of
@@ -49,14 +49,14 @@ struct mk_shared_resource {
         char **devices;         /* devices: [...] as strings ("0", "0:1", "GPU-…", "MIG-…"), NULL-terminated or NULL */
         size_t n_devices;
         unsigned replicas;      /* >= 2 from the file; >= 1 from --resource-config (1 = renamed, not shared) */
-        bool replicas_auto;     /* --resource-config replicas -1: per device, its memory MiB / 1000 (§5.1); replicas 0 */
+        bool replicas_auto;     /* --resource-config replicas -1: per device, its memory MiB / 1000 (iktos/k8s-gpu-sharing-plugin); replicas 0 */
 };
 
 struct mk_plugin_config {
         char *file;             /* for messages */
         bool has_mig_strategy;  /* flags.migStrategy given */
         enum mk_mig_strategy mig_strategy;
-        enum mk_sharing_strategy sharing; /* the active one, by upstream's rule (§4.3) */
+        enum mk_sharing_strategy sharing; /* the active one, by upstream's rule (k8s-device-plugin v0.20.0 api/config/v1) */
         bool rename_by_default;
         bool fail_requests_greater_than_one; /* forced true for MPS when unset */
         struct mk_shared_resource *resources; /* the active list (mps when present, else timeSlicing) */
@@ -78,7 +78,7 @@ static inline void mk_plugin_config_freep(struct mk_plugin_config **c) {
 
 #define MK_MAX_RESOURCE_CONFIG_BYTES 65536u /* the --resource-config string */
 
-/* Parses the iktos fork's --resource-config string (§5.1): comma-separated
+/* Parses the iktos fork's --resource-config string (iktos/k8s-gpu-sharing-plugin): comma-separated
  * `<name>:<rename>:<replicas>` entries, blanks around parts trimmed, empty
  * entries skipped; names short or prefixed ("gpu", "nvidia.com/mig-1g.10gb"),
  * checked as in the file; replicas >= 1 or -1 (auto). Gives a config with

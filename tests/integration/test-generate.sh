@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # migkit generate-config through the real binary on the simulator
-# (mig-parted.md §9): the whole config of a DGX A100 as data, YAML and JSON
+# (mig-parted v0.15.0 generate-config): the whole config of a DGX A100 as data, YAML and JSON
 # equal, device filters on a mixed node, the A30 list, output files written
 # atomically, and the generated file accepted by apply and assert.
 set -euo pipefail

@@ -3,8 +3,8 @@
 # (prog-raw-nvml declares NVML itself and includes nothing of ours):
 #  - A100-40GB and H100-80GB GPU-instance profiles: enum, driver id, slices,
 #    max count, memory, SMs, engines and placements
-#    (shared/reference/mig-profiles.md §4.2, §4.4, placements §3.1), and the
-#    compute-instance placements inside each GI (§3.3);
+#    (MIG user guide, supported profiles; k8s-test-infra profiles/mig, placements MIG user guide, placements), and the
+#    compute-instance placements inside each GI (MIG user guide, placements);
 #  - creations that hardware refuses, with the NVML error hardware returns
 #    (NVML API reference, nvmlDeviceCreateGpuInstance*, nvmlGpuInstanceDestroy);
 #  - the driver's own placement choice, and a full GI+CI round trip.
@@ -95,7 +95,7 @@ enable_mig() {
   out=$(ok set-mig "$gpu" 1) || return 1
   case $out in
     *current=1*) ;;
-    *) # Ampere: the new mode applies at the next GPU reset (§3.5).
+    *) # Ampere: the new mode applies at the next GPU reset (MIG user guide, placements).
        "$MIGKIT_SIM_SMI" -r -i "$gpu" >/dev/null || fail "reset of GPU $gpu to apply MIG mode failed"
        ;;
   esac
@@ -117,7 +117,7 @@ destroy_all() {
 placement_of() { field placement "$1"; }
 
 #
-# A100-SXM4-40GB (§4.2)
+# A100-SXM4-40GB (MIG user guide, supported profiles; k8s-test-infra profiles/mig)
 #
 machine a100-40gb
 
@@ -144,7 +144,7 @@ EOF
 gi_table 0 >"$tmp/a100.actual"
 compare "A100-40GB GI profiles" "$tmp/a100.expected" "$tmp/a100.actual"
 
-# GI enum, CI slices, CI count, CI placements in compute slices (§3.3).
+# GI enum, CI slices, CI count, CI placements in compute slices (MIG user guide, placements).
 cat >"$tmp/a100-ci.expected" <<'EOF'
 0 1 1 0:1
 1 1 2 0:1,1:1
@@ -167,7 +167,7 @@ ci_table 0 >"$tmp/a100-ci.actual"
 compare "A100-40GB CI profiles" "$tmp/a100-ci.expected" "$tmp/a100-ci.actual"
 [ -z "$(raw gis 0)" ] || fail "profiles --ci left GPU instances behind: $(raw gis 0)"
 
-# Invalid starts: 1g never starts at unit 7, 3g only at 0 and 4 (§3.1).
+# Invalid starts: 1g never starts at unit 7, 3g only at 0 and 4 (MIG user guide, placements).
 refused NVML_ERROR_INVALID_ARGUMENT 2 create 0 19 7
 refused NVML_ERROR_INVALID_ARGUMENT 2 create 0 9 2
 refused NVML_ERROR_INVALID_ARGUMENT 2 create 0 14 1
@@ -207,7 +207,7 @@ ok create-auto 0 20 >/dev/null
 refused NVML_ERROR_INSUFFICIENT_RESOURCES 23 create-auto 0 20
 destroy_all 0
 
-# The A100-40GB trap (§3.4): 4 x 1g.10gb use 8 memory units, 4 compute slices;
+# The A100-40GB trap (MIG user guide, placements): 4 x 1g.10gb use 8 memory units, 4 compute slices;
 # a 1g.5gb then has compute but no memory.
 : >"$tmp/1g10"
 for i in 1 2 3 4; do ok create-auto 0 15 >>"$tmp/1g10"; done
@@ -259,7 +259,7 @@ grep -q 'uuid=MIG-' <<<"$out" || fail "a100-40gb roundtrip UUID: $out"
 [ -z "$(raw gis 0)" ] || fail "roundtrip left GPU instances behind"
 
 #
-# H100 80GB HBM3 (§4.4)
+# H100 80GB HBM3 (MIG user guide, supported profiles; k8s-test-infra profiles/mig)
 #
 machine h100-80gb
 
@@ -267,7 +267,7 @@ ok list | grep -q "^gpu 0 name='NVIDIA H100 80GB HBM3' .*pci_device_id=0x233010D
   || fail "h100-80gb list: $(raw list)"
 refused NVML_ERROR_NOT_SUPPORTED 3 create-auto 0 19
 
-# Hopper changes MIG mode without a reset when the GPU is idle (§3.5): the
+# Hopper changes MIG mode without a reset when the GPU is idle (MIG user guide, placements): the
 # round trip enables it itself.
 out=$(ok roundtrip 0) || true
 grep -q '^OK$' <<<"$out" || fail "h100-80gb roundtrip: $out"
@@ -287,7 +287,7 @@ EOF
 gi_table 0 >"$tmp/h100.actual"
 compare "H100-80GB GI profiles" "$tmp/h100.expected" "$tmp/h100.actual"
 
-# Same geometry as the A100: the same CI placements (§3.3).
+# Same geometry as the A100: the same CI placements (MIG user guide, placements).
 ci_table 0 >"$tmp/h100-ci.actual"
 compare "H100-80GB CI profiles" "$tmp/a100-ci.expected" "$tmp/h100-ci.actual"
 

@@ -1,4 +1,4 @@
-/* engine/: export grouping (mig-parted.md §4.3) and the desired state,
+/* engine/: export grouping (mig-parted v0.15.0 cmd/nvidia-mig-parted/export) and the desired state,
  * tested as data on hand-built snapshots. */
 #include <setjmp.h>
 #include <stdarg.h>

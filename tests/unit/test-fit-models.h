@@ -24,7 +24,7 @@ struct gi_row {
         unsigned id, slices, units, max_count;
         uint64_t memory_mib;
         unsigned sms;
-        unsigned starts; /* bit s set: placement start s is valid (§3.1) */
+        unsigned starts; /* bit s set: placement start s is valid (MIG user guide, placements) */
 };
 
 static const struct gi_row a100_80gb_rows[] = {

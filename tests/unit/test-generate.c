@@ -1,4 +1,4 @@
-/* engine/generate: mig-parted's generate-config (mig-parted.md §9) on
+/* engine/generate: mig-parted's generate-config (mig-parted v0.15.0 generate-config) on
  * hand-built snapshots. GPUs are data (profile name, NVML enum, MaxCount as
  * the driver reports them); expected configs are JSON text compared as
  * canonical dumps, so a failing row prints both values. */
@@ -18,7 +18,7 @@
 #include "engine/generate.h"
 #include "spec/emit.h"
 
-/* PCI device ids (0xDDDDVVVV), mig-parted.md §9.4. */
+/* PCI device ids (0xDDDDVVVV), mig-parted v0.15.0 generate-config. */
 #define A100_40 0x20B010DEu
 #define A100_80 0x20B210DEu
 #define A30 0x20B710DEu
@@ -158,7 +158,7 @@ static const json_t *config(const json_t *root, const char *name) {
         return json_object_get(json_object_get(root, "mig-configs"), name);
 }
 
-/* ---- all-balanced, upstream balanced_test.go (§9.2 table) ---- */
+/* ---- all-balanced, upstream balanced_test.go (mig-parted v0.15.0 generate-config table) ---- */
 
 static void test_balanced_table(void **state) {
         static const struct {

@@ -1,6 +1,6 @@
 /* Unit tests of the pure mig/ model: profile-name grammar and canonical form,
  * NVML enum tables, the memory-rounding rule, the CI-size heuristic
- * (shared/reference/mig-parted.md §2.6, §2.7), layouts and placements. */
+ * (go-nvlib v0.12 pkg/nvlib/device/mig_profile.go), layouts and placements. */
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -50,7 +50,7 @@ static const char *join_attrs(const struct mk_profile_name *n, char *buf, size_t
         return buf;
 }
 
-/* --- §2.6 grammar: valid names and their canonical form ------------------- */
+/* --- go-nvlib v0.12 pkg/nvlib/device/mig_profile.go grammar: valid names and their canonical form ------------------- */
 
 static const struct {
         const char *in;
@@ -124,7 +124,7 @@ static void test_parse_valid(void **state) {
         }
 }
 
-/* --- §2.6 grammar: every invalid form, with its message ------------------- */
+/* --- go-nvlib v0.12 pkg/nvlib/device/mig_profile.go grammar: every invalid form, with its message ------------------- */
 
 static const struct {
         const char *in;
@@ -373,7 +373,7 @@ static void test_compare(void **state) {
                 }
 }
 
-/* --- §2.7 enum tables ----------------------------------------------------- */
+/* --- go-nvlib v0.12 pkg/nvlib/device/mig_profile.go enum tables ----------------------------------------------------- */
 
 static void test_gi_enums(void **state) {
         (void) state;
@@ -413,7 +413,7 @@ static void test_ci_enums(void **state) {
         }
 }
 
-/* --- §2.7 memory-rounding rule -------------------------------------------- */
+/* --- go-nvlib v0.12 pkg/nvlib/device/mig_profile.go memory-rounding rule -------------------------------------------- */
 
 static void test_memory_gb(void **state) {
         (void) state;
@@ -460,7 +460,7 @@ static void test_memory_gb(void **state) {
         }
 }
 
-/* --- §2.7 names from NVML facts ------------------------------------------- */
+/* --- go-nvlib v0.12 pkg/nvlib/device/mig_profile.go names from NVML facts ------------------------------------------- */
 
 static void test_from_nvml(void **state) {
         (void) state;
@@ -534,7 +534,7 @@ static void test_from_nvml(void **state) {
         }
 }
 
-/* --- §2.7 CI sizes offered per GI ----------------------------------------- */
+/* --- go-nvlib v0.12 pkg/nvlib/device/mig_profile.go CI sizes offered per GI ----------------------------------------- */
 
 static void test_ci_size_offered(void **state) {
         (void) state;
@@ -594,7 +594,7 @@ static void test_placement_overlaps(void **state) {
                 struct mk_placement a, b;
                 bool overlaps;
         } rows[] = {
-                {{0, 4}, {4, 4}, false}, /* 3g at 0 next to 4g at 4 (ref §3.1) */
+                {{0, 4}, {4, 4}, false}, /* 3g at 0 next to 4g at 4 (MIG user guide, placements) */
                 {{0, 4}, {3, 1}, true},
                 {{0, 8}, {7, 1}, true},
                 {{0, 2}, {2, 2}, false},

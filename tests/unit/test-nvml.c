@@ -108,7 +108,7 @@ static void test_snapshot_a100(void **state) {
         assert_int_equal(g->memory_units, 8);
         assert_int_equal(strncmp(g->uuid, "GPU-", 4), 0);
 
-        /* Every profile of mig-profiles.md §4.2, named by the rounding rule. */
+        /* Every profile of the MIG user guide tables, named by the rounding rule. */
         static const struct {
                 const char *name;
                 unsigned id, slices, max, n_pl, first, size;

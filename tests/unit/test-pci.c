@@ -1,6 +1,6 @@
 /* Unit tests for pci/: sysfs enumeration, BAR0 MIG mode, reset and driver
  * detection, against fixture trees built at run time in a temporary
- * directory (mig-parted.md §6: resource0 is a sparse regular file here, as
+ * directory (go-nvlib v0.12 pkg/nvpci: resource0 is a sparse regular file here, as
  * in go-nvlib's pkg/nvpci/mock.go). */
 #include <setjmp.h>
 #include <stdarg.h>

@@ -221,7 +221,7 @@ static void test_load(void **state) {
         assert_non_null(strstr(e.msg, "/nonexistent/config.yaml"));
 }
 
-/* --resource-config (the iktos fork's string, reference §5.1). */
+/* --resource-config (the iktos fork's string, iktos/k8s-gpu-sharing-plugin). */
 static const struct valid_case rc_valid[] = {
         {"fork example", "gpu:sharedgpu:4,mig-3g.20gb:small:2",
          "mig=- sharing=time-slicing fail1=0 [nvidia.com/gpu>nvidia.com/sharedgpu devices=all replicas=4]"

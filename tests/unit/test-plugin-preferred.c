@@ -185,7 +185,7 @@ static const struct pcase cases[] = {
         {"trays16: eight, tray 0 busy in part", SIXTEEN, TOPO_TRAYS16, 0, NULL, "nvidia.com/gpu",
          "0 1 2 8 9 10 11 12 13 14 15", NULL, 8, "8 9 10 11 12 13 14 15"},
         {"trays16: four with must 3", SIXTEEN, TOPO_TRAYS16, 0, NULL, "nvidia.com/gpu", "*", "3", 4, "0 1 2 3"},
-        /* Shared replicas: least shared first (§5.3). */
+        /* Shared replicas: least shared first (iktos/k8s-gpu-sharing-plugin). */
         {"replicas: spread over devices", FOUR, TOPO_PAIRS4, 0, REPLICAS4, "nvidia.com/gpu", "*", NULL, 2,
          "0::0 1::0"},
         {"replicas: least shared first", FOUR, TOPO_PAIRS4, 0, REPLICAS4, "nvidia.com/gpu",

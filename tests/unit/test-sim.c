@@ -454,7 +454,7 @@ static void test_profiles_and_placements(void **state) {
         OK(p_nvmlShutdown());
 }
 
-/* Every catalog model names its profiles as mig-profiles.md §4 does (the
+/* Every catalog model names its profiles as the MIG user guide does (the
  * names follow from memory sizes, several of them chosen UNVERIFIED). */
 static void test_profile_names_all_models(void **state) {
         static const struct {
