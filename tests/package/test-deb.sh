@@ -24,6 +24,7 @@ version=$(cat "$build/VERSION")
 arch=$(dpkg --print-architecture)
 
 rm -rf "$out" && mkdir -p "$out"
+out=$(cd "$out" && pwd) # apt-get takes a path only when it starts with / or ./
 t0=$SECONDS
 cpack --config "$build/CPackConfig.cmake" -G DEB -B "$out" >"$out/cpack.log" 2>&1 ||
   { cat "$out/cpack.log"; fail "cpack -G DEB failed"; }
