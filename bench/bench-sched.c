@@ -10,7 +10,7 @@
  *                 (HAMi release-v2.9 knownMigGeometries), templates of the chart's
  *                 A100-80GB entry: 1g x7; 2g x3 + 1g; 3g x2; 7g x1
  *   hami-v2.10    smallest allowlisted profile, first free position, 1g/3g
- *                 from the highest start (HAMi v2.10.0 dynamic MIG (PR #2378)), chart allowlist (no 1g.20gb);
+ *                 from the highest start (HAMi v2.10.0 dynamic MIG, PR #2378), chart allowlist (no 1g.20gb);
  *                 gpucores ignored for sizing, as HAMi does (counted)
  *   whole-gpu     one whole GPU per pod
  *   migkit        plan/fit.h, every profile the GPU reports (1g.20gb too),
@@ -749,7 +749,7 @@ static bool place_migkit(struct cluster *c, uint32_t pod, uint64_t mem_mib, unsi
 }
 
 /* HAMi sizes by memory only (gpucores is ignored for the profile, HAMi v2.10.0
- * HAMi v2.10.0 dynamic MIG (PR #2378)): such pods are placed, and counted when their profile has fewer
+ * HAMi v2.10.0 dynamic MIG, PR #2378): such pods are placed, and counted when their profile has fewer
  * cores than asked. */
 static bool place(struct cluster *c, uint32_t pod, unsigned cls) {
         uint64_t mem = classes[cls].mem_mib;

@@ -19,7 +19,7 @@
 
 /* Driver clients and Kubernetes components, in the order they start; they
  * are stopped in reverse (kubelet first). mig-parted's hooks.sh lists and the
- * operator's default-gpu-clients (mig-parted v0.15.0 deployments/systemd/hooks.sh; mig-parted v0.15.0 cmd/nvidia-mig-manager). */
+ * operator's default-gpu-clients (mig-parted v0.15.0 deployments/systemd/hooks.sh and cmd/nvidia-mig-manager). */
 const char *const mk_gpu_clients_default_units[] = {
         "nvsm.service",
         "nvsm-mqtt.service",

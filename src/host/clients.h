@@ -36,7 +36,7 @@ struct mk_gpu_clients {
         uint64_t stop_timeout_ms, start_timeout_ms;
 };
 
-/* Upstream's default clients (mig-parted v0.15.0 deployments/systemd/hooks.sh and mig-parted v0.15.0 cmd/nvidia-mig-manager), NULL-terminated. */
+/* Upstream's default clients (mig-parted v0.15.0 deployments/systemd/hooks.sh and cmd/nvidia-mig-manager), NULL-terminated. */
 extern const char *const mk_gpu_clients_default_units[];
 extern const char *const mk_gpu_clients_default_images[];
 

@@ -1,5 +1,5 @@
 /* NVIDIA GPUs on the PCI bus without the driver: sysfs enumeration (the GPU
- * index of mig-parted v0.15.0 api/spec/v1 (config file)), BAR0 register access through resource0 and
+ * index of mig-parted v0.15.0 api/spec/v1), BAR0 register access through resource0 and
  * MIG mode on GA100 (go-nvlib v0.12 pkg/nvpci, after mig-parted pkg/mig/mode/pci.go
  * and go-nvlib pkg/nvpci). Library code: errors go to struct mk_error, logs
  * only at debug in the "pci" area. */

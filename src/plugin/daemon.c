@@ -1,9 +1,9 @@
 /* The device plugin daemon (daemon.h, docs/device-plugin.md,
- * kubelet pkg/kubelet/cm/devicemanager (v1.20+); k8s-device-plugin v0.20.0 cmd/nvidia-device-plugin). Threads: the main thread
+ * kubelet v1.20 pkg/kubelet/cm/devicemanager; k8s-device-plugin v0.20.0 cmd/nvidia-device-plugin). Threads: the main thread
  * runs the loop (signalfd, inotify, timers); gRPC's threads call the
  * handlers below; the health monitor's thread calls on_health(); one
  * registrar thread per start runs the Register calls, since the kubelet
- * calls GetDevicePluginOptions back before it answers (kubelet pkg/kubelet/cm/devicemanager (v1.20+)). `lock`
+ * calls GetDevicePluginOptions back before it answers (kubelet v1.20 pkg/kubelet/cm/devicemanager). `lock`
  * guards the snapshot and the resources against the handlers and the
  * health callback; the main thread replaces them only with every server,
  * the registrar and the monitor stopped. */

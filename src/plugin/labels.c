@@ -1,4 +1,4 @@
-/* GFD labels (labels.h; k8s-device-plugin v0.20.0 cmd/gpu-feature-discovery and internal/lm; k8s-device-plugin v0.20.0 internal/rm; k8s-device-plugin v0.20.0 api/config/v1). */
+/* GFD labels (labels.h; k8s-device-plugin v0.20.0 cmd/gpu-feature-discovery and internal/lm, internal/rm, api/config/v1). */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>

@@ -1,4 +1,4 @@
-/* mig-parted config v1 (mig-parted v0.15.0 api/spec/v1 (config file)). Upstream decodes YAML with
+/* mig-parted config v1 (mig-parted v0.15.0 api/spec/v1). Upstream decodes YAML with
  * go-yaml v2 (YAML 1.1), converts it to JSON (sigs.k8s.io/yaml) and runs a
  * strict custom JSON decode (api/spec/v1/spec.go). We walk the YAML tree and
  * apply the same typing and the same checks, in file order, with upstream's

@@ -1,4 +1,4 @@
-/* mig-parted config v1 (mig-parted v0.15.0 api/spec/v1 (config file)): parsed with libyaml into plain
+/* mig-parted config v1 (mig-parted v0.15.0 api/spec/v1): parsed with libyaml into plain
  * structs, with file:line:column and the field path for every error. */
 #pragma once
 
@@ -95,7 +95,7 @@ int mk_device_filter_parse(const char *s, struct mk_device_filter *ret, struct m
 /* Device + vendor equal, and subsystem too when the filter has one. */
 bool mk_device_filter_match(const struct mk_device_filter *f, uint32_t pci_device_id, uint32_t pci_subsystem_id);
 
-/* Does entry `x` select GPU `index` with these PCI ids (mig-parted v0.15.0 api/spec/v1 (config file))? No filter
+/* Does entry `x` select GPU `index` with these PCI ids (mig-parted v0.15.0 api/spec/v1)? No filter
  * matches all; several filters match any. */
 bool mk_config_entry_matches(const struct mk_config_entry *x, unsigned index, uint32_t pci_device_id,
                              uint32_t pci_subsystem_id);

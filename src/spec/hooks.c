@@ -1,4 +1,4 @@
-/* mig-parted hooks file v1 (mig-parted v0.15.0 api/hooks/v1 (hooks file), api/hooks/v1/hooks.go).
+/* mig-parted hooks file v1 (mig-parted v0.15.0 api/hooks/v1/hooks.go).
  * Upstream decodes with sigs.k8s.io/yaml into typed structs without a custom
  * decoder, so: unknown keys are ignored, struct field names match
  * case-insensitively (`Command:`), and scalars bound for string fields are

@@ -1,4 +1,4 @@
-/* mig-parted hooks file v1 (mig-parted v0.15.0 api/hooks/v1 (hooks file)): lenient as upstream (unknown
+/* mig-parted hooks file v1 (mig-parted v0.15.0 api/hooks/v1): lenient as upstream (unknown
  * keys and hook names ignored, keys case-insensitive), but malformed YAML or
  * wrong types are errors with file:line:column. */
 #pragma once

@@ -358,7 +358,7 @@ static int parse_sharing(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, st
 }
 
 static int parse_flags(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, struct mk_plugin_config *cfg) {
-        /* Upstream's keys (k8s-device-plugin v0.20.0 cmd/nvidia-device-plugin/main.go, k8s-device-plugin v0.20.0 api/config/v1); only migStrategy matters here. */
+        /* Upstream's keys (k8s-device-plugin v0.20.0 cmd/nvidia-device-plugin/main.go, api/config/v1); only migStrategy matters here. */
         static const char *const known[] = {"migStrategy",     "failOnInitError",   "nvidiaDriverRoot",
                                             "nvidiaDevRoot",   "mpsRoot",           "gdrcopyEnabled",
                                             "gdsEnabled",      "mofedEnabled",      "useNodeFeatureAPI",

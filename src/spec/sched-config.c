@@ -1,4 +1,4 @@
-/* The scheduler's device config (sched-config.h; HAMi v2.10.0 charts/hami device config; HAMi release-v2.9 knownMigGeometries; HAMi v2.10.0 dynamic MIG (PR #2378)). */
+/* The scheduler's device config (sched-config.h; HAMi v2.10.0 charts/hami device config; HAMi release-v2.9 knownMigGeometries; HAMi v2.10.0 dynamic MIG, PR #2378). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

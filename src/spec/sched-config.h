@@ -7,7 +7,7 @@
  *           nodeconfig: [{name: node, operatingmode: mig|hami-core|disabled}]
  *   HAMi:   nvidia: {knownMigGeometries: [{models, allowedGeometries: [[{name, memory, count}]]}],
  *                    migProfileAllowlist: [{models, profiles}], resource*Name: ...}
- *           nodeconfig: [...]      (HAMi v2.10.0 charts/hami device config; HAMi release-v2.9 knownMigGeometries; HAMi v2.10.0 dynamic MIG (PR #2378))
+ *           nodeconfig: [...]      (HAMi v2.10.0 charts/hami device config; HAMi release-v2.9 knownMigGeometries; HAMi v2.10.0 dynamic MIG, PR #2378)
  *
  * Profiles are identified exactly by their canonical name (`1g.10gb`,
  * `1g.20gb`, `1g.10gb+me` are three profiles), never by slice count.

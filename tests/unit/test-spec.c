@@ -282,7 +282,7 @@ static void test_config_invalid(void **state) {
                 const char *field;
                 const char *msg;
         } cases[] = {
-                /* mig-parted v0.15.0 api/spec/v1 (config file), row by row */
+                /* mig-parted v0.15.0 api/spec/v1, row by row */
                 {"unexpected top-level field", "version: v1\nbogus: 1\nmig-configs: {a: [{devices: all, mig-enabled: false}]}\n",
                  2, 1, "bogus", "unexpected field: bogus"},
                 {"missing version", "mig-configs:\n  a:\n    - devices: all\n      mig-enabled: false\n", 1, 1, "version",
