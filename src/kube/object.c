@@ -1,6 +1,7 @@
 /* Kubernetes object accessors and quantities (object.h). */
 #include <errno.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "base/macro.h"
@@ -79,6 +80,21 @@ int mk_kube_path_segment(const char *seg, char *buf, size_t size) {
                 return -ENOBUFS;
         buf[o] = 0;
         return 0;
+}
+
+int mk_kube_core_path(const char *ns, const char *resource, const char *name, char *buf, size_t size) {
+        /* "", "." and ".." would name another path, not an object. */
+        const char *segs[] = {ns ? ns : "x", name};
+        for (size_t i = 0; i < ELEMENTSOF(segs); i++)
+                if (streq(segs[i], "") || streq(segs[i], ".") || streq(segs[i], ".."))
+                        return -EINVAL;
+        char ens[3 * MK_K8S_NAME_MAX] = "", ename[3 * MK_K8S_NAME_MAX];
+        if ((ns && mk_kube_path_segment(ns, ens, sizeof(ens)) < 0) ||
+            mk_kube_path_segment(name, ename, sizeof(ename)) < 0)
+                return -ENOBUFS;
+        int n = ns ? snprintf(buf, size, "/api/v1/namespaces/%s/%s/%s", ens, resource, ename)
+                   : snprintf(buf, size, "/api/v1/%s/%s", resource, ename);
+        return n < 0 || (size_t) n >= size ? -ENOBUFS : 0;
 }
 
 int mk_quantity_parse_milli(const char *s, uint64_t *ret) {

@@ -29,6 +29,16 @@ int mk_kube_name_check_subdomain(const char *s, const char **ret_why) _wur_;
  * unreserved characters) into buf. -ENOBUFS when it does not fit. */
 int mk_kube_path_segment(const char *seg, char *buf, size_t size) _nonnull_(1, 2) _wur_;
 
+/* The apiserver path of a core (v1) object into buf:
+ * "/api/v1/namespaces/<ns>/<resource>/<name>", or "/api/v1/<resource>/<name>"
+ * when `ns` is NULL (a cluster-scoped object); ns and name percent-encoded
+ * with mk_kube_path_segment. -EINVAL when ns or name is "", "." or "..";
+ * -ENOBUFS when it does not fit (MK_K8S_PATH_MAX always does for names
+ * up to MK_K8S_NAME_MAX). */
+#define MK_K8S_PATH_MAX (6 * MK_K8S_NAME_MAX + 64)
+int mk_kube_core_path(const char *ns, const char *resource, const char *name, char *buf, size_t size)
+        _nonnull_(2, 3, 4) _wur_;
+
 /* metadata.<key> of `o` as a string (name, namespace, uid,
  * resourceVersion...); NULL when absent or not a string. */
 const char *mk_kube_meta(const json_t *o, const char *key) _nonnull_(2);

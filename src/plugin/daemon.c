@@ -32,6 +32,7 @@
 #include "base/log.h"
 #include "base/macro.h"
 #include "kube/kube.h"
+#include "kube/object.h"
 #include "nvml/nvml.h"
 #include "plugin/allocate.h"
 #include "plugin/daemon.h"
@@ -872,11 +873,14 @@ static int load_config(struct dp_daemon *d, struct mk_error *e) {
 /* Merge-patches `l` onto the Node (GET, compute, PATCH when something
  * changed). Runs on the labeller thread. */
 static int node_labels_publish(struct dp_daemon *d, const struct mk_labels *l) {
-        char path[64 + MK_DP_MAX_NODE_NAME];
-        snprintf(path, sizeof(path), "/api/v1/nodes/%s", d->o->node_name);
+        char path[MK_K8S_PATH_MAX];
         struct mk_error e = {0};
         _cleanup_(json_decrefp) json_t *node = NULL, *patch = NULL;
-        int r = mk_kube_get(d->o->kube, path, &node, &e);
+        int r = mk_kube_core_path(NULL, "nodes", d->o->node_name, path, sizeof(path));
+        if (r < 0)
+                mk_error_set(&e, r, "Invalid node name");
+        else
+                r = mk_kube_get(d->o->kube, path, &node, &e);
         if (r >= 0) {
                 r = mk_dp_node_labels_patch(node, l, &patch);
                 if (r < 0)

@@ -260,11 +260,13 @@ static int record_devices(struct agent *a, const struct mk_snapshot *s, struct p
                 return -ENOMEM;
         if (pc->devices_ann && streq(pc->devices_ann, v))
                 return 0;
-        char path[2 * MK_K8S_NAME_MAX + 64];
-        snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods/%s", pc->claim.namespace, pc->claim.name);
-        json_t *ch = json_pack("{s:s}", MK_ANN_DEVICES, v);
+        char path[MK_K8S_PATH_MAX];
         struct mk_error e = {0};
-        int r = ch ? mk_kube_patch_metadata(a->o->kube, path, "annotations", ch, NULL, &e) : -ENOMEM;
+        int r = mk_kube_core_path(pc->claim.namespace, "pods", pc->claim.name, path, sizeof(path));
+        if (r < 0)
+                return r; /* cannot happen: claim names are bounded */
+        json_t *ch = json_pack("{s:s}", MK_ANN_DEVICES, v);
+        r = ch ? mk_kube_patch_metadata(a->o->kube, path, "annotations", ch, NULL, &e) : -ENOMEM;
         json_decref(ch);
         if (r < 0) {
                 report(a->o, MK_LOG_WARNING, "Cannot record the MIG devices of pod %s/%s: %s", pc->claim.namespace,
@@ -300,10 +302,13 @@ static int publish(struct agent *a, const struct mk_snapshot *s, const struct po
                 return 0;
         }
         if (a->o->kube) {
-                char path[MK_K8S_NAME_MAX + 32];
-                snprintf(path, sizeof(path), "/api/v1/nodes/%s", a->o->node);
-                json_t *ch = json_pack("{s:s}", MK_ANN_INVENTORY, v);
-                r = ch ? mk_kube_patch_metadata(a->o->kube, path, "annotations", ch, NULL, e) : -ENOMEM;
+                char path[MK_K8S_PATH_MAX];
+                r = mk_kube_core_path(NULL, "nodes", a->o->node, path, sizeof(path));
+                json_t *ch = r < 0 ? NULL : json_pack("{s:s}", MK_ANN_INVENTORY, v);
+                if (r < 0)
+                        r = mk_error_set(e, r, "node name too long");
+                else
+                        r = ch ? mk_kube_patch_metadata(a->o->kube, path, "annotations", ch, NULL, e) : -ENOMEM;
                 json_decref(ch);
                 if (r < 0) {
                         free(v);

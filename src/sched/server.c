@@ -50,11 +50,9 @@ static int get_pod(struct mk_kube *k, const char *path, json_t **ret, struct mk_
 
 int mk_sched_bind(struct mk_sched *s, struct mk_kube *k, const struct mk_bind_args *a, struct mk_error *e) {
         /* The names are checked by mk_bind_args_parse; escaped anyway. */
-        char ns[3 * MK_K8S_NAME_MAX], name[3 * MK_K8S_NAME_MAX], path[6 * MK_K8S_NAME_MAX + 64];
-        if (mk_kube_path_segment(a->pod_namespace, ns, sizeof(ns)) < 0 ||
-            mk_kube_path_segment(a->pod_name, name, sizeof(name)) < 0)
+        char path[MK_K8S_PATH_MAX];
+        if (mk_kube_core_path(a->pod_namespace, "pods", a->pod_name, path, sizeof(path)) < 0)
                 return mk_error_set(e, -EINVAL, "pod name too long");
-        snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods/%s", ns, name);
         struct mk_sched_stats *st = mk_sched_stats(s);
         int r = -EBUSY;
         for (unsigned attempt = 0; attempt < MK_SCHED_BIND_ATTEMPTS && r == -EBUSY; attempt++) {

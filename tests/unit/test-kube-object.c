@@ -150,6 +150,24 @@ static void test_path_segment(void **state) {
         assert_int_equal(mk_kube_path_segment("a/", buf, 4), -ENOBUFS);
 }
 
+static void test_core_path(void **state) {
+        (void) state;
+        char buf[MK_K8S_PATH_MAX];
+        assert_int_equal(mk_kube_core_path("ns-1", "pods", "p.0", buf, sizeof(buf)), 0);
+        assert_string_equal(buf, "/api/v1/namespaces/ns-1/pods/p.0");
+        assert_int_equal(mk_kube_core_path(NULL, "nodes", "a/b", buf, sizeof(buf)), 0);
+        assert_string_equal(buf, "/api/v1/nodes/a%2Fb");
+        assert_int_equal(mk_kube_core_path("..", "pods", "x", buf, sizeof(buf)), -EINVAL);
+        assert_int_equal(mk_kube_core_path("ns", "pods", ".", buf, sizeof(buf)), -EINVAL);
+        assert_int_equal(mk_kube_core_path(NULL, "nodes", "", buf, sizeof(buf)), -EINVAL);
+        assert_int_equal(mk_kube_core_path(NULL, "nodes", "n", buf, 15), -ENOBUFS);
+        assert_int_equal(mk_kube_core_path(NULL, "nodes", "n", buf, 16), 0);
+        char big[MK_K8S_NAME_MAX];
+        memset(big, '/', sizeof(big) - 1);
+        big[sizeof(big) - 1] = 0;
+        assert_int_equal(mk_kube_core_path(big, "pods", big, buf, sizeof(buf)), 0);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_accessors),
@@ -157,6 +175,7 @@ int main(void) {
                 cmocka_unit_test(test_pod_resource_requests),
                 cmocka_unit_test(test_name_rules),
                 cmocka_unit_test(test_path_segment),
+                cmocka_unit_test(test_core_path),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
