@@ -82,10 +82,7 @@ int mk_dp_write_features_file(const char *path, const struct mk_labels *l, struc
 }
 
 int mk_dp_node_labels_patch(const json_t *node, const struct mk_labels *l, json_t **ret) {
-        const json_t *meta = node ? json_object_get(node, "metadata") : NULL;
-        const json_t *have = meta ? json_object_get(meta, "labels") : NULL;
-        const json_t *ann = meta ? json_object_get(meta, "annotations") : NULL;
-        const char *owned = ann ? json_string_value(json_object_get(ann, MK_DP_LABELS_ANNOTATION)) : NULL;
+        const char *owned = mk_kube_annotation(node, MK_DP_LABELS_ANNOTATION);
 
         json_t *labels = json_object();
         _cleanup_buf_done_ struct mk_buf keys;
@@ -95,7 +92,7 @@ int mk_dp_node_labels_patch(const json_t *node, const struct mk_labels *l, json_
         bool changed = false;
         int r = 0;
         for (size_t i = 0; i < l->n && r >= 0; i++) {
-                const char *cur = have ? json_string_value(json_object_get(have, l->items[i].key)) : NULL;
+                const char *cur = mk_kube_label(node, l->items[i].key);
                 if (!cur || !streq(cur, l->items[i].value)) {
                         changed = true;
                         r = json_object_set_new(labels, l->items[i].key, json_string(l->items[i].value));
@@ -112,7 +109,7 @@ int mk_dp_node_labels_patch(const json_t *node, const struct mk_labels *l, json_
                         r = -ENOMEM;
                         break;
                 }
-                if (*k && !mk_labels_get(l, k) && have && json_object_get(have, k)) {
+                if (*k && !mk_labels_get(l, k) && mk_kube_label(node, k)) {
                         changed = true;
                         r = json_object_set_new(labels, k, json_null());
                 }
