@@ -19,19 +19,7 @@
 #include "base/macro.h"
 #include "sched/request.h"
 #include "spec/sched-config.h"
-
-static json_t *pod_json(const char *uid, const char *resources, const char *annotations) {
-        char buf[4096];
-        snprintf(buf, sizeof(buf),
-                 "{\"metadata\":{\"namespace\":\"ns\",\"name\":\"pod-%s\",\"uid\":\"%s\",\"annotations\":{%s}},"
-                 "\"spec\":{\"containers\":[{\"name\":\"c\",\"resources\":%s}]},\"status\":{\"phase\":\"Pending\"}}",
-                 uid, uid, annotations ? annotations : "", resources);
-        json_error_t je;
-        json_t *j = json_loads(buf, 0, &je);
-        if (!j)
-                fail_msg("bad test pod: %s", je.text);
-        return j;
-}
+#include "sched-fixtures.h"
 
 static void test_pod_request(void **state) {
         (void) state;

@@ -34,11 +34,9 @@
 #include "sched/server.h"
 #include "spec/sched-config.h"
 
-/* --- a small A100-40GB-like GPU --- */
+#include "sched-fixtures.h"
 
-static struct mk_placement pl(unsigned s, unsigned n) {
-        return (struct mk_placement) {.start = s, .size = n};
-}
+/* --- a small A100-40GB-like GPU --- */
 
 static void set_profile(struct mk_gi_profile *p, const char *name, unsigned id, unsigned slices, uint64_t mib,
                         unsigned max, unsigned sms, unsigned size, unsigned n_pl, const unsigned *starts) {
@@ -86,39 +84,6 @@ static struct mk_snapshot *snapshot_one_gpu(void) {
         g->gis[0].n_cis = 1;
         snprintf(g->gis[0].cis[0].uuid, MK_UUID_MAX, "MIG-1111");
         return s;
-}
-
-static struct mk_claim make_claim(const char *ns, const char *name, const char *uid, const char *node, int64_t t) {
-        struct mk_claim c = {.time = t, .active = true};
-        snprintf(c.namespace, sizeof(c.namespace), "%s", ns);
-        snprintf(c.name, sizeof(c.name), "%s", name);
-        snprintf(c.uid, sizeof(c.uid), "%s", uid);
-        snprintf(c.node, sizeof(c.node), "%s", node);
-        return c;
-}
-
-static void add_dev(struct mk_claim *c, unsigned ctr, const char *gpu, const char *profile, unsigned id,
-                    unsigned slices, struct mk_placement p, const char *mig) {
-        struct mk_claim_device *d = &c->devices[c->n_devices++];
-        *d = (struct mk_claim_device) {.container = ctr, .profile_id = id, .slices = slices, .placement = p};
-        snprintf(d->gpu, sizeof(d->gpu), "%s", gpu);
-        snprintf(d->profile, sizeof(d->profile), "%s", profile);
-        snprintf(d->mig_uuid, sizeof(d->mig_uuid), "%s", mig ? mig : "");
-}
-
-/* --- pods --- */
-
-static json_t *pod_json(const char *uid, const char *resources, const char *annotations) {
-        char buf[4096];
-        snprintf(buf, sizeof(buf),
-                 "{\"metadata\":{\"namespace\":\"ns\",\"name\":\"pod-%s\",\"uid\":\"%s\",\"annotations\":{%s}},"
-                 "\"spec\":{\"containers\":[{\"name\":\"c\",\"resources\":%s}]},\"status\":{\"phase\":\"Pending\"}}",
-                 uid, uid, annotations ? annotations : "", resources);
-        json_error_t je;
-        json_t *j = json_loads(buf, 0, &je);
-        if (!j)
-                fail_msg("bad test pod: %s", je.text);
-        return j;
 }
 
 /* --- inventory --- */
