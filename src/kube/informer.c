@@ -12,40 +12,38 @@
 #include "base/macro.h"
 #include "kube/informer.h"
 #include "kube/kube.h"
+#include "kube/object.h"
 
 struct informer {
         const char *path;
         mk_kube_informer_fn fn;
         void *userdata;
         json_t *store;          /* "namespace/name" -> object */
-        json_t *warned;         /* bad objects already logged (by uid or text) */
+        unsigned bad_objects;   /* skipped for want of metadata.name */
         int fn_result;          /* fn's last non-zero answer */
 };
 
-#define BAD_OBJECTS_REMEMBERED 1024
-
 /* An object the apiserver sent without metadata.name: skipped, never fatal
- * (input must not stop the informer), and logged once per object. */
+ * (input must not stop the informer). The first of a run is a warning, the
+ * rest debug: a bad object comes back on every relist and watch event. */
 static void skip_bad_object(struct informer *in, json_t *obj, const char *where) {
-        const char *uid = json_string_value(json_object_get(json_object_get(obj, "metadata"), "uid"));
+        const char *uid = mk_kube_meta(obj, "uid");
         _cleanup_free_ char *text = uid ? NULL : json_dumps(obj, JSON_COMPACT | JSON_SORT_KEYS);
         char id[160];
         snprintf(id, sizeof(id), "%s%.150s", uid ? "uid:" : "", uid ? uid : text ? text : "?");
         for (char *p = id; *p; p++)
                 if ((unsigned char) *p < 0x20 || *p == 0x7f)
                         *p = '?';
-        if (in->warned && json_object_get(in->warned, id))
-                return;
-        if (in->warned && json_object_size(in->warned) < BAD_OBJECTS_REMEMBERED)
-                (void) json_object_set_new(in->warned, id, json_true());
-        log_warning("Informer on '%s': skipping an object without metadata.name (%s): %.150s", in->path,
-                         where, id);
+        if (in->bad_objects++ == 0)
+                log_warning("Informer on '%s': skipping an object without metadata.name (%s): %s; "
+                            "further ones at debug level", in->path, where, id);
+        else
+                log_debug_area("k8s", "Informer on '%s': skipping an object without metadata.name (%s): %s",
+                               in->path, where, id);
 }
 
 static int object_key(json_t *obj, char **ret) {
-        json_t *md = json_object_get(obj, "metadata");
-        const char *name = json_string_value(json_object_get(md, "name"));
-        const char *ns = json_string_value(json_object_get(md, "namespace"));
+        const char *name = mk_kube_meta(obj, "name"), *ns = mk_kube_meta(obj, "namespace");
         if (!name || !*name)
                 return -EBADMSG;
         if (asprintf(ret, "%s/%s", ns ? ns : "", name) < 0)
@@ -54,7 +52,7 @@ static int object_key(json_t *obj, char **ret) {
 }
 
 static const char *object_rv(json_t *obj) {
-        return json_string_value(json_object_get(json_object_get(obj, "metadata"), "resourceVersion"));
+        return mk_kube_meta(obj, "resourceVersion");
 }
 
 static int call(struct informer *in, enum mk_kube_event_type type, json_t *obj, json_t *old) {
@@ -135,8 +133,7 @@ static int on_event(enum mk_kube_event_type type, json_t *obj, void *userdata) {
 int mk_kube_informer_run(struct mk_kube *k, const char *path, const struct mk_kube_informer_opts *o,
                          mk_kube_informer_fn fn, void *userdata, struct mk_error *e) {
         static const struct mk_kube_informer_opts none = {};
-        struct informer in = {
-                .path = path, .fn = fn, .userdata = userdata, .store = json_object(), .warned = json_object()};
+        struct informer in = {.path = path, .fn = fn, .userdata = userdata, .store = json_object()};
         unsigned failures = 0;
         uint64_t rnd = 0;
         int r;
@@ -172,8 +169,7 @@ int mk_kube_informer_run(struct mk_kube *k, const char *path, const struct mk_ku
                                 break;
                 }
                 if (r >= 0) {
-                        const char *v = json_string_value(json_object_get(json_object_get(list, "metadata"),
-                                                                          "resourceVersion"));
+                        const char *v = mk_kube_meta(list, "resourceVersion");
                         rv = strdup(v ? v : "");
                         if (!rv) {
                                 r = -ENOMEM;
@@ -203,7 +199,6 @@ int mk_kube_informer_run(struct mk_kube *k, const char *path, const struct mk_ku
                 }
         }
         json_decref(in.store);
-        json_decref(in.warned);
         if (in.fn_result != 0)
                 return in.fn_result > 0 ? 0 : in.fn_result;
         return r;
