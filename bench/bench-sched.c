@@ -7,10 +7,11 @@
  * same trace:
  *
  *   hami-legacy   HAMi <= v2.9 knownMigGeometries first-fit templates
- *                 (HAMi release-v2.9 knownMigGeometries), templates of the chart's
+ *                 (HAMi release-v2.9), templates of the chart's
  *                 A100-80GB entry: 1g x7; 2g x3 + 1g; 3g x2; 7g x1
  *   hami-v2.10    smallest allowlisted profile, first free position, 1g/3g
- *                 from the highest start (HAMi v2.10.0 dynamic MIG, PR #2378), chart allowlist (no 1g.20gb);
+ *                 from the highest start (HAMi v2.10.0, dynamic MIG, PR
+ *                 #2378), chart allowlist (no 1g.20gb);
  *                 gpucores ignored for sizing, as HAMi does (counted)
  *   whole-gpu     one whole GPU per pod
  *   migkit        plan/fit.h, every profile the GPU reports (1g.20gb too),
@@ -19,7 +20,8 @@
  *   migkit-hami-profiles   plan/fit.h restricted to HAMi's allowlist
  *
  * HAMi policies use HAMi's defaults: node policy binpack and GPU policy
- * spread (HAMi v2.10.0 pkg/device/nvidia/device.go and pkg/scheduler/score.go, scores before the pod's own allocation); the "-binpack"
+ * spread, scores before the pod's own allocation (HAMi v2.10.0,
+ * pkg/device/nvidia/device.go and pkg/scheduler/score.go); the "-binpack"
  * rows give them GPU binpack too. A rejected pod is dropped (no queue).
  * Printed per mix: pods accepted/rejected after a warm-up, the ratio to HAMi
  * v2.10, GPUs in use, fragmentation and idle units averaged over time and
@@ -30,7 +32,8 @@
  *
  * Profiles: from the NVML simulator (MIGKIT_NVML_LIB, set by bench/run,
  * machines a100-80gb and h100-80gb) when available, else the built-in tables
- * (MIG user guide, supported profiles; k8s-test-infra profiles/mig); when both, they are compared.
+ * (MIG user guide, supported profiles; k8s-test-infra profiles/mig); when
+ * both, they are compared.
  *
  * Usage: bench-sched [--nodes N] [--pods N] [--seed N] [--loads a,b,c] [--timing-nodes N] [--no-tables]
  *                    [--no-cache] [--sections accept,needed,time] [--mixes issue,inference,large,cores] [--quick] */
@@ -415,9 +418,9 @@ struct tmpl {
         struct slot slots[MAX_INST];
         unsigned n;
 };
-/* The chart's A100-80GB geometries (same shape as its A100-40GB example,
- * HAMi release-v2.9 knownMigGeometries), used for H100-80GB too (same profile names). Slot
- * placements are where mig-parted's creation puts them. */
+/* The chart's A100-80GB geometries (same shape as its A100-40GB example;
+ * HAMi release-v2.9, knownMigGeometries), used for H100-80GB too (same
+ * profile names). Slot placements are where mig-parted's creation puts them. */
 static const struct tmpl legacy_templates[] = {
         {{{"1g.10gb", 10240, 0}, {"1g.10gb", 10240, 1}, {"1g.10gb", 10240, 2}, {"1g.10gb", 10240, 3},
           {"1g.10gb", 10240, 4}, {"1g.10gb", 10240, 5}, {"1g.10gb", 10240, 6}}, 7},
@@ -542,13 +545,15 @@ static void gpu_remove(struct cluster *c, size_t gi, uint32_t pod, uint64_t char
         cache_refresh(c, gi);
 }
 
-/* HAMi's device score (HAMi v2.10.0 pkg/device/nvidia/device.go and pkg/scheduler/score.go, before the pod; the pod's own share is the same for every device). */
+/* HAMi's device score, before the pod; the pod's own share is the same for
+ * every device (HAMi v2.10.0, pkg/device/nvidia/device.go and
+ * pkg/scheduler/score.go). */
 static double hami_gpu_score(const struct cluster *c, size_t gi) {
         const struct sgpu *g = &c->g[gi];
         return (double) g->n_used / 7 + g->cores_used / 100.0 + (double) g->mem_used / c->m->memory_mib;
 }
 
-/* HAMi's node score (HAMi v2.10.0 pkg/device/nvidia/device.go and pkg/scheduler/score.go), before the pod. */
+/* HAMi's node score, before the pod (HAMi v2.10.0, pkg/scheduler/score.go). */
 static double hami_node_score(const struct cluster *c, size_t node) {
         double used = 0, cores = 0, mem = 0;
         for (size_t k = 0; k < GPUS_PER_NODE; k++) {
@@ -748,9 +753,9 @@ static bool place_migkit(struct cluster *c, uint32_t pod, uint64_t mem_mib, unsi
         return true;
 }
 
-/* HAMi sizes by memory only (gpucores is ignored for the profile, HAMi v2.10.0
- * HAMi v2.10.0 dynamic MIG, PR #2378): such pods are placed, and counted when their profile has fewer
- * cores than asked. */
+/* HAMi sizes by memory only (gpucores is ignored for the profile: HAMi
+ * v2.10.0, dynamic MIG, PR #2378): such pods are placed, and counted when
+ * their profile has fewer cores than asked. */
 static bool place(struct cluster *c, uint32_t pod, unsigned cls) {
         uint64_t mem = classes[cls].mem_mib;
         unsigned cores = classes[cls].cores;

@@ -1,10 +1,10 @@
 /* Plans for one GPU (plan.h). Each step is pure:
  *  1. resolve every desired name on this GPU (mk_plan_resolve);
  *  2. group compute instances into GPU instances as upstream does
- *     (mig-parted v0.15.0 cmd/nvidia-mig-parted/apply and pkg/mig: larger G, then larger C first; a CI smaller than
- *     its GI shares a GI of its profile that still has a free CI placement);
+ *     (mig-parted v0.15.0, cmd/nvidia-mig-parted/apply and pkg/mig: larger
+ *     G, then larger C first; a CI smaller than its GI shares a GI of its profile that still has a free CI placement);
  *  3. check what fits (per-profile limits, compute slices, memory units) and
- *     search exact GI placements (MIG user guide, placements) that keep the
+ *     search exact GI placements (the MIG user guide's tables) that keep the
  *     most existing CIs, then GIs; among those, the first met, each GI
  *     trying its placements in the scheduler's fit order (gi_order());
  *  4. list what goes, each CI before its GI.
@@ -181,8 +181,8 @@ static unsigned gi_units(const struct mk_gi_profile *gp) {
 }
 
 /* Valid placements of `cp` inside a GI of `g_slices` compute slices: the list
- * NVML gave, else the rule behind MIG user guide, placements (start aligned to C
- * rounded up to a power of two, and inside the GI). */
+ * NVML gave, else the rule behind the MIG user guide's CI placement tables
+ * (start aligned to C rounded up to a power of two, and inside the GI). */
 static size_t ci_placements(const struct mk_ci_profile *cp, unsigned g_slices,
                             struct mk_placement out[static PLAN_MAX_UNITS]) {
         size_t n = 0;
@@ -995,7 +995,8 @@ static struct plan_fit *plan_fit_new(const struct planner *p) {
 
 static bool arch_needs_reset(unsigned arch) {
         /* Ampere keeps the mode in its InfoROM and switches on reset only
-         * (MIG user guide, placements); assume the same when NVML does not say. */
+         * (MIG user guide, MIG mode per generation); assume the same when
+         * NVML does not say. */
         return arch == ARCH_AMPERE || arch == ARCH_UNKNOWN;
 }
 

@@ -1,6 +1,6 @@
 /* Unit tests of plan/fit-geometry.h, one GPU's geometry: unit masks, the
  * capacity value C of free masks worked out by hand (docs/scheduler-fit.md
- * MIG user guide, placements), capacity tables against the computed value for every free mask and
+ * §3), capacity tables against the computed value for every free mask and
  * slice count, the tables' winning placement against the rule written out
  * here, variants, placement indices. Models: test-fit-models.h. */
 #include <errno.h>
@@ -125,7 +125,7 @@ static void test_capacity(void **state) {
 
 /* --- the tables' winning placement ------------------------------------------------------- */
 
-/* The rule of docs/scheduler-fit.md MIG user guide, placements, written out independently of
+/* The rule of docs/scheduler-fit.md §3, written out independently of
  * fit-score.h: least loss, then the highest start. 1 + start, 0: none. */
 static unsigned expected_best(const struct mk_fit_tables *t, const struct mk_gi_profile *p, size_t j, uint32_t f,
                               unsigned fs) {

@@ -1,7 +1,8 @@
 /* Unit tests of plan/: hand-built snapshots of an A100-40GB and an H100-80GB
- * (MIG user guide, supported profiles; k8s-test-infra profiles/mig; GI placements MIG user guide, placements, CI
- * placements MIG user guide, placements), cases as data, and an exhaustive check of every A100 and
- * H100 GI-level layout against a brute force written here independently. */
+ * (profiles: the MIG user guide's supported-profiles tables, k8s-test-infra
+ * profiles/mig; GI and CI placements: the MIG user guide's placement
+ * tables), cases as data, and an exhaustive check of every A100 and H100
+ * GI-level layout against a brute force written here independently. */
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -32,7 +33,8 @@ struct gi_row {
         unsigned starts; /* bit s set: placement start s is valid (MIG user guide, placements) */
 };
 
-/* MIG user guide, supported profiles; k8s-test-infra profiles/mig, in NVML enum order as nvml/ lists them. */
+/* MIG user guide, supported profiles; k8s-test-infra profiles/mig. In NVML
+ * enum order, as nvml/ lists them. */
 static const struct gi_row a100_40gb_rows[] = {
         {"1g.5gb", 0, 19, 1, 1, 7, 4864, 0x7f},
         {"2g.10gb", 1, 14, 2, 2, 3, 9856, 0x15},
@@ -43,7 +45,8 @@ static const struct gi_row a100_40gb_rows[] = {
         {"1g.10gb", 9, 15, 1, 2, 4, 9856, 0x55},
 };
 
-/* MIG user guide, supported profiles; k8s-test-infra profiles/mig: memory in MiB from the GiB column (9.75 GiB = 9984 MiB, ...). */
+/* MIG user guide, supported profiles; k8s-test-infra profiles/mig. Memory
+ * in MiB from the GiB column (9.75 GiB = 9984 MiB, ...). */
 static const struct gi_row h100_80gb_rows[] = {
         {"1g.10gb", 0, 19, 1, 1, 7, 9984, 0x7f},
         {"2g.20gb", 1, 14, 2, 2, 3, 20096, 0x15},
@@ -70,7 +73,8 @@ static const struct model models[] = {
         [H100_80GB] = {"NVIDIA H100 80GB HBM3", 9, 81559, 7, 8, h100_80gb_rows, ELEMENTSOF(h100_80gb_rows)},
 };
 
-/* NVML reference, GPU and compute instance profiles: C of CI enums 0..6 (7 and 8 duplicate sizes and are not listed). */
+/* C of CI enums 0..6 (NVML reference, compute instance profiles; 7 and 8
+ * duplicate sizes and are not listed). */
 static const unsigned ci_enum_c[] = {1, 2, 3, 4, 7, 8, 6};
 
 /* MIG user guide, placements: CI placement starts by GI size G and CI size C. */
@@ -103,14 +107,16 @@ static struct mk_placement *placements_from_starts(unsigned starts, unsigned siz
         return p;
 }
 
-/* Upstream's size rule (go-nvlib v0.12 pkg/nvlib/device/mig_profile.go), written out again here. */
+/* Upstream's size rule (go-nvlib v0.12, pkg/nvlib/device/mig_profile.go),
+ * written out again here. */
 static bool size_offered(unsigned c, unsigned g) {
         return c <= g && (c == g || 2 * c <= g + 1);
 }
 
 /* A MIG-enabled GPU of `model` without instances. CI profiles are derived
  * (id UINT32_MAX, no placements) or, with `queried`, as NVML lists them on a
- * live GI (id = enum, as on hardware; placements of MIG user guide, placements). */
+ * live GI (id = enum, as on hardware; placements from the MIG user guide's
+ * tables). */
 static void build_gpu(struct mk_gpu *g, int model, bool queried) {
         const struct model *m = &models[model];
 
@@ -138,7 +144,8 @@ static void build_gpu(struct mk_gpu *g, int model, bool queried) {
                                             .named = true};
                 snprintf(p->name, sizeof(p->name), "%s", r->name);
                 assert_int_equal(mk_profile_name_parse(r->name, &p->pname, NULL), 0);
-                /* The table agrees with the naming rule of go-nvlib v0.12 pkg/nvlib/device/mig_profile.go. */
+                /* The table agrees with go-nvlib's naming rule
+                 * (v0.12, pkg/nvlib/device/mig_profile.go). */
                 struct mk_profile_name derived;
                 char s[MK_PROFILE_NAME_MAX];
                 assert_int_equal(mk_profile_name_from_nvml(r->nvml_enum, MK_CI_ENUM_FULL, r->memory_mib,
@@ -378,7 +385,8 @@ static const struct gi_row *row_of(int model, unsigned profile_id) {
 }
 
 /* Every GI of a known profile at a valid start, no overlaps, per-profile
- * limits, each GI with CIs at MIG user guide, placements placements that do not overlap. */
+ * limits, each GI with CIs at valid placements (the MIG user guide's) that
+ * do not overlap. */
 static void check_state(const struct mk_gpu *g, int model, const char *name) {
         uint32_t used = 0;
         for (size_t i = 0; i < g->n_gis; i++) {
