@@ -323,34 +323,33 @@ char *mk_sched_wire_prioritize_text(const struct mk_sched_decisions *d) {
 /* --- bind --- */
 
 int mk_bind_args_parse(const json_t *args, struct mk_bind_args *ret, struct mk_error *e) {
-        struct {
+        struct mk_bind_args tmp = {0};
+        /* Names go into apiserver URLs: Kubernetes' own rules (a namespace
+         * is a DNS label, pod and node names DNS subdomains). */
+        const struct {
                 const char *key;
                 char *buf;
                 size_t size;
+                int (*rule)(const char *s, const char **ret_why); /* NULL: not a name */
         } f[] = {
-                {"PodName", ret->pod_name, sizeof(ret->pod_name)},
-                {"PodNamespace", ret->pod_namespace, sizeof(ret->pod_namespace)},
-                {"PodUID", ret->pod_uid, sizeof(ret->pod_uid)},
-                {"Node", ret->node, sizeof(ret->node)},
+                {"PodName", tmp.pod_name, sizeof(tmp.pod_name), mk_kube_name_check_subdomain},
+                {"PodNamespace", tmp.pod_namespace, sizeof(tmp.pod_namespace), mk_kube_name_check_label},
+                {"PodUID", tmp.pod_uid, sizeof(tmp.pod_uid), NULL},
+                {"Node", tmp.node, sizeof(tmp.node), mk_kube_name_check_subdomain},
         };
-        struct mk_bind_args tmp = {0};
-        char *bufs[] = {tmp.pod_name, tmp.pod_namespace, tmp.pod_uid, tmp.node};
         if (!json_is_object(args))
                 return mk_error_set_field(e, -EINVAL, "ExtenderBindingArgs", "must be an object");
         for (size_t i = 0; i < ELEMENTSOF(f); i++) {
                 const char *v = json_string_value(mk_json_get_ci(args, f[i].key));
                 if (!v || !*v)
                         return mk_error_set_field(e, -EINVAL, f[i].key, "missing or not a string");
-                /* Names go into apiserver URLs: Kubernetes' own rules (a
-                 * namespace is a DNS label, pod and node names DNS subdomains). */
                 const char *why = NULL;
-                if (i == 1 ? mk_kube_name_check_label(v, &why) < 0
-                           : i != 2 && mk_kube_name_check_subdomain(v, &why) < 0)
+                if (f[i].rule && f[i].rule(v, &why) < 0)
                         return mk_error_set_field(e, -EINVAL, f[i].key, "not a valid name: %s", why);
                 if (strlen(v) >= f[i].size || !mk_json_token_ok(v) || strchr(v, '/') || strchr(v, '?') ||
                     strchr(v, '%') || strchr(v, '#'))
                         return mk_error_set_field(e, -EINVAL, f[i].key, "not a valid name");
-                snprintf(bufs[i], f[i].size, "%s", v);
+                snprintf(f[i].buf, f[i].size, "%s", v);
         }
         *ret = tmp;
         return 0;
