@@ -58,7 +58,6 @@ static inline int fit_profile_rank_compare(const struct mk_gi_profile *a, const 
 /* What a request can get on one GPU: its best placement there and what the
  * GPU order reads of it. */
 struct fit_cand {
-        unsigned kind;                  /* enum fit_kind (fit.c): what the room is */
         unsigned gpu;
         size_t profile;                 /* index into that GPU's profiles */
         unsigned start;                 /* of the placement, in memory units */

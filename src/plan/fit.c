@@ -14,16 +14,17 @@
  *                   tie-break, the GPU order, the node score, policy names
  *
  * Kinds of room. The request gets one room on each of `gpus` distinct GPUs;
- * the kinds of room are a table (`kinds[]` below): today one, a MIG instance
- * at a placement (the smallest adequate profile, the placement by
- * fit_pick_offer()). A second kind (the unified pool's soft slice of a
- * whole GPU, with a memory cap, cores and a number of sharers) is a second
- * entry: its own `best` over the GPU's sharing state, giving a fit_cand
- * that fit_cand_compare() orders against a MIG one, and its own `after`
- * that adds the GPU's state after it to the node's sums; `fit_needs.kinds`
- * says which kinds a request accepts (a pod without a mode: both). The
- * node-cache path stays MIG-only; a request accepting another kind is
- * placed from the GPU descriptions. */
+ * today one kind, a MIG instance at a placement (the smallest adequate
+ * profile, the placement by fit_pick_offer()): mig_best() finds it on one
+ * GPU, mig_after() adds the GPU after it to the node's sums. A second kind
+ * (the unified pool's soft slice of a whole GPU, with a memory cap, cores
+ * and a number of sharers) plugs in beside them in fit_place_read(): its
+ * own best room over the GPU's sharing state, giving a fit_cand that
+ * fit_cand_compare() orders against a MIG one (the better of the two per
+ * GPU), its own "after", a field of fit_needs saying which kinds a request
+ * accepts (a pod without a mode: both), and a tag in fit_cand saying which
+ * "after" applies. The node-cache path stays MIG-only; a request accepting
+ * another kind is placed from the GPU descriptions. */
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -37,16 +38,8 @@
 #include "plan/fit-score.h"
 #include "plan/fit.h"
 
-enum fit_kind {
-        FIT_KIND_MIG,                   /* a MIG GPU instance at one of its profile's placements */
-        _FIT_KIND_MAX,
-};
-
-#define FIT_KIND_BIT(k) (UINT32_C(1) << (k))
-
 /* What one request needs of a GPU, from mk_fit_request. */
 struct fit_needs {
-        uint32_t kinds;                 /* FIT_KIND_BIT()s the request accepts */
         bool whole;                     /* the whole GPU (a profile covering every unit) */
         uint64_t mem_mib;               /* when not whole; 0: from mem_percent */
         unsigned mem_percent;
@@ -126,7 +119,6 @@ static inline struct fit_pick tab_pick(const struct mk_fit_tables *tab, size_t j
 static struct fit_cand mig_cand(unsigned gi, const struct mk_gi_profile *p, const struct fit_pick *b,
                                 unsigned used_units) {
         return (struct fit_cand) {
-                .kind = FIT_KIND_MIG,
                 .gpu = gi,
                 .profile = b->profile,
                 .start = b->start,
@@ -209,39 +201,6 @@ static void mig_after(const struct mk_fit_gpu *g, struct fit_gpu_state *s, const
         sm->empty_cap += fit_ideal_capacity(g, s, g->memory_units, s->slices);
 }
 
-/* --- kinds of room --------------------------------------------------------------------- */
-
-struct fit_kind_ops {
-        const char *name;
-        /* The best room of this kind on GPU `gi`; false when none. */
-        bool (*best)(const struct mk_fit_gpu *g, struct fit_gpu_state *s, unsigned gi, const struct fit_needs *n,
-                     struct fit_cand *ret);
-        /* Adds the GPU after the room `c` to the node's sums. */
-        void (*after)(const struct mk_fit_gpu *g, struct fit_gpu_state *s, const struct fit_cand *c,
-                      struct fit_sums *sm);
-};
-
-static const struct fit_kind_ops kinds[_FIT_KIND_MAX] = {
-        [FIT_KIND_MIG] = {"MIG placement", mig_best, mig_after},
-};
-
-/* The best room of any kind the request accepts on GPU `gi`. */
-static inline bool gpu_best(const struct mk_fit_gpu *g, struct fit_gpu_state *s, unsigned gi, const struct fit_needs *n,
-                     enum mk_fit_policy gpu_policy, struct fit_cand *ret) {
-        if (n->kinds == FIT_KIND_BIT(FIT_KIND_MIG))
-                return mig_best(g, s, gi, n, ret); /* the only kind today: no copies */
-        bool found = false;
-        for (unsigned k = 0; k < _FIT_KIND_MAX; k++) {
-                struct fit_cand c;
-                if (!(n->kinds & FIT_KIND_BIT(k)) || !kinds[k].best(g, s, gi, n, &c))
-                        continue;
-                if (!found || fit_cand_compare(&c, ret, gpu_policy) < 0)
-                        *ret = c;
-                found = true;
-        }
-        return found;
-}
-
 static int no_room(const struct mk_fit_node *node, const struct mk_fit_request *req, const struct fit_needs *n,
                    size_t n_cands, struct mk_error *e) {
         char what[96];
@@ -251,9 +210,8 @@ static int no_room(const struct mk_fit_node *node, const struct mk_fit_request *
                 (void) snprintf(what, sizeof what, "%" PRIu64 " MiB", req->mem_mib);
         else
                 (void) snprintf(what, sizeof what, "%u%% of GPU memory", req->mem_percent);
-        const char *room = n->kinds == FIT_KIND_BIT(FIT_KIND_MIG) ? "a free MIG placement" : "room";
-        return mk_error_set(e, -ENOSPC, "%zu of %zu GPUs have %s for %s%s%s%s, %u needed", n_cands, node->n_gpus,
-                            room, what, req->cores_percent ? " with cores" : "",
+        return mk_error_set(e, -ENOSPC, "%zu of %zu GPUs have a free MIG placement for %s%s%s%s, %u needed",
+                            n_cands, node->n_gpus, what, req->cores_percent ? " with cores" : "",
                             req->variant && *req->variant ? " variant " : "",
                             req->variant && *req->variant ? req->variant : "", req->gpus);
 }
@@ -277,7 +235,7 @@ static int fit_place_read(const struct mk_fit_node *node, const struct mk_fit_re
                         return mk_error_set(e, -EINVAL, "GPU %zu: malformed description", gi);
                 if (!n->whole && n->mem_mib == 0 && g->memory_mib > UINT64_MAX / 100)
                         return mk_error_set(e, -EINVAL, "GPU %zu: memory out of range", gi);
-                if (gpu_best(g, s, (unsigned) gi, n, gpu_policy, &cands[n_cands]))
+                if (mig_best(g, s, (unsigned) gi, n, &cands[n_cands]))
                         n_cands++;
         }
         if (n_cands < req->gpus)
@@ -291,7 +249,7 @@ static int fit_place_read(const struct mk_fit_node *node, const struct mk_fit_re
         for (size_t k = 0; k < req->gpus; k++) {
                 const struct fit_cand *c = &cands[k];
                 chosen |= UINT64_C(1) << c->gpu;
-                kinds[c->kind].after(&node->gpus[c->gpu], &st[c->gpu], c, &sm);
+                mig_after(&node->gpus[c->gpu], &st[c->gpu], c, &sm);
         }
         for (size_t gi = 0; gi < node->n_gpus; gi++) {
                 const struct mk_fit_gpu *g = &node->gpus[gi];
@@ -411,8 +369,7 @@ static int fit_place(const struct mk_fit_node *node, const struct mk_fit_request
                             struct fit_cand cands[static MK_FIT_MAX_NODE_GPUS], struct fit_sums *ret,
                             struct mk_error *e) {
         const struct mk_fit_node_cache *c = node->cache;
-        if (c && c->usable && c->gpus == node->gpus && c->n_gpus == node->n_gpus &&
-            n->kinds == FIT_KIND_BIT(FIT_KIND_MIG))
+        if (c && c->usable && c->gpus == node->gpus && c->n_gpus == node->n_gpus)
                 return fit_place_cached(node, c, req, n, gpu_policy, cands, ret, e);
         return fit_place_read(node, req, n, gpu_policy, cands, ret, e);
 }
@@ -571,7 +528,6 @@ int mk_fit_node(const struct mk_fit_node *node, const struct mk_fit_request *req
         }
 
         struct fit_needs n = {
-                .kinds = FIT_KIND_BIT(FIT_KIND_MIG),
                 .whole = req->mem_mib == 0 && (req->mem_percent == 0 || req->mem_percent == 100),
                 .mem_mib = req->mem_mib,
                 .mem_percent = req->mem_percent,
