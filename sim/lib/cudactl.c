@@ -20,8 +20,8 @@ int mksim_cuda_processes(unsigned window_ms, struct mksim_cuda_process **ret, si
         out = calloc(SIM_LIVE_SLOTS, sizeof(*out));
         if (!out)
                 return sim_error(-ENOMEM, "out of memory");
-        uint64_t now = sim_live_now_ns(), w = (uint64_t) (window_ms ? window_ms : 1000) * 1000000ULL;
-        uint64_t from = now > w ? now - w : 0;
+        uint64_t now = sim_live_now_ns();
+        uint64_t from = sim_live_window_from(now, (uint64_t) (window_ms ? window_ms : 1000) * 1000000ULL);
         for (unsigned i = 0; i < SIM_LIVE_SLOTS; i++) {
                 struct sim_live_slot *s = &l->slot[i];
                 uint64_t owner = atomic_load(&s->owner);

@@ -27,7 +27,7 @@ static void live_init(struct sim_live *l) {
         l->version = SIM_LIVE_VERSION;
         l->slots = SIM_LIVE_SLOTS;
         l->devices = SIM_LIVE_DEVICES;
-        l->ring = SIM_LIVE_RING;
+        l->buckets = SIM_LIVE_BUCKETS;
         l->size = sizeof(*l);
         atomic_thread_fence(memory_order_release);
         l->magic = SIM_LIVE_MAGIC;
@@ -257,7 +257,9 @@ struct sim_live_slot *sim_live_claim(struct sim_live *l, uint64_t self, unsigned
                         s->ci = ci;
                         atomic_store(&s->used_bytes, 0);
                         atomic_store(&s->seq, 0);
-                        s->ring_head = s->ring_n = 0;
+                        s->far_head = s->far_n = 0;
+                        for (unsigned b = 0; b < SIM_LIVE_BUCKETS; b++)
+                                atomic_store_explicit(&s->bucket[b], 0, memory_order_relaxed);
                         atomic_store(&s->owner, self);
                         return s;
                 }
@@ -278,39 +280,66 @@ void sim_live_release(struct sim_live *l, struct sim_live_slot *s, uint64_t self
         atomic_store(&s->owner, 0);
 }
 
+#define BUCKET_SHIFT 20 /* busy ns of a bucket: at most SIM_LIVE_BUCKET_NS < 2^20 */
+#define BUCKET_BUSY_MASK ((1ULL << BUCKET_SHIFT) - 1)
+
+static void bucket_add(struct sim_live_slot *s, uint64_t num, uint64_t ns) {
+        _Atomic uint64_t *b = &s->bucket[num % SIM_LIVE_BUCKETS];
+        uint64_t w = atomic_load_explicit(b, memory_order_relaxed), v;
+
+        do {
+                uint64_t busy = (w >> BUCKET_SHIFT) == num ? w & BUCKET_BUSY_MASK : 0;
+                v = (num << BUCKET_SHIFT) | MIN(busy + ns, SIM_LIVE_BUCKET_NS);
+        } while (!atomic_compare_exchange_weak_explicit(b, &w, v, memory_order_release, memory_order_relaxed));
+}
+
+/* far[]: a seqlock whose writers (threads of the owner) take turns on the odd value. */
+static void far_book(struct sim_live_slot *s, uint64_t start_ns, uint64_t end_ns) {
+        uint64_t seq = atomic_load(&s->seq);
+
+        for (;;) {
+                if (!(seq & 1) && atomic_compare_exchange_weak(&s->seq, &seq, seq + 1))
+                        break;
+                seq = atomic_load(&s->seq);
+        }
+        struct sim_live_interval *last = s->far_n ? &s->far[(s->far_head + SIM_LIVE_FAR - 1) % SIM_LIVE_FAR] : NULL;
+        if (last && start_ns == last->end_ns)
+                last->end_ns = end_ns;
+        else {
+                s->far[s->far_head] = (struct sim_live_interval) { start_ns, end_ns };
+                s->far_head = (s->far_head + 1) % SIM_LIVE_FAR;
+                if (s->far_n < SIM_LIVE_FAR)
+                        s->far_n++;
+        }
+        atomic_store(&s->seq, seq + 2);
+}
+
 void sim_live_book(struct sim_live_slot *s, uint64_t start_ns, uint64_t end_ns) {
         if (end_ns <= start_ns)
                 return;
-        atomic_fetch_add(&s->seq, 1);
-        if (s->ring_n > 0) {
-                struct sim_live_interval *last = &s->ring[(s->ring_head + SIM_LIVE_RING - 1) % SIM_LIVE_RING];
-                if (start_ns <= last->end_ns && start_ns >= last->start_ns) {
-                        if (end_ns > last->end_ns)
-                                last->end_ns = end_ns;
-                        atomic_fetch_add(&s->seq, 1);
-                        return;
-                }
+        /* A bucket written now must not be one a reader still looks at as an
+         * older one: ahead by at most the horizon. */
+        if (end_ns > sim_live_now_ns() + SIM_LIVE_HORIZON_NS - SIM_LIVE_BUCKET_NS) {
+                far_book(s, start_ns, end_ns);
+                return;
         }
-        s->ring[s->ring_head] = (struct sim_live_interval) { start_ns, end_ns };
-        s->ring_head = (s->ring_head + 1) % SIM_LIVE_RING;
-        if (s->ring_n < SIM_LIVE_RING)
-                s->ring_n++;
-        atomic_fetch_add(&s->seq, 1);
+        for (uint64_t t = start_ns; t < end_ns;) {
+                uint64_t num = t / SIM_LIVE_BUCKET_NS, next = MIN((num + 1) * SIM_LIVE_BUCKET_NS, end_ns);
+                bucket_add(s, num, next - t);
+                t = next;
+        }
 }
 
-uint64_t sim_live_busy(struct sim_live_slot *s, uint64_t from_ns, uint64_t to_ns) {
-        struct sim_live_interval ring[SIM_LIVE_RING];
-        uint64_t seq;
+static uint64_t far_busy(struct sim_live_slot *s, uint64_t from_ns, uint64_t to_ns) {
+        struct sim_live_interval far[SIM_LIVE_FAR];
         unsigned n = 0;
 
         for (int tries = 0; tries < 100; tries++) {
-                seq = atomic_load(&s->seq);
+                uint64_t seq = atomic_load(&s->seq);
                 if (seq & 1)
                         continue;
-                n = s->ring_n;
-                if (n > SIM_LIVE_RING)
-                        n = SIM_LIVE_RING;
-                memcpy(ring, s->ring, sizeof(ring));
+                n = MIN(s->far_n, SIM_LIVE_FAR);
+                memcpy(far, s->far, sizeof(far));
                 atomic_thread_fence(memory_order_acquire);
                 if (atomic_load(&s->seq) == seq)
                         break;
@@ -318,11 +347,27 @@ uint64_t sim_live_busy(struct sim_live_slot *s, uint64_t from_ns, uint64_t to_ns
         }
         uint64_t busy = 0;
         for (unsigned i = 0; i < n; i++) {
-                uint64_t a = MAX(ring[i].start_ns, from_ns), b = MIN(ring[i].end_ns, to_ns);
+                uint64_t a = MAX(far[i].start_ns, from_ns), b = MIN(far[i].end_ns, to_ns);
                 if (b > a)
                         busy += b - a;
         }
         return busy;
+}
+
+uint64_t sim_live_busy(struct sim_live_slot *s, uint64_t from_ns, uint64_t to_ns) {
+        from_ns = MAX(from_ns, sim_live_window_from(to_ns, SIM_LIVE_HORIZON_NS));
+        if (to_ns <= from_ns)
+                return 0;
+        uint64_t busy = far_busy(s, from_ns, to_ns);
+        for (uint64_t num = from_ns / SIM_LIVE_BUCKET_NS; num <= (to_ns - 1) / SIM_LIVE_BUCKET_NS; num++) {
+                uint64_t w = atomic_load_explicit(&s->bucket[num % SIM_LIVE_BUCKETS], memory_order_acquire);
+                if ((w >> BUCKET_SHIFT) != num)
+                        continue;
+                uint64_t a = MAX(num * SIM_LIVE_BUCKET_NS, from_ns), b = MIN((num + 1) * SIM_LIVE_BUCKET_NS, to_ns);
+                /* A bucket the window covers in part: its share, as if spread evenly. */
+                busy += (w & BUCKET_BUSY_MASK) * (b - a) / SIM_LIVE_BUCKET_NS;
+        }
+        return MIN(busy, to_ns - from_ns);
 }
 
 uint64_t sim_live_used(struct sim_live *l, unsigned gpu, unsigned gi, bool whole_gpu) {

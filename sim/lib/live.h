@@ -28,11 +28,22 @@
 #include <stdint.h>
 
 #define SIM_LIVE_MAGIC 0x31766c6d69736b6dULL /* "mksimlv1" */
-#define SIM_LIVE_VERSION 1u
+#define SIM_LIVE_VERSION 2u
 #define SIM_LIVE_SLOTS 1024u
 #define SIM_LIVE_DEVICES 512u
-#define SIM_LIVE_RING 64u               /* busy intervals kept per slot (coalesced) */
 #define SIM_LIVE_INIT_BIT 0x80000000ULL /* in the owner word: slot being set up */
+
+/* Busy time per slot: one counter per millisecond of CLOCK_MONOTONIC, for the
+ * last SIM_LIVE_HORIZON_NS and as far ahead (kernels are booked ahead of
+ * time), so the busy time of a window is exact at any kernel rate, to within
+ * the two partial buckets at its ends. A counter word is (bucket number <<
+ * 20) | busy ns; a word of another bucket number is stale (counts 0). A
+ * booking reaching further ahead than the horizon (a long kernel, or one
+ * queued behind it) is kept whole in the few exact intervals of far[]. */
+#define SIM_LIVE_BUCKET_NS 1000000ULL
+#define SIM_LIVE_BUCKETS 4096u
+#define SIM_LIVE_HORIZON_NS (SIM_LIVE_BUCKETS / 2 * SIM_LIVE_BUCKET_NS)
+#define SIM_LIVE_FAR 16u
 
 struct sim_live_interval {
         uint64_t start_ns, end_ns; /* CLOCK_MONOTONIC */
@@ -42,9 +53,10 @@ struct sim_live_slot {
         _Atomic uint64_t owner;      /* 0 free; (starttime_lo32 << 32) | pid [| INIT_BIT] */
         uint32_t gpu, gi, ci, pad;   /* the CUDA device */
         _Atomic uint64_t used_bytes; /* device memory charged by this process */
-        _Atomic uint64_t seq;        /* seqlock over ring[] (odd while writing) */
-        uint32_t ring_head, ring_n;  /* written by the owner only */
-        struct sim_live_interval ring[SIM_LIVE_RING];
+        _Atomic uint64_t seq;        /* seqlock over far[] (odd while a thread of the owner writes) */
+        uint32_t far_head, far_n;
+        struct sim_live_interval far[SIM_LIVE_FAR];
+        _Atomic uint64_t bucket[SIM_LIVE_BUCKETS];
 };
 
 struct sim_live_device {
@@ -55,7 +67,7 @@ struct sim_live_device {
 
 struct sim_live {
         uint64_t magic;
-        uint32_t version, slots, devices, ring;
+        uint32_t version, slots, devices, buckets;
         uint64_t size;
         struct sim_live_device dev[SIM_LIVE_DEVICES];
         struct sim_live_slot slot[SIM_LIVE_SLOTS];
@@ -90,10 +102,19 @@ static inline uint64_t sim_live_mem_key(unsigned gpu, unsigned gi) {
         return sim_live_key(gpu, gi, 0xFFFFFFFFu);
 }
 
-/* Books a busy interval in the owner's ring (coalescing with the last one). */
+/* Books the busy interval [start, end) of the owner (any thread of it); start
+ * is not before now. The intervals of one slot do not overlap. */
 void sim_live_book(struct sim_live_slot *s, uint64_t start_ns, uint64_t end_ns);
-/* Nanoseconds of [from, to) covered by the slot's intervals. */
+/* Nanoseconds of [from, to) the slot was busy (to not after now); from is
+ * taken no further back than SIM_LIVE_HORIZON_NS before to (see
+ * sim_live_window_from()). */
 uint64_t sim_live_busy(struct sim_live_slot *s, uint64_t from_ns, uint64_t to_ns);
+/* Start of a utilisation window of window_ns ending at now, within the horizon. */
+static inline uint64_t sim_live_window_from(uint64_t now_ns, uint64_t window_ns) {
+        if (window_ns > SIM_LIVE_HORIZON_NS)
+                window_ns = SIM_LIVE_HORIZON_NS;
+        return now_ns > window_ns ? now_ns - window_ns : 0;
+}
 
 /* Bytes used by live processes in a memory domain, by scanning and reaping
  * (exact; slower than the domain's counter). gi SIM_ID_NONE with

@@ -2040,8 +2040,8 @@ nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, sim_nvmlUtilizat
         struct sim_live *l = live_get(&c);
         struct sim_live_slot *live[SIM_LIVE_SLOTS];
         unsigned n = l ? live_slots(l, &d, live) : 0;
-        uint64_t now = sim_live_now_ns(), w = util_window_ns(), busy = 0;
-        uint64_t from = now > w ? now - w : 0;
+        uint64_t now = sim_live_now_ns(), busy = 0;
+        uint64_t from = sim_live_window_from(now, util_window_ns());
         for (unsigned i = 0; i < n; i++)
                 busy += sim_live_busy(live[i], from, now);
         utilization->gpu = (unsigned) MIN(100, (busy * 100 + (now - from) / 2) / MAX(now - from, 1));
@@ -2068,8 +2068,8 @@ nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device, sim_nvmlProces
                 *processSamplesCount = n;
                 return call_end(&c, n == 0 ? NVML_ERROR_NOT_FOUND : NVML_ERROR_INSUFFICIENT_SIZE);
         }
-        uint64_t now = sim_live_now_ns(), w = util_window_ns();
-        uint64_t from = MAX(now > w ? now - w : 0, real_us_to_mono(lastSeenTimeStamp));
+        uint64_t now = sim_live_now_ns();
+        uint64_t from = MAX(sim_live_window_from(now, util_window_ns()), real_us_to_mono(lastSeenTimeStamp));
         if (from >= now) {
                 *processSamplesCount = 0;
                 return call_end(&c, NVML_ERROR_NOT_FOUND);

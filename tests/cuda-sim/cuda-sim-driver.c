@@ -7,12 +7,14 @@
  *   cuda-sim-driver hold MIB SECONDS  allocates MIB on device 0, prints "ready", sleeps
  *   cuda-sim-driver burn NS COUNT     COUNT kernels of NS ns each, synchronised each time
  *   cuda-sim-driver flood NS COUNT    COUNT kernels of NS ns queued at once, then one synchronisation
+ *   cuda-sim-driver duty NS PERIOD COUNT  a kernel of NS ns every PERIOD ns (by the clock), COUNT times
  *   cuda-sim-driver oom               allocates past the device's memory
  *   cuda-sim-driver bench N           ns per cuMemAlloc+cuMemFree pair, per launch, per cuMemGetInfo
  *   cuda-sim-driver nvml GPU          (NVML) memory, processes and utilisation of GPU GPU
  *   cuda-sim-driver mig-setup         (NVML) MIG on GPU 0 with two 1-slice instances; prints their UUIDs */
 #include <cuda.h>
 #include <dlfcn.h>
+#include <errno.h>
 #include <pthread.h>
 #include <sys/wait.h>
 #include <stdint.h>
@@ -145,6 +147,27 @@ static int cmd_flood(uint64_t ns, unsigned count) {
         for (unsigned i = 0; i < count; i++)
                 if (launch_ns(f, ns, NULL) != CUDA_SUCCESS)
                         return 1;
+        if (cuCtxSynchronize() != CUDA_SUCCESS)
+                return 1;
+        printf("elapsed_ns=%llu\n", (unsigned long long) (now_ns() - t0));
+        return 0;
+}
+
+/* Busy NS of every PERIOD ns: each launch at its time on the clock (a late
+ * one runs right after the one before), so any window of many periods is busy
+ * NS/PERIOD of its length. */
+static int cmd_duty(uint64_t ns, uint64_t period, unsigned count) {
+        setup();
+        CUfunction f = sleep_kernel();
+        uint64_t t0 = now_ns();
+        for (unsigned i = 0; i < count; i++) {
+                uint64_t at = t0 + i * period;
+                struct timespec ts = { (time_t) (at / 1000000000ULL), (long) (at % 1000000000ULL) };
+                while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+                        ;
+                if (launch_ns(f, ns, NULL) != CUDA_SUCCESS)
+                        return 1;
+        }
         if (cuCtxSynchronize() != CUDA_SUCCESS)
                 return 1;
         printf("elapsed_ns=%llu\n", (unsigned long long) (now_ns() - t0));
@@ -557,6 +580,8 @@ int main(int argc, char **argv) {
                 return cmd_burn(strtoull(argv[2], NULL, 10), (unsigned) atoi(argv[3]));
         if (argc >= 4 && strcmp(argv[1], "flood") == 0)
                 return cmd_flood(strtoull(argv[2], NULL, 10), (unsigned) atoi(argv[3]));
+        if (argc >= 5 && strcmp(argv[1], "duty") == 0)
+                return cmd_duty(strtoull(argv[2], NULL, 10), strtoull(argv[3], NULL, 10), (unsigned) atoi(argv[4]));
         if (argc >= 2 && strcmp(argv[1], "oom") == 0)
                 return cmd_oom();
         if (argc >= 3 && strcmp(argv[1], "bench") == 0)
@@ -565,6 +590,6 @@ int main(int argc, char **argv) {
                 return cmd_nvml((unsigned) atoi(argv[2]));
         if (argc >= 2 && strcmp(argv[1], "mig-setup") == 0)
                 return cmd_mig_setup();
-        fprintf(stderr, "usage: %s selftest|info|hold MIB SECONDS|burn NS COUNT|oom\n", argv[0]);
+        fprintf(stderr, "usage: %s selftest|info|hold MIB SECONDS|burn NS COUNT|flood NS COUNT|duty NS PERIOD COUNT|oom\n", argv[0]);
         return 2;
 }

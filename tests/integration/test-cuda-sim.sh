@@ -115,6 +115,26 @@ for f in flood1 flood2; do
   [ "$ns" -ge 650000000 ] || fail "$f: $ns ns: the other process did not get its turns"
 done
 
+# Many short kernels (2000 a second, 250 us each: busy half the time): NVML and
+# migkit-sim report the busy share of the window, whatever the kernel rate (a
+# simulator that kept only the last 64 intervals reported 4%).
+CUDA_VISIBLE_DEVICES=7 "$drvbin" duty 250000 500000 4000 >"$tmp/duty" &
+d1=$!
+pids+=($d1)
+sleep 1
+sim cuda-processes --window 400 >"$tmp/procs-duty"
+MIGKIT_SIM_UTIL_WINDOW_MS=400 drv nvml 7 >"$tmp/nvml-duty" || fail "NVML queries during the short kernels"
+wait "$d1" || fail "duty"
+sm=$(awk 'NR > 1 && $1 == 7 { print $6 }' "$tmp/procs-duty")
+[ -n "$sm" ] && [ "$sm" -ge 35 ] && [ "$sm" -le 65 ] ||
+  fail "2000 kernels/s busy 50%: migkit-sim SM% $sm: $(cat "$tmp/procs-duty")"
+util=$(sed -n 's/^used_mib=0 procs=1 util=\([0-9]*\) util_rc=0 samples_rc=0$/\1/p' "$tmp/nvml-duty")
+[ -n "$util" ] && [ "$util" -ge 35 ] && [ "$util" -le 65 ] ||
+  fail "2000 kernels/s busy 50%: NVML utilisation: $(cat "$tmp/nvml-duty")"
+sm=$(sed -n 's/^pid=[0-9]* used_mib=0 sm=//p' "$tmp/nvml-duty")
+[ -n "$sm" ] && [ "$sm" -ge 35 ] && [ "$sm" -le 65 ] ||
+  fail "2000 kernels/s busy 50%: NVML process utilisation: $(cat "$tmp/nvml-duty")"
+
 # --- the CUDA runtime ----------------------------------------------------------------
 # Under a sanitizer build the simulator needs the ASan runtime loaded first
 # (the nvcc-built program is not instrumented) and leak checks off (the
