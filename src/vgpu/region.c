@@ -18,22 +18,28 @@
 #define LOCK_WAIT_MS 10000      /* creating/validating the file: bounded wait for the flock */
 #define CHARGE_MAX_ROUNDS 100000 /* announce/check rounds before giving up (never seen) */
 
-uint64_t vgpu_proc_start_time(pid_t pid) {
+/* One read of /proc/<pid>/stat: the state letter (field 3) and starttime
+ * (field 22). 0 for what could not be read. */
+static void proc_stat(pid_t pid, char *ret_state, uint64_t *ret_start) {
         char path[64], buf[1024];
+        *ret_state = 0;
+        *ret_start = 0;
         snprintf(path, sizeof(path), "/proc/%d/stat", (int) pid);
         int fd = open(path, O_RDONLY | O_CLOEXEC);
         if (fd < 0)
-                return 0;
+                return;
         ssize_t n = read(fd, buf, sizeof(buf) - 1);
         close(fd);
         if (n <= 0)
-                return 0;
+                return;
         buf[n] = 0;
         /* comm may hold spaces and parentheses: fields start after the last ')'. */
         char *p = strrchr(buf, ')');
         if (!p)
-                return 0;
+                return;
         p++;
+        if (p[0] == ' ')
+                *ret_state = p[1];
         /* field 3 (state) is the first after ')'; starttime is field 22. */
         unsigned field = 2;
         uint64_t v = 0;
@@ -50,22 +56,14 @@ uint64_t vgpu_proc_start_time(pid_t pid) {
                 if (field > 22)
                         break;
         }
-        return v;
+        *ret_start = v;
 }
 
-static char proc_state(pid_t pid) {
-        char path[64], buf[512];
-        snprintf(path, sizeof(path), "/proc/%d/stat", (int) pid);
-        int fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
-                return 0;
-        ssize_t n = read(fd, buf, sizeof(buf) - 1);
-        close(fd);
-        if (n <= 0)
-                return 0;
-        buf[n] = 0;
-        char *p = strrchr(buf, ')');
-        return p && p[1] == ' ' ? p[2] : 0;
+uint64_t vgpu_proc_start_time(pid_t pid) {
+        char st;
+        uint64_t start;
+        proc_stat(pid, &st, &start);
+        return start;
 }
 
 bool vgpu_pid_alive(pid_t pid, uint64_t start_time) {
@@ -73,14 +71,13 @@ bool vgpu_pid_alive(pid_t pid, uint64_t start_time) {
                 return false;
         if (kill(pid, 0) < 0 && errno == ESRCH)
                 return false;
-        char st = proc_state(pid);
+        char st;
+        uint64_t now;
+        proc_stat(pid, &st, &now);
         if (st == 'Z' || st == 'X')
                 return false;
-        if (start_time != 0 && st != 0) {
-                uint64_t now = vgpu_proc_start_time(pid);
-                if (now != 0 && now != start_time)
-                        return false;  /* the pid was reused */
-        }
+        if (start_time != 0 && st != 0 && now != 0 && now != start_time)
+                return false;  /* the pid was reused */
         return true;
 }
 
