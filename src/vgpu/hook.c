@@ -504,30 +504,31 @@ static CUresult alloc_ptr(CUdeviceptr *dptr, uint64_t size, CUresult res, unsign
         return record(VGPU_TRACK_PTR, *dptr, size, dev, s, undo_free);
 }
 
+/* The pointer allocations: charge size on the current device, make the real
+ * call, record the result (or uncharge on failure). Without limits, or off a
+ * device we account, the real call alone. */
+#define ALLOC_TRACKED(call)                                                                                  \
+        do {                                                                                                 \
+                unsigned dev_;                                                                               \
+                int s_;                                                                                      \
+                if (!active || !dptr || current_device(&dev_) < 0 || dev_ >= VGPU_MAX_DEVICES)               \
+                        return call;                                                                         \
+                CUresult r_ = charge(dev_, size, &s_);                                                       \
+                if (r_ != CUDA_SUCCESS)                                                                      \
+                        return r_;                                                                           \
+                return alloc_ptr(dptr, size, call, dev_, s_);                                                \
+        } while (0)
+
 EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t size) {
         init();
         REAL(cuMemAlloc_v2);
-        unsigned dev;
-        int s;
-        if (!active || !dptr || current_device(&dev) < 0 || dev >= VGPU_MAX_DEVICES)
-                return real(dptr, size);
-        CUresult r = charge(dev, size, &s);
-        if (r != CUDA_SUCCESS)
-                return r;
-        return alloc_ptr(dptr, size, real(dptr, size), dev, s);
+        ALLOC_TRACKED(real(dptr, size));
 }
 
 EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t size, unsigned int flags) {
         init();
         REAL(cuMemAllocManaged);
-        unsigned dev;
-        int s;
-        if (!active || !dptr || current_device(&dev) < 0 || dev >= VGPU_MAX_DEVICES)
-                return real(dptr, size, flags);
-        CUresult r = charge(dev, size, &s);
-        if (r != CUDA_SUCCESS)
-                return r;
-        return alloc_ptr(dptr, size, real(dptr, size, flags), dev, s);
+        ALLOC_TRACKED(real(dptr, size, flags));
 }
 
 EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height, unsigned int elem) {
@@ -563,51 +564,28 @@ EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t widt
         return record(VGPU_TRACK_PTR, *dptr, got, dev, s, undo_free);
 }
 
-static CUresult alloc_async(cuMemAllocAsync_fn real, CUdeviceptr *dptr, size_t size, CUstream st) {
-        unsigned dev;
-        int s;
-        if (!active || !dptr || current_device(&dev) < 0 || dev >= VGPU_MAX_DEVICES)
-                return real(dptr, size, st);
-        CUresult r = charge(dev, size, &s);
-        if (r != CUDA_SUCCESS)
-                return r;
-        return alloc_ptr(dptr, size, real(dptr, size, st), dev, s);
-}
-
 EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t size, CUstream st) {
         init();
         REAL(cuMemAllocAsync);
-        return alloc_async(real, dptr, size, st);
+        ALLOC_TRACKED(real(dptr, size, st));
 }
 
 EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t size, CUstream st) {
         init();
         REAL(cuMemAllocAsync_ptsz);
-        return alloc_async(real, dptr, size, st);
-}
-
-static CUresult alloc_pool(cuMemAllocFromPoolAsync_fn real, CUdeviceptr *dptr, size_t size, CUmemoryPool p,
-                           CUstream st) {
-        unsigned dev;
-        int s;
-        if (!active || !dptr || current_device(&dev) < 0 || dev >= VGPU_MAX_DEVICES)
-                return real(dptr, size, p, st);
-        CUresult r = charge(dev, size, &s);
-        if (r != CUDA_SUCCESS)
-                return r;
-        return alloc_ptr(dptr, size, real(dptr, size, p, st), dev, s);
+        ALLOC_TRACKED(real(dptr, size, st));
 }
 
 EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t size, CUmemoryPool p, CUstream st) {
         init();
         REAL(cuMemAllocFromPoolAsync);
-        return alloc_pool(real, dptr, size, p, st);
+        ALLOC_TRACKED(real(dptr, size, p, st));
 }
 
 EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t size, CUmemoryPool p, CUstream st) {
         init();
         REAL(cuMemAllocFromPoolAsync_ptsz);
-        return alloc_pool(real, dptr, size, p, st);
+        ALLOC_TRACKED(real(dptr, size, p, st));
 }
 
 /* Takes the allocation out of the table before the real free (the address
@@ -811,71 +789,29 @@ static void admit(uint64_t blocks, uint64_t threads) {
                 atomic_fetch_add(&region->slots[s].throttled_ns, wait);
 }
 
-#define ADMIT_GRID(gx, gy, gz, bx, by, bz)                                                                    \
-        do {                                                                                                 \
-                if (active && any_sm_limit)                                                                  \
-                        admit((uint64_t) (gx) * (gy) * (gz), (uint64_t) (bx) * (by) * (bz));                   \
-        } while (0)
+/* A launch hook: admit (when a compute share is set and `when` holds), then
+ * the real launch. The admit arguments are (blocks, threads); (0, 0) is a graph. */
+#define LAUNCH_HOOK(name, params, args, when, ...)                                                          \
+        EXPORT CUresult name params {                                                                        \
+                init();                                                                                      \
+                REAL(name);                                                                                  \
+                if (active && any_sm_limit && (when))                                                        \
+                        admit(__VA_ARGS__);                                                                  \
+                return real args;                                                                            \
+        }
+#define GRID(gx, gy, gz, bx, by, bz) (uint64_t) (gx) * (gy) * (gz), (uint64_t) (bx) * (by) * (bz)
+#define EX_PARAMS (const CUlaunchConfig *c, CUfunction f, void **params, void **extra)
+#define EX_ARGS (c, f, params, extra)
+#define EX_GRID GRID(c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY, c->blockDimZ)
 
-EXPORT CUresult cuLaunchKernel LAUNCH_PARAMS {
-        init();
-        REAL(cuLaunchKernel);
-        ADMIT_GRID(gx, gy, gz, bx, by, bz);
-        return real LAUNCH_ARGS;
-}
-
-EXPORT CUresult cuLaunchKernel_ptsz LAUNCH_PARAMS {
-        init();
-        REAL(cuLaunchKernel_ptsz);
-        ADMIT_GRID(gx, gy, gz, bx, by, bz);
-        return real LAUNCH_ARGS;
-}
-
-EXPORT CUresult cuLaunchKernelEx(const CUlaunchConfig *c, CUfunction f, void **params, void **extra) {
-        init();
-        REAL(cuLaunchKernelEx);
-        if (c)
-                ADMIT_GRID(c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY, c->blockDimZ);
-        return real(c, f, params, extra);
-}
-
-EXPORT CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *c, CUfunction f, void **params, void **extra) {
-        init();
-        REAL(cuLaunchKernelEx_ptsz);
-        if (c)
-                ADMIT_GRID(c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY, c->blockDimZ);
-        return real(c, f, params, extra);
-}
-
-EXPORT CUresult cuLaunchCooperativeKernel COOP_PARAMS {
-        init();
-        REAL(cuLaunchCooperativeKernel);
-        ADMIT_GRID(gx, gy, gz, bx, by, bz);
-        return real COOP_ARGS;
-}
-
-EXPORT CUresult cuLaunchCooperativeKernel_ptsz COOP_PARAMS {
-        init();
-        REAL(cuLaunchCooperativeKernel_ptsz);
-        ADMIT_GRID(gx, gy, gz, bx, by, bz);
-        return real COOP_ARGS;
-}
-
-EXPORT CUresult cuGraphLaunch(CUgraphExec g, CUstream st) {
-        init();
-        REAL(cuGraphLaunch);
-        if (active && any_sm_limit)
-                admit(0, 0);
-        return real(g, st);
-}
-
-EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec g, CUstream st) {
-        init();
-        REAL(cuGraphLaunch_ptsz);
-        if (active && any_sm_limit)
-                admit(0, 0);
-        return real(g, st);
-}
+LAUNCH_HOOK(cuLaunchKernel, LAUNCH_PARAMS, LAUNCH_ARGS, true, GRID(gx, gy, gz, bx, by, bz))
+LAUNCH_HOOK(cuLaunchKernel_ptsz, LAUNCH_PARAMS, LAUNCH_ARGS, true, GRID(gx, gy, gz, bx, by, bz))
+LAUNCH_HOOK(cuLaunchKernelEx, EX_PARAMS, EX_ARGS, c != NULL, EX_GRID)
+LAUNCH_HOOK(cuLaunchKernelEx_ptsz, EX_PARAMS, EX_ARGS, c != NULL, EX_GRID)
+LAUNCH_HOOK(cuLaunchCooperativeKernel, COOP_PARAMS, COOP_ARGS, true, GRID(gx, gy, gz, bx, by, bz))
+LAUNCH_HOOK(cuLaunchCooperativeKernel_ptsz, COOP_PARAMS, COOP_ARGS, true, GRID(gx, gy, gz, bx, by, bz))
+LAUNCH_HOOK(cuGraphLaunch, (CUgraphExec g, CUstream st), (g, st), true, 0, 0)
+LAUNCH_HOOK(cuGraphLaunch_ptsz, (CUgraphExec g, CUstream st), (g, st), true, 0, 0)
 
 /* ---- init and symbol look-up ---- */
 
