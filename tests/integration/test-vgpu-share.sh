@@ -9,25 +9,7 @@
 # programs down. Exit 77 (skipped) when the simulator is not built.
 # The precise figures come from bench/run vgpu.
 set -euo pipefail
-: "${MIGKIT_BUILD_DIR:?}" "${MIGKIT_TEST_PROG_VGPU:?}"
-simlib=$MIGKIT_BUILD_DIR/sim/lib
-vgpu=$MIGKIT_BUILD_DIR/lib/libmigkit-vgpu.so
-if [ ! -e "$simlib/libcuda.so.1" ] || [ ! -e "$vgpu" ]; then
-  echo "SKIP: no CUDA driver simulator ($simlib/libcuda.so.1) or no $vgpu"
-  exit 77
-fi
-mkdir -p "${MIGKIT_TEST_TMP:-/tmp}"
-tmp=$(mktemp -d "${MIGKIT_TEST_TMP:-/tmp}/test-vgpu-share.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
-export LD_LIBRARY_PATH=$simlib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-# In the sanitizer build the test programs carry ASan, and the library (never
-# instrumented) is preloaded ahead of its runtime: allowed, since the library
-# intercepts no allocator. Leaks are the simulator's business, not checked here.
-export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0:detect_leaks=0
-export MIGKIT_SIM_MACHINE=dgx-a100 MIGKIT_SIM_STATE=$tmp/state.json
-prog=$MIGKIT_TEST_PROG_VGPU
-failures=0
-fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
+. "$(dirname "$0")/vgpu-lib.sh"
 
 # burn REGION POLICY PCT KIND SECONDS NS: prints the share achieved.
 burn() {
@@ -59,8 +41,4 @@ within "a lone container at 30%, default policy" "$(burn c1 default 30 async 3 2
 # disable: never limited.
 within "policy disable at 10%" "$(burn c1 disable 10 async 3 2000000)" 50 100
 
-if [ "$failures" -gt 0 ]; then
-  echo "$failures failure(s)" >&2
-  exit 1
-fi
-echo "test-vgpu-share: all checks passed"
+finish

@@ -8,34 +8,9 @@
 # unknown symbols; CUDA_DISABLE_CONTROL; a region file of another version.
 # Exit 77 (skipped) when the simulator is not built (no CUDA toolkit).
 set -euo pipefail
-: "${MIGKIT_BUILD_DIR:?}" "${MIGKIT_TEST_PROG_VGPU:?}"
-simlib=$MIGKIT_BUILD_DIR/sim/lib
-vgpu=$MIGKIT_BUILD_DIR/lib/libmigkit-vgpu.so
-if [ ! -e "$simlib/libcuda.so.1" ] || [ ! -e "$vgpu" ]; then
-  echo "SKIP: no CUDA driver simulator ($simlib/libcuda.so.1) or no $vgpu"
-  exit 77
-fi
-mkdir -p "${MIGKIT_TEST_TMP:-/tmp}"
-tmp=$(mktemp -d "${MIGKIT_TEST_TMP:-/tmp}/test-vgpu-sim.XXXXXX")
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-export LD_LIBRARY_PATH=$simlib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-# In the sanitizer build the test programs carry ASan, and the library (never
-# instrumented) is preloaded ahead of its runtime: allowed, since the library
-# intercepts no allocator. Leaks are the simulator's business, not checked here.
-export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0:detect_leaks=0
-export MIGKIT_SIM_MACHINE=dgx-a100 MIGKIT_SIM_STATE=$tmp/state.json
-prog=$MIGKIT_TEST_PROG_VGPU
+. "$(dirname "$0")/vgpu-lib.sh"
 GIB=1073741824
 MIB=1048576
-
-failures=0
-fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
 # vg [VAR=VALUE...] -- ARGS: the program with the library and a region of this test.
 vg() {
   local envs=()
@@ -153,8 +128,4 @@ else
   echo "note: no nvcc: the CUDA runtime program was not built"
 fi
 
-if [ "$failures" -gt 0 ]; then
-  echo "$failures failure(s)" >&2
-  exit 1
-fi
-echo "test-vgpu-sim: all checks passed (modes: ${modes[*]})"
+finish "modes: ${modes[*]}"
