@@ -372,26 +372,24 @@ CU_EXPORT CUresult cuDeviceGetName(char *name, int len, CUdevice dev) {
         return CUDA_SUCCESS;
 }
 
-CU_EXPORT CUresult cuDeviceGetUuid(CUuuid *uuid, CUdevice dev) {
+static CUresult dev_uuid(CUuuid *uuid, CUdevice dev, bool gpu) {
         struct cu_dev *d;
         CUresult r = cu_dev_get(dev, &d);
         if (r != CUDA_SUCCESS)
                 return r;
         if (!uuid)
                 return CUDA_ERROR_INVALID_VALUE;
-        *uuid = d->gpu_uuid; /* the first version gives the GPU's UUID on MIG devices too */
+        *uuid = gpu ? d->gpu_uuid : d->uuid;
         return CUDA_SUCCESS;
 }
 
+/* The first version gives the GPU's UUID on MIG devices too. */
+CU_EXPORT CUresult cuDeviceGetUuid(CUuuid *uuid, CUdevice dev) {
+        return dev_uuid(uuid, dev, true);
+}
+
 CU_EXPORT CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev) {
-        struct cu_dev *d;
-        CUresult r = cu_dev_get(dev, &d);
-        if (r != CUDA_SUCCESS)
-                return r;
-        if (!uuid)
-                return CUDA_ERROR_INVALID_VALUE;
-        *uuid = d->uuid;
-        return CUDA_SUCCESS;
+        return dev_uuid(uuid, dev, false);
 }
 
 CU_EXPORT CUresult cuDeviceGetLuid(char *luid, unsigned int *deviceNodeMask, CUdevice dev) {
@@ -947,18 +945,9 @@ CU_EXPORT CUresult cuCtxPopCurrent_v2(CUcontext *pctx) {
         return CUDA_SUCCESS;
 }
 
-CU_EXPORT CUresult cuCtxGetDevice(CUdevice *device) {
-        struct cu_ctx *c;
-        CUresult r = cu_ctx_or_current(NULL, &c);
-        if (r != CUDA_SUCCESS)
-                return r;
-        if (!device)
-                return CUDA_ERROR_INVALID_VALUE;
-        *device = c->dev;
-        return CUDA_SUCCESS;
-}
-
-CU_EXPORT CUresult cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx) {
+/* ctx NULL: the current context. The versions share static bodies, not calls
+ * through the exported symbols, which an interposer may have taken. */
+static CUresult ctx_get_device(CUdevice *device, CUcontext ctx) {
         struct cu_ctx *c;
         CUresult r = cu_ctx_or_current((struct cu_ctx *) ctx, &c);
         if (r != CUDA_SUCCESS)
@@ -967,6 +956,14 @@ CU_EXPORT CUresult cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx) {
                 return CUDA_ERROR_INVALID_VALUE;
         *device = c->dev;
         return CUDA_SUCCESS;
+}
+
+CU_EXPORT CUresult cuCtxGetDevice(CUdevice *device) {
+        return ctx_get_device(device, NULL);
+}
+
+CU_EXPORT CUresult cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx) {
+        return ctx_get_device(device, ctx);
 }
 
 CU_EXPORT CUresult cuCtxGetFlags(unsigned int *flags) {
@@ -1011,20 +1008,20 @@ CU_EXPORT CUresult cuCtxGetApiVersion(CUcontext ctx, unsigned int *version) {
         return CUDA_SUCCESS;
 }
 
-CU_EXPORT CUresult cuCtxSynchronize(void) {
-        struct cu_ctx *c;
-        CUresult r = cu_ctx_or_current(NULL, &c);
-        if (r != CUDA_SUCCESS)
-                return r;
-        return cu_ctx_sync(c);
-}
-
-CU_EXPORT CUresult cuCtxSynchronize_v2(CUcontext ctx) {
+static CUresult ctx_synchronize(CUcontext ctx) {
         struct cu_ctx *c;
         CUresult r = cu_ctx_or_current((struct cu_ctx *) ctx, &c);
         if (r != CUDA_SUCCESS)
                 return r;
         return cu_ctx_sync(c);
+}
+
+CU_EXPORT CUresult cuCtxSynchronize(void) {
+        return ctx_synchronize(NULL);
+}
+
+CU_EXPORT CUresult cuCtxSynchronize_v2(CUcontext ctx) {
+        return ctx_synchronize(ctx);
 }
 
 CU_EXPORT CUresult cuCtxGetLimit(size_t *pvalue, CUlimit limit) {
