@@ -343,18 +343,26 @@ CU_EXPORT CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags
         return host_alloc(pp, bytesize, Flags);
 }
 
+/* Takes the host allocation or registration of kind `kind` that starts at p
+ * out of the table (NULL when there is none). */
+static struct cu_alloc *host_take(void *p, enum cu_alloc_kind kind) {
+        pthread_mutex_lock(&cu_lock);
+        struct cu_alloc *a = cu_alloc_find((uintptr_t) p);
+        if (a && a->base == (uintptr_t) p && a->kind == kind)
+                table_remove(a);
+        else
+                a = NULL;
+        pthread_mutex_unlock(&cu_lock);
+        return a;
+}
+
 CU_EXPORT CUresult cuMemFreeHost(void *p) {
         CUresult r = cu_check_init();
         if (r != CUDA_SUCCESS)
                 return r;
-        pthread_mutex_lock(&cu_lock);
-        struct cu_alloc *a = cu_alloc_find((uintptr_t) p);
-        if (!a || a->base != (uintptr_t) p || a->kind != ALLOC_HOST) {
-                pthread_mutex_unlock(&cu_lock);
+        struct cu_alloc *a = host_take(p, ALLOC_HOST);
+        if (!a)
                 return CUDA_ERROR_INVALID_VALUE;
-        }
-        table_remove(a);
-        pthread_mutex_unlock(&cu_lock);
         munmap((void *) a->base, a->size);
         free(a);
         return CUDA_SUCCESS;
@@ -418,14 +426,9 @@ CU_EXPORT CUresult cuMemHostUnregister(void *p) {
         CUresult r = cu_check_init();
         if (r != CUDA_SUCCESS)
                 return r;
-        pthread_mutex_lock(&cu_lock);
-        struct cu_alloc *a = cu_alloc_find((uintptr_t) p);
-        if (!a || a->base != (uintptr_t) p || a->kind != ALLOC_REGISTERED) {
-                pthread_mutex_unlock(&cu_lock);
+        struct cu_alloc *a = host_take(p, ALLOC_REGISTERED);
+        if (!a)
                 return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
-        }
-        table_remove(a);
-        pthread_mutex_unlock(&cu_lock);
         free(a);
         return CUDA_SUCCESS;
 }
