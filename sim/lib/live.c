@@ -215,6 +215,17 @@ bool sim_live_owner_alive(uint64_t owner) {
         return true;
 }
 
+/* Frees a slot its caller has marked INIT_BIT: its bytes leave its memory domain. */
+static void slot_free(struct sim_live *l, struct sim_live_slot *s) {
+        uint64_t bytes = atomic_exchange(&s->used_bytes, 0);
+        if (bytes > 0) {
+                struct sim_live_device *d = sim_live_device(l, sim_live_mem_key(s->gpu, s->gi));
+                if (d)
+                        atomic_fetch_sub(&d->used_bytes, bytes);
+        }
+        atomic_store(&s->owner, 0);
+}
+
 bool sim_live_reap(struct sim_live *l, struct sim_live_slot *s) {
         uint64_t owner = atomic_load(&s->owner);
 
@@ -227,13 +238,7 @@ bool sim_live_reap(struct sim_live *l, struct sim_live_slot *s) {
         uint64_t mark = SIM_LIVE_INIT_BIT; /* pid 0: never alive */
         if (!atomic_compare_exchange_strong(&s->owner, &owner, mark))
                 return owner == 0;
-        uint64_t bytes = atomic_exchange(&s->used_bytes, 0);
-        if (bytes > 0) {
-                struct sim_live_device *d = sim_live_device(l, sim_live_mem_key(s->gpu, s->gi));
-                if (d)
-                        atomic_fetch_sub(&d->used_bytes, bytes);
-        }
-        atomic_store(&s->owner, 0);
+        slot_free(l, s);
         return true;
 }
 
@@ -269,15 +274,8 @@ struct sim_live_slot *sim_live_claim(struct sim_live *l, uint64_t self, unsigned
 void sim_live_release(struct sim_live *l, struct sim_live_slot *s, uint64_t self) {
         uint64_t owner = self;
 
-        if (!atomic_compare_exchange_strong(&s->owner, &owner, self | SIM_LIVE_INIT_BIT))
-                return;
-        uint64_t bytes = atomic_exchange(&s->used_bytes, 0);
-        if (bytes > 0) {
-                struct sim_live_device *d = sim_live_device(l, sim_live_mem_key(s->gpu, s->gi));
-                if (d)
-                        atomic_fetch_sub(&d->used_bytes, bytes);
-        }
-        atomic_store(&s->owner, 0);
+        if (atomic_compare_exchange_strong(&s->owner, &owner, self | SIM_LIVE_INIT_BIT))
+                slot_free(l, s);
 }
 
 #define BUCKET_SHIFT 20 /* busy ns of a bucket: at most SIM_LIVE_BUCKET_NS < 2^20 */
