@@ -376,8 +376,9 @@ static int section_mem(unsigned rounds) {
 
 static const char *prog;
 
-/* Runs prog-vgpu with extra variables; returns the number after `key`. */
-static double run_prog(const char *const *envs, const char *const *args, const char *key) {
+/* Runs exe with extra variables and arguments; returns the number after
+ * `key` in its output. */
+static double run_exe(const char *exe, const char *const *envs, const char *const *args, const char *key) {
         int p[2];
         if (pipe(p) < 0)
                 return NAN;
@@ -388,12 +389,12 @@ static double run_prog(const char *const *envs, const char *const *args, const c
                 close(p[1]);
                 for (size_t i = 0; envs[i]; i++)
                         putenv((char *) envs[i]);
-                const char *argv[16] = { prog };
+                const char *argv[16] = { exe };
                 size_t n = 1;
                 for (size_t i = 0; args[i] && n < 15; i++)
                         argv[n++] = args[i];
                 argv[n] = NULL;
-                execv(prog, (char *const *) argv);
+                execv(exe, (char *const *) argv);
                 _exit(127);
         }
         close(p[1]);
@@ -407,6 +408,11 @@ static double run_prog(const char *const *envs, const char *const *args, const c
         waitpid(pid, NULL, 0);
         char *k = strstr(buf, key);
         return k ? strtod(k + strlen(key), NULL) : NAN;
+}
+
+/* Runs prog-vgpu with extra variables. */
+static double run_prog(const char *const *envs, const char *const *args, const char *key) {
+        return run_exe(prog, envs, args, key);
 }
 
 static double best_of(unsigned n, const char *const *envs, const char *const *args, const char *key) {
@@ -506,25 +512,9 @@ static double burn(bool lib, bool is_hami, const char *policy, unsigned pct, con
         char pcts[16];
         snprintf(pcts, sizeof(pcts), "%u", pct);
         if (is_hami) {
-                int p[2];
-                if (pipe(p) < 0)
-                        return NAN;
-                pid_t pid = fork();
-                if (pid == 0) {
-                        dup2(p[1], 1);
-                        close(p[0]);
-                        close(p[1]);
-                        execl(self_exe, self_exe, "--worker-share", k->burn, pcts, secs, k->ns, (char *) NULL);
-                        _exit(127);
-                }
-                close(p[1]);
-                char buf[512];
-                ssize_t n = read(p[0], buf, sizeof(buf) - 1);
-                close(p[0]);
-                waitpid(pid, NULL, 0);
-                buf[n > 0 ? n : 0] = 0;
-                char *s = strstr(buf, "share ");
-                return s ? strtod(s + 6, NULL) : NAN;
+                const char *no_envs[] = { NULL };
+                const char *wargs[] = { "--worker-share", k->burn, pcts, secs, k->ns, NULL };
+                return run_exe(self_exe, no_envs, wargs, "share ");
         }
         const char *args[] = { "dlsym", "burn", k->burn, secs, k->ns, NULL };
         return run_prog(lib ? envs_lib : envs_none, args, "share ");
