@@ -303,12 +303,13 @@ static int publish(struct agent *a, const struct mk_snapshot *s, const struct po
         }
         if (a->o->kube) {
                 char path[MK_K8S_PATH_MAX];
-                r = mk_kube_core_path(NULL, "nodes", a->o->node, path, sizeof(path));
-                json_t *ch = r < 0 ? NULL : json_pack("{s:s}", MK_ANN_INVENTORY, v);
-                if (r < 0)
-                        r = mk_error_set(e, r, "node name too long");
+                json_t *ch = NULL;
+                if (mk_kube_core_path(NULL, "nodes", a->o->node, path, sizeof(path)) < 0)
+                        r = mk_error_set(e, -EINVAL, "node name too long or empty");
+                else if (!(ch = json_pack("{s:s}", MK_ANN_INVENTORY, v)))
+                        r = -ENOMEM;
                 else
-                        r = ch ? mk_kube_patch_metadata(a->o->kube, path, "annotations", ch, NULL, e) : -ENOMEM;
+                        r = mk_kube_patch_metadata(a->o->kube, path, "annotations", ch, NULL, e);
                 json_decref(ch);
                 if (r < 0) {
                         free(v);
