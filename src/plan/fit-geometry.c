@@ -421,7 +421,7 @@ int mk_fit_tables_new(const struct mk_fit_gpu *g, struct mk_fit_tables **ret) {
                                         unsigned start = (unsigned) __builtin_ctz(starts);
                                         unsigned before = t->cap[f][fs];
                                         unsigned after = t->cap[f & ~(size_mask << start)][fs - p->slices];
-                                        fit_pick_offer(&best, j, start, before > after ? before - after : 0);
+                                        fit_pick_offer(&best, j, start, fit_loss(before, after));
                                 }
                                 t->best[fit_best_index(j, f, fs)] = best.found ? (uint8_t) (best.start + 1) : 0;
                         }

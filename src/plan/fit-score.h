@@ -27,10 +27,16 @@ struct fit_pick {
         bool found;
         size_t profile;                 /* index into the GPU's profiles */
         unsigned start;                 /* of the placement, in memory units */
-        unsigned loss;                  /* C(before) - C(after) */
+        unsigned loss;                  /* fit_loss() */
 };
 
 #define FIT_PICK_NONE ((struct fit_pick) {.found = false})
+
+/* A placement's loss: the capacity value it destroys, C(before) - C(after)
+ * (0 should C not drop). */
+static inline unsigned fit_loss(unsigned before, unsigned after) {
+        return before > after ? before - after : 0;
+}
 
 /* THE tie-break of placements: whether a placement losing `loss` at `start`
  * beats one losing `best_loss` at `best_start`: less lost capacity, then

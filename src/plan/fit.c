@@ -113,7 +113,7 @@ static inline struct fit_pick tab_pick(const struct mk_fit_tables *tab, size_t j
         unsigned start = tab->best[fit_best_index(j, free, free_slices)] - 1u;
         uint32_t m = fit_units_mask(tab->pi[j].size) << start;
         unsigned after = tab->cap[free & ~m][free_slices - p->slices];
-        return (struct fit_pick) {.found = true, .profile = j, .start = start, .loss = cap > after ? cap - after : 0};
+        return (struct fit_pick) {.found = true, .profile = j, .start = start, .loss = fit_loss(cap, after)};
 }
 
 static struct fit_cand mig_cand(unsigned gi, const struct mk_gi_profile *p, const struct fit_pick *b,
@@ -148,16 +148,13 @@ static inline __attribute__((always_inline)) bool mig_best(const struct mk_fit_g
                         break;
                 if (p->slices > s->free_slices || (ps->pi[j].limited && fit_limit_reached(g, s, j)))
                         continue;
-                uint8_t b = tab->best[fit_best_index(j, free, s->free_slices)];
-                if (b == 0)
+                if (tab->best[fit_best_index(j, free, s->free_slices)] == 0)
                         continue;
-                unsigned start = b - 1u;
-                uint32_t m = fit_units_mask(ps->pi[j].size) << start;
-                unsigned before = tab->cap[free][s->free_slices];
-                unsigned after = tab->cap[free & ~m][s->free_slices - p->slices];
-                s->cap = before;
+                unsigned cap = tab->cap[free][s->free_slices];
+                struct fit_pick t = tab_pick(tab, j, p, free, s->free_slices, cap);
+                s->cap = cap;
                 s->have_cap = true;
-                fit_pick_offer(&best, j, start, before > after ? before - after : 0);
+                fit_pick_offer(&best, j, t.start, t.loss);
         }
         /* Without: every free placement is valued. */
         for (size_t k = 0; !tab && k < ps->n_order; k++) {
@@ -177,7 +174,7 @@ static inline __attribute__((always_inline)) bool mig_best(const struct mk_fit_g
                         unsigned start = (unsigned) __builtin_ctz(fs);
                         unsigned after =
                                 fit_capacity(g, s, free & ~(size_mask << start), s->free_slices - p->slices, j);
-                        fit_pick_offer(&best, j, start, s->cap > after ? s->cap - after : 0);
+                        fit_pick_offer(&best, j, start, fit_loss(s->cap, after));
                 }
         }
         if (!best.found)

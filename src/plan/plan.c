@@ -514,7 +514,7 @@ static size_t gi_order(const struct gi_search *s, size_t k, uint32_t used, uint8
                 if (m == 0 || (m & used))
                         continue;
                 unsigned after = fit_capacity_compute(&f->g, &f->ps, NULL, SIZE_MAX, free & ~m, fs - gp->slices);
-                loss[j] = before > after ? before - after : 0;
+                loss[j] = fit_loss(before, after);
                 long gj = s->gain[k * s->np_max + j];
                 size_t i = n++;
                 for (; i > 0; i--) {
