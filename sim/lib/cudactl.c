@@ -34,7 +34,7 @@ int mksim_cuda_processes(unsigned window_ms, struct mksim_cuda_process **ret, si
                         .gi = s->gi,
                         .ci = s->ci,
                         .used_bytes = atomic_load(&s->used_bytes),
-                        .sm_percent = (unsigned) MIN(100, (busy * 100 + (now - from) / 2) / MAX(now - from, 1)),
+                        .sm_percent = sim_live_percent(busy, from, now),
                 };
         }
         if (n == 0) {

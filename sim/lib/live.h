@@ -115,6 +115,12 @@ static inline uint64_t sim_live_window_from(uint64_t now_ns, uint64_t window_ns)
                 window_ns = SIM_LIVE_HORIZON_NS;
         return now_ns > window_ns ? now_ns - window_ns : 0;
 }
+/* Busy share of [from, to) in percent, rounded. */
+static inline unsigned sim_live_percent(uint64_t busy_ns, uint64_t from_ns, uint64_t to_ns) {
+        uint64_t span = to_ns > from_ns ? to_ns - from_ns : 1;
+        uint64_t pct = (busy_ns * 100 + span / 2) / span;
+        return (unsigned) (pct < 100 ? pct : 100);
+}
 
 /* Bytes used by live processes in a memory domain, by scanning and reaping
  * (exact; slower than the domain's counter). gi SIM_ID_NONE with

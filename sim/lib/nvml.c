@@ -1650,6 +1650,12 @@ static unsigned live_slots(struct sim_live *l, const struct dev *d, struct sim_l
         return n;
 }
 
+/* The live slots of a device's CUDA processes (none without a live region). */
+static unsigned device_live_slots(struct call *c, struct dev *d, struct sim_live_slot *ret[SIM_LIVE_SLOTS]) {
+        struct sim_live *l = live_get(c);
+        return l ? live_slots(l, d, ret) : 0;
+}
+
 nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int *infoCount,
                                                      nvmlProcessInfo_t *infos) {
         struct call c;
@@ -1664,9 +1670,8 @@ nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsign
         unsigned n = 0;
         for (size_t i = 0; i < d.g->n_procs; i++)
                 n += !d.mig || (d.g->procs[i].gi == d.gi->id && d.g->procs[i].ci == d.ci->id);
-        struct sim_live *l = live_get(&c);
         struct sim_live_slot *live[SIM_LIVE_SLOTS];
-        unsigned n_live = l ? live_slots(l, &d, live) : 0;
+        unsigned n_live = device_live_slots(&c, &d, live);
         n += n_live;
         if (*infoCount < n) {
                 *infoCount = n;
@@ -1994,27 +1999,29 @@ MKSIM_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t d
 MKSIM_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t device, unsigned int *infoCount,
                                                                sim_nvmlProcessInfo_v1_t *infos);
 
-static uint64_t util_window_ns(void) {
+/* Start of the utilisation window ending at now (MIGKIT_SIM_UTIL_WINDOW_MS). */
+static uint64_t util_window_from(uint64_t now_ns) {
         const char *e = getenv("MIGKIT_SIM_UTIL_WINDOW_MS");
         uint64_t ms = 1000;
-        if (e && *e && (sim_parse_u64(e, false, &ms) < 0 || ms == 0))
+        if (e && *e && (sim_parse_u64(e, false, &ms) < 0 || ms == 0 || ms > UINT64_MAX / 1000000ULL))
                 ms = 1000;
-        return ms * 1000000ULL;
+        return sim_live_window_from(now_ns, ms * 1000000ULL);
+}
+
+/* CLOCK_REALTIME minus CLOCK_MONOTONIC, ns. */
+static int64_t real_minus_mono_ns(void) {
+        struct timespec rt;
+        clock_gettime(CLOCK_REALTIME, &rt);
+        return ((int64_t) rt.tv_sec * 1000000000LL + rt.tv_nsec) - (int64_t) sim_live_now_ns();
 }
 
 /* CLOCK_REALTIME microseconds of a CLOCK_MONOTONIC nanosecond time, and back. */
 static unsigned long long mono_to_real_us(uint64_t mono_ns) {
-        struct timespec rt;
-        clock_gettime(CLOCK_REALTIME, &rt);
-        int64_t off = ((int64_t) rt.tv_sec * 1000000000LL + rt.tv_nsec) - (int64_t) sim_live_now_ns();
-        return (unsigned long long) (((int64_t) mono_ns + off) / 1000);
+        return (unsigned long long) (((int64_t) mono_ns + real_minus_mono_ns()) / 1000);
 }
 
 static uint64_t real_us_to_mono(unsigned long long us) {
-        struct timespec rt;
-        clock_gettime(CLOCK_REALTIME, &rt);
-        int64_t off = ((int64_t) rt.tv_sec * 1000000000LL + rt.tv_nsec) - (int64_t) sim_live_now_ns();
-        int64_t v = (int64_t) us * 1000 - off;
+        int64_t v = (int64_t) us * 1000 - real_minus_mono_ns();
         return v < 0 ? 0 : (uint64_t) v;
 }
 
@@ -2037,14 +2044,13 @@ nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, sim_nvmlUtilizat
                 r = NVML_ERROR_INVALID_ARGUMENT;
         if (r != NVML_SUCCESS)
                 return call_end(&c, r);
-        struct sim_live *l = live_get(&c);
         struct sim_live_slot *live[SIM_LIVE_SLOTS];
-        unsigned n = l ? live_slots(l, &d, live) : 0;
+        unsigned n = device_live_slots(&c, &d, live);
         uint64_t now = sim_live_now_ns(), busy = 0;
-        uint64_t from = sim_live_window_from(now, util_window_ns());
+        uint64_t from = util_window_from(now);
         for (unsigned i = 0; i < n; i++)
                 busy += sim_live_busy(live[i], from, now);
-        utilization->gpu = (unsigned) MIN(100, (busy * 100 + (now - from) / 2) / MAX(now - from, 1));
+        utilization->gpu = sim_live_percent(busy, from, now);
         utilization->memory = 0;
         return call_end(&c, NVML_SUCCESS);
 }
@@ -2061,15 +2067,14 @@ nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device, sim_nvmlProces
                 r = NVML_ERROR_INVALID_ARGUMENT;
         if (r != NVML_SUCCESS)
                 return call_end(&c, r);
-        struct sim_live *l = live_get(&c);
         struct sim_live_slot *live[SIM_LIVE_SLOTS];
-        unsigned n = l ? live_slots(l, &d, live) : 0;
+        unsigned n = device_live_slots(&c, &d, live);
         if (!utilization || *processSamplesCount < n) {
                 *processSamplesCount = n;
                 return call_end(&c, n == 0 ? NVML_ERROR_NOT_FOUND : NVML_ERROR_INSUFFICIENT_SIZE);
         }
         uint64_t now = sim_live_now_ns();
-        uint64_t from = MAX(sim_live_window_from(now, util_window_ns()), real_us_to_mono(lastSeenTimeStamp));
+        uint64_t from = MAX(util_window_from(now), real_us_to_mono(lastSeenTimeStamp));
         if (from >= now) {
                 *processSamplesCount = 0;
                 return call_end(&c, NVML_ERROR_NOT_FOUND);
@@ -2079,7 +2084,7 @@ nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device, sim_nvmlProces
                 utilization[i] = (sim_nvmlProcessUtilizationSample_t) {
                         .pid = (unsigned) (atomic_load(&live[i]->owner) & 0x7FFFFFFFu),
                         .timeStamp = mono_to_real_us(now),
-                        .smUtil = (unsigned) MIN(100, (busy * 100 + (now - from) / 2) / (now - from)),
+                        .smUtil = sim_live_percent(busy, from, now),
                 };
         }
         *processSamplesCount = n;
