@@ -1,9 +1,7 @@
 /* GPU models and node states as data for the plan/fit unit tests
- * (test-fit*.c): hand-built A100-80GB and H100-80GB profile tables (the MIG
- * user guide's supported-profiles tables for A100 80GB and H100 80GB;
- * placements as NVML's nvmlDeviceGetGpuInstancePossiblePlacements reports
- * them; memory and SMs as the simulator's catalog has them), and GPU states
- * written as text. Included by each test binary; needs cmocka first. */
+ * (test-fit*.c): A100-80GB and H100-80GB profiles built from the rows of
+ * mig-model-rows.h, and GPU states written as text. Included by each test
+ * binary; needs cmocka first. */
 #pragma once
 
 #include <stdint.h>
@@ -17,35 +15,9 @@
 #include "mig/profile.h"
 #include "plan/fit.h"
 
+#include "mig-model-rows.h"
+
 /* --- GPU models as data -------------------------------------------------------- */
-
-struct gi_row {
-        const char *name;
-        unsigned id, slices, units, max_count;
-        uint64_t memory_mib;
-        unsigned sms;
-        unsigned starts; /* bit s set: placement start s is valid (MIG user guide, placements) */
-};
-
-static const struct gi_row a100_80gb_rows[] = {
-        {"1g.10gb", 19, 1, 1, 7, 9728, 14, 0x7f},
-        {"1g.10gb+me", 20, 1, 1, 1, 9728, 14, 0x7f},
-        {"1g.20gb", 15, 1, 2, 4, 19968, 14, 0x55},
-        {"2g.20gb", 14, 2, 2, 3, 19968, 28, 0x15},
-        {"3g.40gb", 9, 3, 4, 2, 40192, 42, 0x11},
-        {"4g.40gb", 5, 4, 4, 1, 40192, 56, 0x01},
-        {"7g.80gb", 0, 7, 8, 1, 80384, 98, 0x01},
-};
-
-static const struct gi_row h100_80gb_rows[] = {
-        {"1g.10gb", 19, 1, 1, 7, 9984, 16, 0x7f},
-        {"1g.10gb+me", 20, 1, 1, 1, 9984, 16, 0x7f},
-        {"1g.20gb", 15, 1, 2, 4, 20096, 26, 0x55},
-        {"2g.20gb", 14, 2, 2, 3, 20096, 32, 0x15},
-        {"3g.40gb", 9, 3, 4, 2, 40448, 60, 0x11},
-        {"4g.40gb", 5, 4, 4, 1, 40448, 64, 0x01},
-        {"7g.80gb", 0, 7, 8, 1, 81152, 132, 0x01},
-};
 
 #define MAX_PROFILES 8
 #define MAX_GPUS 4

@@ -457,8 +457,9 @@ static void test_free_placements(void **state) {
         (void) state;
         struct node_buf b;
         struct mk_fit_node node;
-        node_build(&b, &h100, NULL, (const char *const[]) {"3g.40gb@4 1g.10gb@0"}, 1, &node);
-        /* allowed order as h100_80gb_rows: 1g, 1g+me, 1g.20gb, 2g, 3g, 4g, 7g */
+        /* allowed[] in this order: 1g, 1g+me, 1g.20gb, 2g, 3g, 4g, 7g */
+        node_build(&b, &h100, "1g.10gb 1g.10gb+me 1g.20gb 2g.20gb 3g.40gb 4g.40gb 7g.80gb",
+                   (const char *const[]) {"3g.40gb@4 1g.10gb@0"}, 1, &node);
         assert_int_equal(mk_fit_free_placements(&b.gpus[0], &b.allowed[0]), 0x0e);   /* 1g at 1, 2, 3 */
         assert_int_equal(mk_fit_free_placements(&b.gpus[0], &b.allowed[2]), 0x02);   /* 1g.20gb at 2 */
         assert_int_equal(mk_fit_free_placements(&b.gpus[0], &b.allowed[3]), 0x02);   /* 2g at 2 */

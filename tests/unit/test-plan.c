@@ -21,41 +21,12 @@
 #include "mig/profile.h"
 #include "plan/plan.h"
 
+#include "mig-model-rows.h"
+
 #define MIB (UINT64_C(1) << 20)
 #define TEXT_MAX 2048
 
 /* --- GPU models as data -------------------------------------------------------- */
-
-struct gi_row {
-        const char *name;
-        unsigned nvml_enum, id, slices, units, max_count;
-        uint64_t memory_mib;
-        unsigned starts; /* bit s set: placement start s is valid (MIG user guide, placements) */
-};
-
-/* MIG user guide, supported profiles; k8s-test-infra profiles/mig. In NVML
- * enum order, as nvml/ lists them. */
-static const struct gi_row a100_40gb_rows[] = {
-        {"1g.5gb", 0, 19, 1, 1, 7, 4864, 0x7f},
-        {"2g.10gb", 1, 14, 2, 2, 3, 9856, 0x15},
-        {"3g.20gb", 2, 9, 3, 4, 2, 19968, 0x11},
-        {"4g.20gb", 3, 5, 4, 4, 1, 19968, 0x01},
-        {"7g.40gb", 4, 0, 7, 8, 1, 40192, 0x01},
-        {"1g.5gb+me", 7, 20, 1, 1, 1, 4864, 0x7f},
-        {"1g.10gb", 9, 15, 1, 2, 4, 9856, 0x55},
-};
-
-/* MIG user guide, supported profiles; k8s-test-infra profiles/mig. Memory
- * in MiB from the GiB column (9.75 GiB = 9984 MiB, ...). */
-static const struct gi_row h100_80gb_rows[] = {
-        {"1g.10gb", 0, 19, 1, 1, 7, 9984, 0x7f},
-        {"2g.20gb", 1, 14, 2, 2, 3, 20096, 0x15},
-        {"3g.40gb", 2, 9, 3, 4, 2, 40448, 0x11},
-        {"4g.40gb", 3, 5, 4, 4, 1, 40448, 0x01},
-        {"7g.80gb", 4, 0, 7, 8, 1, 81152, 0x01},
-        {"1g.10gb+me", 7, 20, 1, 1, 1, 9984, 0x7f},
-        {"1g.20gb", 9, 15, 1, 2, 4, 20096, 0x55},
-};
 
 struct model {
         const char *gpu_name;
