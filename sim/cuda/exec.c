@@ -195,7 +195,8 @@ CU_EXPORT CUresult cuStreamDestroy_v2(CUstream hStream) {
         return CUDA_SUCCESS;
 }
 
-CU_EXPORT CUresult cuStreamSynchronize(CUstream hStream) {
+/* When the work queued on a stream (not capturing) is done. */
+static CUresult stream_done_at(CUstream hStream, uint64_t *ret_ns) {
         struct cu_ctx *c;
         CUresult r;
         struct cu_stream *s = cu_stream_resolve(hStream, &c, &r);
@@ -204,23 +205,24 @@ CU_EXPORT CUresult cuStreamSynchronize(CUstream hStream) {
         if (s->capture)
                 return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
         pthread_mutex_lock(&cu_lock);
-        uint64_t t = cu_stream_ready(s);
+        *ret_ns = cu_stream_ready(s);
         pthread_mutex_unlock(&cu_lock);
-        cu_sleep_until(t);
         return CUDA_SUCCESS;
 }
 
+CU_EXPORT CUresult cuStreamSynchronize(CUstream hStream) {
+        uint64_t t;
+        CUresult r = stream_done_at(hStream, &t);
+        if (r == CUDA_SUCCESS)
+                cu_sleep_until(t);
+        return r;
+}
+
 CU_EXPORT CUresult cuStreamQuery(CUstream hStream) {
-        struct cu_ctx *c;
-        CUresult r;
-        struct cu_stream *s = cu_stream_resolve(hStream, &c, &r);
-        if (!s)
+        uint64_t t;
+        CUresult r = stream_done_at(hStream, &t);
+        if (r != CUDA_SUCCESS)
                 return r;
-        if (s->capture)
-                return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-        pthread_mutex_lock(&cu_lock);
-        uint64_t t = cu_stream_ready(s);
-        pthread_mutex_unlock(&cu_lock);
         return sim_live_now_ns() >= t ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 
