@@ -632,7 +632,8 @@ CU_EXPORT CUresult cuDeviceGetExecAffinitySupport(int *pi, CUexecAffinityType ty
                 return r;
         if (!pi)
                 return CUDA_ERROR_INVALID_VALUE;
-        *pi = type == CU_EXEC_AFFINITY_TYPE_SM_COUNT ? 0 : 0;
+        (void) type;
+        *pi = 0; /* no execution affinity type is supported */
         return CUDA_SUCCESS;
 }
 
