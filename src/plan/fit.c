@@ -69,6 +69,17 @@ static inline bool profile_adequate(const struct mk_gi_profile *p, const struct 
         return n->cores == 0 || fit_profile_cores(sms, slices, p) >= n->cores;
 }
 
+/* Inserts profile j into order[0..*n), kept smallest first
+ * (fit_profile_rank_compare) and stable: equal ranks in index order. */
+static void rank_insert(const struct mk_gi_profile *profiles, uint8_t *order, size_t *n, size_t j) {
+        size_t k = (*n)++;
+        while (k > 0 && fit_profile_rank_compare(&profiles[order[k - 1]], &profiles[j]) > 0) {
+                order[k] = order[k - 1];
+                k--;
+        }
+        order[k] = (uint8_t) j;
+}
+
 /* Fills ps->order with the profiles adequate for the request on GPU `g`,
  * smallest first, and notes for which GPU values they hold. */
 static void adequate_compute(const struct mk_fit_gpu *g, const struct fit_gpu_state *s, const struct fit_needs *n) {
@@ -80,12 +91,7 @@ static void adequate_compute(const struct mk_fit_gpu *g, const struct fit_gpu_st
                 if (p->n_placements == 0 ||
                     !profile_adequate(p, &ps->pi[j], g->memory_units, need, n, s->sms, s->slices))
                         continue;
-                size_t k = ps->n_order++;
-                while (k > 0 && fit_profile_rank_compare(&g->profiles[ps->order[k - 1]], p) > 0) {
-                        ps->order[k] = ps->order[k - 1];
-                        k--;
-                }
-                ps->order[k] = (uint8_t) j;
+                rank_insert(g->profiles, ps->order, &ps->n_order, j);
         }
         ps->adq_known = true;
         ps->adq_mem_mib = g->memory_mib;
@@ -430,14 +436,8 @@ int mk_fit_node_cache_update(const struct mk_fit_node *node, struct mk_fit_node_
                 return -EOPNOTSUPP;
         /* Smallest first, stable: adequate_profiles()'s insertion order. */
         size_t n = 0;
-        for (size_t j = 0; j < g0->n_profiles; j++) {
-                size_t k = n++;
-                while (k > 0 && fit_profile_rank_compare(&g0->profiles[c->rank[k - 1]], &g0->profiles[j]) > 0) {
-                        c->rank[k] = c->rank[k - 1];
-                        k--;
-                }
-                c->rank[k] = (uint8_t) j;
-        }
+        for (size_t j = 0; j < g0->n_profiles; j++)
+                rank_insert(g0->profiles, c->rank, &n, j);
         /* Per profile and GPU policy, the GPU a one-GPU request of that
          * profile gets when it is the smallest adequate one (fit_place_cached()). */
         const struct mk_fit_tables *tab = g0->tables;
