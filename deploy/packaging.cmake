@@ -63,12 +63,6 @@ endforeach()
 # conffiles: every file the install puts under /etc, listed by the pre-build
 # script below once the staging tree exists (so a file added later is one too).
 set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA ${MK_DEB_OUT}/conffiles ${MK_DEB_OUT}/postinst ${MK_DEB_OUT}/postrm)
-# libmigkit-vgpu.so (src/vgpu) is installed in the linker's path, /usr/lib:
-# dpkg runs ldconfig after installing it (Debian policy 8.1.1).
-if(TARGET migkit-vgpu)
-  file(WRITE ${MK_DEB_OUT}/triggers "activate-noawait ldconfig\n")
-  list(APPEND CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA ${MK_DEB_OUT}/triggers)
-endif()
 set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION TRUE)
 execute_process(COMMAND git log -1 --format=%cD
   WORKING_DIRECTORY ${CMAKE_SOURCE_DIR} OUTPUT_VARIABLE MK_DEB_DATE
