@@ -1,9 +1,9 @@
-/* The fit policy (fit-score.h): policy names, the GPU order, the node score. */
+/* The fit policy's names (fit.h); the policy itself is inline in
+ * fit-score.h. */
 #include <stddef.h>
 #include <strings.h>
 
 #include "plan/fit-score.h"
-
 
 static const char *const policy_table[_MK_FIT_POLICY_MAX] = {
         [MK_FIT_BINPACK] = "binpack",
