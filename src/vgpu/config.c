@@ -100,6 +100,36 @@ static void warnf(void (*warn)(const char *, void *), void *userdata, const char
 /* Values are shown up to VGPU_MAX_VALUE characters. */
 #define SHOWN(v) VGPU_MAX_VALUE, (v)
 
+typedef void (*warn_fn)(const char *msg, void *userdata);
+
+/* A memory limit variable, when set, into *limit: 0 means unlimited; an
+ * unparsable value caps `scope` at 0 bytes (fail closed). */
+static void load_mem_limit(vgpu_getenv_fn get, void *userdata, warn_fn warn, const char *name, const char *scope,
+                           uint64_t *limit) {
+        const char *v = get(name, userdata);
+        uint64_t b;
+        if (!v || !*v)
+                return;
+        if (vgpu_parse_size(v, &b) < 0) {
+                warnf(warn, userdata, "invalid %s='%.*s', capping %s at 0 bytes", name, SHOWN(v), scope);
+                *limit = 0;
+        } else
+                *limit = b == 0 ? VGPU_UNLIMITED : b;
+}
+
+/* An SM limit variable, when set, into *limit: 0 means 100%; an unparsable
+ * value is ignored. */
+static void load_sm_limit(vgpu_getenv_fn get, void *userdata, warn_fn warn, const char *name, unsigned *limit) {
+        const char *v = get(name, userdata);
+        unsigned p;
+        if (!v || !*v)
+                return;
+        if (vgpu_parse_percent(v, &p) < 0)
+                warnf(warn, userdata, "invalid %s='%.*s', ignoring", name, SHOWN(v));
+        else
+                *limit = p == 0 ? 100 : p;
+}
+
 void vgpu_config_load(struct vgpu_config *c, vgpu_getenv_fn get, void *userdata,
                       void (*warn)(const char *msg, void *userdata)) {
         char name[64];
@@ -111,47 +141,16 @@ void vgpu_config_load(struct vgpu_config *c, vgpu_getenv_fn get, void *userdata,
 
         /* Device-wide defaults, then per-device overrides (HAMi-core order). */
         uint64_t mem_all = VGPU_UNLIMITED;
-        v = get("CUDA_DEVICE_MEMORY_LIMIT", userdata);
-        if (v && *v) {
-                uint64_t b;
-                if (vgpu_parse_size(v, &b) < 0) {
-                        warnf(warn, userdata, "invalid %s='%.*s', capping every device at 0 bytes",
-                              "CUDA_DEVICE_MEMORY_LIMIT", SHOWN(v));
-                        mem_all = 0;
-                } else
-                        mem_all = b == 0 ? VGPU_UNLIMITED : b;
-        }
         unsigned sm_all = 100;
-        v = get("CUDA_DEVICE_SM_LIMIT", userdata);
-        if (v && *v) {
-                unsigned p;
-                if (vgpu_parse_percent(v, &p) < 0)
-                        warnf(warn, userdata, "invalid %s='%.*s', ignoring", "CUDA_DEVICE_SM_LIMIT", SHOWN(v));
-                else
-                        sm_all = p == 0 ? 100 : p;
-        }
+        load_mem_limit(get, userdata, warn, "CUDA_DEVICE_MEMORY_LIMIT", "every device", &mem_all);
+        load_sm_limit(get, userdata, warn, "CUDA_DEVICE_SM_LIMIT", &sm_all);
         for (unsigned i = 0; i < VGPU_MAX_DEVICES; i++) {
                 c->mem_limit[i] = mem_all;
                 c->sm_limit[i] = sm_all;
                 snprintf(name, sizeof(name), "CUDA_DEVICE_MEMORY_LIMIT_%u", i);
-                v = get(name, userdata);
-                if (v && *v) {
-                        uint64_t b;
-                        if (vgpu_parse_size(v, &b) < 0) {
-                                warnf(warn, userdata, "invalid %s='%.*s', capping the device at 0 bytes", name, SHOWN(v));
-                                c->mem_limit[i] = 0;
-                        } else
-                                c->mem_limit[i] = b == 0 ? VGPU_UNLIMITED : b;
-                }
+                load_mem_limit(get, userdata, warn, name, "the device", &c->mem_limit[i]);
                 snprintf(name, sizeof(name), "CUDA_DEVICE_SM_LIMIT_%u", i);
-                v = get(name, userdata);
-                if (v && *v) {
-                        unsigned p;
-                        if (vgpu_parse_percent(v, &p) < 0)
-                                warnf(warn, userdata, "invalid %s='%.*s', ignoring", name, SHOWN(v));
-                        else
-                                c->sm_limit[i] = p == 0 ? 100 : p;
-                }
+                load_sm_limit(get, userdata, warn, name, &c->sm_limit[i]);
         }
 
         v = get("CUDA_DEVICE_MEMORY_SHARED_CACHE", userdata);
