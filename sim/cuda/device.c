@@ -15,6 +15,7 @@ int cu_ndevs;
 struct sim_live *cu_live;
 uint64_t cu_self;
 int cu_trace;
+uint64_t cu_wave_ns, cu_queue_ahead_ns;
 static CUresult init_result = CUDA_SUCCESS;
 static bool forked_after_init;
 static unsigned long long next_ctx_id = 1;
@@ -295,6 +296,8 @@ CU_EXPORT CUresult cuInit(unsigned int Flags) {
         if (!once) {
                 once = true;
                 cu_trace = getenv("MIGKIT_SIM_CUDA_TRACE") && *getenv("MIGKIT_SIM_CUDA_TRACE") != '0';
+                cu_wave_ns = cu_env_u64("MIGKIT_SIM_KERNEL_NS", 10000);
+                cu_queue_ahead_ns = cu_env_u64("MIGKIT_SIM_QUEUE_AHEAD_MS", 50) * 1000000ULL;
                 _cleanup_free_ char *path = sim_default_state_path();
                 cu_self = sim_live_self();
                 if (!path)

@@ -117,9 +117,7 @@ CUresult cu_ctx_sync(struct cu_ctx *ctx) {
  * turns at that granularity instead of one booking the GPU far ahead. Call
  * without cu_lock. */
 static void queue_room(struct cu_stream *s) {
-        static uint64_t ahead;
-        if (ahead == 0)
-                ahead = cu_env_u64("MIGKIT_SIM_QUEUE_AHEAD_MS", 50) * 1000000ULL + 1;
+        uint64_t ahead = cu_queue_ahead_ns + 1;
         uint64_t tail = __atomic_load_n(&s->tail_ns, __ATOMIC_RELAXED); /* a hint; booking rereads it */
         if (tail > ahead && tail - ahead > sim_live_now_ns())
                 cu_sleep_until(tail - ahead);
@@ -150,7 +148,7 @@ uint64_t cu_kernel_duration(const struct cu_func *f, const unsigned grid[3], voi
                 memcpy(&ns, params[0], sizeof(ns));
                 return ns;
         }
-        uint64_t per_wave = cu_env_u64("MIGKIT_SIM_KERNEL_NS", 10000);
+        uint64_t per_wave = cu_wave_ns;
         uint64_t blocks = (uint64_t) grid[0] * grid[1] * grid[2];
         uint64_t sms = d->sms ? d->sms : 1;
         uint64_t waves = (blocks + sms - 1) / sms;

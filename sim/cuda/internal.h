@@ -223,3 +223,6 @@ extern int cu_trace;
 void cu_log(const char *fmt, ...) _printf_(1, 2);
 
 uint64_t cu_env_u64(const char *name, uint64_t def);
+/* Read once by cuInit (launches need it): MIGKIT_SIM_KERNEL_NS, ns per wave of
+ * blocks (default 10000), and MIGKIT_SIM_QUEUE_AHEAD_MS as ns (default 50 ms). */
+extern uint64_t cu_wave_ns, cu_queue_ahead_ns;
