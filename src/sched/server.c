@@ -44,10 +44,6 @@ struct mk_sched_server {
 
 /* --- bind --- */
 
-static int get_pod(struct mk_kube *k, const char *path, json_t **ret, struct mk_error *e) {
-        return mk_kube_get(k, path, ret, e);
-}
-
 int mk_sched_bind(struct mk_sched *s, struct mk_kube *k, const struct mk_bind_args *a, struct mk_error *e) {
         /* The names are checked by mk_bind_args_parse; escaped anyway. */
         char path[MK_K8S_PATH_MAX];
@@ -57,7 +53,7 @@ int mk_sched_bind(struct mk_sched *s, struct mk_kube *k, const struct mk_bind_ar
         int r = -EBUSY;
         for (unsigned attempt = 0; attempt < MK_SCHED_BIND_ATTEMPTS && r == -EBUSY; attempt++) {
                 json_t *pod = NULL;
-                r = get_pod(k, path, &pod, e);
+                r = mk_kube_get(k, path, &pod, e);
                 if (r < 0)
                         return r;
                 const char *uid = mk_kube_meta(pod, "uid");
