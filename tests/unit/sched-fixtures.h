@@ -1,6 +1,6 @@
 /* Fixtures shared by the scheduler and claim unit tests (test-sched*.c,
- * test-claim.c): claims built field by field, and a pending pod as the
- * apiserver sends it. Included by each test binary; needs cmocka first. */
+ * test-claim.c): a GPU's profiles in an inventory annotation, claims built
+ * field by field, and a pending pod as the apiserver sends it. Included by each test binary; needs cmocka first. */
 #pragma once
 
 #include <stdint.h>
@@ -9,6 +9,15 @@
 #include <jansson.h>
 
 #include "claim/claim.h"
+
+/* The start of an inventory annotation's GPU 0 after its uuid: an
+ * A100-40GB-like GPU offering 1g.5gb and 3g.20gb; its instances follow. */
+#define FIXTURE_INV_A100_PROFILES                                                                                 \
+        "\"model\":\"NVIDIA A100-SXM4-40GB\",\"memoryMiB\":40960,\"units\":8,\"slices\":7,\"sms\":98,"              \
+        "\"mig\":true,\"profiles\":[{\"name\":\"1g.5gb\",\"id\":19,\"slices\":1,\"memoryMiB\":4864,"               \
+        "\"maxCount\":7,\"sms\":14,\"placements\":[[0,1],[1,1],[2,1],[3,1],[4,1],[5,1],[6,1]]},"                        \
+        "{\"name\":\"3g.20gb\",\"id\":9,\"slices\":3,\"memoryMiB\":19968,\"maxCount\":2,\"sms\":42,"              \
+        "\"placements\":[[0,4],[4,4]]}],"
 
 static inline struct mk_placement pl(unsigned s, unsigned n) {
         return (struct mk_placement) {.start = s, .size = n};

@@ -27,14 +27,12 @@
 #include "sched/request.h"
 #include "spec/sched-config.h"
 
+#include "sched-fixtures.h"
+
 /* One A100-40GB-like GPU with 1g.5gb and 3g.20gb, empty. */
 #define INV                                                                                                        \
-        "{\"version\":1,\"node\":\"%s\",\"gpus\":[{\"index\":0,\"uuid\":\"GPU-%s\",\"model\":\"NVIDIA A100-SXM4-40GB\"," \
-        "\"memoryMiB\":40960,\"units\":8,\"slices\":7,\"sms\":98,\"mig\":true,\"profiles\":["                           \
-        "{\"name\":\"1g.5gb\",\"id\":19,\"slices\":1,\"memoryMiB\":4864,\"maxCount\":7,\"sms\":14,"                     \
-        "\"placements\":[[0,1],[1,1],[2,1],[3,1],[4,1],[5,1],[6,1]]},"                                                 \
-        "{\"name\":\"3g.20gb\",\"id\":9,\"slices\":3,\"memoryMiB\":19968,\"maxCount\":2,\"sms\":42,"                    \
-        "\"placements\":[[0,4],[4,4]]}],\"instances\":[]}]}"
+        "{\"version\":1,\"node\":\"%s\",\"gpus\":[{\"index\":0,\"uuid\":\"GPU-%s\"," FIXTURE_INV_A100_PROFILES     \
+        "\"instances\":[]}]}"
 
 struct fixture {
         struct mk_sched_config *cfg;
