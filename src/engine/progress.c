@@ -86,7 +86,7 @@ int mk_progress_format(const struct mk_progress_event *ev, char *buf, size_t siz
         case MK_PROGRESS_HOOK:
                 return snprintf(buf, size, "Running %s hook: '%s'", ev->hook, ev->command);
         case MK_PROGRESS_CLIENT_STOPPED:
-                return snprintf(buf, size, "Stopped GPU client '%s'", ev->client);
+                return snprintf(buf, size, "Stopping GPU client '%s'", ev->client);
         case MK_PROGRESS_WAITING:
                 if (ev->gpu >= 0)
                         return snprintf(buf, size, "GPU %d: waiting for %s", ev->gpu, ev->what);
@@ -121,12 +121,10 @@ void mk_progress_klog(void *userdata, const struct mk_progress_event *ev) {
                         log_debug("%s", buf);
                 break;
         case MK_PROGRESS_HOOK:
+        case MK_PROGRESS_CLIENT_STOPPED:
         case MK_PROGRESS_STEP:
         case MK_PROGRESS_WAITING:
                 log_info("%s", buf);
-                break;
-        case MK_PROGRESS_CLIENT_STOPPED:
-                log_debug("%s", buf); /* host/clients.c says 'Stopping GPU client' itself */
                 break;
         case MK_PROGRESS_WARNING:
                 log_warning("%s", buf);

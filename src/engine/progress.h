@@ -17,7 +17,7 @@ enum mk_progress_kind {
         MK_PROGRESS_BACKEND,      /* how the GPUs are driven: NVML, or PCI BAR0 without the driver */
         MK_PROGRESS_PLANNED,      /* every GPU's plan, before anything runs */
         MK_PROGRESS_HOOK,         /* a hook entry is about to run */
-        MK_PROGRESS_CLIENT_STOPPED, /* a GPU client (systemd unit, pod) was stopped for the change */
+        MK_PROGRESS_CLIENT_STOPPED, /* a GPU client (systemd unit) is stopped for the change: sent right before its stop */
         MK_PROGRESS_WAITING,      /* a long wait begins: for what */
         MK_PROGRESS_GPU_STARTED,  /* one GPU's changes begin (mode or layout) */
         MK_PROGRESS_STEP,         /* one change on one GPU (verbose) */

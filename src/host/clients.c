@@ -504,7 +504,7 @@ int mk_clients_stop(const struct mk_clients_stop_opts *o, struct mk_error *e) {
                         log_debug_area("service", "GPU client '%s' is not active", unit);
                         continue;
                 }
-                log_info("Stopping GPU client '%s'", unit);
+                log_debug_area("service", "Stopping GPU client '%s'", unit);
                 if (o->stopping)
                         o->stopping(o->userdata, unit);
                 const char *argv[] = {"systemctl", "stop", unit, NULL};

@@ -71,7 +71,8 @@ struct mk_clients_stop_opts {
         const struct mk_gpu_clients *clients;
         /* Called with each unit right before its `systemctl stop` runs, so
          * the caller restarts it even when the stop (or this process) dies
-         * half-way. */
+         * half-way, and reports it (this module logs the stop at debug
+         * only; the daemons emit a client-stopped progress event). */
         void (*stopping)(void *userdata, const char *unit);
         void *userdata;
 };
