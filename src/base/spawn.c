@@ -539,3 +539,15 @@ void mk_spawn_result_done(struct mk_spawn_result *r) {
         r->output = NULL;
         r->output_len = 0;
 }
+
+const char *mk_spawn_output_last_line(struct mk_spawn_result *r) {
+        if (!r->output)
+                return "";
+        size_t len = strnlen(r->output, r->output_len);
+        while (len > 0 && strchr("\n\r \t", r->output[len - 1]))
+                len--;
+        r->output[len] = 0;
+        r->output_len = len;
+        const char *nl = strrchr(r->output, '\n');
+        return nl ? nl + 1 : r->output;
+}

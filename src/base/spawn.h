@@ -50,3 +50,8 @@ int mk_spawn(const struct mk_spawn_opts *o, struct mk_spawn_result *ret, struct 
 
 /* Frees the output; accepts NULL. */
 void mk_spawn_result_done(struct mk_spawn_result *r);
+
+/* The last non-blank line of a captured output, for an error message (the
+ * reason a command gives last): trailing blanks and newlines are cut off
+ * r->output in place. Points into r->output; "" when nothing was captured. */
+const char *mk_spawn_output_last_line(struct mk_spawn_result *r) _nonnull_(1);

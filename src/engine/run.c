@@ -138,13 +138,8 @@ static int reset_with_smi(const char *smi, const char *const *bus_ids, size_t n,
                 mk_error_set(e, r, "Cannot reset GPU(s) %s: %s", mk_buf_str(&ids), mk_error_format(&se, buf, sizeof(buf)));
         } else if (res.exit_status != 0 || res.timed_out) {
                 /* nvidia-smi explains itself on its output; keep its last line. */
-                char *out = res.output ? res.output : (char *) "";
-                size_t len = strlen(out);
-                while (len > 0 && out[len - 1] == '\n')
-                        out[--len] = 0;
-                const char *last = strrchr(out, '\n');
                 r = mk_error_set(e, -EBUSY, "Failed to reset GPU(s) %s (%s exited with %d): %s", mk_buf_str(&ids), smi,
-                                 res.exit_status, last ? last + 1 : out);
+                                 res.exit_status, mk_spawn_output_last_line(&res));
         }
         mk_spawn_result_done(&res);
         mk_buf_done(&ids);

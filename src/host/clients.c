@@ -215,17 +215,6 @@ static void argv_join(const char *const *argv, char *buf, size_t size) {
         }
 }
 
-/* The last non-empty line of a command's output, for a message. */
-static const char *last_line(char *out) {
-        if (!out)
-                return "";
-        size_t len = strlen(out);
-        while (len > 0 && strchr("\n\r ", out[len - 1]))
-                out[--len] = 0;
-        const char *nl = strrchr(out, '\n');
-        return nl ? nl + 1 : out;
-}
-
 /* Runs argv, capturing output (cap bytes). Returns 0 with *ret filled when
  * the command ran (whatever its status); the spawn error otherwise. */
 static int run(const char *const *argv, uint64_t timeout_ms, size_t cap, struct mk_spawn_result *ret,
@@ -262,7 +251,7 @@ static int run_ok(const char *const *argv, uint64_t timeout_ms, size_t cap, char
                                  (unsigned long long) timeout_ms);
         else if (res.exit_status != 0)
                 r = mk_error_set(e, -EIO, "'%s' failed with exit status %d: %s", cmd, res.exit_status,
-                                 last_line(res.output));
+                                 mk_spawn_output_last_line(&res));
         else if (res.output_truncated)
                 r = mk_error_set(e, -E2BIG, "'%s' printed more than %zu bytes", cmd, cap);
         if (r >= 0 && ret_output) {

@@ -1126,6 +1126,25 @@ static void test_spawn_capture(void **state) {
         mk_spawn_result_done(&res);
 }
 
+/* The last line of an output, for a message. */
+static void test_spawn_output_last_line(void **state) {
+        static const struct {
+                const char *out, *want;
+        } cases[] = {
+                {"a\nbb\nccc\n\n \r\n", "ccc"}, {"a\nbb\nccc", "ccc"}, {"one", "one"},
+                {"\n\n", ""},                   {"", ""},
+        };
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                struct mk_spawn_result res = {.output = strdup(cases[i].out)};
+                assert_non_null(res.output);
+                res.output_len = strlen(res.output);
+                assert_string_equal(mk_spawn_output_last_line(&res), cases[i].want);
+                mk_spawn_result_done(&res);
+        }
+        struct mk_spawn_result none = {0};
+        assert_string_equal(mk_spawn_output_last_line(&none), "");
+}
+
 static void test_spawn_capture_truncated(void **state) {
         /* 1 MiB of "y\n" through a 1000-byte cap: the rest is read and
          * dropped, so the child finishes normally. */
@@ -1609,6 +1628,7 @@ int main(void) {
         const struct CMUnitTest spawn_tests[] = {
                 cmocka_unit_test(test_spawn_exit_codes),
                 cmocka_unit_test(test_spawn_capture),
+                cmocka_unit_test(test_spawn_output_last_line),
                 cmocka_unit_test(test_spawn_capture_truncated),
                 cmocka_unit_test(test_spawn_env),
                 cmocka_unit_test(test_spawn_path_lookup),
