@@ -222,12 +222,6 @@ static void env_warn(const char *msg, void *userdata) {
         vlog(VGPU_LOG_ERROR, "%s", msg);
 }
 
-static void atfork_prepare(void) {
-        vgpu_track_atfork_prepare();
-}
-static void atfork_parent(void) {
-        vgpu_track_atfork_parent();
-}
 static void atfork_child(void) {
         vgpu_track_atfork_child();
         /* The child charges into a slot of its own, claimed on first use. */
@@ -240,6 +234,18 @@ static void atfork_child(void) {
                 atomic_store(&share_charged[d], 0);
                 atomic_store(&share_calibrated[d], false);
         }
+}
+
+/* The driver functions we call but do not hook, looked up in lib by look
+ * (find_real at start-up, the real dlsym on a library dlopen'ed later). */
+static void resolve_cuda_helpers(void *(*look)(void *lib, const char *name), void *lib) {
+        real_cuCtxGetDevice = (cuCtxGetDevice_fn) look(lib, "cuCtxGetDevice");
+        real_cuDeviceGetCount = (cuDeviceGetCount_fn) look(lib, "cuDeviceGetCount");
+        real_cuDeviceGet = (cuDeviceGet_fn) look(lib, "cuDeviceGet");
+        real_cuDeviceGetUuid = (cuDeviceGetUuid_fn) look(lib, "cuDeviceGetUuid_v2");
+        if (!real_cuDeviceGetUuid)
+                real_cuDeviceGetUuid = (cuDeviceGetUuid_fn) look(lib, "cuDeviceGetUuid");
+        real_cuDeviceGetAttribute = (cuDeviceGetAttribute_fn) look(lib, "cuDeviceGetAttribute");
 }
 
 static void do_init(void) {
@@ -265,13 +271,7 @@ static void do_init(void) {
                 if (p && p != hooks[i].fn)
                         atomic_store(hooks[i].real, p);
         }
-        real_cuCtxGetDevice = (cuCtxGetDevice_fn) find_real(cuda, "cuCtxGetDevice");
-        real_cuDeviceGetCount = (cuDeviceGetCount_fn) find_real(cuda, "cuDeviceGetCount");
-        real_cuDeviceGet = (cuDeviceGet_fn) find_real(cuda, "cuDeviceGet");
-        real_cuDeviceGetUuid = (cuDeviceGetUuid_fn) find_real(cuda, "cuDeviceGetUuid_v2");
-        if (!real_cuDeviceGetUuid)
-                real_cuDeviceGetUuid = (cuDeviceGetUuid_fn) find_real(cuda, "cuDeviceGetUuid");
-        real_cuDeviceGetAttribute = (cuDeviceGetAttribute_fn) find_real(cuda, "cuDeviceGetAttribute");
+        resolve_cuda_helpers(find_real, cuda);
         atomic_store(&real_nvmlDeviceGetUUID, (nvmlDeviceGetUUID_fn) find_real(nvml, "nvmlDeviceGetUUID"));
         atomic_store(&real_nvmlDeviceGetIndex, (nvmlDeviceGetIndex_fn) find_real(nvml, "nvmlDeviceGetIndex"));
         if (cuda)
@@ -301,7 +301,7 @@ static void do_init(void) {
                 }
                 if (!region)
                         active = false;
-                pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+                pthread_atfork(vgpu_track_atfork_prepare, vgpu_track_atfork_parent, atfork_child);
         }
         in_init--;
 }
@@ -343,12 +343,7 @@ HIDDEN void *vgpu_dlsym_pick(void *handle, const char *name) {
                         atomic_compare_exchange_strong(&real_nvmlDeviceGetIndex, &ix,
                                                        (nvmlDeviceGetIndex_fn) vgpu_real_dlsym(handle, "nvmlDeviceGetIndex"));
                 } else if (!real_cuCtxGetDevice) {
-                        real_cuCtxGetDevice = (cuCtxGetDevice_fn) vgpu_real_dlsym(handle, "cuCtxGetDevice");
-                        real_cuDeviceGetCount = (cuDeviceGetCount_fn) vgpu_real_dlsym(handle, "cuDeviceGetCount");
-                        real_cuDeviceGet = (cuDeviceGet_fn) vgpu_real_dlsym(handle, "cuDeviceGet");
-                        real_cuDeviceGetUuid = (cuDeviceGetUuid_fn) vgpu_real_dlsym(handle, "cuDeviceGetUuid_v2");
-                        real_cuDeviceGetAttribute =
-                                (cuDeviceGetAttribute_fn) vgpu_real_dlsym(handle, "cuDeviceGetAttribute");
+                        resolve_cuda_helpers(vgpu_real_dlsym, handle);
                 }
                 return h->fn;
         }
