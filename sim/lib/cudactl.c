@@ -24,12 +24,11 @@ int mksim_cuda_processes(unsigned window_ms, struct mksim_cuda_process **ret, si
         uint64_t from = sim_live_window_from(now, (uint64_t) (window_ms ? window_ms : 1000) * 1000000ULL);
         for (unsigned i = 0; i < SIM_LIVE_SLOTS; i++) {
                 struct sim_live_slot *s = &l->slot[i];
-                uint64_t owner = atomic_load(&s->owner);
-                if (owner == 0 || (owner & SIM_LIVE_INIT_BIT) || sim_live_reap(l, s))
+                if (!sim_live_slot_live(l, s))
                         continue;
                 uint64_t busy = sim_live_busy(s, from, now);
                 out[n++] = (struct mksim_cuda_process) {
-                        .pid = (unsigned) (owner & 0x7FFFFFFFu),
+                        .pid = sim_live_pid(atomic_load(&s->owner)),
                         .gpu = s->gpu,
                         .gi = s->gi,
                         .ci = s->ci,

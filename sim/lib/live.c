@@ -162,7 +162,7 @@ uint64_t sim_live_self(void) {
         char state;
         unsigned pid = current_pid();
 
-        if (w != 0 && (unsigned) (w & 0x7FFFFFFFULL) == pid)
+        if (w != 0 && sim_live_pid(w) == pid)
                 return w;
         if (!proc_stat(pid, &start, &state))
                 return 0;
@@ -183,7 +183,7 @@ static unsigned trust_next;
 static pthread_mutex_t trust_mutex = PTHREAD_MUTEX_INITIALIZER;
 
 bool sim_live_owner_alive(uint64_t owner) {
-        unsigned pid = (unsigned) (owner & 0x7FFFFFFFULL);
+        unsigned pid = sim_live_pid(owner);
         uint64_t start, now;
         char state;
 
@@ -240,6 +240,11 @@ bool sim_live_reap(struct sim_live *l, struct sim_live_slot *s) {
                 return owner == 0;
         slot_free(l, s);
         return true;
+}
+
+bool sim_live_slot_live(struct sim_live *l, struct sim_live_slot *s) {
+        uint64_t owner = atomic_load(&s->owner);
+        return owner != 0 && !(owner & SIM_LIVE_INIT_BIT) && !sim_live_reap(l, s);
 }
 
 struct sim_live_slot *sim_live_claim(struct sim_live *l, uint64_t self, unsigned gpu, unsigned gi, unsigned ci) {
@@ -373,14 +378,8 @@ uint64_t sim_live_used(struct sim_live *l, unsigned gpu, unsigned gi, bool whole
 
         for (unsigned i = 0; i < SIM_LIVE_SLOTS; i++) {
                 struct sim_live_slot *s = &l->slot[i];
-                uint64_t owner = atomic_load(&s->owner);
-                if (owner == 0 || (owner & SIM_LIVE_INIT_BIT))
-                        continue;
-                if (s->gpu != gpu || (!whole_gpu && s->gi != gi))
-                        continue;
-                if (sim_live_reap(l, s))
-                        continue;
-                sum += atomic_load(&s->used_bytes);
+                if (s->gpu == gpu && (whole_gpu || s->gi == gi) && sim_live_slot_live(l, s))
+                        sum += atomic_load(&s->used_bytes);
         }
         return sum;
 }

@@ -85,6 +85,10 @@ static inline uint64_t sim_live_key(unsigned gpu, unsigned gi, unsigned ci) {
 }
 struct sim_live_device *sim_live_device(struct sim_live *l, uint64_t key); /* find or add; NULL when full */
 
+/* The pid in an owner word. */
+static inline unsigned sim_live_pid(uint64_t owner) {
+        return (unsigned) (owner & 0x7FFFFFFFULL);
+}
 /* Owner word of the calling process; 0 when /proc cannot tell. */
 uint64_t sim_live_self(void);
 /* Whether the owner word names a live process (INIT_BIT ignored). */
@@ -92,6 +96,9 @@ bool sim_live_owner_alive(uint64_t owner);
 /* Reaps the slot when its owner is dead: frees it and takes its bytes off its
  * memory domain. Returns true when the slot is (now) free or dead. */
 bool sim_live_reap(struct sim_live *l, struct sim_live_slot *s);
+/* Whether a slot is in use by a live process (set up, owner alive); reaps it
+ * when its owner is dead. */
+bool sim_live_slot_live(struct sim_live *l, struct sim_live_slot *s);
 /* Claims a slot for the calling process and device; NULL when all are taken. */
 struct sim_live_slot *sim_live_claim(struct sim_live *l, uint64_t self, unsigned gpu, unsigned gi, unsigned ci);
 /* Gives the caller's slot back (its bytes are taken off its memory domain). */

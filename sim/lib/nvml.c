@@ -1638,14 +1638,10 @@ static unsigned live_slots(struct sim_live *l, const struct dev *d, struct sim_l
         unsigned n = 0;
         for (unsigned i = 0; i < SIM_LIVE_SLOTS; i++) {
                 struct sim_live_slot *s = &l->slot[i];
-                uint64_t owner = atomic_load(&s->owner);
-                if (owner == 0 || (owner & SIM_LIVE_INIT_BIT) || s->gpu != d->index)
+                if (s->gpu != d->index || (d->mig && (s->gi != d->gi->id || s->ci != d->ci->id)))
                         continue;
-                if (d->mig && (s->gi != d->gi->id || s->ci != d->ci->id))
-                        continue;
-                if (sim_live_reap(l, s))
-                        continue;
-                out[n++] = s;
+                if (sim_live_slot_live(l, s))
+                        out[n++] = s;
         }
         return n;
 }
@@ -1693,7 +1689,7 @@ nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsign
         }
         for (unsigned i = 0; i < n_live; i++)
                 infos[n++] = (nvmlProcessInfo_t) {
-                        .pid = (unsigned) (atomic_load(&live[i]->owner) & 0x7FFFFFFFu),
+                        .pid = sim_live_pid(atomic_load(&live[i]->owner)),
                         .usedGpuMemory = atomic_load(&live[i]->used_bytes),
                         .gpuInstanceId = live[i]->gi,
                         .computeInstanceId = live[i]->ci,
@@ -2082,7 +2078,7 @@ nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device, sim_nvmlProces
         for (unsigned i = 0; i < n; i++) {
                 uint64_t busy = sim_live_busy(live[i], from, now);
                 utilization[i] = (sim_nvmlProcessUtilizationSample_t) {
-                        .pid = (unsigned) (atomic_load(&live[i]->owner) & 0x7FFFFFFFu),
+                        .pid = sim_live_pid(atomic_load(&live[i]->owner)),
                         .timeStamp = mono_to_real_us(now),
                         .smUtil = sim_live_percent(busy, from, now),
                 };
