@@ -209,7 +209,7 @@ static CUresult stream_done_at(CUstream hStream, uint64_t *ret_ns) {
 }
 
 CU_EXPORT CUresult cuStreamSynchronize(CUstream hStream) {
-        uint64_t t;
+        uint64_t t = 0;
         CUresult r = stream_done_at(hStream, &t);
         if (r == CUDA_SUCCESS)
                 cu_sleep_until(t);
@@ -217,7 +217,7 @@ CU_EXPORT CUresult cuStreamSynchronize(CUstream hStream) {
 }
 
 CU_EXPORT CUresult cuStreamQuery(CUstream hStream) {
-        uint64_t t;
+        uint64_t t = 0;
         CUresult r = stream_done_at(hStream, &t);
         if (r != CUDA_SUCCESS)
                 return r;
