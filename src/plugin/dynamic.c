@@ -12,6 +12,7 @@
 #include "base/macro.h"
 #include "claim/claim.h"
 #include "kube/kube.h"
+#include "kube/object.h"
 #include "plugin/allocate.h"
 #include "plugin/dynamic.h"
 #include "plugin/resources.h"
@@ -207,9 +208,7 @@ int mk_dp_dynamic_responses(const struct mk_snapshot *s, const struct mk_claim *
 }
 
 int mk_dp_dynamic_allocated_patch(const json_t *pod, int64_t when, json_t **ret) {
-        const json_t *meta = json_object_get(pod, "metadata");
-        const char *uid = json_string_value(json_object_get(meta, "uid"));
-        const char *rv = json_string_value(json_object_get(meta, "resourceVersion"));
+        const char *uid = mk_kube_meta(pod, "uid"), *rv = mk_kube_meta(pod, "resourceVersion");
         if (!uid || !*uid || !rv || !*rv)
                 return -EINVAL;
         time_t t = (time_t) when;
@@ -264,9 +263,9 @@ int mk_dp_dynamic_allocate(struct mk_kube *k, const char *node, const unsigned *
                         return mk_error_set(e, r, "pod %s/%s: cannot build the %s patch", c->namespace, c->name,
                                             MK_ANN_ALLOCATED);
                 }
-                _cleanup_free_ char *path = NULL;
-                if (asprintf(&path, "/api/v1/namespaces/%s/pods/%s", c->namespace, c->name) < 0)
-                        r = mk_error_set(e, -ENOMEM, "out of memory");
+                char path[MK_K8S_PATH_MAX];
+                if (mk_kube_core_path(c->namespace, "pods", c->name, path, sizeof(path)) < 0)
+                        r = mk_error_set(e, -EINVAL, "pod %s/%s: not a valid name", c->namespace, c->name);
                 else
                         r = mk_kube_patch(k, path, MK_KUBE_PATCH_MERGE, patch, NULL, e);
                 if (r >= 0) {
