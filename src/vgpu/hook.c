@@ -970,18 +970,16 @@ static void *watcher(void *arg) {
                         /* Reconcile: the bucket pays for the GPU time NVML measured,
                          * not for the estimate, so a first estimate that was wrong
                          * (a long kernel taken for a short one) is paid back. */
+                        uint64_t window = last_t[d] ? now - last_t[d] : 0;
+                        uint64_t measured = mine_n ? (uint64_t) ((double) window * mine / mine_n / 100.0) : 0;
                         uint64_t charged = atomic_load(&share_charged[d]);
                         if (last_t[d] && mine_n > 0) {
-                                uint64_t window = now - last_t[d];
-                                uint64_t measured = (uint64_t) ((double) window * mine / mine_n / 100.0);
                                 int64_t adjust = (int64_t) measured - (int64_t) (charged - last_charged[d]);
                                 atomic_fetch_sub(&region->share[d].tokens, adjust);
                                 last_charged[d] = charged;
                         }
                         uint64_t adm = atomic_load(&share_base[d]);
                         if (last_t[d] && (adm > last_admitted[d] || mine_n > 0)) {
-                                uint64_t window = now - last_t[d];
-                                uint64_t measured = mine_n ? (uint64_t) ((double) window * mine / mine_n / 100.0) : 0;
                                 vgpu_share_observe(&share_est[d], window, adm - last_admitted[d], measured);
                                 atomic_store_explicit(&share_factor[d], share_est[d].factor, memory_order_relaxed);
                                 vlog(VGPU_LOG_DEBUG, "share: device %u window %llu us, launched %llu us estimated, "
