@@ -478,6 +478,12 @@ static void render_text(struct render *x, const struct mk_progress_event *ev) {
                 fflush(x->out);
                 fprintf(stderr, "Warning: %s\n", ev->message);
                 break;
+        case MK_PROGRESS_HOOK_OUTPUT:
+                fflush(x->out);
+                (void) mk_progress_format(ev, buf, sizeof(buf));
+                size_t n = strlen(ev->output);
+                fprintf(stderr, "%s\n%s%s", buf, ev->output, n && ev->output[n - 1] == '\n' ? "" : "\n");
+                break;
         case MK_PROGRESS_GPU_FINISHED:
                 if (ev->error < 0) {
                         fprintf(x->out, "GPU %d: FAILED after %zu destroyed, %zu created (%.1f s)\n", ev->gpu,
@@ -527,8 +533,11 @@ static json_t *event_json(const struct mk_progress_event *ev) {
                 json_object_set_new(o, "gpus", plan_json(ev->snapshot, ev->plans));
                 break;
         case MK_PROGRESS_HOOK:
+        case MK_PROGRESS_HOOK_OUTPUT:
                 json_object_set_new(o, "hook", json_string(ev->hook));
                 json_object_set_new(o, "command", json_string(ev->command));
+                if (ev->output)
+                        json_object_set_new(o, "output", json_string(ev->output));
                 break;
         case MK_PROGRESS_CLIENT_STOPPED:
                 json_object_set_new(o, "client", json_string(ev->client));

@@ -9,6 +9,7 @@ static const char *const kind_table[_MK_PROGRESS_KIND_MAX] = {
         [MK_PROGRESS_BACKEND] = "backend",
         [MK_PROGRESS_PLANNED] = "planned",
         [MK_PROGRESS_HOOK] = "hook",
+        [MK_PROGRESS_HOOK_OUTPUT] = "hook-output",
         [MK_PROGRESS_CLIENT_STOPPED] = "client-stopped",
         [MK_PROGRESS_WAITING] = "waiting",
         [MK_PROGRESS_GPU_STARTED] = "gpu-started",
@@ -85,6 +86,8 @@ int mk_progress_format(const struct mk_progress_event *ev, char *buf, size_t siz
                 return snprintf(buf, size, "Driving the GPUs through %s", ev->backend_description);
         case MK_PROGRESS_HOOK:
                 return snprintf(buf, size, "Running %s hook: '%s'", ev->hook, ev->command);
+        case MK_PROGRESS_HOOK_OUTPUT:
+                return snprintf(buf, size, "Output of the failed %s hook '%s':", ev->hook, ev->command);
         case MK_PROGRESS_CLIENT_STOPPED:
                 return snprintf(buf, size, "Stopping GPU client '%s'", ev->client);
         case MK_PROGRESS_WAITING:
@@ -129,6 +132,9 @@ void mk_progress_klog(void *userdata, const struct mk_progress_event *ev) {
         case MK_PROGRESS_WARNING:
                 log_warning("%s", buf);
                 break;
+        case MK_PROGRESS_HOOK_OUTPUT:
+                log_error("%s\n%s", buf, ev->output);
+                break;
         case MK_PROGRESS_GPU_FINISHED:
                 if (ev->error < 0)
                         log_error("%s", buf);
@@ -155,7 +161,7 @@ void mk_progress_emit(const struct mk_progress *p, const struct mk_progress_even
         char buf[1024];
         (void) mk_progress_format(ev, buf, sizeof(buf));
         if (buf[0])
-                log_debug("%s", buf);
+                log_debug("%s%s%s", buf, ev->output ? "\n" : "", ev->output ? ev->output : "");
 }
 
 void mk_progress_waiting(const struct mk_progress *p, int gpu, const char *what) {

@@ -17,6 +17,7 @@ enum mk_progress_kind {
         MK_PROGRESS_BACKEND,      /* how the GPUs are driven: NVML, or PCI BAR0 without the driver */
         MK_PROGRESS_PLANNED,      /* every GPU's plan, before anything runs */
         MK_PROGRESS_HOOK,         /* a hook entry is about to run */
+        MK_PROGRESS_HOOK_OUTPUT,  /* what a failed hook entry printed (captured, not shown otherwise) */
         MK_PROGRESS_CLIENT_STOPPED, /* a GPU client (systemd unit) is stopped for the change: sent right before its stop */
         MK_PROGRESS_WAITING,      /* a long wait begins: for what */
         MK_PROGRESS_GPU_STARTED,  /* one GPU's changes begin (mode or layout) */
@@ -62,9 +63,10 @@ struct mk_progress_event {
         const struct mk_snapshot *snapshot;
         const struct mk_gpu_plan *plans; /* snapshot->n_gpus of them */
         bool mode_only;
-        /* HOOK */
+        /* HOOK, HOOK_OUTPUT */
         const char *hook;                /* "apply-start", ... */
         const char *command;
+        const char *output;              /* HOOK_OUTPUT: stdout and stderr, up to 64 KiB */
         /* CLIENT_STOPPED */
         const char *client;
         /* WAITING: a phrase, "the GPU reset of 2 GPUs", "3 GPU pods to be evicted" */
@@ -117,5 +119,6 @@ void mk_progress_klog(void *userdata, const struct mk_progress_event *ev);
 extern const struct mk_progress mk_progress_klog_sink;
 
 /* One line of text for an event (no newline), as the klog renderer writes
- * it; "" for PLANNED and DONE (several lines: rendered by the caller). */
+ * it; "" for PLANNED and DONE (several lines: rendered by the caller). For
+ * HOOK_OUTPUT the line heads the output, which renderers write after it. */
 int mk_progress_format(const struct mk_progress_event *ev, char *buf, size_t size);

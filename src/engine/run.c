@@ -92,7 +92,11 @@ int mk_engine_run_hook(const struct mk_hooks *h, enum mk_hook which, const char 
                 }
                 if (res.timed_out || res.exit_status != 0) {
                         if (res.output && res.output_len > 0)
-                                log_error("Output of the failed %s hook '%s':\n%s", name, x->command, res.output);
+                                mk_progress_emit(o ? o->progress : NULL,
+                                                 &(struct mk_progress_event){.kind = MK_PROGRESS_HOOK_OUTPUT,
+                                                                             .gpu = -1, .hook = name,
+                                                                             .command = x->command,
+                                                                             .output = res.output});
                         int st = res.exit_status;
                         bool to = res.timed_out;
                         mk_spawn_result_done(&res);

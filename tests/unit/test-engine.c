@@ -1,5 +1,6 @@
 /* engine/: export grouping (mig-parted v0.15.0 cmd/nvidia-mig-parted/export) and the desired state,
  * tested as data on hand-built snapshots. */
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -412,6 +413,43 @@ static void test_progress_names(void **state) {
                 assert_non_null(mk_progress_step_to_string((enum mk_progress_step) k));
 }
 
+static void keep_hook_output(void *userdata, const struct mk_progress_event *ev) {
+        char **out = userdata;
+        if (ev->kind == MK_PROGRESS_HOOK_OUTPUT) {
+                free(*out);
+                *out = strdup(ev->output);
+        }
+}
+
+/* A failed hook's captured output (not shown otherwise) is reported as a
+ * hook-output event; the error says which hook and its exit status. */
+static void test_failed_hook_output_event(void **state) {
+        char c[] = "-c", script[] = "echo first; echo 'the reason' >&2; exit 3", quiet_script[] = "exit 4",
+             sh[] = "sh";
+        char *args[] = {c, script, NULL};
+        char *envs[] = {NULL};
+        struct mk_hook_entry entry = {.command = sh, .args = args, .envs = envs};
+        struct mk_hooks h = {0};
+        h.entries[MK_HOOK_APPLY_START] = &entry;
+        h.n_entries[MK_HOOK_APPLY_START] = 1;
+        char *out = NULL;
+        struct mk_progress p = {.fn = keep_hook_output, .userdata = &out};
+        struct mk_engine_opts o = {.progress = &p};
+        struct mk_error e = {0};
+        assert_int_equal(mk_engine_run_hook(&h, MK_HOOK_APPLY_START, NULL, &o, &e), -EIO);
+        assert_string_equal(e.msg, "apply-start hook 'sh' failed with exit status 3");
+        assert_non_null(out);
+        assert_string_equal(out, "first\nthe reason\n");
+        free(out);
+        out = NULL;
+
+        char *quiet[] = {c, quiet_script, NULL};
+        entry.args = quiet;
+        assert_int_equal(mk_engine_run_hook(&h, MK_HOOK_APPLY_START, NULL, &o, &e), -EIO);
+        assert_string_equal(e.msg, "apply-start hook 'sh' failed with exit status 4");
+        assert_null(out);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_single_type_same_layout_is_all),
@@ -423,6 +461,7 @@ int main(void) {
                 cmocka_unit_test(test_non_capable_gpu_exports_disabled),
                 cmocka_unit_test(test_desired_modes_only_plan),
                 cmocka_unit_test(test_progress_names),
+                cmocka_unit_test(test_failed_hook_output_event),
                 cmocka_unit_test_setup_teardown(test_apply_events_on_simulator, sim_setup, sim_teardown),
         };
         return cmocka_run_group_tests_name("engine", tests, NULL, NULL);
