@@ -188,9 +188,15 @@ fi
 
 # ---- cmake --install creates the links and the daemon executables ----
 if DESTDIR=$tmp/root cmake --install "$MIGKIT_BUILD_DIR" --prefix /usr >"$tmp/install.log" 2>&1; then
-  for n in nvidia-mig-parted nvidia-mig-manager nvidia-device-plugin gpu-feature-discovery config-manager; do
+  for n in nvidia-mig-parted nvidia-mig-manager nvidia-device-plugin gpu-feature-discovery; do
     [ "$(readlink "$tmp/root/usr/bin/$n")" = migkit ] || fail "installed $n is not a link to migkit"
   done
+  # config-manager: only with the image's component, not on a host's PATH.
+  [ ! -e "$tmp/root/usr/bin/config-manager" ] && [ ! -L "$tmp/root/usr/bin/config-manager" ] ||
+    fail "cmake --install (no component) installed /usr/bin/config-manager"
+  DESTDIR=$tmp/root cmake --install "$MIGKIT_BUILD_DIR" --prefix /usr --component image >>"$tmp/install.log" 2>&1 ||
+    fail "cmake --install --component image failed: $(tail -5 "$tmp/install.log")"
+  [ "$(readlink "$tmp/root/usr/bin/config-manager")" = migkit ] || fail "component image: config-manager is not a link to migkit"
   for d in manager device-plugin scheduler config-manager; do
     [ -x "$tmp/root/usr/lib/migkit/migkit-$d" ] || fail "installed tree lacks /usr/lib/migkit/migkit-$d"
   done

@@ -75,6 +75,7 @@ ok "production image config: command nvidia-mig-manager, user root"
 # The GPU Operator's names, as its DaemonSets start them (docs/gpu-operator.md):
 # the device plugin through `/bin/sh -c` with an entrypoint script (sleep, cat,
 # then exec); the others directly. Each reaches its migkit executable.
+[ "$(readlink "$prod/rootfs/usr/bin/config-manager")" = migkit ] || fail "the image lacks /usr/bin/config-manager"
 names=()
 for n in nvidia-mig-parted nvidia-mig-manager nvidia-device-plugin gpu-feature-discovery; do
   [ -e "$prod/rootfs/usr/bin/$n" ] && names+=("$n")
