@@ -60,9 +60,58 @@ for cmd in profiles export generate-config labels device-plugin manager "service
   [ "$rc" -eq 2 ] || fail "$cmd --no-such-option: exit $rc"
   grep -q "no-such-option" "$tmp/err" || fail "$cmd --no-such-option message: $(cat "$tmp/err")"
 done
-# The extender listens on loopback unless told otherwise (issue 17).
+# The extender listens on loopback unless told otherwise (issue 17): the
+# help says so, and the socket it binds on port 0 is 127.0.0.1's
+# (/proc/net/tcp: local address 0100007F:<port in hex>, state 0A LISTEN).
 "$MIGKIT_BIN" scheduler serve --help >"$tmp/help" 2>&1
 grep -q 'listen on (127.0.0.1' "$tmp/help" || fail "scheduler serve's default address is not 127.0.0.1"
+# The extender lists nodes and pods before it listens: a stub apiserver
+# answers every GET with an empty list, and holds watches (an answer that
+# is no event would fail the informers, and the extender would exit).
+python3 -u - >"$tmp/api.port" 2>/dev/null <<'EOF' &
+import http.server, json, time
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        if "watch=" in self.path:
+            time.sleep(600)
+        body = json.dumps({"kind": "List", "metadata": {"resourceVersion": "1"}, "items": []}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *a):
+        pass
+srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+print(srv.server_address[1])
+srv.serve_forever()
+EOF
+api_pid=$!
+for ((i = 0; i < 100; i++)); do [ -s "$tmp/api.port" ] && break; sleep 0.1; done
+cat >"$tmp/kubeconfig" <<EOF
+apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "http://127.0.0.1:$(cat "$tmp/api.port")"}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+current-context: x
+EOF
+: >"$tmp/serve.out"
+"$MIGKIT_BIN" scheduler serve --kubeconfig "$tmp/kubeconfig" --port 0 >>"$tmp/serve.out" 2>"$tmp/serve.err" &
+serve_pid=$!
+port=
+for ((i = 0; i < 300; i++)); do
+  port=$(sed -n 's/^listening on port \([0-9]*\)$/\1/p' "$tmp/serve.out")
+  [ -z "$port" ] && kill -0 "$serve_pid" 2>/dev/null || break
+  sleep 0.1
+done
+[ -n "$port" ] || { kill "$serve_pid" "$api_pid" 2>/dev/null || true; fail "scheduler serve --port 0 printed no port: $(cat "$tmp/serve.err")"; }
+hexport=$(printf '%04X' "$port")
+listen=$(awk -v p="$hexport" '$4 == "0A" && $2 ~ (":" p "$") {print $2}' /proc/net/tcp)
+kill "$serve_pid" "$api_pid" 2>/dev/null || true
+wait "$serve_pid" "$api_pid" || true
+[ "$listen" = "0100007F:$hexport" ] ||
+  fail "scheduler serve's default socket on port $port is '${listen:-none}', not 127.0.0.1"
 for cmd in profiles export generate-config labels device-plugin manager "service status"; do
   set +e
   # shellcheck disable=SC2086
