@@ -173,22 +173,28 @@ static bool in_list(const char *list, const char *name, size_t n) {
         return false;
 }
 
+/* The comma-separated name at `p` into buf; NULL when it does not fit. */
+static const char *name_at(const char *p, char *buf, size_t size) {
+        size_t len = strcspn(p, ",");
+        if (len >= size)
+                return NULL;
+        memcpy(buf, p, len);
+        buf[len] = 0;
+        return buf;
+}
+
 /* The first of the comma-separated variables that is set and not empty. */
 static const char *env_of(const char *envs, const char **ret_name) {
         char name[64];
         for (const char *p = envs; p && *p;) {
-                size_t len = strcspn(p, ",");
-                if (len < sizeof(name)) {
-                        memcpy(name, p, len);
-                        name[len] = 0;
-                        const char *v = secure_getenv(name);
-                        if (v && *v) {
-                                if (ret_name)
-                                        *ret_name = p;
-                                return v;
-                        }
+                const char *v = name_at(p, name, sizeof(name)) ? secure_getenv(name) : NULL;
+                if (v && *v) {
+                        if (ret_name)
+                                *ret_name = p;
+                        return v;
                 }
-                p += len + (p[len] == ',');
+                p += strcspn(p, ",");
+                p += *p == ',';
         }
         return NULL;
 }
@@ -196,7 +202,7 @@ static const char *env_of(const char *envs, const char **ret_name) {
 struct argv_buf {
         char *items[MAX_ARGS + 1];
         size_t n;
-        char *owned[MAX_ARGS]; /* the "--x=value" strings made here */
+        char *owned[MAX_ARGS]; /* the "--x=value" and "a,b" strings made here */
         size_t n_owned;
 };
 
@@ -216,17 +222,117 @@ static void argv_buf_done(struct argv_buf *a) {
         a->n_owned = 0;
 }
 
+/* "<x><sep><y>", owned by `a`; NULL when out of memory or room. */
+static const char *own_join(struct argv_buf *a, const char *x, const char *sep, const char *y) {
+        char *s;
+        if (a->n_owned >= MAX_ARGS || asprintf(&s, "%s%s%s", x, sep, y) < 0)
+                return NULL;
+        return a->owned[a->n_owned++] = s;
+}
+
 /* Appends "<opt>=<value>", owned by `a`. */
 static int push_opt(struct argv_buf *a, const char *opt, const char *value) {
-        char *s;
-        if (a->n_owned >= MAX_ARGS || asprintf(&s, "%s=%s", opt, value) < 0)
-                return -ENOMEM;
-        a->owned[a->n_owned++] = s;
-        return push(a, s);
+        const char *s = own_join(a, opt, "=", value);
+        return s ? push(a, s) : -ENOMEM;
 }
 
 static void version(const char *name) {
         printf("%s (migkit %s)\ngit revision: %s\nbuild: %s\n", name, MK_VERSION, MK_GIT_REV, MK_BUILD_FLAGS);
+}
+
+/* -h/--help: upstream's name, then the migkit command's help. */
+static int upstream_help(const struct upstream_program *p) {
+        printf("%s: migkit's %s with upstream's flags and environment variables\n"
+               "(docs/gpu-operator.md lists them and what differs). The migkit command:\n\n",
+               p->name, p->command);
+        fflush(stdout);
+        char *help_argv[] = {(char *) "migkit", (char *) p->command, (char *) "--help", NULL};
+        int r = cli_main(3, help_argv);
+        return r == MK_EXIT_OK ? 1 : -r;
+}
+
+/* Whether the flag name `name` (length n) is `l` or the one-letter `s`. */
+static bool is_flag(const char *name, size_t n, const char *l, char s) {
+        return (n == strlen(l) && strncmp(name, l, n) == 0) || (n == 1 && name[0] == s);
+}
+
+/* One flag argv[*i] ("-name", "--name", "name=value"; the value may be the
+ * next argument, then *i moves past it) into values[]. Returns as translate(). */
+static int parse_flag(const struct upstream_program *p, int argc, char **argv, int *i, struct argv_buf *out,
+                      const char **values) {
+        const char *arg = argv[*i];
+        const char *name = arg + 1 + (arg[1] == '-');
+        size_t n = strcspn(name, "=");
+        const char *value = name[n] == '=' ? name + n + 1 : NULL;
+        if (is_flag(name, n, "help", 'h'))
+                return upstream_help(p);
+        if (is_flag(name, n, "version", 'v')) {
+                version(p->name);
+                return 1;
+        }
+        const struct upstream_flag *f = NULL;
+        for (size_t k = 0; k < p->n_flags && !f; k++)
+                if (in_list(p->flags[k].names, name, n))
+                        f = &p->flags[k];
+        if (!f) {
+                fprintf(stderr, "Error: flag provided but not defined: -%.*s\n", (int) n, name);
+                return -MK_EXIT_USAGE;
+        }
+        if (f->kind == FLAG_STRING && !value) {
+                if (*i + 1 >= argc) {
+                        fprintf(stderr, "Error: flag needs an argument: %s\n", arg);
+                        return -MK_EXIT_USAGE;
+                }
+                value = argv[++*i];
+        } else if (f->kind == FLAG_BOOL) {
+                bool b = true;
+                if (value && mk_parse_bool(value, &b) < 0) {
+                        fprintf(stderr, "Error: invalid boolean value \"%s\" for flag -%.*s\n", value, (int) n,
+                                name);
+                        return -MK_EXIT_USAGE;
+                }
+                value = b ? "true" : "false";
+        }
+        const char **slot = &values[f - p->flags];
+        if (f->list && *slot && !(value = own_join(out, *slot, ",", value)))
+                return -MK_EXIT_USAGE;
+        *slot = value;
+        return 0;
+}
+
+/* values[] into the migkit command line `out`: a flag given that maps to a
+ * migkit option becomes it; the others (local, or ignored: logged) take
+ * upstream's variables when not given. */
+static int apply_values(const struct upstream_program *p, struct argv_buf *out, const char **values) {
+        for (size_t k = 0; k < p->n_flags; k++) {
+                const struct upstream_flag *f = &p->flags[k];
+                const char *v = values[k];
+                if (f->to && v) {
+                        /* On the command line: it wins over the environment. */
+                        if (!f->to_switch) {
+                                if (push_opt(out, f->to, v) < 0)
+                                        return -MK_EXIT_USAGE;
+                        } else if (streq(v, "true")) {
+                                if (push(out, f->to) < 0)
+                                        return -MK_EXIT_USAGE;
+                        } else {
+                                /* --x=false: the migkit command must not read true from the variable. */
+                                char env[64];
+                                if (name_at(f->envs, env, sizeof(env)))
+                                        (void) setenv(env, "false", 1);
+                        }
+                } else if (!f->to && !v) {
+                        const char *var = NULL;
+                        v = values[k] = env_of(f->envs, &var);
+                        if (v && !f->local)
+                                log_info("%s: %.*s=%s is ignored: %s", p->name, (int) strcspn(var, ","), var, v,
+                                         f->ignored_why);
+                } else if (!f->to && !f->local)
+                        log_info("%s: --%.*s is ignored: %s", p->name, (int) strcspn(f->names, ","), f->names,
+                                 f->ignored_why);
+                /* f->to and not given: the migkit command reads the same variables itself. */
+        }
+        return 0;
 }
 
 /* Parses upstream's flags of `p` in argv[1..] into `out` (the migkit command
@@ -244,98 +350,15 @@ static int translate(const struct upstream_program *p, int argc, char **argv, st
                                         return -MK_EXIT_USAGE;
                         break;
                 }
-                if (arg[0] != '-' || !arg[1]) {
-                        if (push(out, arg) < 0)
-                                return -MK_EXIT_USAGE;
-                        continue;
-                }
-                const char *name = arg + 1 + (arg[1] == '-');
-                size_t n = strcspn(name, "=");
-                const char *value = name[n] == '=' ? name + n + 1 : NULL;
-                if ((n == 4 && strncmp(name, "help", 4) == 0) || (n == 1 && name[0] == 'h')) {
-                        printf("%s: migkit's %s with upstream's flags and environment variables\n"
-                               "(docs/gpu-operator.md lists them and what differs). The migkit command:\n\n",
-                               p->name, p->command);
-                        fflush(stdout);
-                        char *help_argv[] = {(char *) "migkit", (char *) p->command, (char *) "--help", NULL};
-                        int r = cli_main(3, help_argv);
-                        return r == MK_EXIT_OK ? 1 : -r;
-                }
-                if ((n == 7 && strncmp(name, "version", 7) == 0) || (n == 1 && name[0] == 'v')) {
-                        version(p->name);
-                        return 1;
-                }
-                const struct upstream_flag *f = NULL;
-                for (size_t k = 0; k < p->n_flags && !f; k++)
-                        if (in_list(p->flags[k].names, name, n))
-                                f = &p->flags[k];
-                if (!f) {
-                        fprintf(stderr, "Error: flag provided but not defined: -%.*s\n", (int) n, name);
-                        return -MK_EXIT_USAGE;
-                }
-                if (f->kind == FLAG_STRING && !value) {
-                        if (i + 1 >= argc) {
-                                fprintf(stderr, "Error: flag needs an argument: %s\n", arg);
-                                return -MK_EXIT_USAGE;
-                        }
-                        value = argv[++i];
-                } else if (f->kind == FLAG_BOOL) {
-                        bool b = true;
-                        if (value && mk_parse_bool(value, &b) < 0) {
-                                fprintf(stderr, "Error: invalid boolean value \"%s\" for flag -%.*s\n", value,
-                                        (int) n, name);
-                                return -MK_EXIT_USAGE;
-                        }
-                        value = b ? "true" : "false";
-                }
-                const char **slot = &values[f - p->flags];
-                if (f->list && *slot) {
-                        /* "a,b", owned by out like the "--x=value" strings */
-                        char *joined;
-                        if (out->n_owned >= MAX_ARGS || asprintf(&joined, "%s,%s", *slot, value) < 0)
-                                return -MK_EXIT_USAGE;
-                        out->owned[out->n_owned++] = joined;
-                        value = joined;
-                }
-                *slot = value;
+                int r;
+                if (arg[0] != '-' || !arg[1])
+                        r = push(out, arg) < 0 ? -MK_EXIT_USAGE : 0;
+                else
+                        r = parse_flag(p, argc, argv, &i, out, values);
+                if (r != 0)
+                        return r;
         }
-
-        for (size_t k = 0; k < p->n_flags; k++) {
-                const struct upstream_flag *f = &p->flags[k];
-                const char *v = values[k];
-                int flen = (int) strcspn(f->names, ",");
-                if (f->to && v) {
-                        /* On the command line: it wins over the environment. */
-                        if (!f->to_switch) {
-                                if (push_opt(out, f->to, v) < 0)
-                                        return -MK_EXIT_USAGE;
-                        } else if (streq(v, "true")) {
-                                if (push(out, f->to) < 0)
-                                        return -MK_EXIT_USAGE;
-                        } else {
-                                /* --x=false: the migkit command must not read true from the variable. */
-                                char env[64];
-                                size_t len = strcspn(f->envs, ",");
-                                if (len < sizeof(env)) {
-                                        memcpy(env, f->envs, len);
-                                        env[len] = 0;
-                                        (void) setenv(env, "false", 1);
-                                }
-                        }
-                        continue;
-                }
-                if (f->to)
-                        continue; /* the migkit command reads the same variables itself */
-                if (!v) {
-                        const char *var = NULL;
-                        v = values[k] = env_of(f->envs, &var);
-                        if (v && !f->local)
-                                log_info("%s: %.*s=%s is ignored: %s", p->name, (int) strcspn(var, ","), var, v,
-                                         f->ignored_why);
-                } else if (!f->local)
-                        log_info("%s: --%.*s is ignored: %s", p->name, flen, f->names, f->ignored_why);
-        }
-        return 0;
+        return apply_values(p, out, values);
 }
 
 /* One labelling: `migkit labels` with stdout on `output` (written to a
