@@ -111,14 +111,6 @@ static int on_node(enum mk_kube_event_type type, json_t *object, json_t *old, vo
         return update(w->c, v, w->e);
 }
 
-static int parse_bool_opt(const char *what, const char *v, bool *b) {
-        if (v && mk_parse_bool(v, b) < 0) {
-                fprintf(stderr, "Error: invalid %s '%s' (true or false)\n", what, v);
-                return -EINVAL;
-        }
-        return 0;
-}
-
 int cli_config_manager(int argc, char **argv) {
         struct cm c = {
                 .label_key = "nvidia.com/device-plugin.config",
@@ -144,8 +136,8 @@ int cli_config_manager(int argc, char **argv) {
         int r = cli_options_parse(argc, argv, options, help);
         if (r != CLI_CONTINUE)
                 return r;
-        if (parse_bool_opt("ONESHOT/--oneshot", oneshot, &c.oneshot) < 0 ||
-            parse_bool_opt("SEND_SIGNAL/--send-signal", send, &c.send_signal) < 0)
+        if (cli_option_bool("ONESHOT/--oneshot", oneshot, &c.oneshot) < 0 ||
+            cli_option_bool("SEND_SIGNAL/--send-signal", send, &c.send_signal) < 0)
                 return MK_EXIT_USAGE;
         if (sig && (mk_parse_int(sig, &c.signal) < 0 || c.signal <= 0 || c.signal >= NSIG)) {
                 fprintf(stderr, "Error: invalid signal '%s'\n", sig);

@@ -9,7 +9,6 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "base/macro.h"
-#include "base/parse.h"
 #include "cli/cli.h"
 #include "cli/kube-connect.h"
 #include "cli/options.h"
@@ -71,16 +70,6 @@ static void help(void) {
                "                              (default " DEFAULT_MACHINE_TYPE_FILE ") [GFD_MACHINE_TYPE_FILE]\n"
                "\n"
                "Health: DP_DISABLE_HEALTHCHECKS, DP_ENABLE_HEALTHCHECKS (docs/device-plugin-health.md).\n");
-}
-
-static int parse_bool_opt(const char *what, const char *s, bool *ret) {
-        if (!s)
-                return 0;
-        if (mk_parse_bool(s, ret) < 0) {
-                fprintf(stderr, "Error: invalid %s '%s' (true or false)\n", what, s);
-                return -EINVAL;
-        }
-        return 0;
 }
 
 /* The strategies and the labels mode into *o; a usage error is printed. */
@@ -187,12 +176,12 @@ int cli_device_plugin(int argc, char **argv) {
         mk_dp_options_init(&o.dp);
         struct mk_error e = {0};
         if (parse_modes(mig_strategy, list_strategy, id_strategy, labels, &o) < 0 ||
-            parse_bool_opt("--fail-on-init-error", fail_on_init, &o.fail_on_init_error) < 0 ||
-            parse_bool_opt("--pass-device-specs", pass_specs, &o.dp.pass_device_specs) < 0 ||
-            parse_bool_opt("--gds-enabled", gds, &o.dp.gds_enabled) < 0 ||
-            parse_bool_opt("--mofed-enabled", mofed, &o.dp.mofed_enabled) < 0 ||
-            parse_bool_opt("--gdrcopy-enabled", gdrcopy, &o.dp.gdrcopy_enabled) < 0 ||
-            parse_bool_opt("--dynamic-mig", dynamic, &o.dynamic_mig) < 0)
+            cli_option_bool("--fail-on-init-error", fail_on_init, &o.fail_on_init_error) < 0 ||
+            cli_option_bool("--pass-device-specs", pass_specs, &o.dp.pass_device_specs) < 0 ||
+            cli_option_bool("--gds-enabled", gds, &o.dp.gds_enabled) < 0 ||
+            cli_option_bool("--mofed-enabled", mofed, &o.dp.mofed_enabled) < 0 ||
+            cli_option_bool("--gdrcopy-enabled", gdrcopy, &o.dp.gdrcopy_enabled) < 0 ||
+            cli_option_bool("--dynamic-mig", dynamic, &o.dynamic_mig) < 0)
                 return MK_EXIT_USAGE;
         if (driver_root)
                 o.dp.driver_root = driver_root;

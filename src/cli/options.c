@@ -1,10 +1,12 @@
 /* Option parsing shared by the subcommands (options.h). */
+#include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/macro.h"
+#include "base/parse.h"
 #include "cli/cli.h"
 #include "cli/options.h"
 
@@ -17,6 +19,14 @@ int cli_option_other(int c, void (*help)(void)) {
                 return MK_EXIT_OK;
         }
         return MK_EXIT_USAGE;
+}
+
+int cli_option_bool(const char *what, const char *v, bool *ret) {
+        if (v && mk_parse_bool(v, ret) < 0) {
+                fprintf(stderr, "Error: invalid %s '%s' (true or false)\n", what, v);
+                return -EINVAL;
+        }
+        return 0;
 }
 
 int cli_options_end(int argc, char **argv) {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <getopt.h>
+#include <stdbool.h>
 
 /* Returned when the command goes on; any other value is its exit code. */
 #define CLI_CONTINUE (-1)
@@ -29,6 +30,10 @@ int cli_options_parse(int argc, char **argv, const struct cli_option *opts, void
  * for the caller. */
 int cli_options_parse_args(int argc, char **argv, const struct cli_option *opts, void (*help)(void),
                            int max_args);
+
+/* A boolean option's value `v` (NULL: not given, *ret stays) into *ret;
+ * otherwise "Error: invalid <what> 'v' (true or false)" and -EINVAL. */
+int cli_option_bool(const char *what, const char *v, bool *ret);
 
 /* For a command with its own getopt_long() loop: the default branch of its
  * switch. 'h' prints help() and gives MK_EXIT_OK; anything else ('?', ':')
