@@ -146,3 +146,16 @@ static inline void fit_node_score(const struct fit_sums *sm, enum mk_fit_policy 
         *ret_score = 100.0 * fit_clamp01(score);
         *ret_fragmentation = fit_clamp01(frag);
 }
+
+/* --- the request and the node's CPU/memory (every kind of room) -------------------- */
+
+/* Checks what every fit checks of a request and the policies: 1..16 GPUs,
+ * percentages up to 100, valid policies. 0 or -EINVAL (reason in `e`). */
+int fit_request_check(const struct mk_fit_request *req, enum mk_fit_policy node_policy,
+                      enum mk_fit_policy gpu_policy, struct mk_error *e) _nonnull_(1);
+
+/* CPU and memory: -ENOSPC when the pod's requests do not fit what the node
+ * has left (reason in `e`); else 0 and the node's utilisation after the
+ * pod, in [0, 1]. */
+int fit_resources_fit(const struct mk_fit_node_resources *r, const struct mk_fit_request *req, double *ret_util,
+                      struct mk_error *e) _nonnull_(1, 2, 3);

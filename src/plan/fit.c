@@ -476,42 +476,11 @@ int mk_fit_node_cache_update(const struct mk_fit_node *node, struct mk_fit_node_
 
 /* --- the entry ---------------------------------------------------------------------------- */
 
-/* CPU and memory: -ENOSPC when the pod's requests do not fit what the node
- * has left; else the node's utilisation after the pod, in [0, 1]. */
-static int resources_fit(const struct mk_fit_node_resources *r, const struct mk_fit_request *req, double *ret_util,
-                         struct mk_error *e) {
-        uint64_t cpu_free = r->cpu_requested_milli > r->cpu_allocatable_milli
-                                    ? 0
-                                    : r->cpu_allocatable_milli - r->cpu_requested_milli;
-        uint64_t mem_free = r->memory_requested_bytes > r->memory_allocatable_bytes
-                                    ? 0
-                                    : r->memory_allocatable_bytes - r->memory_requested_bytes;
-        if (req->cpu_milli > cpu_free)
-                return mk_error_set(e, -ENOSPC, "Insufficient cpu: %" PRIu64 "m requested, %" PRIu64 "m free",
-                                    req->cpu_milli, cpu_free);
-        if (req->memory_bytes > mem_free)
-                return mk_error_set(e, -ENOSPC, "Insufficient memory: %" PRIu64 " bytes requested, %" PRIu64 " free",
-                                    req->memory_bytes, mem_free);
-        double cu = r->cpu_allocatable_milli > 0
-                            ? (double) (r->cpu_requested_milli + req->cpu_milli) / r->cpu_allocatable_milli
-                            : 0;
-        double mu = r->memory_allocatable_bytes > 0
-                            ? (double) (r->memory_requested_bytes + req->memory_bytes) / r->memory_allocatable_bytes
-                            : 0;
-        *ret_util = fit_clamp01((cu + mu) / 2);
-        return 0;
-}
-
 int mk_fit_node(const struct mk_fit_node *node, const struct mk_fit_request *req, enum mk_fit_policy node_policy,
                 enum mk_fit_policy gpu_policy, struct mk_fit_result *ret, struct mk_error *e) {
-        if (req->gpus == 0 || req->gpus > MK_FIT_MAX_REQUEST_GPUS)
-                return mk_error_set(e, -EINVAL, "request for %u GPUs, must be 1..%u", req->gpus,
-                                    MK_FIT_MAX_REQUEST_GPUS);
-        if (req->mem_percent > 100 || req->cores_percent > 100)
-                return mk_error_set(e, -EINVAL, "request percentage over 100 (memory %u%%, cores %u%%)",
-                                    req->mem_percent, req->cores_percent);
-        if (node_policy < 0 || node_policy >= _MK_FIT_POLICY_MAX || gpu_policy < 0 || gpu_policy >= _MK_FIT_POLICY_MAX)
-                return mk_error_set(e, -EINVAL, "invalid policy");
+        int r = fit_request_check(req, node_policy, gpu_policy, e);
+        if (r < 0)
+                return r;
         if (node->n_gpus > MK_FIT_MAX_NODE_GPUS || (node->n_gpus > 0 && !node->gpus))
                 return mk_error_set(e, -EINVAL, "node with %zu GPUs, more than %u", node->n_gpus,
                                     MK_FIT_MAX_NODE_GPUS);
@@ -519,7 +488,7 @@ int mk_fit_node(const struct mk_fit_node *node, const struct mk_fit_request *req
         /* CPU and memory first: cheap, and a node without room needs no GPU work. */
         double res_util = 0;
         if (node->resources) {
-                int r = resources_fit(node->resources, req, &res_util, e);
+                r = fit_resources_fit(node->resources, req, &res_util, e);
                 if (r < 0)
                         return r;
         }

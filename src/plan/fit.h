@@ -67,6 +67,8 @@ struct mk_fit_gpu {
         const struct mk_fit_tables *tables;    /* optional accelerator from mk_fit_tables_new() for these
                                                 * profiles; NULL (or tables for other profiles): computed
                                                 * per call, same answers, slower */
+        bool switchable;                /* an idle shared GPU that may turn MIG (plan/fit-soft.h): fitted like
+                                         * any empty GPU; mk_fit_choose_mode() ranks it last */
 };
 
 /* Precomputed capacity values for one allowed-profile array on one kind of
