@@ -200,11 +200,12 @@ static void streams_changed(void *userdata) {
         pthread_mutex_unlock(&c->lock);
 }
 
-/* Waits (at most WAIT_MS) for the server to count n open streams. */
-static void wait_streams(struct ctx *c, struct mk_grpc_server *s, unsigned n) {
+/* Waits (at most WAIT_MS) under c->lock until done(c, s, n) holds. */
+static bool wait_until(struct ctx *c, struct mk_grpc_server *s, unsigned n,
+                       bool (*done)(const struct ctx *, struct mk_grpc_server *, unsigned)) {
         uint64_t end = now_us() + (uint64_t) WAIT_MS * 1000;
         pthread_mutex_lock(&c->lock);
-        while (mk_grpc_server_streams(s) != n && now_us() < end) {
+        while (!done(c, s, n) && now_us() < end) {
                 struct timespec ts;
                 clock_gettime(CLOCK_REALTIME, &ts);
                 ts.tv_nsec += 50 * 1000000;
@@ -214,9 +215,34 @@ static void wait_streams(struct ctx *c, struct mk_grpc_server *s, unsigned n) {
                 }
                 (void) pthread_cond_timedwait(&c->cond, &c->lock, &ts);
         }
+        bool ok = done(c, s, n);
         pthread_mutex_unlock(&c->lock);
-        if (mk_grpc_server_streams(s) != n)
+        return ok;
+}
+
+static bool streams_are(const struct ctx *c, struct mk_grpc_server *s, unsigned n) {
+        return mk_grpc_server_streams(s) == n;
+}
+
+/* Waits (at most WAIT_MS) for the server to count n open streams. */
+static void wait_streams(struct ctx *c, struct mk_grpc_server *s, unsigned n) {
+        if (!wait_until(c, s, n, streams_are))
                 fail_msg("server has %u open streams, want %u", mk_grpc_server_streams(s), n);
+}
+
+static bool changes_reach(const struct ctx *c, struct mk_grpc_server *s, unsigned n) {
+        return c->changes >= n;
+}
+
+/* Waits (at most WAIT_MS) for n streams_changed calls in all: the server
+ * calls it after it counts a stream, so a count seen is no call seen yet. */
+static unsigned wait_changes(struct ctx *c, struct mk_grpc_server *s, unsigned n) {
+        if (!wait_until(c, s, n, changes_reach))
+                fail_msg("streams_changed called %u times, want at least %u", c->changes, n);
+        pthread_mutex_lock(&c->lock);
+        unsigned got = c->changes;
+        pthread_mutex_unlock(&c->lock);
+        return got;
 }
 
 static const char *const methods[] = {M_ECHO, M_FAIL, M_RELAY, M_PUBLISH, M_STREAMS, M_BLOCK, NULL};
@@ -760,16 +786,13 @@ static void test_stream_cancel(void **state) {
         struct mk_grpc_stream *idle = watch(cl); /* never read */
         next_is(st, "a");
         wait_streams(&c, s, 2);
-        unsigned changes = c.changes;
-        assert_true(changes >= 2);
+        unsigned changes = wait_changes(&c, s, 2);
 
         st = mk_grpc_stream_close(st);
         wait_streams(&c, s, 1);
         idle = mk_grpc_stream_close(idle);
         wait_streams(&c, s, 0);
-        pthread_mutex_lock(&c.lock);
-        assert_int_equal(c.changes, changes + 2);
-        pthread_mutex_unlock(&c.lock);
+        assert_int_equal(wait_changes(&c, s, changes + 2), changes + 2);
 
         /* Publishing to no stream, and the server still serves streams and calls. */
         publish(s, "b");
