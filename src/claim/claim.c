@@ -10,6 +10,26 @@
 #include "kube/json.h"
 #include "kube/object.h"
 
+static const char *const mode_table[_MK_CLAIM_MODE_MAX] = {
+        [MK_CLAIM_MIG] = "mig",
+        [MK_CLAIM_SOFT] = "hami-core",
+};
+
+MK_DEFINE_STRING_TABLE_LOOKUP(mk_claim_mode, enum mk_claim_mode, mode_table, _MK_CLAIM_MODE_MAX,
+                              _MK_CLAIM_MODE_INVALID);
+
+/* One device entry: a MIG device keeps the version-1 form without "mode". */
+static json_t *device_json(const struct mk_claim_device *d) {
+        if (d->mode == MK_CLAIM_SOFT)
+                return json_pack("{s:I, s:s, s:s, s:I, s:I}", "container", (json_int_t) d->container, "mode",
+                                 mk_claim_mode_to_string(d->mode), "gpu", d->gpu, "memoryMiB",
+                                 (json_int_t) d->memory_mib, "cores", (json_int_t) d->cores);
+        return json_pack("{s:I, s:s, s:s, s:I, s:I, s:{s:I, s:I}}", "container", (json_int_t) d->container, "gpu",
+                         d->gpu, "profile", d->profile, "profileID", (json_int_t) d->profile_id, "slices",
+                         (json_int_t) d->slices, "placement", "start", (json_int_t) d->placement.start, "size",
+                         (json_int_t) d->placement.size);
+}
+
 int mk_claim_reservation_format(const struct mk_claim *c, char **ret) {
         json_t *devs = json_array();
         json_t *root = json_pack("{s:i, s:s, s:I, s:o}", "version", MK_RESERVATION_VERSION, "node", c->node, "time",
@@ -17,12 +37,7 @@ int mk_claim_reservation_format(const struct mk_claim *c, char **ret) {
         if (!root)
                 return -ENOMEM;
         for (size_t i = 0; i < c->n_devices; i++) {
-                const struct mk_claim_device *d = &c->devices[i];
-                json_t *o = json_pack("{s:I, s:s, s:s, s:I, s:I, s:{s:I, s:I}}", "container",
-                                      (json_int_t) d->container, "gpu", d->gpu, "profile", d->profile, "profileID",
-                                      (json_int_t) d->profile_id, "slices", (json_int_t) d->slices, "placement",
-                                      "start", (json_int_t) d->placement.start, "size",
-                                      (json_int_t) d->placement.size);
+                json_t *o = device_json(&c->devices[i]);
                 if (!o || json_array_append_new(devs, o) < 0) {
                         json_decref(root);
                         return -ENOMEM;
@@ -57,19 +72,46 @@ static int get_placement(const json_t *o, const char *key, const char *field, st
         return 0;
 }
 
+/* A soft slice's fields: memoryMiB (required, >= 1) and cores (0..100,
+ * absent = 0). */
+static int parse_soft(const json_t *o, const char *f, struct mk_claim_device *d, struct mk_error *e) {
+        static const char *const known[] = {"container", "mode", "gpu", "memoryMiB", "cores", NULL};
+        uint64_t v;
+        int r = mk_json_check_keys(o, f, known, e);
+        if (r < 0 || (r = mk_json_get_u64(o, "memoryMiB", f, MK_CLAIM_MAX_MEMORY_MIB, true, &v, e)) < 0)
+                return r;
+        if (v == 0)
+                return mk_error_set_field(e, -EINVAL, f, "memoryMiB: must be at least 1");
+        d->memory_mib = v;
+        if ((r = mk_json_get_u64(o, "cores", f, 100, false, &v, e)) < 0)
+                return r;
+        d->cores = r > 0 ? (unsigned) v : 0;
+        return 0;
+}
+
 static int parse_device(const json_t *o, size_t i, struct mk_claim_device *d, struct mk_error *e) {
-        static const char *const known[] = {"container", "gpu", "profile", "profileID", "slices", "placement", NULL};
+        static const char *const known[] = {"container", "mode",      "gpu", "profile", "profileID",
+                                            "slices",    "placement", NULL};
         char f[64];
         snprintf(f, sizeof(f), "devices[%zu]", i);
-        int r = mk_json_check_keys(o, f, known, e);
+        char mode[16] = "";
+        if (!json_is_object(o))
+                return mk_error_set_field(e, -EINVAL, f, "must be an object");
+        int r = mk_json_get_str(o, "mode", f, mode, sizeof(mode), false, e);
         if (r < 0)
                 return r;
-        uint64_t v;
         *d = (struct mk_claim_device) {0};
+        if (mode[0] && (int) (d->mode = mk_claim_mode_from_string(mode)) < 0)
+                return mk_error_set_field(e, -EINVAL, f, "mode: unknown '%s' (want mig or hami-core)", mode);
+        uint64_t v;
         if ((r = mk_json_get_u64(o, "container", f, MK_MAX_POD_CONTAINERS - 1, true, &v, e)) < 0)
                 return r;
         d->container = (unsigned) v;
-        if ((r = mk_json_get_str(o, "gpu", f, d->gpu, sizeof(d->gpu), true, e)) < 0 ||
+        if ((r = mk_json_get_str(o, "gpu", f, d->gpu, sizeof(d->gpu), true, e)) < 0)
+                return r;
+        if (d->mode == MK_CLAIM_SOFT)
+                return parse_soft(o, f, d, e);
+        if ((r = mk_json_check_keys(o, f, known, e)) < 0 ||
             (r = mk_json_get_str(o, "profile", f, d->profile, sizeof(d->profile), true, e)) < 0)
                 return r;
         if ((r = mk_json_get_u64(o, "profileID", f, UINT32_MAX - 1, true, &v, e)) < 0)
@@ -206,7 +248,7 @@ int mk_claim_match_allocate(const struct mk_claim *claims, size_t n, const char 
                         continue;
                 bool created = true;
                 for (size_t d = 0; d < c->n_devices; d++)
-                        if (!c->devices[d].mig_uuid[0])
+                        if (c->devices[d].mode == MK_CLAIM_MIG && !c->devices[d].mig_uuid[0])
                                 created = false;
                 if (!created || !claim_fits_counts(c, counts, n_counts))
                         continue;

@@ -8,14 +8,19 @@
  *   migkit.io/mig-reservation  written by the extender at bind (before the
  *       Binding), {"version":1,"node":N,"time":unix,"devices":[{"container":i,
  *       "gpu":"GPU-…","profile":"3g.40gb","profileID":9,"slices":3,
- *       "placement":{"start":0,"size":4}}]}
+ *       "placement":{"start":0,"size":4}}]}; a soft slice of a whole
+ *       GPU (unified pool, docs/scheduler.md) is {"container":i,
+ *       "mode":"hami-core","gpu":"GPU-…","memoryMiB":8000,"cores":30}
+ *       (a device without "mode", or "mode":"mig", is a MIG instance).
  *   migkit.io/mig-devices      written by the node agent once it created the
- *       instances: a JSON array of MIG device UUIDs, one per reserved device,
- *       in the reservation's order.
+ *       instances: a JSON array of device UUIDs, one per reserved device, in
+ *       the reservation's order: the MIG device's UUID, or for a soft slice
+ *       the GPU's UUID.
  *   migkit.io/mig-allocated    written by the device plugin when an Allocate
  *       consumed the reservation (any value; the time). */
 #pragma once
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -36,16 +41,33 @@
 #define MK_MAX_RESERVATION_BYTES (16u << 10)   /* one reservation annotation */
 #define MK_MAX_CLAIM_DEVICES 16u               /* devices of one pod (HAMi caps a container at 16) */
 #define MK_MAX_POD_CONTAINERS 64u              /* containers (init included) of one pod we look at */
+#define MK_CLAIM_MAX_MEMORY_MIB (UINT64_C(1) << 24) /* a soft slice's cap: 16 TiB, far above any GPU */
 
-/* One reserved device: a GPU instance of `profile` at `placement` on GPU `gpu`. */
+/* How a reserved device is provided: a MIG instance, or a soft slice of a
+ * whole GPU enforced by libmigkit-vgpu.so (HAMi-core's way). */
+enum mk_claim_mode {
+        MK_CLAIM_MIG,
+        MK_CLAIM_SOFT,
+        _MK_CLAIM_MODE_MAX,
+        _MK_CLAIM_MODE_INVALID = -EINVAL,
+};
+
+const char *mk_claim_mode_to_string(enum mk_claim_mode m); /* "mig", "hami-core" */
+enum mk_claim_mode mk_claim_mode_from_string(const char *s);
+
+/* One reserved device: MIG, a GPU instance of `profile` at `placement` on
+ * GPU `gpu`; SOFT, a share of GPU `gpu` capped at memory_mib and cores. */
 struct mk_claim_device {
         unsigned container;             /* index among init containers then containers */
+        enum mk_claim_mode mode;        /* MK_CLAIM_MIG (the zero default) or MK_CLAIM_SOFT */
         char gpu[MK_UUID_MAX];
-        char profile[MK_PROFILE_NAME_MAX];
+        char profile[MK_PROFILE_NAME_MAX]; /* MIG only, from here to placement */
         unsigned profile_id;            /* driver GI profile id */
         unsigned slices;
         struct mk_placement placement;  /* memory units */
-        char mig_uuid[MK_UUID_MAX];     /* from migkit.io/mig-devices; "" until created */
+        uint64_t memory_mib;            /* SOFT: the memory cap, >= 1 */
+        unsigned cores;                 /* SOFT: SM limit in percent 0..100, 0 = no limit */
+        char mig_uuid[MK_UUID_MAX];     /* from migkit.io/mig-devices; "" until created (SOFT: the GPU's UUID) */
 };
 
 struct mk_claim {
@@ -85,7 +107,8 @@ int mk_claim_from_pod(const json_t *pod, struct mk_claim *ret, struct mk_error *
  * ContainerAllocateRequest per container asking for the resource, in
  * container order; kubelet admits pods one at a time. Among `claims` (the
  * node's pods with reservations), a candidate is active, not yet allocated,
- * reserved on `node`, has every MIG UUID created, and has one container per
+ * reserved on `node`, has every MIG UUID created (a SOFT device needs
+ * nothing created: it is ready at once), and has one container per
  * request entry in order with exactly counts[i] devices. The chosen one is
  * the earliest reservation (time), ties by namespace/name. Returns the
  * index in `claims`, -ENOENT when none matches (the plugin fails the

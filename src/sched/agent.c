@@ -153,7 +153,7 @@ static bool reserved(const struct pod_claim *claims, size_t n, const char *gpu, 
                         continue;
                 for (size_t d = 0; d < claims[c].claim.n_devices; d++) {
                         const struct mk_claim_device *cd = &claims[c].claim.devices[d];
-                        if (streq(cd->gpu, gpu) && cd->profile_id == gi->profile_id &&
+                        if (cd->mode == MK_CLAIM_MIG && streq(cd->gpu, gpu) && cd->profile_id == gi->profile_id &&
                             cd->placement.start == gi->placement.start && cd->placement.size == gi->placement.size)
                                 return true;
                 }
@@ -247,6 +247,11 @@ static int record_devices(struct agent *a, const struct mk_snapshot *s, struct p
         for (size_t d = 0; d < pc->claim.n_devices; d++) {
                 const struct mk_claim_device *cd = &pc->claim.devices[d];
                 const struct mk_gpu *g = gpu_by_uuid(s, cd->gpu);
+                if (g && cd->mode == MK_CLAIM_SOFT) {
+                        /* A soft slice needs nothing created: the GPU's UUID keeps the array aligned. */
+                        json_array_append_new(arr, json_string(g->uuid));
+                        continue;
+                }
                 const struct mk_gi *gi = g ? gi_at(g, cd->profile_id, cd->placement) : NULL;
                 if (!gi || gi->n_cis == 0 || !gi->cis[0].uuid[0]) {
                         json_decref(arr);
@@ -349,7 +354,7 @@ static int pass_run(struct agent *a, struct mk_sched_agent_pass *pass, struct mk
                                 pass->failed++;
                                 continue;
                         }
-                        if (gi_at(g, cd->profile_id, cd->placement))
+                        if (cd->mode == MK_CLAIM_SOFT || gi_at(g, cd->profile_id, cd->placement))
                                 continue;
                         if (create_instance(a, g, cd, &ce) < 0) {
                                 report(a->o, MK_LOG_WARNING, "Pod %s/%s: cannot create %s at %u:%u on GPU %u: %s",

@@ -108,7 +108,7 @@ static int gpu_from_snapshot(const struct mk_gpu *sg, const struct mk_sched_conf
                                 continue;
                         for (size_t d = 0; d < claims[c].n_devices; d++) {
                                 const struct mk_claim_device *cd = &claims[c].devices[d];
-                                if (streq(cd->gpu, sg->uuid) && cd->placement.start == gi->placement.start &&
+                                if (cd->mode == MK_CLAIM_MIG && streq(cd->gpu, sg->uuid) && cd->placement.start == gi->placement.start &&
                                     cd->placement.size == gi->placement.size && cd->profile_id == gi->profile_id) {
                                         in.state = MK_INV_CREATED;
                                         claim_owner(&claims[c], &in);
@@ -125,7 +125,8 @@ static int gpu_from_snapshot(const struct mk_gpu *sg, const struct mk_sched_conf
                         continue;
                 for (size_t d = 0; d < claims[c].n_devices && r >= 0; d++) {
                         const struct mk_claim_device *cd = &claims[c].devices[d];
-                        if (!streq(cd->gpu, sg->uuid) || matched[c * MK_MAX_CLAIM_DEVICES + d])
+                        if (cd->mode != MK_CLAIM_MIG || !streq(cd->gpu, sg->uuid) ||
+                            matched[c * MK_MAX_CLAIM_DEVICES + d])
                                 continue;
                         struct mk_inv_instance in = {
                                 .state = MK_INV_RESERVED,

@@ -129,7 +129,8 @@ int mk_sched_fill_gpus(struct mk_fit_gpu *gpus, struct mk_fit_instance *used, co
                             mk_sched_pod_expired(p, now))
                                 continue;
                         for (size_t d = 0; d < p->claim.n_devices && r >= 0; d++)
-                                if (streq(p->claim.devices[d].gpu, ig->uuid))
+                                if (p->claim.devices[d].mode == MK_CLAIM_MIG &&
+                                    streq(p->claim.devices[d].gpu, ig->uuid))
                                         r = mk_sched_add_used(&gpus[g], u, p->claim.devices[d].profile_id,
                                                               p->claim.devices[d].slices,
                                                               p->claim.devices[d].placement);

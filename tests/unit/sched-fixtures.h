@@ -43,6 +43,17 @@ static inline void add_dev(struct mk_claim *c, unsigned ctr, const char *gpu, co
         snprintf(d->mig_uuid, sizeof(d->mig_uuid), "%s", mig ? mig : "");
 }
 
+/* Appends one soft slice (unified pool) of GPU `gpu` to `c`; `uuid` as
+ * the agent's mig-devices entry, or none when NULL. */
+static inline void add_soft(struct mk_claim *c, unsigned ctr, const char *gpu, uint64_t memory_mib, unsigned cores,
+                            const char *uuid) {
+        struct mk_claim_device *d = &c->devices[c->n_devices++];
+        *d = (struct mk_claim_device) {.container = ctr, .mode = MK_CLAIM_SOFT, .memory_mib = memory_mib,
+                                       .cores = cores};
+        snprintf(d->gpu, sizeof(d->gpu), "%s", gpu);
+        snprintf(d->mig_uuid, sizeof(d->mig_uuid), "%s", uuid ? uuid : "");
+}
+
 /* Pending pod ns/pod-<uid> with one container of `resources` (JSON text)
  * and `annotations` (JSON members, or NULL). */
 static inline json_t *pod_json(const char *uid, const char *resources, const char *annotations) {

@@ -42,6 +42,56 @@ static void test_reservation_roundtrip(void **state) {
         free(s);
 }
 
+/* A soft slice (unified pool) next to a MIG device: the MIG entry keeps the
+ * version-1 form without "mode", the soft one has no profile fields. */
+static void test_reservation_soft(void **state) {
+        (void) state;
+        struct mk_claim c = make_claim("ns", "p", "u1", "n1", 9);
+        add_dev(&c, 0, "GPU-aaaa", "1g.5gb", 19, 1, pl(6, 1), NULL);
+        add_soft(&c, 1, "GPU-bbbb", 8000, 30, NULL);
+        add_soft(&c, 1, "GPU-cccc", 1, 0, NULL);
+        char *s = NULL;
+        assert_int_equal(mk_claim_reservation_format(&c, &s), 0);
+        assert_string_equal(s, "{\"version\":1,\"node\":\"n1\",\"time\":9,\"devices\":["
+                               "{\"container\":0,\"gpu\":\"GPU-aaaa\",\"profile\":\"1g.5gb\",\"profileID\":19,"
+                               "\"slices\":1,\"placement\":{\"start\":6,\"size\":1}},"
+                               "{\"container\":1,\"mode\":\"hami-core\",\"gpu\":\"GPU-bbbb\",\"memoryMiB\":8000,"
+                               "\"cores\":30},"
+                               "{\"container\":1,\"mode\":\"hami-core\",\"gpu\":\"GPU-cccc\",\"memoryMiB\":1,"
+                               "\"cores\":0}]}");
+        struct mk_claim back = {0};
+        assert_int_equal(mk_claim_reservation_parse(s, &back, NULL), 0);
+        assert_int_equal(back.n_devices, 3);
+        assert_int_equal(back.devices[0].mode, MK_CLAIM_MIG);
+        assert_int_equal(back.devices[1].mode, MK_CLAIM_SOFT);
+        assert_string_equal(back.devices[1].gpu, "GPU-bbbb");
+        assert_int_equal(back.devices[1].memory_mib, 8000);
+        assert_int_equal(back.devices[1].cores, 30);
+        assert_string_equal(back.devices[1].profile, "");
+        assert_int_equal(back.devices[2].memory_mib, 1);
+        free(s);
+        /* "mode":"mig" is the default spelled out; "cores" may be left out. */
+        assert_int_equal(mk_claim_reservation_parse(
+                                 "{\"version\":1,\"node\":\"n\",\"devices\":[{\"container\":0,\"mode\":\"mig\","
+                                 "\"gpu\":\"G\",\"profile\":\"1g.5gb\",\"profileID\":19,\"slices\":1,"
+                                 "\"placement\":{\"start\":0,\"size\":1}},{\"container\":0,\"mode\":\"hami-core\","
+                                 "\"gpu\":\"G\",\"memoryMiB\":5}]}",
+                                 &back, NULL),
+                         0);
+        assert_int_equal(back.devices[0].mode, MK_CLAIM_MIG);
+        assert_int_equal(back.devices[1].cores, 0);
+        /* The agent's mig-devices: the GPU's UUID stands for a soft device. */
+        assert_int_equal(mk_claim_devices_parse("[\"MIG-1\",\"G\"]", &back, NULL), 0);
+        assert_string_equal(back.devices[1].mig_uuid, "G");
+        assert_string_equal(mk_claim_mode_to_string(MK_CLAIM_SOFT), "hami-core");
+        assert_string_equal(mk_claim_mode_to_string(MK_CLAIM_MIG), "mig");
+        assert_null(mk_claim_mode_to_string(_MK_CLAIM_MODE_MAX));
+        assert_int_equal(mk_claim_mode_from_string("hami-core"), MK_CLAIM_SOFT);
+        assert_int_equal(mk_claim_mode_from_string("HAMi-core"), -EINVAL);
+}
+
+#define SOFT_DEV(x) "{\"version\":1,\"node\":\"n\",\"devices\":[{\"container\":0,\"gpu\":\"G\"," x "}]}"
+
 static const struct {
         const char *value, *msg;
 } bad_reservations[] = {
@@ -59,6 +109,21 @@ static const struct {
          "profileID: must be an integer"},
         {"{\"version\":1,\"node\":\"n\",\"node\":\"m\",\"devices\":[]}", "duplicate"},
         {"{\"version\":1,\"node\":\"n\\u0001\",\"devices\":[]}", "printable ASCII"},
+        {"{\"version\":1,\"node\":\"n\",\"devices\":[7]}", "must be an object"},
+        {SOFT_DEV("\"mode\":\"time-slicing\",\"memoryMiB\":1"), "mode: unknown 'time-slicing'"},
+        {SOFT_DEV("\"mode\":\"hami-core-and-more-than-sixteen\""), "mode"},
+        {SOFT_DEV("\"mode\":1"), "mode: must be a string"},
+        {SOFT_DEV("\"mode\":\"hami-core\""), "memoryMiB: missing"},
+        {SOFT_DEV("\"mode\":\"hami-core\",\"memoryMiB\":0"), "memoryMiB: must be at least 1"},
+        {SOFT_DEV("\"mode\":\"hami-core\",\"memoryMiB\":16777217"), "memoryMiB: must be an integer"},
+        {SOFT_DEV("\"mode\":\"hami-core\",\"memoryMiB\":8,\"cores\":101"), "cores: must be an integer from 0 to 100"},
+        {SOFT_DEV("\"mode\":\"hami-core\",\"memoryMiB\":8,\"cores\":-1"), "cores: must be an integer"},
+        {SOFT_DEV("\"mode\":\"hami-core\",\"memoryMiB\":8,\"profile\":\"1g.5gb\""), "unknown field 'profile'"},
+        {SOFT_DEV("\"mode\":\"hami-core\",\"memoryMiB\":8,\"placement\":{}"), "unknown field 'placement'"},
+        {SOFT_DEV("\"profile\":\"1g.5gb\",\"profileID\":19,\"slices\":1,\"placement\":{\"start\":0,\"size\":1},"
+                  "\"memoryMiB\":8"),
+         "unknown field 'memoryMiB'"},
+        {SOFT_DEV("\"mode\":\"mig\",\"cores\":5"), "unknown field 'cores'"},
 };
 
 static void test_reservation_invalid(void **state) {
@@ -142,11 +207,22 @@ static void test_match_allocate(void **state) {
         assert_int_equal(mk_claim_match_allocate(t, 2, "n1", one, 1), 0);
         t[0].active = false;
         assert_int_equal(mk_claim_match_allocate(t, 2, "n1", one, 1), -ENOENT);
+        /* A soft device is ready at once; a MIG device beside it still waits
+         * for its MIG UUID. */
+        struct mk_claim s[2] = {make_claim("ns", "s", "3", "n1", 1), make_claim("ns", "m", "4", "n1", 0)};
+        add_soft(&s[0], 0, "GPU-a", 4000, 20, NULL);
+        add_soft(&s[1], 0, "GPU-a", 4000, 0, NULL);
+        add_dev(&s[1], 1, "GPU-b", "1g.5gb", 19, 1, pl(0, 1), NULL);
+        assert_int_equal(mk_claim_match_allocate(s, 2, "n1", one, 1), 0);
+        assert_int_equal(mk_claim_match_allocate(s, 2, "n1", (unsigned[]) {1, 1}, 2), -ENOENT);
+        snprintf(s[1].devices[1].mig_uuid, sizeof(s[1].devices[1].mig_uuid), "MIG-b");
+        assert_int_equal(mk_claim_match_allocate(s, 2, "n1", (unsigned[]) {1, 1}, 2), 1);
 }
 
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_reservation_roundtrip),
+                cmocka_unit_test(test_reservation_soft),
                 cmocka_unit_test(test_reservation_invalid),
                 cmocka_unit_test(test_claim_from_pod),
                 cmocka_unit_test(test_match_allocate),
