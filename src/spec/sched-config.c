@@ -15,9 +15,18 @@ static const char *const mode_table[_MK_SCHED_MODE_MAX] = {
         [MK_SCHED_MODE_MIG] = "mig",
         [MK_SCHED_MODE_HAMI_CORE] = "hami-core",
         [MK_SCHED_MODE_DISABLED] = "disabled",
+        [MK_SCHED_MODE_MIXED] = "mixed",
 };
 
 MK_DEFINE_STRING_TABLE_LOOKUP(mk_sched_mode, enum mk_sched_mode, mode_table, _MK_SCHED_MODE_MAX, _MK_SCHED_MODE_INVALID);
+
+static const char *const switch_table[_MK_SCHED_SWITCH_MAX] = {
+        [MK_SCHED_SWITCH_NEVER] = "never",
+        [MK_SCHED_SWITCH_IDLE] = "idle",
+};
+
+MK_DEFINE_STRING_TABLE_LOOKUP(mk_sched_mode_switch, enum mk_sched_mode_switch, switch_table, _MK_SCHED_SWITCH_MAX,
+                              _MK_SCHED_SWITCH_INVALID);
 
 static void model_done(struct mk_sched_model *m) {
         strv_free(m->models);
@@ -31,8 +40,10 @@ struct mk_sched_config *mk_sched_config_free(struct mk_sched_config *c) {
         for (size_t i = 0; i < c->n_models; i++)
                 model_done(&c->models[i]);
         free(c->models);
-        for (size_t i = 0; i < c->n_nodes; i++)
+        for (size_t i = 0; i < c->n_nodes; i++) {
                 free(c->nodes[i].name);
+                free(c->nodes[i].gpus);
+        }
         free(c->nodes);
         free(c->file);
         free(c->resource_count);
@@ -129,15 +140,19 @@ static int get_profiles(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, str
         return 0;
 }
 
-static int get_count(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, const char *what, unsigned max) {
+/* An integer in [min, max] (into *ret when not NULL). */
+static int get_count(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, const char *what, unsigned min,
+                     unsigned max, unsigned *ret) {
         struct mk_yaml_scalar v;
         int r = mk_yaml_resolve(c, n, &v);
         if (r < 0)
                 return r;
         if (v.type != MK_YAML_INT)
                 return mk_yaml_error(c, n, "%s must be an integer, not %s", what, mk_yaml_type_json(v.type));
-        if (v.is_unsigned || v.i < 0 || v.i > (int64_t) max)
-                return mk_yaml_error(c, n, "%s must be between 0 and %u", what, max);
+        if (v.is_unsigned || v.i < (int64_t) min || v.i > (int64_t) max)
+                return mk_yaml_error(c, n, "%s must be between %u and %u", what, min, max);
+        if (ret)
+                *ret = (unsigned) v.i;
         return 0;
 }
 
@@ -161,11 +176,11 @@ static int get_geometry(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, str
                                 r = add_profile(c, mm.pairs[k].value, m);
                                 have_name = true;
                         } else if (streq(key, "memory"))
-                                r = get_count(c, mm.pairs[k].value, "memory", 1u << 24);
+                                r = get_count(c, mm.pairs[k].value, "memory", 0, 1u << 24, NULL);
                         else if (streq(key, "count"))
-                                r = get_count(c, mm.pairs[k].value, "count", 64);
+                                r = get_count(c, mm.pairs[k].value, "count", 0, 64, NULL);
                         else
-                                r = get_count(c, mm.pairs[k].value, "core", 100);
+                                r = get_count(c, mm.pairs[k].value, "core", 0, 100, NULL);
                         if (r < 0)
                                 return r;
                         mk_yaml_path_pop(c, o2);
@@ -262,8 +277,69 @@ static int get_model_list(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, b
         return 0;
 }
 
-/* nodeconfig: [{name, operatingmode, ...}]; HAMi's other per-node keys are
- * accepted and ignored (they configure its device plugin). */
+/* deviceSplitCount / devicesplitcount: 1..MK_MAX_SCHED_SPLIT. */
+static int get_split(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, const char *what, unsigned *ret) {
+        return get_count(c, n, what, 1, MK_MAX_SCHED_SPLIT, ret);
+}
+
+/* An operating mode name into *ret (`per_gpu`: not mixed); `allowed` lists them for the message. */
+static int get_mode(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, const char *what, const char *allowed,
+                    bool per_gpu, enum mk_sched_mode *ret) {
+        _cleanup_free_ char *s = NULL;
+        int r = get_str(c, n, what, &s);
+        if (r < 0)
+                return r;
+        enum mk_sched_mode m = mk_sched_mode_from_string(s);
+        if ((int) m < 0 || (per_gpu && m == MK_SCHED_MODE_MIXED))
+                return mk_yaml_error(c, n, "unknown %s '%s' (%s)", what, s, allowed);
+        *ret = m;
+        return 0;
+}
+
+/* gpus: [{index, mode}] of a mixed node; an index at most once. */
+static int get_gpus(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, struct mk_sched_node_config *nc) {
+        static const char *const known[] = {"index", "mode", NULL};
+        int r = get_seq(c, n, "gpus", MK_MAX_SCHED_NODE_GPUS);
+        if (r < 0)
+                return r;
+        free(nc->gpus);
+        nc->n_gpus = 0;
+        nc->gpus = calloc(n->n_items + 1, sizeof(*nc->gpus));
+        if (!nc->gpus)
+                return mk_yaml_error_code(c, -ENOMEM, n, "out of memory");
+        for (size_t i = 0; i < n->n_items; i++) {
+                const struct mk_yaml_node *it = n->items[i];
+                size_t old = mk_yaml_path_push_index(c, i);
+                _cleanup_yaml_map_done_ struct mk_yaml_map mm = {0};
+                r = mk_yaml_map_load_known(c, it, "a gpus entry", known, true, &mm);
+                if (r < 0)
+                        return r;
+                struct mk_sched_gpu_config g = {.index = UINT32_MAX, .mode = _MK_SCHED_MODE_INVALID};
+                for (size_t k = 0; k < mm.n; k++) {
+                        size_t o2 = mk_yaml_path_push_key(c, mm.pairs[k].name);
+                        if (streq(mm.pairs[k].name, "index"))
+                                r = get_count(c, mm.pairs[k].value, "index", 0, MK_MAX_SCHED_NODE_GPUS - 1, &g.index);
+                        else
+                                r = get_mode(c, mm.pairs[k].value, "mode", "mig, hami-core or disabled", true,
+                                             &g.mode);
+                        if (r < 0)
+                                return r;
+                        mk_yaml_path_pop(c, o2);
+                }
+                if (g.index == UINT32_MAX || (int) g.mode < 0)
+                        return mk_yaml_error(c, it, "a gpus entry needs an index and a mode");
+                for (size_t k = 0; k < nc->n_gpus; k++)
+                        if (nc->gpus[k].index == g.index)
+                                return mk_yaml_error(c, it, "GPU %u is listed twice", g.index);
+                nc->gpus[nc->n_gpus++] = g;
+                mk_yaml_path_pop(c, old);
+        }
+        return 0;
+}
+
+/* nodeconfig: [{name, operatingmode, devicesplitcount, modeswitch, gpus}];
+ * HAMi's other per-node keys are accepted and ignored (they configure its
+ * device plugin). */
 static int get_nodes(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, struct mk_sched_config *cfg) {
         int r = get_seq(c, n, "nodeconfig", MK_MAX_SCHED_NODES);
         if (r < 0)
@@ -283,19 +359,28 @@ static int get_nodes(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, struct
                 struct mk_sched_node_config *nc = &cfg->nodes[cfg->n_nodes++];
                 nc->mode = MK_SCHED_MODE_MIG;
                 bool have_mode = false;
+                const struct mk_yaml_node *only_mixed = NULL; /* gpus or modeswitch, for the message */
                 for (size_t k = 0; k < mm.n; k++) {
                         const char *key = mm.pairs[k].name;
+                        const struct mk_yaml_node *v = mm.pairs[k].value;
                         size_t o2 = mk_yaml_path_push_key(c, key);
                         if (streq(key, "name"))
-                                r = get_str(c, mm.pairs[k].value, "name", &nc->name);
+                                r = get_str(c, v, "name", &nc->name);
                         else if (streq(key, "operatingmode")) {
-                                _cleanup_free_ char *s = NULL;
-                                r = get_str(c, mm.pairs[k].value, "operatingmode", &s);
-                                if (r >= 0 && (int) (nc->mode = mk_sched_mode_from_string(s)) < 0)
-                                        r = mk_yaml_error(c, mm.pairs[k].value,
-                                                          "unknown operatingmode '%s' (mig, hami-core or disabled)",
-                                                          s);
+                                r = get_mode(c, v, "operatingmode", "mig, hami-core, mixed or disabled", false,
+                                             &nc->mode);
                                 have_mode = true;
+                        } else if (streq(key, "devicesplitcount"))
+                                r = get_split(c, v, key, &nc->split);
+                        else if (streq(key, "modeswitch")) {
+                                _cleanup_free_ char *s = NULL;
+                                r = get_str(c, v, key, &s);
+                                if (r >= 0 && (int) (nc->mode_switch = mk_sched_mode_switch_from_string(s)) < 0)
+                                        r = mk_yaml_error(c, v, "unknown modeswitch '%s' (never or idle)", s);
+                                only_mixed = it;
+                        } else if (streq(key, "gpus")) {
+                                r = get_gpus(c, v, nc);
+                                only_mixed = it;
                         }
                         if (r < 0)
                                 return r;
@@ -305,6 +390,9 @@ static int get_nodes(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, struct
                         return mk_yaml_error(c, it, "a nodeconfig entry needs a name");
                 if (!have_mode)
                         nc->mode = MK_SCHED_MODE_HAMI_CORE; /* HAMi's default mode */
+                if (only_mixed && nc->mode != MK_SCHED_MODE_MIXED)
+                        return mk_yaml_error(c, it, "gpus and modeswitch are for operatingmode mixed, not %s",
+                                             mk_sched_mode_to_string(nc->mode));
                 for (size_t k = 0; k + 1 < cfg->n_nodes; k++)
                         if (streq(cfg->nodes[k].name, nc->name))
                                 return mk_yaml_error(c, it, "node '%s' is listed twice", nc->name);
@@ -347,6 +435,8 @@ static int get_nvidia(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, struc
                         r = set_str(c, v, key, &cfg->resource_memory_percentage);
                 else if (streq(key, "resourceCoreName"))
                         r = set_str(c, v, key, &cfg->resource_cores);
+                else if (streq(key, "deviceSplitCount"))
+                        r = get_split(c, v, key, &cfg->split);
                 if (r < 0)
                         return r;
                 mk_yaml_path_pop(c, old);
@@ -355,7 +445,8 @@ static int get_nvidia(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, struc
 }
 
 static int parse_top(struct mk_yaml_ctx *c, const struct mk_yaml_node *root, struct mk_sched_config *cfg) {
-        static const char *const known[] = {"version", "allowedProfiles", "nodeconfig", "resourceNames", NULL};
+        static const char *const known[] = {"version",       "allowedProfiles",  "nodeconfig",
+                                            "resourceNames", "deviceSplitCount", NULL};
         if (!root)
                 return 0;
         if (root->kind != MK_YAML_MAPPING)
@@ -384,6 +475,8 @@ static int parse_top(struct mk_yaml_ctx *c, const struct mk_yaml_node *root, str
                         r = get_model_list(c, v, false, cfg);
                 else if (streq(k, "nodeconfig"))
                         r = get_nodes(c, v, cfg);
+                else if (ours && streq(k, "deviceSplitCount"))
+                        r = get_split(c, v, k, &cfg->split);
                 else if (streq(k, "nvidia") || streq(k, "resourceNames"))
                         r = get_nvidia(c, v, cfg);
                 /* HAMi form: other vendors' blocks are accepted and ignored. */
@@ -410,6 +503,8 @@ static int walk(struct mk_yaml_ctx *c, const struct mk_yaml_node *root, void *us
         int r = parse_top(c, root, cfg);
         if (r < 0)
                 return r;
+        if (cfg->split == 0)
+                cfg->split = MK_SCHED_DEFAULT_SPLIT;
         if (default_str(&cfg->resource_count, "nvidia.com/gpu") < 0 ||
             default_str(&cfg->resource_memory, "nvidia.com/gpumem") < 0 ||
             default_str(&cfg->resource_memory_percentage, "nvidia.com/gpumem-percentage") < 0 ||
@@ -456,9 +551,47 @@ bool mk_sched_config_allows(const struct mk_sched_config *c, const char *gpu_nam
         return false;
 }
 
-enum mk_sched_mode mk_sched_config_node_mode(const struct mk_sched_config *c, const char *node) {
+const struct mk_sched_node_config *mk_sched_config_node(const struct mk_sched_config *c, const char *node) {
         for (size_t i = 0; i < c->n_nodes; i++)
                 if (streq(c->nodes[i].name, node))
-                        return c->nodes[i].mode;
-        return MK_SCHED_MODE_MIG;
+                        return &c->nodes[i];
+        return NULL;
+}
+
+enum mk_sched_mode mk_sched_config_node_mode(const struct mk_sched_config *c, const char *node) {
+        const struct mk_sched_node_config *nc = mk_sched_config_node(c, node);
+        return nc ? nc->mode : MK_SCHED_MODE_MIG;
+}
+
+static const struct mk_sched_gpu_config *gpu_entry(const struct mk_sched_node_config *nc, unsigned index) {
+        for (size_t i = 0; nc && i < nc->n_gpus; i++)
+                if (nc->gpus[i].index == index)
+                        return &nc->gpus[i];
+        return NULL;
+}
+
+enum mk_sched_mode mk_sched_config_gpu_mode(const struct mk_sched_config *c, const char *node, unsigned index,
+                                            bool mig_enabled) {
+        const struct mk_sched_node_config *nc = mk_sched_config_node(c, node);
+        if (!nc)
+                return MK_SCHED_MODE_MIG;
+        if (nc->mode != MK_SCHED_MODE_MIXED)
+                return nc->mode;
+        const struct mk_sched_gpu_config *g = gpu_entry(nc, index);
+        if (g)
+                return g->mode;
+        return mig_enabled ? MK_SCHED_MODE_MIG : MK_SCHED_MODE_HAMI_CORE;
+}
+
+unsigned mk_sched_config_split(const struct mk_sched_config *c, const char *node) {
+        const struct mk_sched_node_config *nc = mk_sched_config_node(c, node);
+        if (nc && nc->split)
+                return nc->split;
+        return c->split ? c->split : MK_SCHED_DEFAULT_SPLIT;
+}
+
+bool mk_sched_config_may_switch(const struct mk_sched_config *c, const char *node, unsigned index) {
+        const struct mk_sched_node_config *nc = mk_sched_config_node(c, node);
+        return nc && nc->mode == MK_SCHED_MODE_MIXED && nc->mode_switch == MK_SCHED_SWITCH_IDLE &&
+               !gpu_entry(nc, index);
 }

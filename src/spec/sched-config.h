@@ -4,7 +4,10 @@
  *
  *   ours:   version: v1
  *           allowedProfiles: [{models: [substrings], profiles: ["1g.10gb", "1g.10gb+me", ...]}]
- *           nodeconfig: [{name: node, operatingmode: mig|hami-core|disabled}]
+ *           deviceSplitCount: 10
+ *           nodeconfig: [{name: node, operatingmode: mig|hami-core|mixed|disabled,
+ *                         devicesplitcount: N, modeswitch: never|idle,
+ *                         gpus: [{index: 0, mode: mig|hami-core|disabled}]}]   (gpus, modeswitch: mixed only)
  *   HAMi:   nvidia: {knownMigGeometries: [{models, allowedGeometries: [[{name, memory, count}]]}],
  *                    migProfileAllowlist: [{models, profiles}], resource*Name: ...}
  *           nodeconfig: [...]      (HAMi v2.10.0 charts/hami device config; HAMi release-v2.9 knownMigGeometries; HAMi v2.10.0 dynamic MIG, PR #2378)
@@ -28,17 +31,32 @@
 #define MK_MAX_SCHED_PROFILES 64u                /* profiles of one entry */
 #define MK_MAX_SCHED_NODES 4096u                 /* nodeconfig entries */
 #define MK_MAX_SCHED_NAME 253u                   /* a node name or model substring */
+#define MK_MAX_SCHED_NODE_GPUS 64u               /* gpus entries of one node (= MK_MAX_INVENTORY_GPUS) */
+#define MK_SCHED_DEFAULT_SPLIT 10u               /* HAMi's deviceSplitCount default */
+#define MK_MAX_SCHED_SPLIT 64u                   /* sharers of one GPU (= MK_MAX_INVENTORY_SOFT) */
 
 enum mk_sched_mode {
         MK_SCHED_MODE_MIG,             /* dynamic MIG: the scheduler creates instances */
-        MK_SCHED_MODE_HAMI_CORE,       /* soft slicing: not ours, the node is skipped */
+        MK_SCHED_MODE_HAMI_CORE,       /* soft slicing: whole GPUs shared, capped by libmigkit-vgpu.so */
         MK_SCHED_MODE_DISABLED,
+        MK_SCHED_MODE_MIXED,           /* a node: each GPU mig or hami-core (gpus, else its MIG state) */
         _MK_SCHED_MODE_MAX,
         _MK_SCHED_MODE_INVALID = -EINVAL,
 };
-/* "mig", "hami-core", "disabled". */
+/* "mig", "hami-core", "disabled", "mixed". */
 const char *mk_sched_mode_to_string(enum mk_sched_mode m);
 enum mk_sched_mode mk_sched_mode_from_string(const char *s);
+
+/* Whether the scheduler may turn an idle GPU to the other mode. */
+enum mk_sched_mode_switch {
+        MK_SCHED_SWITCH_NEVER,
+        MK_SCHED_SWITCH_IDLE,
+        _MK_SCHED_SWITCH_MAX,
+        _MK_SCHED_SWITCH_INVALID = -EINVAL,
+};
+/* "never", "idle". */
+const char *mk_sched_mode_switch_to_string(enum mk_sched_mode_switch m);
+enum mk_sched_mode_switch mk_sched_mode_switch_from_string(const char *s);
 
 struct mk_sched_model {
         char **models;                  /* substrings, NULL-terminated */
@@ -48,9 +66,19 @@ struct mk_sched_model {
         unsigned line;                  /* where the entry starts, for messages */
 };
 
+/* A GPU of a mixed node, by its NVML index. */
+struct mk_sched_gpu_config {
+        unsigned index;
+        enum mk_sched_mode mode;        /* mig, hami-core or disabled */
+};
+
 struct mk_sched_node_config {
         char *name;
         enum mk_sched_mode mode;
+        unsigned split;                 /* devicesplitcount; 0: the config's */
+        enum mk_sched_mode_switch mode_switch; /* mixed only */
+        struct mk_sched_gpu_config *gpus; /* mixed only */
+        size_t n_gpus;
 };
 
 struct mk_sched_config {
@@ -59,6 +87,7 @@ struct mk_sched_config {
         size_t n_models;
         struct mk_sched_node_config *nodes;
         size_t n_nodes;
+        unsigned split;                 /* deviceSplitCount (both forms), default MK_SCHED_DEFAULT_SPLIT */
         /* Resource names (HAMi's nvidia.resource*Name), defaults nvidia.com/gpu,
          * nvidia.com/gpumem, nvidia.com/gpumem-percentage, nvidia.com/gpucores. */
         char *resource_count, *resource_memory, *resource_memory_percentage, *resource_cores;
@@ -88,3 +117,24 @@ bool mk_sched_config_allows(const struct mk_sched_config *c, const char *gpu_nam
 
 /* The node's operating mode: its nodeconfig entry's, else MIG. */
 enum mk_sched_mode mk_sched_config_node_mode(const struct mk_sched_config *c, const char *node) _nonnull_(1, 2);
+
+/* The node's nodeconfig entry, NULL when it has none. */
+const struct mk_sched_node_config *mk_sched_config_node(const struct mk_sched_config *c, const char *node)
+        _nonnull_(1, 2);
+
+/* How GPU `index` of `node` is used (never MIXED): a mig, hami-core or
+ * disabled node's GPUs all follow the node; on a mixed node, the GPU's
+ * gpus entry, else its current state (`mig_enabled`: mig, else hami-core). */
+enum mk_sched_mode mk_sched_config_gpu_mode(const struct mk_sched_config *c, const char *node, unsigned index,
+                                            bool mig_enabled) _nonnull_(1, 2);
+
+/* The most sharers of one shared GPU of `node`: its devicesplitcount, else
+ * the config's deviceSplitCount, else 10. */
+unsigned mk_sched_config_split(const struct mk_sched_config *c, const char *node) _nonnull_(1, 2);
+
+/* The idle mode-switch rule: whether the scheduler may turn GPU `index` of
+ * `node` to the other mode when it is idle (no MIG instance, no soft slice,
+ * no reservation: the caller checks that). Only on a mixed node with
+ * modeswitch: idle, and only a GPU without a gpus entry (an entry pins its
+ * mode). Never a GPU with a pod on it. */
+bool mk_sched_config_may_switch(const struct mk_sched_config *c, const char *node, unsigned index) _nonnull_(1, 2);

@@ -34,9 +34,22 @@ static char *dump(const struct mk_sched_config *c) {
                 }
                 assert_int_equal(mk_buf_puts(&b, "] "), 0);
         }
-        for (size_t i = 0; i < c->n_nodes; i++)
-                assert_int_equal(
-                        mk_buf_printf(&b, "%s=%s ", c->nodes[i].name, mk_sched_mode_to_string(c->nodes[i].mode)), 0);
+        for (size_t i = 0; i < c->n_nodes; i++) {
+                const struct mk_sched_node_config *n = &c->nodes[i];
+                assert_int_equal(mk_buf_printf(&b, "%s=%s", n->name, mk_sched_mode_to_string(n->mode)), 0);
+                if (n->split)
+                        assert_int_equal(mk_buf_printf(&b, ",split=%u", n->split), 0);
+                if (n->mode_switch != MK_SCHED_SWITCH_NEVER)
+                        assert_int_equal(
+                                mk_buf_printf(&b, ",switch=%s", mk_sched_mode_switch_to_string(n->mode_switch)), 0);
+                for (size_t k = 0; k < n->n_gpus; k++)
+                        assert_int_equal(mk_buf_printf(&b, ",gpu%u=%s", n->gpus[k].index,
+                                                       mk_sched_mode_to_string(n->gpus[k].mode)),
+                                         0);
+                assert_int_equal(mk_buf_puts(&b, " "), 0);
+        }
+        if (c->split != MK_SCHED_DEFAULT_SPLIT)
+                assert_int_equal(mk_buf_printf(&b, "split=%u ", c->split), 0);
         assert_int_equal(mk_buf_printf(&b, "res=%s,%s,%s,%s", c->resource_count, c->resource_memory,
                                        c->resource_memory_percentage, c->resource_cores),
                          0);
@@ -57,7 +70,15 @@ static const struct {
          "[A30: 1g.6gb] " DEFRES},
         {"nodeconfig, HAMi's default mode",
          "version: v1\nnodeconfig:\n  - name: n1\n    operatingmode: mig\n  - name: n2\n    devicesplitcount: 4\n",
-         "n1=mig n2=hami-core " DEFRES},
+         "n1=mig n2=hami-core,split=4 " DEFRES},
+        {"unified pool: mixed node, per-GPU modes, split counts",
+         "version: v1\ndeviceSplitCount: 5\nnodeconfig:\n  - name: m\n    operatingmode: mixed\n"
+         "    modeswitch: idle\n    gpus: [{index: 0, mode: mig}, {index: 3, mode: hami-core}, "
+         "{mode: disabled, index: 1}]\n  - name: h\n    operatingmode: hami-core\n    devicesplitcount: 1\n"
+         "  - name: m2\n    operatingmode: mixed\n    modeswitch: never\n  - name: d\n    operatingmode: disabled\n",
+         "m=mixed,switch=idle,gpu0=mig,gpu3=hami-core,gpu1=disabled h=hami-core,split=1 m2=mixed d=disabled split=5 "
+         DEFRES},
+        {"HAMi deviceSplitCount in nvidia", "nvidia:\n  deviceSplitCount: 3\n", "split=3 " DEFRES},
         {"HAMi knownMigGeometries",
          "nvidia:\n  resourceCountName: nvidia.com/gpu\n  resourceMemoryName: nvidia.com/gpumem\n"
          "  defaultMemory: 0\n  deviceSplitCount: 10\n  knownMigGeometries:\n"
@@ -122,6 +143,34 @@ static const struct {
         {"node twice", "version: v1\nnodeconfig:\n  - name: n1\n  - name: n1\n", 4, 5, "listed twice"},
         {"node without name", "nodeconfig:\n  - operatingmode: mig\n", 2, 5, "needs a name"},
         {"not a mapping", "- a\n", 1, 1, "must be a mapping"},
+        {"mixed as a GPU's mode",
+         "version: v1\nnodeconfig:\n  - name: n1\n    operatingmode: mixed\n    gpus:\n      - index: 0\n"
+         "        mode: mixed\n",
+         7, 15, "unknown mode 'mixed' (mig, hami-core or disabled)"},
+        {"gpus on a mig node",
+         "version: v1\nnodeconfig:\n  - name: n1\n    gpus: [{index: 0, mode: mig}]\n    operatingmode: mig\n", 3,
+         5, "gpus and modeswitch are for operatingmode mixed, not mig"},
+        {"modeswitch on a default (hami-core) node", "version: v1\nnodeconfig:\n  - name: n1\n    modeswitch: idle\n",
+         3, 5, "for operatingmode mixed, not hami-core"},
+        {"bad modeswitch", "version: v1\nnodeconfig:\n  - name: n1\n    operatingmode: mixed\n    modeswitch: busy\n",
+         5, 17, "unknown modeswitch 'busy' (never or idle)"},
+        {"GPU twice",
+         "version: v1\nnodeconfig:\n  - name: n1\n    operatingmode: mixed\n    gpus:\n      - {index: 1, mode: mig}\n"
+         "      - {index: 1, mode: hami-core}\n",
+         7, 9, "GPU 1 is listed twice"},
+        {"gpus entry without mode",
+         "version: v1\nnodeconfig:\n  - name: n1\n    operatingmode: mixed\n    gpus: [{index: 2}]\n", 5, 12,
+         "needs an index and a mode"},
+        {"gpus entry unknown key",
+         "version: v1\nnodeconfig:\n  - name: n1\n    operatingmode: mixed\n    gpus: [{index: 2, uuid: x}]\n", 5,
+         23, "unknown field 'uuid'"},
+        {"GPU index out of range",
+         "version: v1\nnodeconfig:\n  - name: n1\n    operatingmode: mixed\n    gpus: [{index: 64, mode: mig}]\n", 5,
+         20, "index must be between 0 and 63"},
+        {"split zero", "version: v1\nnodeconfig:\n  - name: n1\n    devicesplitcount: 0\n", 4, 23,
+         "devicesplitcount must be between 1 and 64"},
+        {"split not a number", "nvidia:\n  deviceSplitCount: many\n", 2, 21, "deviceSplitCount must be an integer"},
+        {"split too big in our form", "version: v1\ndeviceSplitCount: 65\n", 2, 19, "between 1 and 64"},
         {"nvidia not a mapping", "nvidia: 3\n", 1, 9, "must be a mapping"},
         {"duplicate key", "version: v1\nversion: v1\n", 2, 1, "duplicate key"},
 };
@@ -179,6 +228,44 @@ static void test_match_and_modes(void **state) {
         assert_string_equal(mk_sched_mode_to_string(MK_SCHED_MODE_DISABLED), "disabled");
 }
 
+/* The unified pool's queries: a GPU's mode, the split count, the idle
+ * mode-switch rule. */
+static void test_gpu_modes(void **state) {
+        (void) state;
+        const char *y = "version: v1\nnodeconfig:\n  - name: m\n    operatingmode: mixed\n    modeswitch: idle\n"
+                        "    devicesplitcount: 4\n    gpus: [{index: 0, mode: mig}, {index: 1, mode: hami-core}, "
+                        "{index: 2, mode: disabled}]\n  - name: fixed\n    operatingmode: mixed\n"
+                        "  - name: h\n    operatingmode: hami-core\n  - name: d\n    operatingmode: disabled\n";
+        struct mk_sched_config *c = NULL;
+        assert_int_equal(mk_sched_config_parse(y, strlen(y), "c", &c, NULL), 0);
+        /* Listed GPUs follow their entry whatever their MIG state. */
+        assert_int_equal(mk_sched_config_gpu_mode(c, "m", 0, false), MK_SCHED_MODE_MIG);
+        assert_int_equal(mk_sched_config_gpu_mode(c, "m", 1, true), MK_SCHED_MODE_HAMI_CORE);
+        assert_int_equal(mk_sched_config_gpu_mode(c, "m", 2, true), MK_SCHED_MODE_DISABLED);
+        /* Unlisted ones follow their MIG state. */
+        assert_int_equal(mk_sched_config_gpu_mode(c, "m", 5, true), MK_SCHED_MODE_MIG);
+        assert_int_equal(mk_sched_config_gpu_mode(c, "m", 5, false), MK_SCHED_MODE_HAMI_CORE);
+        /* Other nodes: the node's mode for every GPU; no entry: mig. */
+        assert_int_equal(mk_sched_config_gpu_mode(c, "h", 0, true), MK_SCHED_MODE_HAMI_CORE);
+        assert_int_equal(mk_sched_config_gpu_mode(c, "d", 0, true), MK_SCHED_MODE_DISABLED);
+        assert_int_equal(mk_sched_config_gpu_mode(c, "none", 0, false), MK_SCHED_MODE_MIG);
+        /* Only an unlisted GPU of a mixed node with modeswitch: idle may switch. */
+        assert_true(mk_sched_config_may_switch(c, "m", 5));
+        assert_false(mk_sched_config_may_switch(c, "m", 0));
+        assert_false(mk_sched_config_may_switch(c, "fixed", 5));
+        assert_false(mk_sched_config_may_switch(c, "h", 5));
+        assert_false(mk_sched_config_may_switch(c, "none", 5));
+        assert_int_equal(mk_sched_config_split(c, "m"), 4);
+        assert_int_equal(mk_sched_config_split(c, "h"), MK_SCHED_DEFAULT_SPLIT);
+        assert_int_equal(mk_sched_config_split(c, "none"), MK_SCHED_DEFAULT_SPLIT);
+        assert_non_null(mk_sched_config_node(c, "fixed"));
+        assert_null(mk_sched_config_node(c, "none"));
+        assert_int_equal(mk_sched_mode_from_string("mixed"), MK_SCHED_MODE_MIXED);
+        assert_int_equal(mk_sched_mode_switch_from_string("idle"), MK_SCHED_SWITCH_IDLE);
+        assert_string_equal(mk_sched_mode_switch_to_string(MK_SCHED_SWITCH_NEVER), "never");
+        mk_sched_config_free(c);
+}
+
 static void test_caps(void **state) {
         (void) state;
         struct mk_sched_config *c = NULL;
@@ -206,6 +293,7 @@ int main(void) {
                 cmocka_unit_test(test_invalid),
                 cmocka_unit_test(test_match_and_modes),
                 cmocka_unit_test(test_caps),
+                cmocka_unit_test(test_gpu_modes),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
