@@ -26,6 +26,7 @@ static void inv_gpu_done(struct mk_inv_gpu *g) {
                 free(g->profiles[i].placements);
         free(g->profiles);
         free(g->instances);
+        free(g->soft);
         *g = (struct mk_inv_gpu) {0};
 }
 
@@ -51,9 +52,32 @@ static void claim_owner(const struct mk_claim *c, struct mk_inv_instance *in) {
         snprintf(in->uid, sizeof(in->uid), "%s", c->uid);
 }
 
+/* A shared GPU's soft slices: the active claims' soft devices on it. */
+static int soft_from_claims(const struct mk_gpu *sg, const char *node, const struct mk_claim *claims,
+                            size_t n_claims, struct mk_inv_gpu *g, struct mk_error *e) {
+        for (size_t c = 0; c < n_claims; c++) {
+                if (!claims[c].active || !streq(claims[c].node, node))
+                        continue;
+                for (size_t d = 0; d < claims[c].n_devices; d++) {
+                        const struct mk_claim_device *cd = &claims[c].devices[d];
+                        if (cd->mode != MK_CLAIM_SOFT || !streq(cd->gpu, sg->uuid))
+                                continue;
+                        if (g->n_soft >= MK_MAX_INVENTORY_SOFT)
+                                return mk_error_set(e, -E2BIG, "GPU %s: more than %u soft slices", sg->uuid,
+                                                    MK_MAX_INVENTORY_SOFT);
+                        struct mk_inv_soft *s = &g->soft[g->n_soft++];
+                        *s = (struct mk_inv_soft) {
+                                .container = cd->container, .memory_mib = cd->memory_mib, .cores = cd->cores};
+                        snprintf(s->pod, sizeof(s->pod), "%s/%s", claims[c].namespace, claims[c].name);
+                        snprintf(s->uid, sizeof(s->uid), "%s", claims[c].uid);
+                }
+        }
+        return 0;
+}
+
 static int gpu_from_snapshot(const struct mk_gpu *sg, const struct mk_sched_config *cfg, const char *node,
-                             const struct mk_claim *claims, size_t n_claims, struct mk_inv_gpu *g,
-                             struct mk_error *e) {
+                             enum mk_sched_mode mode, const struct mk_claim *claims, size_t n_claims,
+                             struct mk_inv_gpu *g, struct mk_error *e) {
         g->index = sg->index;
         snprintf(g->uuid, sizeof(g->uuid), "%s", sg->uuid);
         snprintf(g->model, sizeof(g->model), "%s", sg->name);
@@ -68,6 +92,14 @@ static int gpu_from_snapshot(const struct mk_gpu *sg, const struct mk_sched_conf
         g->instances = calloc(MK_MAX_INVENTORY_INSTANCES, sizeof(*g->instances));
         if (!g->profiles || !g->instances)
                 return -ENOMEM;
+        if (mode == MK_SCHED_MODE_HAMI_CORE) {
+                g->mode = MK_CLAIM_SOFT;
+                g->split = mk_sched_config_split(cfg, node);
+                g->soft = calloc(MK_MAX_INVENTORY_SOFT, sizeof(*g->soft));
+                if (!g->soft)
+                        return -ENOMEM;
+                return soft_from_claims(sg, node, claims, n_claims, g, e);
+        }
         for (size_t i = 0; i < sg->n_profiles; i++) {
                 const struct mk_gi_profile *p = &sg->profiles[i];
                 if (!p->named || !mk_sched_config_allows(cfg, sg->name, &p->pname))
@@ -108,7 +140,8 @@ static int gpu_from_snapshot(const struct mk_gpu *sg, const struct mk_sched_conf
                                 continue;
                         for (size_t d = 0; d < claims[c].n_devices; d++) {
                                 const struct mk_claim_device *cd = &claims[c].devices[d];
-                                if (cd->mode == MK_CLAIM_MIG && streq(cd->gpu, sg->uuid) && cd->placement.start == gi->placement.start &&
+                                if (cd->mode == MK_CLAIM_MIG && streq(cd->gpu, sg->uuid) &&
+                                    cd->placement.start == gi->placement.start &&
                                     cd->placement.size == gi->placement.size && cd->profile_id == gi->profile_id) {
                                         in.state = MK_INV_CREATED;
                                         claim_owner(&claims[c], &in);
@@ -157,11 +190,14 @@ int mk_inventory_from_snapshot(const struct mk_snapshot *s, const struct mk_sche
         if (!inv->gpus)
                 return -ENOMEM;
         for (size_t i = 0; i < s->n_gpus; i++) {
-                if (!s->gpus[i].mig_capable)
+                const struct mk_gpu *sg = &s->gpus[i];
+                enum mk_sched_mode mode =
+                        mk_sched_config_gpu_mode(cfg, node, sg->index, sg->mig_current == MK_MIG_ENABLED);
+                if (mode == MK_SCHED_MODE_DISABLED || (mode == MK_SCHED_MODE_MIG && !sg->mig_capable))
                         continue;
                 if (inv->n_gpus >= MK_MAX_INVENTORY_GPUS)
-                        return mk_error_set(e, -E2BIG, "more than %u MIG-capable GPUs", MK_MAX_INVENTORY_GPUS);
-                int r = gpu_from_snapshot(&s->gpus[i], cfg, node, claims, n_claims, &inv->gpus[inv->n_gpus++], e);
+                        return mk_error_set(e, -E2BIG, "more than %u GPUs", MK_MAX_INVENTORY_GPUS);
+                int r = gpu_from_snapshot(sg, cfg, node, mode, claims, n_claims, &inv->gpus[inv->n_gpus++], e);
                 if (r < 0)
                         return r;
         }
@@ -206,6 +242,21 @@ static json_t *gpu_json(const struct mk_inv_gpu *g) {
                     (in->mig_uuid[0] && json_object_set_new(io, "migUUID", json_string(in->mig_uuid)) < 0) ||
                     (in->pod[0] && json_object_set_new(io, "pod", json_string(in->pod)) < 0) ||
                     (in->uid[0] && json_object_set_new(io, "uid", json_string(in->uid)) < 0))
+                        goto fail;
+        }
+        if (g->mode == MK_CLAIM_MIG)
+                return o; /* the version-1 form, unchanged */
+        json_t *soft = json_array();
+        if (json_object_set_new(o, "mode", json_string(mk_claim_mode_to_string(g->mode))) < 0 ||
+            json_object_set_new(o, "split", json_integer(g->split)) < 0 ||
+            json_object_set_new(o, "softSlices", soft) < 0)
+                goto fail;
+        for (size_t i = 0; i < g->n_soft; i++) {
+                const struct mk_inv_soft *s = &g->soft[i];
+                if (json_array_append_new(soft, json_pack("{s:s, s:s, s:I, s:I, s:I}", "pod", s->pod, "uid", s->uid,
+                                                          "container", (json_int_t) s->container, "memoryMiB",
+                                                          (json_int_t) s->memory_mib, "cores",
+                                                          (json_int_t) s->cores)) < 0)
                         goto fail;
         }
         return o;
@@ -325,9 +376,63 @@ static int parse_instance(const json_t *o, const char *f, unsigned units, struct
         return 0;
 }
 
+static int parse_soft(const json_t *o, const char *f, struct mk_inv_soft *s, struct mk_error *e) {
+        static const char *const known[] = {"pod", "uid", "container", "memoryMiB", "cores", NULL};
+        uint64_t v;
+        int r = mk_json_check_keys(o, f, known, e);
+        if (r < 0 || (r = mk_json_get_str(o, "pod", f, s->pod, sizeof(s->pod), true, e)) < 0 ||
+            (r = mk_json_get_str(o, "uid", f, s->uid, sizeof(s->uid), true, e)) < 0 ||
+            (r = mk_json_get_u64(o, "container", f, MK_MAX_POD_CONTAINERS - 1, true, &v, e)) < 0)
+                return r;
+        s->container = (unsigned) v;
+        if ((r = mk_json_get_u64(o, "memoryMiB", f, MK_CLAIM_MAX_MEMORY_MIB, true, &s->memory_mib, e)) < 0 ||
+            (r = mk_json_get_u64(o, "cores", f, 100, true, &v, e)) < 0)
+                return r;
+        s->cores = (unsigned) v;
+        return 0;
+}
+
+/* The unified pool's optional fields: mode (default mig), and for a
+ * hami-core GPU split (default 10) and softSlices. */
+static int parse_shared(const json_t *o, const char *f, struct mk_inv_gpu *g, struct mk_error *e) {
+        char mode[16];
+        uint64_t v;
+        int r = mk_json_get_str(o, "mode", f, mode, sizeof(mode), false, e);
+        if (r < 0)
+                return r;
+        if (r > 0 && (int) (g->mode = mk_claim_mode_from_string(mode)) < 0)
+                return mk_error_set_field(e, -EINVAL, f, "mode: unknown '%s' (want mig or hami-core)", mode);
+        const json_t *soft = json_object_get(o, "softSlices");
+        if (g->mode == MK_CLAIM_MIG) {
+                if (soft || json_object_get(o, "split"))
+                        return mk_error_set_field(e, -EINVAL, f, "split and softSlices are for a hami-core GPU");
+                return 0;
+        }
+        if ((r = mk_json_get_u64(o, "split", f, MK_MAX_INVENTORY_SOFT, false, &v, e)) < 0)
+                return r;
+        g->split = r > 0 ? (unsigned) v : MK_SCHED_DEFAULT_SPLIT;
+        if (g->split == 0)
+                return mk_error_set_field(e, -EINVAL, f, "split: must be at least 1");
+        if (soft && (!json_is_array(soft) || json_array_size(soft) > MK_MAX_INVENTORY_SOFT))
+                return mk_error_set_field(e, -EINVAL, f, "softSlices: must be an array of at most %u",
+                                          MK_MAX_INVENTORY_SOFT);
+        g->soft = calloc(json_array_size(soft) + 1, sizeof(*g->soft));
+        if (!g->soft)
+                return -ENOMEM;
+        char sub[128];
+        for (size_t i = 0; i < json_array_size(soft); i++) {
+                snprintf(sub, sizeof(sub), "%s.softSlices[%zu]", f, i);
+                if ((r = parse_soft(json_array_get(soft, i), sub, &g->soft[i], e)) < 0)
+                        return r;
+                g->n_soft++;
+        }
+        return 0;
+}
+
 static int parse_gpu(const json_t *o, const char *f, struct mk_inv_gpu *g, struct mk_error *e) {
-        static const char *const known[] = {"index", "uuid", "model", "memoryMiB", "units", "slices", "sms",
-                                            "mig", "profiles", "instances", NULL};
+        static const char *const known[] = {"index", "uuid",     "model",     "memoryMiB", "units",
+                                            "slices", "sms",     "mig",       "profiles",  "instances",
+                                            "mode",  "split",    "softSlices", NULL};
         int r = mk_json_check_keys(o, f, known, e);
         if (r < 0)
                 return r;
@@ -379,7 +484,7 @@ static int parse_gpu(const json_t *o, const char *f, struct mk_inv_gpu *g, struc
                         return r;
                 g->n_instances++;
         }
-        return 0;
+        return parse_shared(o, f, g, e);
 }
 
 int mk_inventory_parse(const char *data, size_t len, struct mk_inventory **ret, struct mk_error *e) {

@@ -4,7 +4,9 @@
  * GPU: uuid, index, model, memory, placement units, compute slices, SMs,
  * whether MIG is on, the profiles the scheduler may create there (config
  * filtered) with their placements, and every instance that exists or is
- * reserved, with the pod that holds or reserves it. Pure: no I/O. */
+ * reserved, with the pod that holds or reserves it. A GPU shared by soft
+ * slices (unified pool: mode hami-core) also carries its split count and
+ * the soft slices reserved on it, with their pods. Pure: no I/O. */
 #pragma once
 
 #include <errno.h>
@@ -28,6 +30,7 @@ struct mk_sched_config;
 #define MK_MAX_INVENTORY_PROFILES 64u          /* = MK_FIT_MAX_PROFILES */
 #define MK_MAX_INVENTORY_INSTANCES 64u         /* = MK_FIT_MAX_INSTANCES */
 #define MK_MAX_INVENTORY_PLACEMENTS 32u        /* placements of one profile */
+#define MK_MAX_INVENTORY_SOFT 64u              /* soft slices of one GPU (= MK_MAX_SCHED_SPLIT) */
 
 enum mk_inv_state {
         MK_INV_CREATED,         /* exists, held by a pod */
@@ -50,6 +53,15 @@ struct mk_inv_instance {
         char uid[MK_K8S_UID_MAX];
 };
 
+/* A soft slice reserved or held on a shared GPU (from a pod's claim). */
+struct mk_inv_soft {
+        char pod[2 * MK_K8S_NAME_MAX];  /* "namespace/name" */
+        char uid[MK_K8S_UID_MAX];
+        unsigned container;
+        uint64_t memory_mib;
+        unsigned cores;                 /* percent, 0 = no limit */
+};
+
 struct mk_inv_gpu {
         unsigned index;
         char uuid[MK_UUID_MAX];
@@ -61,6 +73,10 @@ struct mk_inv_gpu {
         size_t n_profiles;
         struct mk_inv_instance *instances;
         size_t n_instances;
+        enum mk_claim_mode mode;        /* how it is used now: "mig" (MIG instances) or "hami-core" (shared) */
+        unsigned split;                 /* hami-core: most sharers; 0 for a mig GPU */
+        struct mk_inv_soft *soft;       /* hami-core: its soft slices */
+        size_t n_soft;
 };
 
 struct mk_inventory {
@@ -72,11 +88,15 @@ struct mk_inventory {
 struct mk_inventory *mk_inventory_free(struct mk_inventory *inv);
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct mk_inventory *, mk_inventory_free);
 
-/* Builds the inventory of `node` from a snapshot: MIG-capable GPUs only;
- * profiles the GPU reports, named, and allowed by `cfg` for its model;
- * instances from the GPU instances, matched to the active claims by GPU and
- * placement (unmatched ones are orphans); claims' devices not created yet
- * are listed as reserved. -E2BIG over the caps. */
+/* Builds the inventory of `node` from a snapshot. Each GPU's mode comes
+ * from `cfg` (mk_sched_config_gpu_mode): a mig GPU is listed when it is
+ * MIG-capable, with the profiles the GPU reports, named, and allowed by
+ * `cfg` for its model, and instances from the GPU instances, matched to
+ * the active claims by GPU and placement (unmatched ones are orphans);
+ * claims' MIG devices not created yet are listed as reserved. A hami-core
+ * GPU (MIG-capable or not) is listed with its split count and the active
+ * claims' soft devices on it; a disabled one is left out. -E2BIG over the
+ * caps. */
 int mk_inventory_from_snapshot(const struct mk_snapshot *s, const struct mk_sched_config *cfg, const char *node,
                                const struct mk_claim *claims, size_t n_claims, struct mk_inventory **ret,
                                struct mk_error *e) _nonnull_(1, 2, 3, 6) _wur_;
@@ -87,8 +107,9 @@ int mk_inventory_from_snapshot(const struct mk_snapshot *s, const struct mk_sche
 int mk_inventory_format(const struct mk_inventory *inv, char **ret, struct mk_error *e) _nonnull_(1, 2) _wur_;
 
 /* Parses an annotation value strictly (version, known fields, ranges,
- * caps, placements inside the GPU, profile names that parse). -EINVAL with
- * the field path in `e`, -E2BIG. */
+ * caps, placements inside the GPU, profile names that parse). "mode",
+ * "split" and "softSlices" are optional (an older agent's GPU is mig).
+ * -EINVAL with the field path in `e`, -E2BIG. */
 int mk_inventory_parse(const char *data, size_t len, struct mk_inventory **ret, struct mk_error *e)
         _nonnull_(3) _wur_;
 

@@ -115,7 +115,8 @@ int mk_sched_fill_gpus(struct mk_fit_gpu *gpus, struct mk_fit_instance *used, co
                         .multiprocessors = ig->multiprocessors,
                         .used = u,
                         .tables = tables ? tables[rep] : NULL,
-                        .unavailable = !ig->mig_enabled || (req && !mk_pod_request_gpu_type_ok(req, ig->model)),
+                        .unavailable = !ig->mig_enabled || ig->mode != MK_CLAIM_MIG ||
+                                       (req && !mk_pod_request_gpu_type_ok(req, ig->model)),
                 };
                 for (size_t i = 0; i < ig->n_instances && r >= 0; i++) {
                         const struct mk_inv_instance *in = &ig->instances[i];

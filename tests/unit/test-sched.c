@@ -134,9 +134,104 @@ static void test_inventory(void **state) {
         mk_snapshot_free(s);
 }
 
+/* The unified pool: on a mixed node, GPU 0 pinned hami-core (MIG-capable
+ * but shared), GPU 1 without MIG (hami-core by its state), GPU 2 disabled
+ * (left out); soft slices come from the active claims, MIG devices and
+ * other nodes' claims do not count. */
+static void test_inventory_shared(void **state) {
+        (void) state;
+        struct mk_snapshot *s = snapshot_one_gpu();
+        s->gpus[0].n_gis = 0;
+        s->gpus = realloc(s->gpus, 3 * sizeof(*s->gpus));
+        s->n_gpus = 3;
+        s->gpus[1] = (struct mk_gpu) {.index = 1, .memory_total_bytes = 16384ull << 20};
+        snprintf(s->gpus[1].uuid, sizeof(s->gpus[1].uuid), "GPU-bbbb");
+        snprintf(s->gpus[1].name, sizeof(s->gpus[1].name), "Tesla T4");
+        s->gpus[2] = (struct mk_gpu) {.index = 2, .memory_total_bytes = 16384ull << 20};
+        snprintf(s->gpus[2].uuid, sizeof(s->gpus[2].uuid), "GPU-cccc");
+        snprintf(s->gpus[2].name, sizeof(s->gpus[2].name), "Tesla T4");
+        struct mk_sched_config *cfg = NULL;
+        const char *y = "version: v1\nnodeconfig:\n  - name: n1\n    operatingmode: mixed\n    devicesplitcount: 4\n"
+                        "    gpus: [{index: 0, mode: hami-core}, {index: 2, mode: disabled}]\n";
+        assert_int_equal(mk_sched_config_parse(y, strlen(y), "c", &cfg, NULL), 0);
+        struct mk_claim cl[3] = {make_claim("ns", "a", "u1", "n1", 1), make_claim("ns", "b", "u2", "n1", 2),
+                                 make_claim("ns", "c", "u3", "n2", 3)};
+        add_soft(&cl[0], 0, "GPU-aaaa", 8000, 30, NULL);
+        add_soft(&cl[0], 1, "GPU-bbbb", 2000, 0, NULL);
+        add_soft(&cl[1], 0, "GPU-aaaa", 1000, 10, NULL);
+        add_soft(&cl[2], 0, "GPU-aaaa", 5000, 50, NULL); /* another node's */
+        struct mk_inventory *inv = NULL;
+        assert_int_equal(mk_inventory_from_snapshot(s, cfg, "n1", cl, 3, &inv, NULL), 0);
+        char *v = NULL;
+        assert_int_equal(mk_inventory_format(inv, &v, NULL), 0);
+        const char *want =
+                "{\"version\":1,\"node\":\"n1\",\"gpus\":[{\"index\":0,\"uuid\":\"GPU-aaaa\",\"model\":\"NVIDIA "
+                "A100-SXM4-40GB\",\"memoryMiB\":40960,\"units\":8,\"slices\":7,\"sms\":98,\"mig\":true,"
+                "\"profiles\":[],\"instances\":[],\"mode\":\"hami-core\",\"split\":4,\"softSlices\":["
+                "{\"pod\":\"ns/a\",\"uid\":\"u1\",\"container\":0,\"memoryMiB\":8000,\"cores\":30},"
+                "{\"pod\":\"ns/b\",\"uid\":\"u2\",\"container\":0,\"memoryMiB\":1000,\"cores\":10}]},"
+                "{\"index\":1,\"uuid\":\"GPU-bbbb\",\"model\":\"Tesla T4\",\"memoryMiB\":16384,\"units\":0,"
+                "\"slices\":0,\"sms\":0,\"mig\":false,\"profiles\":[],\"instances\":[],\"mode\":\"hami-core\","
+                "\"split\":4,\"softSlices\":[{\"pod\":\"ns/a\",\"uid\":\"u1\",\"container\":1,\"memoryMiB\":2000,"
+                "\"cores\":0}]}]}";
+        assert_string_equal(v, want);
+        struct mk_inventory *back = NULL;
+        assert_int_equal(mk_inventory_parse(v, strlen(v), &back, NULL), 0);
+        assert_int_equal(back->gpus[0].mode, MK_CLAIM_SOFT);
+        assert_int_equal(back->gpus[0].split, 4);
+        assert_int_equal(back->gpus[0].n_soft, 2);
+        assert_int_equal(back->gpus[0].soft[1].memory_mib, 1000);
+        char *v2 = NULL;
+        assert_int_equal(mk_inventory_format(back, &v2, NULL), 0);
+        assert_string_equal(v, v2);
+        free(v2);
+        mk_inventory_free(back);
+        mk_inventory_free(inv);
+        free(v);
+        /* Without a nodeconfig entry the node is mig: only the MIG GPU. */
+        mk_sched_config_free(cfg);
+        assert_int_equal(mk_sched_config_load(NULL, &cfg, NULL), 0);
+        assert_int_equal(mk_inventory_from_snapshot(s, cfg, "n1", cl, 3, &inv, NULL), 0);
+        assert_int_equal(inv->n_gpus, 1);
+        assert_int_equal(inv->gpus[0].mode, MK_CLAIM_MIG);
+        assert_int_equal(inv->gpus[0].n_soft, 0);
+        mk_inventory_free(inv);
+        /* An old agent's GPU without mode is mig; a shared one without split gets 10. */
+        const char *old = "{\"version\":1,\"node\":\"n\",\"gpus\":[{\"index\":0,\"uuid\":\"G\",\"model\":\"m\","
+                          "\"memoryMiB\":1,\"units\":0,\"slices\":0,\"mig\":false,\"profiles\":[],\"instances\":[],"
+                          "\"mode\":\"hami-core\"}]}";
+        assert_int_equal(mk_inventory_parse(old, strlen(old), &inv, NULL), 0);
+        assert_int_equal(inv->gpus[0].split, MK_SCHED_DEFAULT_SPLIT);
+        assert_int_equal(inv->gpus[0].n_soft, 0);
+        mk_inventory_free(inv);
+        mk_sched_config_free(cfg);
+        mk_snapshot_free(s);
+}
+
+#define SHARED_GPU(x)                                                                                              \
+        "{\"version\":1,\"node\":\"n\",\"gpus\":[{\"index\":0,\"uuid\":\"G\",\"model\":\"m\",\"memoryMiB\":1," \
+        "\"units\":0,\"slices\":0,\"mig\":false,\"profiles\":[],\"instances\":[]" x "}]}"
+
 static const struct {
         const char *name, *value, *msg;
 } bad_inventories[] = {
+        {"bad mode", SHARED_GPU(",\"mode\":\"mps\""), "mode: unknown 'mps'"},
+        {"split on a mig GPU", SHARED_GPU(",\"split\":3"), "split and softSlices are for a hami-core GPU"},
+        {"split zero", SHARED_GPU(",\"mode\":\"hami-core\",\"split\":0"), "split: must be at least 1"},
+        {"split too big", SHARED_GPU(",\"mode\":\"hami-core\",\"split\":65"), "split: must be an integer"},
+        {"softSlices not a list", SHARED_GPU(",\"mode\":\"hami-core\",\"softSlices\":{}"), "softSlices: must be"},
+        {"soft slice without uid",
+         SHARED_GPU(",\"mode\":\"hami-core\",\"softSlices\":[{\"pod\":\"a/b\",\"container\":0,\"memoryMiB\":1,"
+                    "\"cores\":0}]"),
+         "uid: missing"},
+        {"soft slice cores",
+         SHARED_GPU(",\"mode\":\"hami-core\",\"softSlices\":[{\"pod\":\"a/b\",\"uid\":\"u\",\"container\":0,"
+                    "\"memoryMiB\":1,\"cores\":101}]"),
+         "cores: must be an integer from 0 to 100"},
+        {"soft slice unknown key",
+         SHARED_GPU(",\"mode\":\"hami-core\",\"softSlices\":[{\"pod\":\"a/b\",\"uid\":\"u\",\"container\":0,"
+                    "\"memoryMiB\":1,\"cores\":1,\"x\":1}]"),
+         "unknown field 'x'"},
         {"version", "{\"version\":9,\"node\":\"n\",\"gpus\":[]}", "unsupported version 9"},
         {"gpus", "{\"version\":1,\"node\":\"n\",\"gpus\":{}}", "must be an array"},
         {"unknown", "{\"version\":1,\"node\":\"n\",\"gpus\":[],\"x\":0}", "unknown field 'x'"},
@@ -927,6 +1022,7 @@ int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_inventory),
                 cmocka_unit_test(test_inventory_invalid),
+                cmocka_unit_test(test_inventory_shared),
                 cmocka_unit_test_setup_teardown(test_filter, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_filter_nodes_form, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_names_cache, setup, teardown),
