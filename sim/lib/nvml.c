@@ -1950,7 +1950,12 @@ static void registry_free(struct registry *r) {
 }
 
 /* Handles die with the library (dlclose): free them for leak checkers. */
+/* At unload (dlclose, or exit with another thread still calling): later
+ * calls answer NVML_ERROR_UNINITIALIZED instead of reading freed state. */
 static void __attribute__((destructor)) nvml_unload(void) {
+        pthread_mutex_lock(&lib_mutex);
+        init_count = 0;
+        pthread_mutex_unlock(&lib_mutex);
         registry_free(&devices);
         registry_free(&gpu_instances);
         registry_free(&compute_instances);

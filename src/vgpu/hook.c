@@ -57,6 +57,23 @@ static _Atomic uint64_t share_charged[VGPU_MAX_DEVICES];  /* what the bucket was
 static _Atomic bool share_calibrated[VGPU_MAX_DEVICES];   /* a first measurement came */
 static uint64_t full_threads[VGPU_MAX_DEVICES];
 static _Atomic bool watcher_started;
+/* The watcher calls NVML until exit() begins: an atexit handler stops and
+ * joins it before the libraries' destructors run (_dl_fini is the first
+ * exit handler registered, so it runs last); NVML's own destructor must not
+ * find it inside a call. Its sleep is a wait on watch_cond, so the stop
+ * wakes it at once. */
+static pthread_mutex_t watch_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t watch_cond;
+static bool watch_stop, watch_running;
+static pthread_t watch_thread;
+
+static void watch_cond_init(void) {
+        pthread_condattr_t ca;
+        pthread_condattr_init(&ca);
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+        pthread_cond_init(&watch_cond, &ca);
+        pthread_condattr_destroy(&ca);
+}
 
 /* ---- logging: a stack buffer and write(2), nothing allocated ---- */
 
@@ -228,6 +245,10 @@ static void atfork_child(void) {
         atomic_store(&my_slot, -1);
         my_pid = getpid();
         pthread_mutex_init(&slot_lock, NULL);
+        /* The parent's watcher did not come along; the child starts its own. */
+        pthread_mutex_init(&watch_lock, NULL);
+        watch_cond_init();
+        watch_running = watch_stop = false;
         atomic_store(&watcher_started, false);
         for (unsigned d = 0; d < VGPU_MAX_DEVICES; d++) {
                 atomic_store(&share_base[d], 0);
@@ -902,6 +923,36 @@ static bool pid_in_region(unsigned pid) {
         return false;
 }
 
+/* Sleeps ms; true when the process is exiting (watcher_stop). */
+static bool watcher_sleep(unsigned ms) {
+        struct timespec until;
+        clock_gettime(CLOCK_MONOTONIC, &until);
+        until.tv_sec += ms / 1000;
+        until.tv_nsec += (long) (ms % 1000) * 1000000l;
+        if (until.tv_nsec >= 1000000000l) {
+                until.tv_sec++;
+                until.tv_nsec -= 1000000000l;
+        }
+        pthread_mutex_lock(&watch_lock);
+        while (!watch_stop && pthread_cond_timedwait(&watch_cond, &watch_lock, &until) == 0)
+                ;
+        bool stop = watch_stop;
+        pthread_mutex_unlock(&watch_lock);
+        return stop;
+}
+
+/* atexit: stop the watcher and wait until it is out of NVML. */
+static void watcher_stop(void) {
+        pthread_mutex_lock(&watch_lock);
+        bool join = watch_running && !pthread_equal(watch_thread, pthread_self());
+        watch_stop = true;
+        pthread_cond_broadcast(&watch_cond);
+        pthread_mutex_unlock(&watch_lock);
+        if (join)
+                (void) pthread_join(watch_thread, NULL);
+        watch_running = false;
+}
+
 static void *watcher(void *arg) {
         void *lib = dlopen("libnvidia-ml.so.1", RTLD_NOW);
         nvmlInit_fn ini = lib ? (nvmlInit_fn) vgpu_real_dlsym(lib, "nvmlInit_v2") : NULL;
@@ -925,8 +976,8 @@ static void *watcher(void *arg) {
         for (unsigned tick = 0;; tick++) {
                 /* Until a device's first estimates are corrected, look 5x as often:
                  * a kernel the first estimate gets wrong runs unchecked meanwhile. */
-                struct timespec ts = { 0, (calibrating ? VGPU_SHARE_CALIBRATE_MS : VGPU_SHARE_PERIOD_MS) * 1000000l };
-                nanosleep(&ts, NULL);
+                if (watcher_sleep(calibrating ? VGPU_SHARE_CALIBRATE_MS : VGPU_SHARE_PERIOD_MS))
+                        break;
                 calibrating = false;
                 uint64_t now = now_ns();
                 if (tick % RECLAIM_EVERY == 0)
@@ -1004,12 +1055,19 @@ static void watcher_start(void) {
         bool expect = false;
         if (!atomic_compare_exchange_strong(&watcher_started, &expect, true))
                 return;
-        pthread_t t;
+        static bool at_exit;    /* registered once; a forked child inherits it */
         pthread_attr_t a;
         pthread_attr_init(&a);
-        pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
         pthread_attr_setstacksize(&a, 256 * 1024);
-        if (pthread_create(&t, &a, watcher, NULL) != 0) {
+        pthread_mutex_lock(&watch_lock);
+        if (!at_exit) {
+                watch_cond_init();
+                at_exit = atexit(watcher_stop) == 0;
+        }
+        watch_stop = false;
+        watch_running = at_exit && pthread_create(&watch_thread, &a, watcher, NULL) == 0;
+        pthread_mutex_unlock(&watch_lock);
+        if (!watch_running) {
                 vlog(VGPU_LOG_ERROR, "cannot start the utilisation watcher: compute share on estimates only");
                 for (unsigned d = 0; d < VGPU_MAX_DEVICES; d++)
                         atomic_store(&region->share[d].others_until_ns, UINT64_MAX);
