@@ -84,7 +84,12 @@ b1=$!
 CUDA_VISIBLE_DEVICES=5 "$drvbin" burn 20000000 40 >"$tmp/burn2" &
 b2=$!
 pids+=($b1 $b2)
-sleep 1
+# Both running (a loaded machine starts them late), then a 400 ms window of the burn.
+for _ in $(seq 100); do
+  [ "$(sim cuda-processes | awk '$1 == 5' | wc -l)" -ge 2 ] && break
+  sleep 0.1
+done
+sleep 0.5
 sim cuda-processes --window 400 >"$tmp/procs-burn"
 MIGKIT_SIM_UTIL_WINDOW_MS=400 drv nvml 5 >"$tmp/nvml-burn" || fail "NVML queries during the burn"
 wait "$b1" || fail "burn 1"
