@@ -30,6 +30,13 @@ fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
 drv() { "$bin/cuda-sim-driver" "$@"; }
 drvbin=$bin/cuda-sim-driver
 sim() { "$bin/migkit-sim" "$@"; }
+# wait_procs GPU N: until N CUDA processes run on GPU (a loaded machine starts them late).
+wait_procs() {
+  for _ in $(seq 100); do
+    [ "$(sim cuda-processes | awk -v g="$1" '$1 == g' | wc -l)" -ge "$2" ] && return 0
+    sleep 0.1
+  done
+}
 # wait_for FILE REGEX: up to 30 s for a line in FILE.
 wait_for() {
   for _ in $(seq 300); do grep -Eq -e "$2" "$1" 2>/dev/null && return 0; sleep 0.1; done
@@ -79,16 +86,12 @@ sim cuda-processes >"$tmp/procs"
 [ "$(wc -l <"$tmp/procs")" -eq 1 ] || fail "killed process still listed: $(cat "$tmp/procs")"
 
 # --- contention: two processes' kernels share one GPU ---------------------------------
-CUDA_VISIBLE_DEVICES=5 "$drvbin" burn 20000000 40 >"$tmp/burn1" &
+CUDA_VISIBLE_DEVICES=5 "$drvbin" burn 20000000 80 >"$tmp/burn1" &
 b1=$!
-CUDA_VISIBLE_DEVICES=5 "$drvbin" burn 20000000 40 >"$tmp/burn2" &
+CUDA_VISIBLE_DEVICES=5 "$drvbin" burn 20000000 80 >"$tmp/burn2" &
 b2=$!
 pids+=($b1 $b2)
-# Both running (a loaded machine starts them late), then a 400 ms window of the burn.
-for _ in $(seq 100); do
-  [ "$(sim cuda-processes | awk '$1 == 5' | wc -l)" -ge 2 ] && break
-  sleep 0.1
-done
+wait_procs 5 2
 sleep 0.5
 sim cuda-processes --window 400 >"$tmp/procs-burn"
 MIGKIT_SIM_UTIL_WINDOW_MS=400 drv nvml 5 >"$tmp/nvml-burn" || fail "NVML queries during the burn"
@@ -96,8 +99,8 @@ wait "$b1" || fail "burn 1"
 wait "$b2" || fail "burn 2"
 for f in burn1 burn2; do
   ns=$(sed -n 's/^elapsed_ns=//p' "$tmp/$f")
-  # 40 x 20 ms alone is 0.8 s; sharing the GPU with the other it takes about 1.6 s.
-  [ "$ns" -ge 1200000000 ] && [ "$ns" -le 4000000000 ] || fail "$f: $ns ns, expected about 1.6 s on a shared GPU"
+  # 80 x 20 ms alone is 1.6 s; sharing the GPU with the other it takes about 3.2 s.
+  [ "$ns" -ge 2400000000 ] && [ "$ns" -le 8000000000 ] || fail "$f: $ns ns, expected about 3.2 s on a shared GPU"
 done
 total=$(awk 'NR > 1 && $1 == 5 { s += $6 } END { print s + 0 }' "$tmp/procs-burn")
 [ "$total" -ge 80 ] || fail "two busy processes: SM% sums to $total: $(cat "$tmp/procs-burn")"
@@ -123,10 +126,11 @@ done
 # Many short kernels (2000 a second, 250 us each: busy half the time): NVML and
 # migkit-sim report the busy share of the window, whatever the kernel rate (a
 # simulator that kept only the last 64 intervals reported 4%).
-CUDA_VISIBLE_DEVICES=7 "$drvbin" duty 250000 500000 4000 >"$tmp/duty" &
+CUDA_VISIBLE_DEVICES=7 "$drvbin" duty 250000 500000 8000 >"$tmp/duty" &
 d1=$!
 pids+=($d1)
-sleep 1
+wait_procs 7 1
+sleep 0.5
 sim cuda-processes --window 400 >"$tmp/procs-duty"
 MIGKIT_SIM_UTIL_WINDOW_MS=400 drv nvml 7 >"$tmp/nvml-duty" || fail "NVML queries during the short kernels"
 wait "$d1" || fail "duty"
