@@ -13,6 +13,7 @@
 #include "cli/kube-connect.h"
 #include "cli/options.h"
 #include "kube/kube.h"
+#include "plugin/cdi.h"
 #include "plugin/daemon.h"
 #include "plugin/resources.h"
 #include "spec/plugin-config.h"
@@ -43,6 +44,8 @@ static void help(void) {
                "                              root) [NVIDIA_DEV_ROOT] (alias --nvidia-dev-root)\n"
                "  --cdi-annotation-prefix P   CDI annotation key prefix (default cdi.k8s.io/)\n"
                "                              [CDI_ANNOTATION_PREFIX]\n"
+               "  --cdi-spec-dir DIR          with a cdi-* list strategy, where the CDI spec is written\n"
+               "                              (default " MK_CDI_DEFAULT_SPEC_DIR ") [MIGKIT_CDI_SPEC_DIR]\n"
                "  --gds-enabled, --mofed-enabled, --gdrcopy-enabled [=BOOL]\n"
                "                              NVIDIA_GDS / NVIDIA_MOFED / NVIDIA_GDRCOPY=enabled in\n"
                "                              Allocate answers [GDS_ENABLED, MOFED_ENABLED, GDRCOPY_ENABLED]\n"
@@ -129,7 +132,7 @@ int cli_device_plugin(int argc, char **argv) {
                    *id_strategy = NULL, *driver_root = NULL, *dev_root = NULL, *cdi_prefix = NULL, *gds = NULL,
                    *mofed = NULL, *gdrcopy = NULL, *config_file = NULL, *resource_config = NULL,
                    *plugin_path = NULL, *labels = NULL, *nfd_file = NULL, *node_name = NULL, *kubeconfig = NULL,
-                   *machine_file = NULL, *dynamic = NULL, *kubelet_socket = NULL;
+                   *machine_file = NULL, *dynamic = NULL, *kubelet_socket = NULL, *cdi_dir = NULL;
         const struct cli_option options[] = {
                 {"mig-strategy", 0, required_argument, "MIG_STRATEGY", &mig_strategy},
                 {"fail-on-init-error", 0, optional_argument, "FAIL_ON_INIT_ERROR", &fail_on_init},
@@ -141,6 +144,7 @@ int cli_device_plugin(int argc, char **argv) {
                 {"dev-root", 0, required_argument, NULL, &dev_root},
                 {"nvidia-dev-root", 0, required_argument, "NVIDIA_DEV_ROOT", &dev_root},
                 {"cdi-annotation-prefix", 0, required_argument, "CDI_ANNOTATION_PREFIX", &cdi_prefix},
+                {"cdi-spec-dir", 0, required_argument, "MIGKIT_CDI_SPEC_DIR", &cdi_dir},
                 {"gds-enabled", 0, optional_argument, "GDS_ENABLED", &gds},
                 {"mofed-enabled", 0, optional_argument, "MOFED_ENABLED", &mofed},
                 {"gdrcopy-enabled", 0, optional_argument, "GDRCOPY_ENABLED", &gdrcopy},
@@ -172,6 +176,7 @@ int cli_device_plugin(int argc, char **argv) {
                 .nfd_features_file = nfd_file,
                 .node_name = node_name,
                 .machine_type_file = machine_file ? machine_file : DEFAULT_MACHINE_TYPE_FILE,
+                .cdi_spec_dir = cdi_dir,
         };
         mk_dp_options_init(&o.dp);
         struct mk_error e = {0};

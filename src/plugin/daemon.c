@@ -35,6 +35,7 @@
 #include "kube/object.h"
 #include "nvml/nvml.h"
 #include "plugin/allocate.h"
+#include "plugin/cdi.h"
 #include "plugin/daemon.h"
 #include "plugin/dynamic.h"
 #include "plugin/grpc.h"
@@ -167,6 +168,7 @@ struct dp_daemon {
         struct dp_server *servers;
         size_t n_servers;
         struct mk_health *health;
+        struct mk_cdi_file *cdi;        /* with a CDI list strategy: the spec file we keep */
 
         struct reg_ticket *ticket;      /* the running registration, NULL when none */
 
@@ -350,9 +352,30 @@ static int fill_container(const struct mk_dp_response *r, V1beta1__ContainerAllo
         return 0;
 }
 
+/* Writes the CDI spec for snapshot s when it changed (a new MIG layout);
+ * a failure is logged: devices already in the file keep resolving. */
+static void cdi_refresh(struct dp_daemon *d, const struct mk_snapshot *s) {
+        if (!d->cdi)
+                return;
+        struct mk_error e = {0};
+        struct mk_cdi_stats st = {0};
+        int r = mk_cdi_file_update(d->cdi, s, &d->dp, &st, &e);
+        if (r < 0)
+                log_warning_errno(r, "Cannot write the CDI spec: %s, ignoring", e.msg);
+        else if (r > 0)
+                log_info("Wrote the CDI spec '%s': %zu devices, %zu driver files", mk_cdi_file_path(d->cdi),
+                         st.devices, st.mounts);
+        if (r > 0 && st.mig_without_caps)
+                log_warning("CDI spec: %zu MIG device(s) left out: no access capabilities in mig-minors",
+                            st.mig_without_caps);
+}
+
 static int dyn_snapshot(void *userdata, struct mk_snapshot **ret, struct mk_error *e) {
         struct dp_daemon *d = userdata;
-        return mk_nvml_snapshot(d->nvml, ret, e);
+        int r = mk_nvml_snapshot(d->nvml, ret, e);
+        if (r >= 0)
+                cdi_refresh(d, *ret); /* the instances of this pod may be new */
+        return r;
 }
 
 /* Dynamic MIG: the ids only say how many devices each container wants
@@ -1050,6 +1073,7 @@ static int plugin_start(struct dp_daemon *d, bool reload, struct mk_error *e) {
                 d->resources = TAKE_PTR(res);
                 d->snapshot = TAKE_PTR(snap);
                 pthread_mutex_unlock(&d->lock);
+                cdi_refresh(d, d->snapshot);
                 if (d->o->dynamic_mig)
                         log_info("%zu GPU(s), dynamic MIG for node '%s': %zu resource(s)", d->snapshot->n_gpus,
                                  d->o->node_name, d->resources->n);
@@ -1117,6 +1141,10 @@ static void daemon_done(struct dp_daemon *d) {
         mk_dp_resources_free(d->resources);
         mk_snapshot_free(d->snapshot);
         d->nvml = mk_nvml_close(d->nvml);
+        int k = 0;
+        d->cdi = mk_cdi_file_free(d->cdi, &k);
+        if (k < 0)
+                log_warning_errno(k, "Cannot remove the CDI spec: %m, ignoring");
         mk_plugin_config_free(d->file_cfg);
         mk_plugin_config_free(d->rc_cfg);
         mk_host_done(&d->host);
@@ -1168,6 +1196,8 @@ static int daemon_init(struct dp_daemon *d, const struct mk_dp_daemon_options *o
                 return mk_error_set(e, -EINVAL, "--labels node needs a Kubernetes client and a node name (NODE_NAME)");
         if (o->dynamic_mig && !have_node)
                 return mk_error_set(e, -EINVAL, "--dynamic-mig needs a Kubernetes client and a node name (NODE_NAME)");
+        if (o->dp.list_strategies & (MK_DP_LIST_CDI_ANNOTATIONS | MK_DP_LIST_CDI_CRI))
+                return mk_cdi_file_new(o->cdi_spec_dir, o->dp.cdi_kind, &d->cdi, e);
         return 0;
 }
 

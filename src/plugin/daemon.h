@@ -67,6 +67,8 @@ struct mk_dp_daemon_options {
          * do not apply. */
         bool dynamic_mig;
         const char *machine_type_file;  /* nvidia.com/gpu.machine; NULL: none */
+        const char *cdi_spec_dir;       /* with a CDI list strategy, where the CDI spec goes (plugin/cdi.h);
+                                         * NULL: MK_CDI_DEFAULT_SPEC_DIR */
         int register_timeout_ms;        /* <= 0: MK_DP_REGISTER_TIMEOUT_MS */
 };
 

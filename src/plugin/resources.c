@@ -693,3 +693,30 @@ unsigned mk_dp_resources_set_health(struct mk_dp_resources *rs, unsigned gpu, un
                 }
         return changed;
 }
+
+int mk_dp_all_devices(const struct mk_snapshot *s, const struct mk_host *h, struct mk_dp_device **ret, size_t *ret_n,
+                      struct mk_error *e) {
+        _cleanup_(cands_done) struct cands c = {0};
+        struct cap_table caps = {0};
+        int r = cap_table_load(h, &caps);
+        if (r < 0)
+                return mk_error_set(e, r, "Out of memory");
+        for (size_t i = 0; i < s->n_gpus && r >= 0; i++) {
+                r = add_gpu(&c, s, i, -1, e);
+                if (r >= 0 && s->gpus[i].mig_current == MK_MIG_ENABLED)
+                        r = add_mig(&c, s, i, -1, &caps, true, e);
+        }
+        free(caps.items);
+        if (r < 0)
+                return r;
+        struct mk_dp_device *devs = calloc(c.n ? c.n : 1, sizeof(*devs));
+        if (!devs)
+                return mk_error_set(e, -ENOMEM, "Out of memory");
+        for (size_t i = 0; i < c.n; i++) {
+                devs[i] = c.items[i].d;
+                snprintf(devs[i].id, sizeof(devs[i].id), "%s", devs[i].base_id);
+        }
+        *ret = devs;
+        *ret_n = c.n;
+        return 0;
+}

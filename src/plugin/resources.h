@@ -138,3 +138,12 @@ const struct mk_dp_device *mk_dp_resource_find_device(const struct mk_dp_resourc
  * ListAndWatch). Never fails; rs may be NULL. */
 unsigned mk_dp_resources_set_health(struct mk_dp_resources *rs, unsigned gpu, unsigned gi_id, unsigned ci_id,
                                     bool healthy);
+
+/* Every GPU of the snapshot (whole, MIG-enabled ones included) and every MIG
+ * device, in snapshot order, unshared (id = base_id), MIG access caps from
+ * mig-minors under h (-1 when unknown; h NULL: all unknown), NUMA unknown:
+ * what exists on the node whatever the strategy (the CDI spec, plugin/cdi.h).
+ * *ret (malloc'd array of *ret_n) only on success; -EINVAL naming a device
+ * without UUID, -ENOMEM. */
+int mk_dp_all_devices(const struct mk_snapshot *s, const struct mk_host *h, struct mk_dp_device **ret, size_t *ret_n,
+                      struct mk_error *e) _nonnull_(1, 3, 4) _wur_;

@@ -46,6 +46,7 @@ mkdir -p "$dir"
 out=$tmp/events.jsonl
 : >"$out"
 export MIGKIT_HEALTH_RECHECK_MS=1000
+export MIGKIT_CDI_SPEC_DIR=$tmp/cdi # the cdi-* strategies write a spec (test-cdi.sh checks it); not /var/run/cdi
 
 # ---- the stand-in kubelet ----
 mkfifo "$tmp/cmd"
