@@ -21,23 +21,21 @@ struct mk_service_settings *mk_service_settings_free(struct mk_service_settings 
         return NULL;
 }
 
-static struct mk_service_settings *settings_new(const char *file) {
-        _cleanup_(mk_service_settings_freep) struct mk_service_settings *s = calloc(1, sizeof(*s));
-        if (!s)
-                return NULL;
-        s->file = strdup(file);
-        if (!s->file || mk_gpu_clients_init_default(&s->clients) < 0)
-                return NULL;
+/* The defaults every settings object starts from. */
+static int settings_init(struct mk_service_settings *s) {
+        int r = mk_gpu_clients_init_default(&s->clients);
+        if (r < 0)
+                return r;
         s->reboot = false;
         s->apply_timeout_ms = MK_SERVICE_DEFAULT_APPLY_MS;
-        return TAKE_PTR(s);
+        return 0;
 }
 
 int mk_service_settings_default(struct mk_service_settings **ret) {
-        struct mk_service_settings *s = settings_new("(defaults)");
-        if (!s)
+        _cleanup_(mk_service_settings_freep) struct mk_service_settings *s = calloc(1, sizeof(*s));
+        if (!s || !(s->file = strdup("(defaults)")) || settings_init(s) < 0)
                 return -ENOMEM;
-        *ret = s;
+        *ret = TAKE_PTR(s);
         return 0;
 }
 
@@ -63,53 +61,45 @@ static int get_duration(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, uin
         return 0;
 }
 
-static int parse_clients(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, struct mk_service_settings *s) {
-        static const char *const known[] = {"systemd-services", "container-images", NULL};
-        _cleanup_yaml_map_done_ struct mk_yaml_map m = {0};
-        int r = mk_yaml_map_load_known(c, n, "gpu-clients", known, true, &m);
+static int client_field(struct mk_yaml_ctx *c, const struct mk_yaml_pair *p, void *userdata) {
+        struct mk_service_settings *s = userdata;
+        bool units = streq(p->name, "systemd-services");
+        char **l = NULL;
+        size_t count = 0;
+        int r = mk_gpu_clients_parse_list(c, p->value, units, &l, &count);
         if (r < 0)
                 return r;
-        for (size_t i = 0; i < m.n; i++) {
-                const char *k = m.pairs[i].name;
-                size_t old = mk_yaml_path_push_key(c, k);
-                bool units = streq(k, "systemd-services");
-                char **l = NULL;
-                size_t count = 0;
-                r = mk_gpu_clients_parse_list(c, m.pairs[i].value, units, &l, &count);
-                if (r < 0)
-                        return r;
-                if (units) {
-                        strv_free(s->clients.systemd_services);
-                        s->clients.systemd_services = l;
-                        s->clients.n_systemd_services = count;
-                } else {
-                        strv_free(s->clients.container_images);
-                        s->clients.container_images = l;
-                        s->clients.n_container_images = count;
-                }
-                mk_yaml_path_pop(c, old);
+        if (units) {
+                strv_free(s->clients.systemd_services);
+                s->clients.systemd_services = l;
+                s->clients.n_systemd_services = count;
+        } else {
+                strv_free(s->clients.container_images);
+                s->clients.container_images = l;
+                s->clients.n_container_images = count;
         }
         return 0;
 }
 
-static int parse_timeouts(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, struct mk_service_settings *s) {
-        static const char *const known[] = {"stop", "start", "apply", NULL};
-        _cleanup_yaml_map_done_ struct mk_yaml_map m = {0};
-        int r = mk_yaml_map_load_known(c, n, "timeouts", known, true, &m);
-        if (r < 0)
-                return r;
-        for (size_t i = 0; i < m.n; i++) {
-                const char *k = m.pairs[i].name;
-                size_t old = mk_yaml_path_push_key(c, k);
-                uint64_t *dst = streq(k, "stop") ? &s->clients.stop_timeout_ms
-                                : streq(k, "start") ? &s->clients.start_timeout_ms
-                                                    : &s->apply_timeout_ms;
-                r = get_duration(c, m.pairs[i].value, dst);
-                if (r < 0)
-                        return r;
-                mk_yaml_path_pop(c, old);
-        }
-        return 0;
+static int timeout_field(struct mk_yaml_ctx *c, const struct mk_yaml_pair *p, void *userdata) {
+        struct mk_service_settings *s = userdata;
+        uint64_t *dst = streq(p->name, "stop")    ? &s->clients.stop_timeout_ms
+                        : streq(p->name, "start") ? &s->clients.start_timeout_ms
+                                                  : &s->apply_timeout_ms;
+        return get_duration(c, p->value, dst);
+}
+
+static int top_field(struct mk_yaml_ctx *c, const struct mk_yaml_pair *p, void *userdata) {
+        static const char *const clients_known[] = {"systemd-services", "container-images", NULL};
+        static const char *const timeouts_known[] = {"stop", "start", "apply", NULL};
+        struct mk_service_settings *s = userdata;
+        if (streq(p->name, "version"))
+                return mk_yaml_check_version(c, p->value, "v1");
+        if (streq(p->name, "gpu-clients"))
+                return mk_yaml_walk_known(c, p->value, "gpu-clients", clients_known, true, client_field, s);
+        if (streq(p->name, "reboot"))
+                return mk_yaml_get_bool(c, p->value, &s->reboot);
+        return mk_yaml_walk_known(c, p->value, "timeouts", timeouts_known, true, timeout_field, s);
 }
 
 static int parse_top(struct mk_yaml_ctx *c, const struct mk_yaml_node *root, struct mk_service_settings *s) {
@@ -120,41 +110,23 @@ static int parse_top(struct mk_yaml_ctx *c, const struct mk_yaml_node *root, str
         int r = mk_yaml_map_load_known(c, root, "the document", known, true, &m);
         if (r < 0)
                 return r;
-        bool have_version = false;
-        for (size_t i = 0; i < m.n; i++) {
-                const char *k = m.pairs[i].name;
-                const struct mk_yaml_node *v = m.pairs[i].value;
-                size_t old = mk_yaml_path_push_key(c, k);
-                if (streq(k, "version")) {
-                        r = mk_yaml_check_version(c, v, "v1");
-                        have_version = true;
-                } else if (streq(k, "gpu-clients"))
-                        r = parse_clients(c, v, s);
-                else if (streq(k, "reboot"))
-                        r = mk_yaml_get_bool(c, v, &s->reboot);
-                else
-                        r = parse_timeouts(c, v, s);
-                if (r < 0)
-                        return r;
-                mk_yaml_path_pop(c, old);
-        }
-        if (!have_version)
+        r = mk_yaml_map_each(c, &m, top_field, s);
+        if (r < 0)
+                return r;
+        if (!mk_yaml_map_find(&m, "version"))
                 return mk_yaml_error(c, root, "missing required field 'version' (want 'version: v1')");
         return 0;
 }
 
-/* The document into a new mk_service_settings (mk_yaml_parse_walk's walk). */
-static int walk(struct mk_yaml_ctx *c, const struct mk_yaml_node *root, void *userdata) {
-        struct mk_service_settings **ret = userdata;
-        _cleanup_(mk_service_settings_freep) struct mk_service_settings *x = settings_new(c->file);
-        if (!x)
-                return mk_yaml_error_code(c, -ENOMEM, NULL, "out of memory");
-        int r = parse_top(c, root, x);
+/* service.yaml starts from the defaults (settings_init()), not from zeros. */
+static int parse_document(struct mk_yaml_ctx *c, const struct mk_yaml_node *root, struct mk_service_settings *s) {
+        int r = settings_init(s);
         if (r < 0)
-                return r;
-        *ret = TAKE_PTR(x);
-        return 0;
+                return mk_yaml_error_code(c, r, NULL, "out of memory");
+        return parse_top(c, root, s);
 }
+
+MK_YAML_DEFINE_WALK(walk, struct mk_service_settings, mk_service_settings_freep, parse_document)
 
 int mk_service_settings_parse(const char *data, size_t len, const char *file, struct mk_service_settings **ret,
                               struct mk_error *e) {

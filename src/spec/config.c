@@ -324,23 +324,13 @@ static const char *profile_why(const char *msg, const char *name) {
 
 static int parse_mig_devices(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, struct mk_config_entry *x,
                              bool *ret_present) {
-        struct mk_yaml_scalar v;
-        int r = mk_yaml_resolve(c, n, &v);
-        if (r < 0)
-                return r;
-        if (v.type == MK_YAML_NULL) {
-                *ret_present = false; /* a nil map upstream */
-                return 0;
-        }
-        if (v.type != MK_YAML_MAP)
-                return mk_yaml_error(c, n, "json: cannot unmarshal %s into Go value of type types.MigConfig",
-                                     mk_yaml_type_json(v.type));
-
         _cleanup_yaml_map_done_ struct mk_yaml_map m = {0};
-        r = mk_yaml_map_load(c, n, &m);
+        int r = mk_yaml_get_map(c, n, "types.MigConfig", &m);
         if (r < 0)
                 return r;
-        *ret_present = true;
+        *ret_present = r > 0; /* null: a nil map upstream */
+        if (r == 0)
+                return 0;
         if (m.n > MK_MAX_MIG_DEVICES)
                 return mk_yaml_error(c, n, "too many profiles in 'mig-devices' (at most %d)", MK_MAX_MIG_DEVICES);
         if (m.n == 0)
@@ -408,33 +398,17 @@ static int parse_mig_devices(struct mk_yaml_ctx *c, const struct mk_yaml_node *n
         return 0;
 }
 
-static const struct mk_yaml_pair *find_pair(const struct mk_yaml_map *m, const char *name) {
-        for (size_t i = 0; i < m->n; i++)
-                if (streq(m->pairs[i].name, name))
-                        return &m->pairs[i];
-        return NULL;
-}
-
 static int parse_entry(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, struct mk_config_entry *x) {
         _cleanup_yaml_map_done_ struct mk_yaml_map m = {0};
-        struct mk_yaml_scalar v;
-        int r;
 
         x->pos = pos_of(n);
-        r = mk_yaml_resolve(c, n, &v);
+        int r = mk_yaml_get_map(c, n, "map[string]json.RawMessage", &m); /* null: an empty map upstream */
         if (r < 0)
                 return r;
-        if (v.type == MK_YAML_MAP) {
-                r = mk_yaml_map_load(c, n, &m);
-                if (r < 0)
-                        return r;
-        } else if (v.type != MK_YAML_NULL) /* null: an empty map upstream */
-                return mk_yaml_error(c, n, "json: cannot unmarshal %s into Go value of type map[string]json.RawMessage",
-                                     mk_yaml_type_json(v.type));
 
         static const char *const required[] = {"devices", "mig-enabled"};
         for (size_t i = 0; i < ELEMENTSOF(required); i++)
-                if (!find_pair(&m, required[i])) {
+                if (!mk_yaml_map_find(&m, required[i])) {
                         size_t old = mk_yaml_path_push_key(c, required[i]);
                         r = mk_yaml_error(c, n, "missing required field: %s", required[i]);
                         mk_yaml_path_pop(c, old);
@@ -521,22 +495,17 @@ static int parse_named_config(struct mk_yaml_ctx *c, const struct mk_yaml_pair *
         return 0;
 }
 
+static int config_field(struct mk_yaml_ctx *c, const struct mk_yaml_pair *p, void *userdata) {
+        struct mk_config *cfg = userdata;
+        /* Counted first, so that mk_config_free() frees a half-parsed config. */
+        return parse_named_config(c, p, &cfg->configs[cfg->n_configs++]);
+}
+
 static int parse_configs(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, struct mk_config *cfg) {
         _cleanup_yaml_map_done_ struct mk_yaml_map m = {0};
-        struct mk_yaml_scalar v;
-        int r;
-
-        r = mk_yaml_resolve(c, n, &v);
+        int r = mk_yaml_get_map(c, n, "map[string]v1.MigConfigSpecSlice", &m);
         if (r < 0)
                 return r;
-        if (v.type == MK_YAML_MAP) {
-                r = mk_yaml_map_load(c, n, &m);
-                if (r < 0)
-                        return r;
-        } else if (v.type != MK_YAML_NULL)
-                return mk_yaml_error(c, n,
-                                     "json: cannot unmarshal %s into Go value of type map[string]v1.MigConfigSpecSlice",
-                                     mk_yaml_type_json(v.type));
         if (m.n == 0)
                 return mk_yaml_error(c, n, "at least one entry in 'mig-configs' is required");
         if (m.n > MK_MAX_CONFIGS)
@@ -545,15 +514,15 @@ static int parse_configs(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, st
         cfg->configs = calloc(m.n, sizeof(*cfg->configs));
         if (!cfg->configs)
                 return mk_yaml_error_code(c, -ENOMEM, n, "out of memory");
-        for (size_t i = 0; i < m.n; i++) {
-                size_t old = mk_yaml_path_push_key(c, m.pairs[i].name);
-                cfg->n_configs++;
-                r = parse_named_config(c, &m.pairs[i], &cfg->configs[i]);
-                if (r < 0)
-                        return r;
-                mk_yaml_path_pop(c, old);
-        }
-        return 0;
+        return mk_yaml_map_each(c, &m, config_field, cfg);
+}
+
+static int top_field(struct mk_yaml_ctx *c, const struct mk_yaml_pair *p, void *userdata) {
+        if (streq(p->name, "version"))
+                return 0; /* read first, by parse_top() */
+        if (streq(p->name, "mig-configs"))
+                return parse_configs(c, p->value, userdata);
+        return mk_yaml_error(c, p->key, "unexpected field: %s", p->name);
 }
 
 static int parse_top(struct mk_yaml_ctx *c, const struct mk_yaml_node *root, struct mk_config *cfg) {
@@ -563,19 +532,11 @@ static int parse_top(struct mk_yaml_ctx *c, const struct mk_yaml_node *root, str
 
         if (!root)
                 return 0; /* no document: no configs */
-        r = mk_yaml_resolve(c, root, &v);
-        if (r < 0)
-                return r;
-        if (v.type == MK_YAML_NULL)
-                return 0; /* an empty document: JSON null, which upstream leaves as an empty spec */
-        if (v.type != MK_YAML_MAP)
-                return mk_yaml_error(c, root, "json: cannot unmarshal %s into Go value of type map[string]json.RawMessage",
-                                     mk_yaml_type_json(v.type));
-        r = mk_yaml_map_load(c, root, &m);
-        if (r < 0)
-                return r;
+        r = mk_yaml_get_map(c, root, "map[string]json.RawMessage", &m);
+        if (r <= 0)
+                return r; /* 0: an empty document, JSON null, which upstream leaves as an empty spec */
 
-        const struct mk_yaml_pair *ver = find_pair(&m, "version");
+        const struct mk_yaml_pair *ver = mk_yaml_map_find(&m, "version");
         if (!ver && m.n > 0) {
                 size_t old = mk_yaml_path_push_key(c, "version");
                 r = mk_yaml_error(c, root, "unable to parse with missing 'version' field");
@@ -603,35 +564,11 @@ static int parse_top(struct mk_yaml_ctx *c, const struct mk_yaml_node *root, str
         cfg->version = strdup(version);
         if (!cfg->version)
                 return mk_yaml_error_code(c, -ENOMEM, root, "out of memory");
-
-        for (size_t i = 0; i < m.n; i++) {
-                const char *k = m.pairs[i].name;
-                if (streq(k, "version"))
-                        continue;
-                size_t old = mk_yaml_path_push_key(c, k);
-                if (streq(k, "mig-configs"))
-                        r = parse_configs(c, m.pairs[i].value, cfg);
-                else
-                        r = mk_yaml_error(c, m.pairs[i].key, "unexpected field: %s", k);
-                if (r < 0)
-                        return r;
-                mk_yaml_path_pop(c, old);
-        }
-        return 0;
+        return mk_yaml_map_each(c, &m, top_field, cfg);
 }
 
 /* The document into a new mk_config (mk_yaml_parse_walk's walk). */
-static int walk(struct mk_yaml_ctx *c, const struct mk_yaml_node *root, void *userdata) {
-        struct mk_config **ret = userdata;
-        _cleanup_(mk_config_freep) struct mk_config *x = calloc(1, sizeof(*x));
-        if (!x || !(x->file = strdup(c->file)))
-                return mk_yaml_error_code(c, -ENOMEM, NULL, "out of memory");
-        int r = parse_top(c, root, x);
-        if (r < 0)
-                return r;
-        *ret = TAKE_PTR(x);
-        return 0;
-}
+MK_YAML_DEFINE_WALK(walk, struct mk_config, mk_config_freep, parse_top)
 
 int mk_config_parse(const char *data, size_t len, const char *file, struct mk_config **ret, struct mk_error *e) {
         return mk_yaml_parse_walk(data, len, file, MK_MAX_YAML_BYTES, walk, ret, e);

@@ -75,13 +75,22 @@ static int get_string(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, const
         return 0;
 }
 
-static int get_args(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, char ***ret) {
-        size_t count;
-        int r = mk_yaml_get_list(c, n, "[]string", &count);
+/* A list or null (mk_yaml_get_list) of at most `max` items, else "too many <what> (at most <max>)". */
+static int get_list_max(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, const char *go_type, size_t max,
+                        const char *what, size_t *ret) {
+        int r = mk_yaml_get_list(c, n, go_type, ret);
         if (r < 0)
                 return r;
-        if (count > MK_MAX_HOOK_ARGS)
-                return mk_yaml_error(c, n, "too many args (at most %d)", MK_MAX_HOOK_ARGS);
+        if (*ret > max)
+                return mk_yaml_error(c, n, "too many %s (at most %zu)", what, max);
+        return 0;
+}
+
+static int get_args(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, char ***ret) {
+        size_t count;
+        int r = get_list_max(c, n, "[]string", MK_MAX_HOOK_ARGS, "args", &count);
+        if (r < 0)
+                return r;
 
         _cleanup_strv_free_ char **args = calloc(count + 1, sizeof(char *));
         if (!args)
@@ -99,17 +108,9 @@ static int get_args(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, char **
 
 static int get_envs(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, char ***ret) {
         _cleanup_yaml_map_done_ struct mk_yaml_map m = {0};
-        struct mk_yaml_scalar v;
-        int r = mk_yaml_resolve(c, n, &v);
+        int r = mk_yaml_get_map(c, n, "v1.EnvsMap", &m);
         if (r < 0)
                 return r;
-        if (v.type == MK_YAML_MAP) {
-                r = mk_yaml_map_load(c, n, &m);
-                if (r < 0)
-                        return r;
-        } else if (v.type != MK_YAML_NULL)
-                return mk_yaml_error(c, n, "json: cannot unmarshal %s into Go value of type v1.EnvsMap",
-                                     mk_yaml_type_json(v.type));
         if (m.n > MK_MAX_HOOK_ENVS)
                 return mk_yaml_error(c, n, "too many envs (at most %d)", MK_MAX_HOOK_ENVS);
 
@@ -152,19 +153,9 @@ static int parse_entry(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, bool
                        struct mk_hook_entry *ret) {
         _cleanup_yaml_map_done_ struct mk_yaml_map m = {0};
         _cleanup_(entry_done) struct mk_hook_entry x = {0};
-        struct mk_yaml_scalar v;
-        int r;
-
-        r = mk_yaml_resolve(c, n, &v);
+        int r = mk_yaml_get_map(c, n, "v1.HookSpec", &m);
         if (r < 0)
                 return r;
-        if (v.type == MK_YAML_MAP) {
-                r = mk_yaml_map_load(c, n, &m);
-                if (r < 0)
-                        return r;
-        } else if (v.type != MK_YAML_NULL)
-                return mk_yaml_error(c, n, "json: cannot unmarshal %s into Go value of type v1.HookSpec",
-                                     mk_yaml_type_json(v.type));
 
         bool seen[_F_MAX] = {false};
         for (size_t i = 0; i < m.n; i++) {
@@ -229,11 +220,9 @@ static int parse_entry(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, bool
 
 static int parse_hook_list(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, int hook, struct mk_hooks *h) {
         size_t count;
-        int r = mk_yaml_get_list(c, n, "[]v1.HookSpec", &count);
+        int r = get_list_max(c, n, "[]v1.HookSpec", MK_MAX_HOOK_ENTRIES, "entries", &count);
         if (r < 0)
                 return r;
-        if (count > MK_MAX_HOOK_ENTRIES)
-                return mk_yaml_error(c, n, "too many entries (at most %d)", MK_MAX_HOOK_ENTRIES);
 
         if (hook >= 0 && count > 0) {
                 h->entries[hook] = calloc(count, sizeof(struct mk_hook_entry));
@@ -259,52 +248,28 @@ static int parse_hook_list(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, 
         return 0;
 }
 
+static int hook_field(struct mk_yaml_ctx *c, const struct mk_yaml_pair *p, void *userdata) {
+        /* Exact match: upstream looks hooks up by their exact name. */
+        int hook = -1;
+        for (int j = 0; j < _MK_HOOK_MAX; j++)
+                if (streq(p->name, hook_table[j]))
+                        hook = j;
+        return parse_hook_list(c, p->value, hook, userdata);
+}
+
 static int parse_hooks_map(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, struct mk_hooks *h) {
         _cleanup_yaml_map_done_ struct mk_yaml_map m = {0};
-        struct mk_yaml_scalar v;
-        int r = mk_yaml_resolve(c, n, &v);
+        int r = mk_yaml_get_map(c, n, "v1.HooksMap", &m);
         if (r < 0)
                 return r;
-        if (v.type == MK_YAML_NULL)
-                return 0;
-        if (v.type != MK_YAML_MAP)
-                return mk_yaml_error(c, n, "json: cannot unmarshal %s into Go value of type v1.HooksMap",
-                                     mk_yaml_type_json(v.type));
-        r = mk_yaml_map_load(c, n, &m);
-        if (r < 0)
-                return r;
-        for (size_t i = 0; i < m.n; i++) {
-                const char *k = m.pairs[i].name;
-                /* Exact match: upstream looks hooks up by their exact name. */
-                int hook = -1;
-                for (int j = 0; j < _MK_HOOK_MAX; j++)
-                        if (streq(k, hook_table[j]))
-                                hook = j;
-                size_t old = mk_yaml_path_push_key(c, k);
-                r = parse_hook_list(c, m.pairs[i].value, hook, h);
-                if (r < 0)
-                        return r;
-                mk_yaml_path_pop(c, old);
-        }
-        return 0;
+        return mk_yaml_map_each(c, &m, hook_field, h);
 }
 
 static int parse_top(struct mk_yaml_ctx *c, const struct mk_yaml_node *root, struct mk_hooks *h) {
         _cleanup_yaml_map_done_ struct mk_yaml_map m = {0};
-        struct mk_yaml_scalar v;
-        int r;
-
         if (!root)
                 return 0;
-        r = mk_yaml_resolve(c, root, &v);
-        if (r < 0)
-                return r;
-        if (v.type == MK_YAML_NULL)
-                return 0;
-        if (v.type != MK_YAML_MAP)
-                return mk_yaml_error(c, root, "json: cannot unmarshal %s into Go value of type v1.Spec",
-                                     mk_yaml_type_json(v.type));
-        r = mk_yaml_map_load(c, root, &m);
+        int r = mk_yaml_get_map(c, root, "v1.Spec", &m);
         if (r < 0)
                 return r;
 
@@ -340,17 +305,7 @@ static int parse_top(struct mk_yaml_ctx *c, const struct mk_yaml_node *root, str
 }
 
 /* The document into a new mk_hooks (mk_yaml_parse_walk's walk). */
-static int walk(struct mk_yaml_ctx *c, const struct mk_yaml_node *root, void *userdata) {
-        struct mk_hooks **ret = userdata;
-        _cleanup_(mk_hooks_freep) struct mk_hooks *x = calloc(1, sizeof(*x));
-        if (!x || !(x->file = strdup(c->file)))
-                return mk_yaml_error_code(c, -ENOMEM, NULL, "out of memory");
-        int r = parse_top(c, root, x);
-        if (r < 0)
-                return r;
-        *ret = TAKE_PTR(x);
-        return 0;
-}
+MK_YAML_DEFINE_WALK(walk, struct mk_hooks, mk_hooks_freep, parse_top)
 
 int mk_hooks_parse(const char *data, size_t len, const char *file, struct mk_hooks **ret, struct mk_error *e) {
         return mk_yaml_parse_walk(data, len, file, MK_MAX_YAML_BYTES, walk, ret, e);

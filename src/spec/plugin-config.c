@@ -64,6 +64,7 @@ struct sharing_block {
         bool fail_requests;
         struct mk_shared_resource *resources;
         size_t n_resources;
+        const struct mk_yaml_node *list; /* the resources list, while parsing */
 };
 
 static void sharing_block_done(struct sharing_block *b) {
@@ -236,29 +237,23 @@ static int get_devices(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, stru
         return 0;
 }
 
+static int resource_field(struct mk_yaml_ctx *c, const struct mk_yaml_pair *p, void *userdata) {
+        struct mk_shared_resource *res = userdata;
+        if (streq(p->name, "name"))
+                return get_resource_name(c, p->value, "name", &res->name);
+        if (streq(p->name, "rename"))
+                return get_resource_name(c, p->value, "rename", &res->rename);
+        if (streq(p->name, "devices"))
+                return get_devices(c, p->value, res);
+        return get_replicas(c, p->value, &res->replicas);
+}
+
 static int parse_resource(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, struct mk_shared_resource *res) {
         static const char *const known[] = {"name", "rename", "devices", "replicas", NULL};
-        _cleanup_yaml_map_done_ struct mk_yaml_map m = {0};
-        int r = mk_yaml_map_load_known(c, n, "a shared resource", known, false, &m);
+        res->devices_all = true;
+        int r = mk_yaml_walk_known(c, n, "a shared resource", known, false, resource_field, res);
         if (r < 0)
                 return r;
-        res->devices_all = true;
-        for (size_t i = 0; i < m.n; i++) {
-                const char *k = m.pairs[i].name;
-                const struct mk_yaml_node *v = m.pairs[i].value;
-                size_t old = mk_yaml_path_push_key(c, k);
-                if (streq(k, "name"))
-                        r = get_resource_name(c, v, "name", &res->name);
-                else if (streq(k, "rename"))
-                        r = get_resource_name(c, v, "rename", &res->rename);
-                else if (streq(k, "devices"))
-                        r = get_devices(c, v, res);
-                else
-                        r = get_replicas(c, v, &res->replicas);
-                if (r < 0)
-                        return r;
-                mk_yaml_path_pop(c, old);
-        }
         if (!res->name)
                 return mk_yaml_error(c, n, "missing required field 'name'");
         if (res->replicas == 0)
@@ -266,37 +261,33 @@ static int parse_resource(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, s
         return 0;
 }
 
+static int sharing_block_field(struct mk_yaml_ctx *c, const struct mk_yaml_pair *p, void *userdata) {
+        struct sharing_block *b = userdata;
+        if (streq(p->name, "renameByDefault"))
+                return mk_yaml_get_bool(c, p->value, &b->rename_by_default);
+        if (streq(p->name, "failRequestsGreaterThanOne")) {
+                b->has_fail_requests = true;
+                return mk_yaml_get_bool(c, p->value, &b->fail_requests);
+        }
+        struct mk_yaml_scalar sv;
+        int r = mk_yaml_resolve(c, p->value, &sv);
+        if (r < 0)
+                return r;
+        if (sv.type != MK_YAML_SEQ)
+                return mk_yaml_error(c, p->value, "resources must be a list, not %s", mk_yaml_type_json(sv.type));
+        if (p->value->n_items > MK_MAX_SHARED_RESOURCES)
+                return mk_yaml_error(c, p->value, "too many resources (at most %u)", MK_MAX_SHARED_RESOURCES);
+        b->list = p->value;
+        return 0;
+}
+
 static int parse_sharing_block(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, struct sharing_block *b) {
         static const char *const known[] = {"renameByDefault", "failRequestsGreaterThanOne", "resources", NULL};
-        _cleanup_yaml_map_done_ struct mk_yaml_map m = {0};
-        int r = mk_yaml_map_load_known(c, n, "a sharing block", known, false, &m);
+        int r = mk_yaml_walk_known(c, n, "a sharing block", known, false, sharing_block_field, b);
         if (r < 0)
                 return r;
         b->present = true;
-        const struct mk_yaml_node *list = NULL;
-        for (size_t i = 0; i < m.n; i++) {
-                const char *k = m.pairs[i].name;
-                const struct mk_yaml_node *v = m.pairs[i].value;
-                size_t old = mk_yaml_path_push_key(c, k);
-                if (streq(k, "renameByDefault"))
-                        r = mk_yaml_get_bool(c, v, &b->rename_by_default);
-                else if (streq(k, "failRequestsGreaterThanOne")) {
-                        r = mk_yaml_get_bool(c, v, &b->fail_requests);
-                        b->has_fail_requests = true;
-                } else {
-                        struct mk_yaml_scalar sv;
-                        r = mk_yaml_resolve(c, v, &sv);
-                        if (r >= 0 && sv.type != MK_YAML_SEQ)
-                                r = mk_yaml_error(c, v, "resources must be a list, not %s", mk_yaml_type_json(sv.type));
-                        if (r >= 0 && v->n_items > MK_MAX_SHARED_RESOURCES)
-                                r = mk_yaml_error(c, v, "too many resources (at most %u)", MK_MAX_SHARED_RESOURCES);
-                        if (r >= 0)
-                                list = v;
-                }
-                if (r < 0)
-                        return r;
-                mk_yaml_path_pop(c, old);
-        }
+        const struct mk_yaml_node *list = b->list;
         if (!list)
                 return mk_yaml_error(c, n, "missing required field 'resources'");
         b->resources = calloc(list->n_items ? list->n_items : 1, sizeof(*b->resources));
@@ -323,37 +314,64 @@ static int parse_sharing_block(struct mk_yaml_ctx *c, const struct mk_yaml_node 
         return 0;
 }
 
+/* The two sharing blocks as parsed, before one of them is chosen. */
+struct sharing {
+        struct sharing_block time_slicing, mps;
+};
+
+static void sharing_done(struct sharing *s) {
+        sharing_block_done(&s->time_slicing);
+        sharing_block_done(&s->mps);
+}
+
+static int sharing_field(struct mk_yaml_ctx *c, const struct mk_yaml_pair *p, void *userdata) {
+        struct sharing *s = userdata;
+        return parse_sharing_block(c, p->value, streq(p->name, "mps") ? &s->mps : &s->time_slicing);
+}
+
 static int parse_sharing(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, struct mk_plugin_config *cfg) {
         static const char *const known[] = {"timeSlicing", "mps", NULL};
-        _cleanup_yaml_map_done_ struct mk_yaml_map m = {0};
-        int r = mk_yaml_map_load_known(c, n, "sharing", known, false, &m);
+        _cleanup_(sharing_done) struct sharing s = {0};
+        int r = mk_yaml_walk_known(c, n, "sharing", known, false, sharing_field, &s);
         if (r < 0)
                 return r;
-        struct sharing_block ts = {0}, mps = {0};
-        for (size_t i = 0; i < m.n && r >= 0; i++) {
-                size_t old = mk_yaml_path_push_key(c, m.pairs[i].name);
-                r = parse_sharing_block(c, m.pairs[i].value, streq(m.pairs[i].name, "mps") ? &mps : &ts);
-                if (r >= 0)
-                        mk_yaml_path_pop(c, old);
-        }
-        if (r < 0) {
-                sharing_block_done(&ts);
-                sharing_block_done(&mps);
-                return r;
-        }
         /* Upstream (k8s-device-plugin v0.20.0 api/config/v1): a present mps block supplies the list; the strategy
          * is mps / time-slicing when that list shares anything. */
-        struct sharing_block *active = mps.present ? &mps : &ts;
+        struct sharing_block *active = s.mps.present ? &s.mps : &s.time_slicing;
         cfg->sharing = active->n_resources == 0 ? MK_SHARING_NONE
-                       : mps.present            ? MK_SHARING_MPS
+                       : s.mps.present          ? MK_SHARING_MPS
                                                 : MK_SHARING_TIME_SLICING;
         cfg->rename_by_default = active->rename_by_default;
-        cfg->fail_requests_greater_than_one = active->has_fail_requests ? active->fail_requests : mps.present;
+        cfg->fail_requests_greater_than_one = active->has_fail_requests ? active->fail_requests : s.mps.present;
         cfg->resources = TAKE_PTR(active->resources);
         cfg->n_resources = active->n_resources;
         active->n_resources = 0;
-        sharing_block_done(&ts);
-        sharing_block_done(&mps);
+        return 0;
+}
+
+static int flag_field(struct mk_yaml_ctx *c, const struct mk_yaml_pair *p, void *userdata) {
+        static const char *const plugin_known[] = {"passDeviceSpecs",     "deviceListStrategy", "deviceIDStrategy",
+                                                   "cdiAnnotationPrefix", "nvidiaCTKPath",      "containerDriverRoot",
+                                                   "sharedDevicesAllocationPolicy", NULL};
+        static const char *const gfd_known[] = {"oneshot", "noTimestamp", "sleepInterval", "outputFile",
+                                                "machineTypeFile", NULL};
+        struct mk_plugin_config *cfg = userdata;
+        if (streq(p->name, "plugin") || streq(p->name, "gfd")) {
+                _cleanup_yaml_map_done_ struct mk_yaml_map sub = {0};
+                return mk_yaml_map_load_known(c, p->value, p->name, streq(p->name, "plugin") ? plugin_known : gfd_known,
+                                              false, &sub);
+        }
+        if (!streq(p->name, "migStrategy"))
+                return 0;
+        _cleanup_free_ char *s = NULL;
+        int r = mk_yaml_get_str(c, p->value, "migStrategy", &s);
+        if (r < 0)
+                return r;
+        enum mk_mig_strategy st = mk_mig_strategy_from_string(s);
+        if (st < 0)
+                return mk_yaml_error(c, p->value, "unknown MIG strategy '%s' (none, single or mixed)", s);
+        cfg->mig_strategy = st;
+        cfg->has_mig_strategy = true;
         return 0;
 }
 
@@ -364,79 +382,29 @@ static int parse_flags(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, stru
                                             "gdsEnabled",      "mofedEnabled",      "useNodeFeatureAPI",
                                             "deviceDiscoveryStrategy", "plugin",    "gfd",
                                             NULL};
-        static const char *const plugin_known[] = {"passDeviceSpecs",     "deviceListStrategy", "deviceIDStrategy",
-                                                   "cdiAnnotationPrefix", "nvidiaCTKPath",      "containerDriverRoot",
-                                                   "sharedDevicesAllocationPolicy", NULL};
-        static const char *const gfd_known[] = {"oneshot", "noTimestamp", "sleepInterval", "outputFile",
-                                                "machineTypeFile", NULL};
-        _cleanup_yaml_map_done_ struct mk_yaml_map m = {0};
-        int r = mk_yaml_map_load_known(c, n, "flags", known, false, &m);
-        if (r < 0)
-                return r;
-        for (size_t i = 0; i < m.n; i++) {
-                const char *k = m.pairs[i].name;
-                const struct mk_yaml_node *v = m.pairs[i].value;
-                size_t old = mk_yaml_path_push_key(c, k);
-                if (streq(k, "migStrategy")) {
-                        _cleanup_free_ char *s = NULL;
-                        r = mk_yaml_get_str(c, v, "migStrategy", &s);
-                        if (r >= 0) {
-                                enum mk_mig_strategy st = mk_mig_strategy_from_string(s);
-                                if (st < 0)
-                                        r = mk_yaml_error(c, v, "unknown MIG strategy '%s' (none, single or mixed)",
-                                                          s);
-                                cfg->mig_strategy = st;
-                                cfg->has_mig_strategy = true;
-                        }
-                } else if (streq(k, "plugin") || streq(k, "gfd")) {
-                        _cleanup_yaml_map_done_ struct mk_yaml_map sub = {0};
-                        r = mk_yaml_map_load_known(c, v, k, streq(k, "plugin") ? plugin_known : gfd_known, false, &sub);
-                }
-                if (r < 0)
-                        return r;
-                mk_yaml_path_pop(c, old);
-        }
-        return 0;
+        return mk_yaml_walk_known(c, n, "flags", known, false, flag_field, cfg);
+}
+
+static int top_field(struct mk_yaml_ctx *c, const struct mk_yaml_pair *p, void *userdata) {
+        struct mk_plugin_config *cfg = userdata;
+        if (streq(p->name, "version"))
+                return mk_yaml_check_version(c, p->value, "v1");
+        if (streq(p->name, "flags"))
+                return parse_flags(c, p->value, cfg);
+        if (streq(p->name, "sharing"))
+                return parse_sharing(c, p->value, cfg);
+        return 0; /* resources (ignored upstream too) and imex: accepted, unused here. */
 }
 
 static int parse_top(struct mk_yaml_ctx *c, const struct mk_yaml_node *root, struct mk_plugin_config *cfg) {
         static const char *const known[] = {"version", "flags", "resources", "sharing", "imex", NULL};
         if (!root)
                 return 0; /* an empty file is an empty v1 config */
-        _cleanup_yaml_map_done_ struct mk_yaml_map m = {0};
-        int r = mk_yaml_map_load_known(c, root, "the document", known, false, &m);
-        if (r < 0)
-                return r;
-        for (size_t i = 0; i < m.n; i++) {
-                const char *k = m.pairs[i].name;
-                const struct mk_yaml_node *v = m.pairs[i].value;
-                size_t old = mk_yaml_path_push_key(c, k);
-                if (streq(k, "version")) {
-                        r = mk_yaml_check_version(c, v, "v1");
-                } else if (streq(k, "flags"))
-                        r = parse_flags(c, v, cfg);
-                else if (streq(k, "sharing"))
-                        r = parse_sharing(c, v, cfg);
-                /* resources (ignored upstream too) and imex: accepted, unused here. */
-                if (r < 0)
-                        return r;
-                mk_yaml_path_pop(c, old);
-        }
-        return 0;
+        return mk_yaml_walk_known(c, root, "the document", known, false, top_field, cfg);
 }
 
 /* The document into a new mk_plugin_config (mk_yaml_parse_walk's walk). */
-static int walk(struct mk_yaml_ctx *c, const struct mk_yaml_node *root, void *userdata) {
-        struct mk_plugin_config **ret = userdata;
-        _cleanup_(mk_plugin_config_freep) struct mk_plugin_config *x = calloc(1, sizeof(*x));
-        if (!x || !(x->file = strdup(c->file)))
-                return mk_yaml_error_code(c, -ENOMEM, NULL, "out of memory");
-        int r = parse_top(c, root, x);
-        if (r < 0)
-                return r;
-        *ret = TAKE_PTR(x);
-        return 0;
-}
+MK_YAML_DEFINE_WALK(walk, struct mk_plugin_config, mk_plugin_config_freep, parse_top)
 
 int mk_plugin_config_parse(const char *data, size_t len, const char *file, struct mk_plugin_config **ret,
                            struct mk_error *e) {

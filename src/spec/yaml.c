@@ -980,6 +980,13 @@ void mk_yaml_map_done(struct mk_yaml_map *m) {
         *m = (struct mk_yaml_map){0};
 }
 
+const struct mk_yaml_pair *mk_yaml_map_find(const struct mk_yaml_map *m, const char *name) {
+        for (size_t i = 0; i < m->n; i++)
+                if (streq(m->pairs[i].name, name))
+                        return &m->pairs[i];
+        return NULL;
+}
+
 int mk_yaml_map_load_known(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, const char *what,
                            const char *const *known, bool list_known, struct mk_yaml_map *ret) {
         struct mk_yaml_scalar v;
@@ -1016,6 +1023,26 @@ int mk_yaml_map_load_known(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, 
         return 0;
 }
 
+int mk_yaml_map_each(struct mk_yaml_ctx *c, const struct mk_yaml_map *m, mk_yaml_field_fn field, void *userdata) {
+        for (size_t i = 0; i < m->n; i++) {
+                size_t old = mk_yaml_path_push_key(c, m->pairs[i].name);
+                int r = field(c, &m->pairs[i], userdata);
+                mk_yaml_path_pop(c, old);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+int mk_yaml_walk_known(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, const char *what,
+                       const char *const *known, bool list_known, mk_yaml_field_fn field, void *userdata) {
+        _cleanup_yaml_map_done_ struct mk_yaml_map m = {0};
+        int r = mk_yaml_map_load_known(c, n, what, known, list_known, &m);
+        if (r < 0)
+                return r;
+        return mk_yaml_map_each(c, &m, field, userdata);
+}
+
 int mk_yaml_get_str(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, const char *what, char **ret) {
         struct mk_yaml_scalar v;
         int r = mk_yaml_resolve(c, n, &v);
@@ -1042,6 +1069,22 @@ int mk_yaml_get_list(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, const 
                                      mk_yaml_type_json(v.type), go_type);
         *ret = v.type == MK_YAML_SEQ ? n->n_items : 0;
         return 0;
+}
+
+int mk_yaml_get_map(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, const char *go_type, struct mk_yaml_map *ret) {
+        struct mk_yaml_scalar v;
+        int r = mk_yaml_resolve(c, n, &v);
+        if (r < 0)
+                return r;
+        if (v.type == MK_YAML_NULL) {
+                *ret = (struct mk_yaml_map) {0};
+                return 0;
+        }
+        if (v.type != MK_YAML_MAP)
+                return mk_yaml_error(c, n, "json: cannot unmarshal %s into Go value of type %s",
+                                     mk_yaml_type_json(v.type), go_type);
+        r = mk_yaml_map_load(c, n, ret);
+        return r < 0 ? r : 1;
 }
 
 int mk_yaml_check_version(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, const char *want) {

@@ -135,6 +135,8 @@ struct mk_yaml_map {
  * last one silently wins). `n` must be a mapping. */
 int mk_yaml_map_load(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, struct mk_yaml_map *ret);
 void mk_yaml_map_done(struct mk_yaml_map *m);
+/* The pair named `name` in `m`, or NULL. */
+const struct mk_yaml_pair *mk_yaml_map_find(const struct mk_yaml_map *m, const char *name);
 #define _cleanup_yaml_map_done_ _cleanup_(mk_yaml_map_done)
 
 /* Loads mapping `n` (named `what` in the error when it is something else)
@@ -144,6 +146,17 @@ void mk_yaml_map_done(struct mk_yaml_map *m);
  * plugin config). */
 int mk_yaml_map_load_known(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, const char *what,
                            const char *const *known, bool list_known, struct mk_yaml_map *ret);
+
+/* A field of a mapping, for mk_yaml_map_each(): `p` is the pair, its key
+ * already on the path. */
+typedef int (*mk_yaml_field_fn)(struct mk_yaml_ctx *c, const struct mk_yaml_pair *p, void *userdata);
+/* Calls field() on each pair of `m` in order with its key pushed on the
+ * path; returns the first error. */
+int mk_yaml_map_each(struct mk_yaml_ctx *c, const struct mk_yaml_map *m, mk_yaml_field_fn field, void *userdata);
+/* mk_yaml_map_load_known() of `n`, then mk_yaml_map_each(): a strict
+ * mapping, field by field. */
+int mk_yaml_walk_known(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, const char *what,
+                       const char *const *known, bool list_known, mk_yaml_field_fn field, void *userdata);
 
 /* The frame every config parser shares. walk() gets a context for `file`
  * and the first document's root (NULL for an empty stream); its result is
@@ -157,6 +170,22 @@ int mk_yaml_parse_walk(const char *data, size_t len, const char *file, size_t ma
  * messages), then as mk_yaml_parse_walk(). Read errors as mk_read_file(). */
 int mk_yaml_load_walk(const char *path, size_t max_bytes, mk_yaml_walk_fn walk, void *userdata, struct mk_error *e);
 
+/* Defines `static int name(...)`, the mk_yaml_walk_fn of a parser whose
+ * result is one `type` with a `file` member: `type` calloc()ed, its file
+ * set to the context's, `top(c, root, obj)` fills it; on success it goes
+ * to the `type **` userdata, on failure `freep` frees it. */
+#define MK_YAML_DEFINE_WALK(name, type, freep, top)                                                     \
+        static int name(struct mk_yaml_ctx *c, const struct mk_yaml_node *root, void *userdata) {       \
+                _cleanup_(freep) type *x = calloc(1, sizeof(*x));                                      \
+                if (!x || !(x->file = strdup(c->file)))                                                \
+                        return mk_yaml_error_code(c, -ENOMEM, NULL, "out of memory");                  \
+                int r = top(c, root, x);                                                               \
+                if (r < 0)                                                                             \
+                        return r;                                                                      \
+                *(type **) userdata = TAKE_PTR(x);                                                     \
+                return 0;                                                                              \
+        }
+
 /* A string scalar (plain or quoted, but a string: `123` or `yes` is not),
  * without NUL bytes, copied to *ret; else "<what> must be a string, not <type>". */
 int mk_yaml_get_str(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, const char *what, char **ret);
@@ -164,6 +193,10 @@ int mk_yaml_get_str(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, const c
  * *ret (0 for null); anything else is the Go tools' error for the same
  * file, "json: cannot unmarshal <type> into Go value of type <go_type>". */
 int mk_yaml_get_list(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, const char *go_type, size_t *ret);
+/* A mapping or null (how go-yaml fills a Go map or struct): its pairs in
+ * *ret (none for null); 1 for a mapping, 0 for null; anything else is
+ * "json: cannot unmarshal <type> into Go value of type <go_type>". */
+int mk_yaml_get_map(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, const char *go_type, struct mk_yaml_map *ret);
 /* A `version` value: a string equal to `want`, else "unsupported version 'x' (want v1)". */
 int mk_yaml_check_version(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, const char *want);
 /* A YAML boolean (YAML 1.1 forms), else "must be true or false, not <type>". */
