@@ -12,52 +12,53 @@ static void copy_trunc(char *dst, size_t size, const char *src) {
         dst[n] = 0;
 }
 
-_printf_(2, 0) static void vset_msg(struct mk_error *e, const char *fmt, va_list ap) {
+/* Ends a message cut at `size` with "..." (n: what snprintf wanted to write). */
+static void mark_cut(char *msg, size_t size, int n) {
+        if (n >= (int) size)
+                memcpy(msg + size - 4, "...", 4);
+}
+
+/* Clears `e` and sets its code and message; the setters add a location. */
+_printf_(3, 0) static void vset(struct mk_error *e, int code, const char *fmt, va_list ap) {
+        if (!e)
+                return;
+        mk_error_clear(e);
+        e->code = code;
         int n = vsnprintf(e->msg, sizeof(e->msg), fmt, ap);
-        if (n >= (int) sizeof(e->msg))
-                memcpy(e->msg + sizeof(e->msg) - 4, "...", 4);
-        else if (n < 0)
+        mark_cut(e->msg, sizeof(e->msg), n);
+        if (n < 0)
                 copy_trunc(e->msg, sizeof(e->msg), "(unformattable message)");
 }
 
 int mk_error_set(struct mk_error *e, int code, const char *fmt, ...) {
-        if (!e)
-                return code;
-        mk_error_clear(e);
-        e->code = code;
         va_list ap;
         va_start(ap, fmt);
-        vset_msg(e, fmt, ap);
+        vset(e, code, fmt, ap);
         va_end(ap);
         return code;
 }
 
 int mk_error_set_at(struct mk_error *e, int code, const char *file, unsigned line, unsigned column,
                     const char *fmt, ...) {
-        if (!e)
-                return code;
-        mk_error_clear(e);
-        e->code = code;
-        copy_trunc(e->file, sizeof(e->file), file ? file : "");
-        e->line = line;
-        e->column = column;
         va_list ap;
         va_start(ap, fmt);
-        vset_msg(e, fmt, ap);
+        vset(e, code, fmt, ap);
         va_end(ap);
+        if (e) {
+                copy_trunc(e->file, sizeof(e->file), file ? file : "");
+                e->line = line;
+                e->column = column;
+        }
         return code;
 }
 
 int mk_error_set_field(struct mk_error *e, int code, const char *field, const char *fmt, ...) {
-        if (!e)
-                return code;
-        mk_error_clear(e);
-        e->code = code;
-        copy_trunc(e->field, sizeof(e->field), field ? field : "");
         va_list ap;
         va_start(ap, fmt);
-        vset_msg(e, fmt, ap);
+        vset(e, code, fmt, ap);
         va_end(ap);
+        if (e)
+                copy_trunc(e->field, sizeof(e->field), field ? field : "");
         return code;
 }
 
@@ -70,9 +71,7 @@ void mk_error_prefix(struct mk_error *e, const char *fmt, ...) {
         vsnprintf(prefix, sizeof(prefix), fmt, ap);
         va_end(ap);
         copy_trunc(old, sizeof(old), e->msg);
-        int n = snprintf(e->msg, sizeof(e->msg), "%s: %s", prefix, old);
-        if (n >= (int) sizeof(e->msg))
-                memcpy(e->msg + sizeof(e->msg) - 4, "...", 4);
+        mark_cut(e->msg, sizeof(e->msg), snprintf(e->msg, sizeof(e->msg), "%s: %s", prefix, old));
 }
 
 int mk_error_ensure(struct mk_error *e, int code, const char *fmt, ...) {
