@@ -55,11 +55,9 @@ int mk_service_check(const struct mk_config *c, const char *name, bool mode_only
 
 int mk_service_validate_selection(const struct mk_service_paths *p, const char *name, const char *apply_config_file,
                                   struct mk_error *e) {
-        if (!mk_service_name_storable(name))
-                return mk_error_set(e, -EINVAL,
-                                    "Config name '%s' cannot be persisted (1 to %d printable characters, no leading "
-                                    "or trailing blank)",
-                                    name, MK_MAX_CONFIG_NAME);
+        int r = mk_service_check_name(name, e);
+        if (r < 0)
+                return r;
         if (apply_config_file && *apply_config_file) {
                 struct stat a, b;
                 bool same = !streq(apply_config_file, "-") && stat(apply_config_file, &a) == 0 &&
@@ -72,7 +70,7 @@ int mk_service_validate_selection(const struct mk_service_paths *p, const char *
                                             apply_config_file, p->config_file, name, p->config_file);
         }
         _cleanup_(mk_config_freep) struct mk_config *c = NULL;
-        int r = mk_config_load(p->config_file, &c, e);
+        r = mk_config_load(p->config_file, &c, e);
         if (r < 0)
                 return r;
         for (size_t i = 0; i < c->n_configs; i++)

@@ -87,6 +87,15 @@ bool mk_service_name_storable(const char *name) {
         return true;
 }
 
+int mk_service_check_name(const char *name, struct mk_error *e) {
+        if (!mk_service_name_storable(name))
+                return mk_error_set(e, -EINVAL,
+                                    "Config name '%s' cannot be persisted (1 to %d printable characters, no leading "
+                                    "or trailing blank)",
+                                    name, MK_MAX_CONFIG_NAME);
+        return 0;
+}
+
 int mk_service_selection_read(const struct mk_service_paths *p, char **ret, struct mk_error *e) {
         _cleanup_free_ char *s = NULL;
         int r = mk_read_text_file(p->selection_file, MK_MAX_STATE_FILE_BYTES, &s, e);
@@ -103,11 +112,9 @@ int mk_service_selection_read(const struct mk_service_paths *p, char **ret, stru
 
 int mk_service_selection_write(const struct mk_service_paths *p, const char *name, bool *ret_changed,
                                struct mk_error *e) {
-        if (!mk_service_name_storable(name))
-                return mk_error_set(e, -EINVAL,
-                                    "Config name '%s' cannot be persisted (1 to %d printable characters, no leading "
-                                    "or trailing blank)",
-                                    name, MK_MAX_CONFIG_NAME);
+        int r = mk_service_check_name(name, e);
+        if (r < 0)
+                return r;
         _cleanup_free_ char *old = NULL;
         struct mk_error ignored = {0};
         if (mk_service_selection_read(p, &old, &ignored) >= 0 && streq(old, name)) {
@@ -115,7 +122,7 @@ int mk_service_selection_write(const struct mk_service_paths *p, const char *nam
                         *ret_changed = false;
                 return 0;
         }
-        int r = mk_mkdir_parents(p->state_dir, 0755, e);
+        r = mk_mkdir_parents(p->state_dir, 0755, e);
         if (r < 0)
                 return r;
         _cleanup_free_ char *line = NULL;

@@ -35,6 +35,9 @@ void mk_service_paths_done(struct mk_service_paths *p);
 /* A config name the selection file can hold: 1..253 bytes, printable,
  * no leading or trailing blank. */
 bool mk_service_name_storable(const char *name);
+/* 0 for a storable name, else -EINVAL with "Config name '<name>' cannot be
+ * persisted (...)". */
+int mk_service_check_name(const char *name, struct mk_error *e);
 
 /* The persisted selection, malloc'd in *ret. -ENOENT when none was made;
  * -EINVAL for a file that does not hold one valid name (message naming
