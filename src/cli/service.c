@@ -43,31 +43,29 @@ static int paths(struct mk_service_paths *p) {
         return 0;
 }
 
-static int no_args(int argc, char **argv) {
-        if (argc > 1) {
-                fprintf(stderr, "Error: unexpected argument '%s'\n", argv[1]);
+/* 0 when the command has at most `max` arguments, else a usage error. */
+static int at_most_args(int argc, char **argv, int max) {
+        if (argc > max + 1) {
+                fprintf(stderr, "Error: unexpected argument '%s'\n", argv[max + 1]);
                 return MK_EXIT_USAGE;
         }
         return 0;
 }
 
 static int cmd_boot(int argc, char **argv) {
-        int r = no_args(argc, argv);
+        int r = at_most_args(argc, argv, 0);
         if (r != 0)
                 return r;
-        struct mk_service_paths p = {0};
+        _cleanup_(mk_service_paths_done) struct mk_service_paths p = {0};
         if (paths(&p) != 0)
                 return MK_EXIT_FAILURE;
-        r = mk_service_boot(&p);
-        mk_service_paths_done(&p);
-        return r;
+        return mk_service_boot(&p);
 }
 
 static int cmd_select(int argc, char **argv) {
-        if (argc > 2) {
-                fprintf(stderr, "Error: unexpected argument '%s'\n", argv[2]);
-                return MK_EXIT_USAGE;
-        }
+        int r = at_most_args(argc, argv, 1);
+        if (r != 0)
+                return r;
         const char *name = argc == 2 ? argv[1] : NULL, *apply_config = NULL;
         if (!name) {
                 /* Run by the apply-start hook: the apply's selection and file. */
@@ -78,46 +76,40 @@ static int cmd_select(int argc, char **argv) {
                         return MK_EXIT_USAGE;
                 }
         }
-        struct mk_service_paths p = {0};
+        _cleanup_(mk_service_paths_done) struct mk_service_paths p = {0};
         if (paths(&p) != 0)
                 return MK_EXIT_FAILURE;
         struct mk_error e = {0};
         bool changed = false;
-        int r = mk_service_validate_selection(&p, name, apply_config, &e);
+        r = mk_service_validate_selection(&p, name, apply_config, &e);
         if (r >= 0)
                 r = mk_service_selection_write(&p, name, &changed, &e);
-        if (r < 0) {
-                mk_service_paths_done(&p);
+        if (r < 0)
                 return cli_fail(&e);
-        }
         if (changed)
                 printf("Selected MIG config '%s' for every boot (saved in '%s')\n", name, p.selection_file);
         else
                 printf("MIG config '%s' was already selected for every boot\n", name);
-        mk_service_paths_done(&p);
         return MK_EXIT_OK;
 }
 
 static int cmd_clear_marker(int argc, char **argv) {
-        int r = no_args(argc, argv);
+        int r = at_most_args(argc, argv, 0);
         if (r != 0)
                 return r;
-        struct mk_service_paths p = {0};
+        _cleanup_(mk_service_paths_done) struct mk_service_paths p = {0};
         if (paths(&p) != 0)
                 return MK_EXIT_FAILURE;
         struct mk_error e = {0};
         bool removed = false;
         r = mk_reboot_marker_remove(p.marker_file, &removed, &e);
-        if (r < 0) {
-                mk_service_paths_done(&p);
+        if (r < 0)
                 return cli_fail(&e);
-        }
         if (removed)
                 printf("Removed the reboot marker '%s': the service may reboot once more for a MIG mode change\n",
                        p.marker_file);
         else
                 printf("No reboot marker ('%s' does not exist)\n", p.marker_file);
-        mk_service_paths_done(&p);
         return MK_EXIT_OK;
 }
 
@@ -140,7 +132,7 @@ static int cmd_status(int argc, char **argv) {
                 fprintf(stderr, "Error: unrecognized 'output-format': %s (table or json)\n", format);
                 return MK_EXIT_USAGE;
         }
-        struct mk_service_paths p = {0};
+        _cleanup_(mk_service_paths_done) struct mk_service_paths p = {0};
         if (paths(&p) != 0)
                 return MK_EXIT_FAILURE;
 
@@ -202,7 +194,6 @@ static int cmd_status(int argc, char **argv) {
                         printf("Applied:          no (%zu GPU%s differ%s)\n", differ, differ == 1 ? "" : "s",
                                differ == 1 ? "s" : "");
         }
-        mk_service_paths_done(&p);
         return rc < 0 ? MK_EXIT_CANNOT_CHECK : differ == 0 ? MK_EXIT_OK : MK_EXIT_NOT_APPLIED;
 }
 
