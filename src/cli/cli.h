@@ -38,6 +38,9 @@ int cli_fail(const struct mk_error *e);
 void cli_print_yaml(FILE *f, const json_t *v, bool sort_keys);
 /* Writes `v` as JSON with 2-space indent and a final newline. */
 void cli_print_json(FILE *f, const json_t *v);
+/* Prints `root` on stdout as JSON (fmt MK_OUTPUT_JSON) or YAML (sort_keys
+ * as cli_print_yaml), then frees it; returns MK_EXIT_OK. */
+int cli_print_document(enum mk_output_format fmt, json_t *root, bool sort_keys);
 
 /* Parses a `-o` value that must be yaml or json (NULL or empty: yaml);
  * prints the upstream-style error and returns -EINVAL otherwise. */

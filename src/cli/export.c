@@ -96,10 +96,5 @@ int cli_export(int argc, char **argv) {
                 json_array_append_new(entries, entry_json(&x.entries[i]));
         mk_export_done(&x);
         json_t *root = json_pack("{s:s,s:{s:o}}", "version", "v1", "mig-configs", label, entries);
-        if (fmt == MK_OUTPUT_JSON)
-                cli_print_json(stdout, root);
-        else
-                cli_print_yaml(stdout, root, true);
-        json_decref(root);
-        return MK_EXIT_OK;
+        return cli_print_document(fmt, root, true);
 }

@@ -78,3 +78,12 @@ void cli_print_yaml(FILE *f, const json_t *v, bool sort_keys) {
         if (r < 0)
                 fprintf(stderr, "Error: Failed to write YAML output: %s\n", strerror(-r));
 }
+
+int cli_print_document(enum mk_output_format fmt, json_t *root, bool sort_keys) {
+        if (fmt == MK_OUTPUT_JSON)
+                cli_print_json(stdout, root);
+        else
+                cli_print_yaml(stdout, root, sort_keys);
+        json_decref(root);
+        return MK_EXIT_OK;
+}

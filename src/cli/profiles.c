@@ -221,10 +221,5 @@ int cli_profiles(int argc, char **argv) {
         json_t *gpus = json_object_get(root, "gpus");
         for (size_t i = 0; i < s->n_gpus; i++)
                 json_array_append_new(gpus, gpu_json(&s->gpus[i]));
-        if (fmt == MK_OUTPUT_JSON)
-                cli_print_json(stdout, root);
-        else
-                cli_print_yaml(stdout, root, false);
-        json_decref(root);
-        return MK_EXIT_OK;
+        return cli_print_document(fmt, root, false);
 }
