@@ -597,52 +597,42 @@ static inline void curl_slist_freep(struct curl_slist **l) {
         curl_slist_free_all(*l);
 }
 
-/* Runs one attempt. 0 on a 2xx answer (t->body holds it); otherwise a
- * negative errno with e set and *ret_retryable telling whether another try
- * may succeed. For watches, 1 when the callback stopped the watch. */
-static int attempt(struct mk_kube *k, const struct request *rq, struct transfer *t, bool *ret_retryable,
-                   struct mk_error *e) {
-        _cleanup_(curl_easy_cleanupp) CURL *c = curl_easy_init();
+/* The request's header list in *ret: JSON wanted, no 100-continue, the
+ * credentials, the body's type. The credentials are wiped from the
+ * temporary string (curl keeps its own copy). */
+static int request_headers(struct mk_kube *k, const struct request *rq, struct curl_slist **ret) {
         _cleanup_(curl_slist_freep) struct curl_slist *headers = NULL;
-        _cleanup_free_ char *url = NULL, *auth = NULL;
-        char errbuf[CURL_ERROR_SIZE] = "";
-        int r;
-
-        *ret_retryable = false;
-        if (!c)
-                return mk_error_set(e, -ENOMEM, "curl_easy_init failed");
-        t->curl = c;
-        mk_buf_reset(&t->body);
-        t->body_error = 0;
-        t->retry_after_s = 0;
-        if (asprintf(&url, "%s%s", k->cfg.server, rq->path) < 0)
-                return -ENOMEM;
-        r = auth_header(k, &auth);
+        _cleanup_free_ char *auth = NULL, *ct = NULL;
+        int r = auth_header(k, &auth);
         if (r < 0)
                 return r;
-
-        struct curl_slist *l;
-#define ADD_HEADER(h)                                                 \
-        do {                                                          \
-                l = curl_slist_append(headers, (h));                  \
-                if (!l)                                               \
-                        return -ENOMEM;                               \
-                headers = l;                                          \
-        } while (0)
-        ADD_HEADER("Accept: application/json");
-        ADD_HEADER("Expect:"); /* no 100-continue round trip */
-        if (auth)
-                ADD_HEADER(auth);
-        if (rq->content_type) {
-                _cleanup_free_ char *ct = NULL;
-                if (asprintf(&ct, "Content-Type: %s", rq->content_type) < 0)
-                        return -ENOMEM;
-                ADD_HEADER(ct);
+        if (rq->content_type && asprintf(&ct, "Content-Type: %s", rq->content_type) < 0) {
+                ct = NULL;
+                r = -ENOMEM;
         }
-#undef ADD_HEADER
+        const char *const lines[] = {"Accept: application/json", "Expect:" /* no 100-continue round trip */, auth,
+                                     ct};
+        for (size_t i = 0; i < ELEMENTSOF(lines) && r >= 0; i++) {
+                if (!lines[i])
+                        continue;
+                struct curl_slist *l = curl_slist_append(headers, lines[i]);
+                if (!l)
+                        r = -ENOMEM;
+                else
+                        headers = l;
+        }
         if (auth)
                 explicit_bzero(auth, strlen(auth));
+        if (r < 0)
+                return r;
+        *ret = TAKE_PTR(headers);
+        return 0;
+}
 
+/* Sets up `c` for `rq`: URL, limits, TLS, callbacks into `t`, method and
+ * body. The first curl_easy_setopt() failure, or CURLE_OK. */
+static CURLcode request_setup(struct mk_kube *k, const struct request *rq, struct transfer *t, CURL *c,
+                              const char *url, struct curl_slist *headers, char *errbuf) {
         CURLcode cc = CURLE_OK;
 #define SET(opt, val)                                                 \
         do {                                                          \
@@ -705,6 +695,32 @@ static int attempt(struct mk_kube *k, const struct request *rq, struct transfer 
                 SET(CURLOPT_POSTFIELDS, rq->body);
         }
 #undef SET
+        return cc;
+}
+
+/* Runs one attempt. 0 on a 2xx answer (t->body holds it); otherwise a
+ * negative errno with e set and *ret_retryable telling whether another try
+ * may succeed. For watches, 1 when the callback stopped the watch. */
+static int attempt(struct mk_kube *k, const struct request *rq, struct transfer *t, bool *ret_retryable,
+                   struct mk_error *e) {
+        _cleanup_(curl_easy_cleanupp) CURL *c = curl_easy_init();
+        _cleanup_(curl_slist_freep) struct curl_slist *headers = NULL;
+        _cleanup_free_ char *url = NULL;
+        char errbuf[CURL_ERROR_SIZE] = "";
+
+        *ret_retryable = false;
+        if (!c)
+                return mk_error_set(e, -ENOMEM, "curl_easy_init failed");
+        t->curl = c;
+        mk_buf_reset(&t->body);
+        t->body_error = 0;
+        t->retry_after_s = 0;
+        if (asprintf(&url, "%s%s", k->cfg.server, rq->path) < 0)
+                return -ENOMEM;
+        int r = request_headers(k, rq, &headers);
+        if (r < 0)
+                return r;
+        CURLcode cc = request_setup(k, rq, t, c, url, headers, errbuf);
         if (cc != CURLE_OK)
                 return mk_error_set(e, curl_to_errno(cc), "%s %s: cannot set up curl: %s", rq->method, rq->path,
                                     curl_easy_strerror(cc));
