@@ -909,6 +909,16 @@ int mk_kube_delete(struct mk_kube *k, const char *path, json_t **ret, struct mk_
         return request(k, &rq, ret, e);
 }
 
+/* Appends the label and field selectors that are set (NULL or "": none). */
+static int add_selectors(struct mk_buf *b, const char *label_selector, const char *field_selector) {
+        int r = 0;
+        if (label_selector && *label_selector)
+                r = add_param(b, "labelSelector", label_selector);
+        if (r >= 0 && field_selector && *field_selector)
+                r = add_param(b, "fieldSelector", field_selector);
+        return r;
+}
+
 /* ---- LIST ---- */
 
 typedef int (*page_fn)(json_t *page, void *userdata);
@@ -933,10 +943,8 @@ static int list_pages(struct mk_kube *k, const char *path, const struct mk_kube_
                 if (r >= 0)
                         r = mk_buf_printf(&u, "%climit=%u", strchr(path, '?') ? '&' : '?',
                                           o->limit ? o->limit : MK_KUBE_LIST_PAGE);
-                if (r >= 0 && o->label_selector && *o->label_selector)
-                        r = add_param(&u, "labelSelector", o->label_selector);
-                if (r >= 0 && o->field_selector && *o->field_selector)
-                        r = add_param(&u, "fieldSelector", o->field_selector);
+                if (r >= 0)
+                        r = add_selectors(&u, o->label_selector, o->field_selector);
                 if (r >= 0 && page == 0 && o->resource_version)
                         r = add_param(&u, "resourceVersion", o->resource_version);
                 if (r >= 0 && cont)
@@ -1075,10 +1083,8 @@ int mk_kube_watch(struct mk_kube *k, const char *path, const struct mk_kube_watc
                         r = mk_buf_puts(&u, "&allowWatchBookmarks=true");
                 if (r >= 0)
                         r = mk_buf_printf(&u, "&timeoutSeconds=%u", timeout);
-                if (r >= 0 && o->label_selector && *o->label_selector)
-                        r = add_param(&u, "labelSelector", o->label_selector);
-                if (r >= 0 && o->field_selector && *o->field_selector)
-                        r = add_param(&u, "fieldSelector", o->field_selector);
+                if (r >= 0)
+                        r = add_selectors(&u, o->label_selector, o->field_selector);
                 if (r < 0)
                         return mk_error_set(e, r, "WATCH %s: the request URL is too long", path);
 
