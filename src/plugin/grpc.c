@@ -747,12 +747,18 @@ static int bind_error(const char *path, struct mk_error *e) {
         return mk_error_set(e, -EADDRNOTAVAIL, "Cannot bind socket '%s'", path);
 }
 
-int mk_grpc_server_start(const struct mk_grpc_server_config *c, struct mk_grpc_server **ret, struct mk_error *e) {
-        int r;
+static void server_freep(struct mk_grpc_server **s) {
+        if (*s)
+                server_free(*s);
+}
 
+/* Checks a server configuration: the socket path, the method names, the
+ * message cap. The number of unary methods and the cap in ret_*. */
+static int check_config(const struct mk_grpc_server_config *c, size_t *ret_n_unary, size_t *ret_max,
+                        struct mk_error *e) {
         if (!c->socket_path)
                 return mk_error_set(e, -EINVAL, "no socket path");
-        r = check_socket_path(c->socket_path, e);
+        int r = check_socket_path(c->socket_path, e);
         if (r < 0)
                 return r;
         size_t n_unary = 0;
@@ -771,11 +777,17 @@ int mk_grpc_server_start(const struct mk_grpc_server_config *c, struct mk_grpc_s
         size_t max = c->max_message ? c->max_message : MK_GRPC_DEFAULT_MAX_MESSAGE;
         if (max > INT_MAX)
                 return mk_error_set(e, -EINVAL, "max_message %zu is larger than %d", max, INT_MAX);
-        r = remove_stale_socket(c->socket_path, e);
-        if (r < 0)
-                return r;
+        *ret_n_unary = n_unary;
+        *ret_max = max;
+        return 0;
+}
 
-        struct mk_grpc_server *s = calloc(1, sizeof(*s));
+/* A server's memory for `c`: its own copies of the names and one request
+ * slot per method (unary ones first, then the stream), plus one. Nothing
+ * of gRPC yet. */
+static int server_new(const struct mk_grpc_server_config *c, size_t n_unary, size_t max,
+                      struct mk_grpc_server **ret, struct mk_error *e) {
+        _cleanup_(server_freep) struct mk_grpc_server *s = calloc(1, sizeof(*s));
         if (!s)
                 return mk_error_set(e, -ENOMEM, "Out of memory");
         pthread_mutex_init(&s->lock, NULL);
@@ -787,80 +799,76 @@ int mk_grpc_server_start(const struct mk_grpc_server_config *c, struct mk_grpc_s
         s->shutdown_tag = (struct tag) {TAG_SHUTDOWN, s};
         s->socket_path = strdup(c->socket_path);
         s->methods = calloc(n_unary + 1, sizeof(char *));
-        s->n_slots = n_unary + (c->stream_method ? 1 : 0) + 1;
-        s->slots = calloc(s->n_slots, sizeof(struct request_slot));
+        size_t n_slots = n_unary + (c->stream_method ? 1 : 0) + 1;
+        s->slots = calloc(n_slots, sizeof(struct request_slot));
         if (c->stream_method)
                 s->stream_method = strdup(c->stream_method);
-        if (!s->socket_path || !s->methods || !s->slots || (c->stream_method && !s->stream_method)) {
-                server_free(s);
+        if (!s->socket_path || !s->methods || !s->slots || (c->stream_method && !s->stream_method))
                 return mk_error_set(e, -ENOMEM, "Out of memory");
-        }
-        for (size_t i = 0; i < n_unary; i++)
-                if (!(s->methods[i] = strdup(c->unary_methods[i]))) {
-                        server_free(s);
-                        return mk_error_set(e, -ENOMEM, "Out of memory");
-                }
+        s->n_slots = n_slots; /* server_free() tears down this many */
         for (size_t i = 0; i < s->n_slots; i++) {
                 s->slots[i].tag = (struct tag) {TAG_REQUEST, &s->slots[i]};
                 grpc_metadata_array_init(&s->slots[i].metadata);
                 grpc_call_details_init(&s->slots[i].details);
         }
+        for (size_t i = 0; i < n_unary; i++)
+                if (!(s->methods[i] = strdup(c->unary_methods[i])))
+                        return mk_error_set(e, -ENOMEM, "Out of memory");
+        *ret = TAKE_PTR(s);
+        return 0;
+}
 
+/* Registers one method on its slot. */
+static int register_method(struct mk_grpc_server *s, struct request_slot *slot, const char *method, bool stream,
+                           const char *why, struct mk_error *e) {
+        slot->method = method;
+        slot->stream = stream;
+        slot->registered =
+                grpc_server_register_method(s->server, method, NULL, GRPC_SRM_PAYLOAD_READ_INITIAL_BYTE_BUFFER, 0);
+        if (!slot->registered)
+                return mk_error_set(e, -EINVAL, "Cannot register method '%s' (%s)", method, why);
+        return 0;
+}
+
+/* The gRPC server and its completion queue, every method registered. */
+static int server_create(struct mk_grpc_server *s, size_t n_unary, struct mk_error *e) {
         mk_grpc_global_init();
         s->global_ref = true;
 
         s->cq = grpc_completion_queue_create_for_next(NULL);
         grpc_arg args[] = {
-                ARG_INT(GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, (int) max),
+                ARG_INT(GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, (int) s->max_message),
                 ARG_INT(GRPC_ARG_MAX_SEND_MESSAGE_LENGTH, (int) MK_GRPC_MAX_SEND_MESSAGE),
                 /* Identity only: a compressed request is refused, never inflated past the cap. */
                 ARG_INT(GRPC_COMPRESSION_CHANNEL_ENABLED_ALGORITHMS_BITSET, 1),
         };
         grpc_channel_args cargs = {.num_args = ELEMENTSOF(args), .args = args};
         s->server = grpc_server_create(&cargs, NULL);
-        if (!s->cq || !s->server) {
-                server_free(s);
+        if (!s->cq || !s->server)
                 return mk_error_set(e, -ENOMEM, "Cannot create a gRPC server");
-        }
         grpc_server_register_completion_queue(s->server, s->cq, NULL);
 
-        size_t k = 0;
-        for (size_t i = 0; i < n_unary; i++, k++) {
-                s->slots[k].method = s->methods[i];
-                s->slots[k].registered = grpc_server_register_method(
-                        s->server, s->methods[i], NULL, GRPC_SRM_PAYLOAD_READ_INITIAL_BYTE_BUFFER, 0);
-                if (!s->slots[k].registered) {
-                        r = mk_error_set(e, -EINVAL, "Cannot register method '%s' (listed twice?)", s->methods[i]);
-                        server_free(s);
+        for (size_t i = 0; i < n_unary; i++) {
+                int r = register_method(s, &s->slots[i], s->methods[i], false, "listed twice?", e);
+                if (r < 0)
                         return r;
-                }
         }
-        if (s->stream_method) {
-                s->slots[k].method = s->stream_method;
-                s->slots[k].stream = true;
-                s->slots[k].registered = grpc_server_register_method(
-                        s->server, s->stream_method, NULL, GRPC_SRM_PAYLOAD_READ_INITIAL_BYTE_BUFFER, 0);
-                if (!s->slots[k].registered) {
-                        r = mk_error_set(e, -EINVAL, "Cannot register method '%s' (also a unary method?)",
-                                         s->stream_method);
-                        server_free(s);
-                        return r;
-                }
-        }
+        if (s->stream_method)
+                return register_method(s, &s->slots[n_unary], s->stream_method, true, "also a unary method?", e);
+        return 0;
+}
 
+/* Binds the socket and starts the server; remembers which socket file is
+ * ours, for server_free() to remove. */
+static int server_listen(struct mk_grpc_server *s, struct mk_error *e) {
         _cleanup_free_ char *target = target_for(s->socket_path);
-        if (!target) {
-                server_free(s);
+        if (!target)
                 return mk_error_set(e, -ENOMEM, "Out of memory");
-        }
         grpc_server_credentials *creds = grpc_insecure_server_credentials_create();
         int port = grpc_server_add_http2_port(s->server, target, creds);
         grpc_server_credentials_release(creds);
-        if (port == 0) {
-                r = bind_error(s->socket_path, e);
-                server_free(s);
-                return r;
-        }
+        if (port == 0)
+                return bind_error(s->socket_path, e);
         grpc_server_start(s->server);
         s->started = true;
         struct stat st;
@@ -869,23 +877,40 @@ int mk_grpc_server_start(const struct mk_grpc_server_config *c, struct mk_grpc_s
                 s->sock_dev = st.st_dev;
                 s->sock_ino = st.st_ino;
         }
+        return 0;
+}
 
+int mk_grpc_server_start(const struct mk_grpc_server_config *c, struct mk_grpc_server **ret, struct mk_error *e) {
+        size_t n_unary = 0, max = 0;
+        int r = check_config(c, &n_unary, &max, e);
+        if (r < 0)
+                return r;
+        r = remove_stale_socket(c->socket_path, e);
+        if (r < 0)
+                return r;
+
+        _cleanup_(server_freep) struct mk_grpc_server *s = NULL;
+        r = server_new(c, n_unary, max, &s, e);
+        if (r < 0)
+                return r;
+        r = server_create(s, n_unary, e);
+        if (r < 0)
+                return r;
+        r = server_listen(s, e);
+        if (r < 0)
+                return r;
         for (size_t i = 0; i < s->n_slots; i++) {
                 r = server_request(s, &s->slots[i]);
-                if (r < 0) {
-                        server_free(s);
+                if (r < 0)
                         return mk_error_set(e, r, "Cannot request calls on '%s'", c->socket_path);
-                }
         }
         r = -pthread_create(&s->thread, NULL, server_thread, s);
-        if (r < 0) {
-                server_free(s);
+        if (r < 0)
                 return mk_error_set(e, r, "Cannot start the server thread for '%s': %s", c->socket_path,
                                     strerror(-r));
-        }
         s->thread_started = true;
         log_debug_area("grpc", "Serving on '%s'", s->socket_path);
-        *ret = s;
+        *ret = TAKE_PTR(s);
         return 0;
 }
 
