@@ -17,7 +17,9 @@
  *       the reservation's order: the MIG device's UUID, or for a soft slice
  *       the GPU's UUID.
  *   migkit.io/mig-allocated    written by the device plugin when an Allocate
- *       consumed the reservation (any value; the time). */
+ *       consumed the reservation (any value; the time).
+ *   migkit.io/vgpu-mode-chosen written by the extender with the reservation
+ *       when the pod named no nvidia.com/vgpu-mode: the mode it chose. */
 #pragma once
 
 #include <errno.h>
@@ -36,6 +38,8 @@
 #define MK_ANN_RESERVATION "migkit.io/mig-reservation"
 #define MK_ANN_DEVICES "migkit.io/mig-devices"
 #define MK_ANN_ALLOCATED "migkit.io/mig-allocated"
+#define MK_ANN_MODE_CHOSEN "migkit.io/vgpu-mode-chosen" /* mig|hami-core: the extender's choice, for a pod
+                                                         * without nvidia.com/vgpu-mode (unified pool) */
 
 #define MK_RESERVATION_VERSION 1
 #define MK_MAX_RESERVATION_BYTES (16u << 10)   /* one reservation annotation */

@@ -3,6 +3,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "base/macro.h"
 #include "base/parse.h"
@@ -193,4 +194,21 @@ void mk_pod_resource_requests(const json_t *pod, uint64_t *ret_cpu_milli, uint64
         }
         *ret_cpu_milli = MAX(cpu, init_cpu);
         *ret_memory_bytes = MAX(mem, init_mem);
+}
+
+json_t *mk_kube_event_new(const char *ns, const char *kind, const char *name, const char *uid, bool warning,
+                          const char *reason, const char *message, const char *component, const char *host) {
+        char ts[64], gen[MK_K8S_NAME_MAX + 2];
+        time_t t = time(NULL);
+        struct tm tm;
+        gmtime_r(&t, &tm);
+        strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", &tm);
+        snprintf(gen, sizeof(gen), "%.*s.", MK_K8S_NAME_MAX - 1, name);
+        return json_pack("{s:s,s:s,s:{s:s,s:s},s:{s:s,s:s,s:s,s:o},s:s,s:s,s:s,s:{s:s,s:s},s:s,s:s,s:i,s:s,s:s}",
+                         "apiVersion", "v1", "kind", "Event", "metadata", "generateName", gen, "namespace", ns,
+                         "involvedObject", "apiVersion", "v1", "kind", kind, "name", name, "uid",
+                         uid ? json_string(uid) : json_null(), "reason", reason, "message", message, "type",
+                         warning ? "Warning" : "Normal", "source", "component", component, "host", host,
+                         "firstTimestamp", ts, "lastTimestamp", ts, "count", 1, "reportingComponent", component,
+                         "reportingInstance", host);
 }

@@ -1,9 +1,11 @@
 /* Reading Kubernetes objects (jansson values as the apiserver sends them):
  * metadata fields, annotations and labels, resource quantities, and a
- * pod's CPU and memory requests as kube-scheduler counts them. Pure: no
- * I/O, values borrowed from the object. */
+ * pod's CPU and memory requests as kube-scheduler counts them; and the
+ * Event object to post about one. Pure: no I/O, values borrowed from the
+ * object. */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -62,3 +64,10 @@ void mk_pod_resource_requests(const json_t *pod, uint64_t *ret_cpu_milli, uint64
 /* A container's request of resource `res` in milli-units (requests, else
  * limits; 0 when absent or not a quantity string). */
 uint64_t mk_kube_container_request(const json_t *ctr, const char *res) _nonnull_(2);
+
+/* A core/v1 Event about object `kind` `name` (uid may be NULL) in
+ * namespace `ns`, reported by `component` on `host`, timestamped now:
+ * POST it to /api/v1/namespaces/<ns>/events. NULL when out of memory. */
+json_t *mk_kube_event_new(const char *ns, const char *kind, const char *name, const char *uid, bool warning,
+                          const char *reason, const char *message, const char *component, const char *host)
+        _nonnull_(1, 2, 3, 6, 7, 8, 9);

@@ -19,6 +19,7 @@
 #include "host/reboot.h"
 #include "kube/informer.h"
 #include "kube/kube.h"
+#include "kube/object.h"
 #include "manager/manager.h"
 #include "spec/config.h"
 
@@ -194,37 +195,20 @@ static void log_err(const char *what, const struct mk_error *e) {
         log_error("%s: %s", what, mk_error_format(e, buf, sizeof(buf)));
 }
 
-static void iso_now(char *buf, size_t size) {
-        time_t t = time(NULL);
-        struct tm tm;
-        gmtime_r(&t, &tm);
-        strftime(buf, size, "%Y-%m-%dT%H:%M:%SZ", &tm);
-}
-
 /* Posts an Event on our Node; failures are only warnings. */
 static void post_event(struct mgr *m, bool warning, const char *reason, const char *fmt, ...) _printf_(4, 5);
 static void post_event(struct mgr *m, bool warning, const char *reason, const char *fmt, ...) {
-        char msg[MK_MAX_EVENT_MESSAGE], ts[64], path[128];
+        char msg[MK_MAX_EVENT_MESSAGE], path[128];
         va_list ap;
         va_start(ap, fmt);
         vsnprintf(msg, sizeof(msg), fmt, ap);
         va_end(ap);
-        iso_now(ts, sizeof(ts));
         const char *ns = m->o->event_namespace ? m->o->event_namespace : "default";
         snprintf(path, sizeof(path), "/api/v1/namespaces/%s/events", ns);
-        char gen[MK_MAX_NODE_NAME + 2];
-        snprintf(gen, sizeof(gen), "%s.", m->o->node);
         pthread_mutex_lock(&m->lock);
-        json_t *uid = m->node_uid ? json_string(m->node_uid) : json_null();
+        json_t *ev = mk_kube_event_new(ns, "Node", m->o->node, m->node_uid, warning, reason, msg,
+                                       MK_MANAGER_EVENT_COMPONENT, m->o->node);
         pthread_mutex_unlock(&m->lock);
-        json_t *ev = json_pack("{s:s,s:s,s:{s:s,s:s},s:{s:s,s:s,s:s,s:o},s:s,s:s,s:s,s:{s:s,s:s},s:s,s:s,s:i,"
-                               "s:s,s:s}",
-                               "apiVersion", "v1", "kind", "Event", "metadata", "generateName", gen, "namespace", ns,
-                               "involvedObject", "apiVersion", "v1", "kind", "Node", "name", m->o->node, "uid", uid,
-                               "reason", reason, "message", msg, "type", warning ? "Warning" : "Normal", "source",
-                               "component", MK_MANAGER_EVENT_COMPONENT, "host", m->o->node, "firstTimestamp", ts,
-                               "lastTimestamp", ts, "count", 1, "reportingComponent", MK_MANAGER_EVENT_COMPONENT,
-                               "reportingInstance", m->o->node);
         if (!ev)
                 return;
         struct mk_error e = {0};

@@ -13,6 +13,7 @@
 #include "sched/memo.h"
 #include "sched/nodecache.h"
 #include "sched/place-mig.h"
+#include "sched/place-soft.h"
 #include "sched/request.h"
 #include "spec/sched-config.h"
 
@@ -42,21 +43,31 @@ static int score_priority(double score) {
 }
 
 /* The seam between nodes and kinds of placement: which placement decides
- * pods on node `name`. NULL with the reason (-ENOSPC) when the node offers
- * none. `for_bind`: bind trusts the node filter chose and skips the
- * operating mode (as it always has). Soft slices (issue 13) return their
- * mk_sched_place_fn here for HAMi-core nodes, and pods asking for them. */
-static mk_sched_place_fn place_for(const struct mk_sched_config *cfg, const char *name, bool for_bind, char *reason,
-                                   size_t size) {
-        enum mk_sched_mode mode =
-                for_bind || !cfg->n_nodes ? MK_SCHED_MODE_MIG : mk_sched_config_node_mode(cfg, name);
+ * pods on node `name`, from its operating mode and the pod's vgpu-mode. A
+ * mig node: MIG placement (a pod that allows MIG). A hami-core or mixed
+ * node: the unified pool's (place-soft.h), which fits soft slices, MIG or
+ * chooses. NULL with the reason (-ENOSPC) when the node offers the pod
+ * nothing. `for_bind`: bind trusts the node filter chose and skips the
+ * disabled check (as it always has). */
+static mk_sched_place_fn place_for(const struct mk_sched_config *cfg, const char *name,
+                                   const struct mk_pod_request *req, bool for_bind, char *reason, size_t size) {
+        enum mk_sched_mode mode = !cfg->n_nodes ? MK_SCHED_MODE_MIG : mk_sched_config_node_mode(cfg, name);
         switch (mode) {
+        case MK_SCHED_MODE_HAMI_CORE:
+        case MK_SCHED_MODE_MIXED:
+                return mk_sched_place_pool;
         case MK_SCHED_MODE_MIG:
-                return mk_sched_place_mig;
+                break;
         default:
-                snprintf(reason, size, "node is in operating mode '%s', not mig", mk_sched_mode_to_string(mode));
-                return NULL;
+                if (!for_bind) {
+                        snprintf(reason, size, "node is in operating mode '%s'", mk_sched_mode_to_string(mode));
+                        return NULL;
+                }
         }
+        if (req->allow_mig)
+                return mk_sched_place_mig;
+        snprintf(reason, size, "hami-core: node is in operating mode mig (no shared GPU)");
+        return NULL;
 }
 
 /* Whether the node's decisions depend only on its kept state and the
@@ -72,7 +83,19 @@ static bool node_state_plain(const struct mk_sched_node *n, const char *uid, con
                         if (n->inv->gpus[g].instances[i].state == MK_INV_RESERVED &&
                             streq(n->inv->gpus[g].instances[i].uid, uid))
                                 return false;
+        for (size_t g = 0; n->inv_reserved && uid && g < n->inv->n_gpus; g++)
+                for (size_t i = 0; i < n->inv->gpus[g].n_soft; i++)
+                        if (streq(n->inv->gpus[g].soft[i].uid, uid))
+                                return false;
         return true;
+}
+
+/* A MIG node's reason for a pod that allowed soft slices too: says so,
+ * so that a pod fitting nowhere reads why for both modes. */
+static void name_both_modes(char *reason, size_t size) {
+        char mig[MK_ERROR_MSG_MAX];
+        snprintf(mig, sizeof(mig), "%s", reason);
+        snprintf(reason, size, "MIG: %.400s; hami-core: node is in operating mode mig (no shared GPU)", mig);
 }
 
 /* What a request holds while its nodes are decided. */
@@ -89,7 +112,7 @@ struct request {
 /* Decides one candidate: 0 feasible with *priority, else <0 with reason. */
 static int eval_node(struct request *rq, const struct mk_sched_cand *c, struct mk_sched_node *n, int *priority,
                      char *reason, size_t size) {
-        mk_sched_place_fn place = place_for(rq->cfg, c->name, false, reason, size);
+        mk_sched_place_fn place = place_for(rq->cfg, c->name, rq->ask->req, false, reason, size);
         if (!place)
                 return -ENOSPC;
         struct mk_inventory *own = NULL;
@@ -122,6 +145,8 @@ static int eval_node(struct request *rq, const struct mk_sched_cand *c, struct m
         };
         double score = 0;
         r = place(&rq->scratch, &p, &score, reason, size);
+        if (r == -ENOSPC && place == mk_sched_place_mig && rq->ask->req->allow_soft && size > 0)
+                name_both_modes(reason, size);
         mk_inventory_free(own);
         *priority = r >= 0 ? score_priority(score) : 0;
         if (plain && rq->shape && r != -ENOMEM)
@@ -161,8 +186,8 @@ int mk_sched_decide(const struct mk_sched_config *cfg, struct mk_sched_cache *c,
                 int priority = 0;
                 int q;
                 reason[0] = 0;
-                if (req->not_mig) {
-                        snprintf(reason, sizeof(reason), "pod asks %s '%s'; migkit schedules MIG instances only",
+                if (!req->allow_mig && !req->allow_soft) {
+                        snprintf(reason, sizeof(reason), "pod asks %s '%s'; migkit offers mig and hami-core",
                                  MK_ANN_VGPU_MODE, mk_kube_annotation(ask->pod, MK_ANN_VGPU_MODE));
                         q = -ENOSPC;
                 } else if (d->cands[i].len >= MK_K8S_NAME_MAX) {
@@ -208,15 +233,15 @@ int mk_sched_decide_reserve(const struct mk_sched_config *cfg, struct mk_sched_c
         pthread_rwlock_wrlock(&c->lock);
         struct mk_sched_node *n = mk_sched_cache_node(c, node);
         mk_sched_place_fn place = NULL;
-        if (req->not_mig)
-                r = mk_error_set(e, -ENOSPC, "pod asks %s other than mig", MK_ANN_VGPU_MODE);
+        if (!req->allow_mig && !req->allow_soft)
+                r = mk_error_set(e, -ENOSPC, "pod asks %s other than mig and hami-core", MK_ANN_VGPU_MODE);
         else if (!n)
                 r = mk_error_set(e, -ENOENT, "node '%s' is not in migkit's cache", node);
         else if (!n->inv)
                 r = mk_error_set(e, -ENOSPC, "node '%s': %s", node, n->reason);
         else if (req->n_containers == 0)
                 r = 0;
-        else if (!(place = place_for(cfg, node, true, reason, sizeof(reason))))
+        else if (!(place = place_for(cfg, node, req, true, reason, sizeof(reason))))
                 r = mk_error_set(e, -ENOSPC, "node '%s': %s", node, reason);
         else {
                 struct mk_sched_place p = {

@@ -66,8 +66,10 @@ static bool shape_add(char *buf, size_t size, size_t *len, const char *fmt, ...)
 uint64_t mk_sched_shape_id(struct mk_sched_shapes *s, const struct mk_pod_request *req) {
         char buf[MK_SCHED_SHAPE_MAX];
         size_t len = 0;
-        bool ok = shape_add(buf, sizeof(buf), &len, "%zu|%d|%" PRIu64 "|%" PRIu64 "|%zu:%s|%zu:%s|%zu:%s|%zu:%s|%zu:%s",
-                            req->n_containers, (int) req->not_mig, req->cpu_milli, req->memory_bytes,
+        bool ok = shape_add(buf, sizeof(buf), &len,
+                            "%zu|%d%d%d|%" PRIu64 "|%" PRIu64 "|%zu:%s|%zu:%s|%zu:%s|%zu:%s|%zu:%s", req->n_containers,
+                            (int) req->mode_named, (int) req->allow_mig, (int) req->allow_soft, req->cpu_milli,
+                            req->memory_bytes,
                             strlen(req->variant), req->variant, strlen(req->use_types), req->use_types,
                             strlen(req->nouse_types), req->nouse_types, strlen(req->node_policy), req->node_policy,
                             strlen(req->gpu_policy), req->gpu_policy);

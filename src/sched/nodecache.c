@@ -167,9 +167,11 @@ static void node_refit(struct mk_sched_node *n) {
         n->n_pending = 0;
         for (size_t i = 0; i < n->n_claims; i++)
                 n->n_pending += n->claims[i]->pending;
-        for (size_t g = 0; n->inv && g < n->inv->n_gpus; g++)
+        for (size_t g = 0; n->inv && g < n->inv->n_gpus; g++) {
+                n->inv_reserved |= n->inv->gpus[g].n_soft > 0;
                 for (size_t i = 0; i < n->inv->gpus[g].n_instances; i++)
                         n->inv_reserved |= n->inv->gpus[g].instances[i].state == MK_INV_RESERVED;
+        }
         if (!n->inv || n->inv->n_gpus == 0 || n->inv->n_gpus > MK_FIT_MAX_NODE_GPUS)
                 return;
         size_t ng = n->inv->n_gpus;

@@ -48,7 +48,8 @@ bool mk_sched_pod_expired(const struct mk_sched_pod *p, int64_t now) _nonnull_(1
 struct mk_sched_node {
         struct mk_sched_memo memo;      /* first: the line a filter reads of every node */
         bool fit_valid;                 /* fit_gpus/fit_used/fit_cache are current */
-        bool inv_reserved;              /* inv lists instances in state reserved (they name their pod) */
+        bool inv_reserved;              /* inv lists instances in state reserved or soft slices (they name
+                                         * their pod) */
         unsigned n_pending;             /* claims made by our bind, not yet observed */
         struct mk_inventory *inv;       /* NULL when absent or malformed */
         char *name;

@@ -11,7 +11,7 @@
 #include "sched/place-mig.h"
 #include "sched/request.h"
 
-static void request_policies(const struct mk_pod_request *req, enum mk_fit_policy *np, enum mk_fit_policy *gp) {
+void mk_sched_request_policies(const struct mk_pod_request *req, enum mk_fit_policy *np, enum mk_fit_policy *gp) {
         *np = req->node_policy[0] ? mk_fit_policy_from_string(req->node_policy) : MK_FIT_BINPACK;
         *gp = req->gpu_policy[0] ? mk_fit_policy_from_string(req->gpu_policy) : MK_FIT_SPREAD;
         if ((int) *np < 0)
@@ -20,7 +20,7 @@ static void request_policies(const struct mk_pod_request *req, enum mk_fit_polic
                 *gp = MK_FIT_SPREAD;
 }
 
-static struct mk_fit_request fit_request(const struct mk_pod_request *req, const struct mk_pod_request_container *rc) {
+struct mk_fit_request mk_sched_fit_request(const struct mk_pod_request *req, const struct mk_pod_request_container *rc) {
         return (struct mk_fit_request) {
                 .gpus = rc->gpus,
                 .mem_mib = rc->mem_mib,
@@ -43,8 +43,8 @@ static bool fast_path_ok(const struct mk_sched_place *p) {
 static int fit_fast(const struct mk_sched_node *n, const struct mk_pod_request *req, double *ret_score, char *reason,
                     size_t size) {
         enum mk_fit_policy np, gp;
-        request_policies(req, &np, &gp);
-        struct mk_fit_request fr = fit_request(req, &req->containers[0]);
+        mk_sched_request_policies(req, &np, &gp);
+        struct mk_fit_request fr = mk_sched_fit_request(req, &req->containers[0]);
         struct mk_fit_node fn = {.gpus = n->fit_gpus,
                                  .n_gpus = n->inv->n_gpus,
                                  .cache = n->fit_cache,
@@ -60,6 +60,50 @@ static int fit_fast(const struct mk_sched_node *n, const struct mk_pod_request *
         return 0;
 }
 
+int mk_sched_fill_mig(struct mk_sched_scratch *sc, const struct mk_sched_place *p, char *reason, size_t size) {
+        const struct mk_inventory *inv = p->inv;
+        const struct mk_sched_node *n = p->node;
+        bool own = !n || n->inv != inv; /* a Node object's inventory: no kept tables or reservations */
+        if (inv->n_gpus > MK_FIT_MAX_NODE_GPUS) {
+                snprintf(reason, size, "node has more than %u GPUs", MK_FIT_MAX_NODE_GPUS);
+                return -E2BIG;
+        }
+        int r = mk_sched_fill_gpus(sc->gpus, &sc->used[0][0], inv, own ? NULL : n->tables, own ? NULL : n->reps,
+                                   n ? n->claims : NULL, n ? n->n_claims : 0, p->req, p->uid, p->now);
+        if (r < 0)
+                snprintf(reason, size, "a GPU has more than %u instances", MK_FIT_MAX_INSTANCES);
+        return r;
+}
+
+void mk_sched_take_mig(struct mk_sched_scratch *sc, const struct mk_inventory *inv, const struct mk_fit_result *res,
+                       unsigned container, struct mk_claim *claim, size_t *n_dev) {
+        for (size_t i = 0; i < res->n_choices; i++) {
+                const struct mk_fit_choice *ch = &res->choices[i];
+                (void) mk_sched_add_used(&sc->gpus[ch->gpu], sc->used[ch->gpu], ch->profile->id, ch->profile->slices,
+                                         ch->placement);
+                if (claim && *n_dev < MK_MAX_CLAIM_DEVICES) {
+                        struct mk_claim_device *d = &claim->devices[*n_dev];
+                        *d = (struct mk_claim_device) {
+                                .container = container,
+                                .profile_id = ch->profile->id,
+                                .slices = ch->profile->slices,
+                                .placement = ch->placement,
+                        };
+                        snprintf(d->gpu, sizeof(d->gpu), "%s", inv->gpus[ch->gpu].uuid);
+                        snprintf(d->profile, sizeof(d->profile), "%s", ch->profile->name);
+                }
+                (*n_dev)++;
+        }
+}
+
+void mk_sched_fit_reason(const struct mk_pod_request *req, unsigned container, const struct mk_error *e, char *reason,
+                         size_t size) {
+        if (req->n_containers > 1)
+                snprintf(reason, size, "container %u: %.400s", container, e->msg);
+        else
+                snprintf(reason, size, "%s", e->msg[0] ? e->msg : "does not fit");
+}
+
 /* The slow path: the view rebuilt for this pod, container by container;
  * with a claim, its devices. */
 static int fit_slow(struct mk_sched_scratch *sc, const struct mk_sched_place *p, double *ret_score, char *reason,
@@ -67,19 +111,11 @@ static int fit_slow(struct mk_sched_scratch *sc, const struct mk_sched_place *p,
         const struct mk_inventory *inv = p->inv;
         const struct mk_sched_node *n = p->node;
         const struct mk_pod_request *req = p->req;
-        bool own = !n || n->inv != inv; /* a Node object's inventory: no kept tables or reservations */
-        if (inv->n_gpus > MK_FIT_MAX_NODE_GPUS) {
-                snprintf(reason, size, "node has more than %u GPUs", MK_FIT_MAX_NODE_GPUS);
-                return -E2BIG;
-        }
-        int r = mk_sched_fill_gpus(sc->gpus, &sc->used[0][0], inv, own ? NULL : n->tables, own ? NULL : n->reps,
-                                   n ? n->claims : NULL, n ? n->n_claims : 0, req, p->uid, p->now);
-        if (r < 0) {
-                snprintf(reason, size, "a GPU has more than %u instances", MK_FIT_MAX_INSTANCES);
+        int r = mk_sched_fill_mig(sc, p, reason, size);
+        if (r < 0)
                 return r;
-        }
         enum mk_fit_policy np, gp;
-        request_policies(req, &np, &gp);
+        mk_sched_request_policies(req, &np, &gp);
         const struct mk_fit_node_resources *node_res = n && n->res.cpu_allocatable_milli ? &n->res : NULL;
         struct mk_fit_node fn = {.gpus = sc->gpus, .n_gpus = inv->n_gpus, .resources = node_res};
         struct mk_claim *claim = p->claim;
@@ -87,35 +123,16 @@ static int fit_slow(struct mk_sched_scratch *sc, const struct mk_sched_place *p,
         size_t n_dev = 0;
         for (size_t k = 0; k < req->n_containers; k++) {
                 const struct mk_pod_request_container *rc = &req->containers[k];
-                struct mk_fit_request fr = fit_request(req, rc);
+                struct mk_fit_request fr = mk_sched_fit_request(req, rc);
                 struct mk_fit_result res;
                 struct mk_error e = {0};
                 r = mk_fit_node(&fn, &fr, np, gp, &res, &e);
                 if (r < 0) {
-                        if (req->n_containers > 1)
-                                snprintf(reason, size, "container %u: %.400s", rc->index, e.msg);
-                        else
-                                snprintf(reason, size, "%s", e.msg[0] ? e.msg : "does not fit");
+                        mk_sched_fit_reason(req, rc->index, &e, reason, size);
                         return r;
                 }
                 score = res.score;
-                for (size_t i = 0; i < res.n_choices; i++) {
-                        const struct mk_fit_choice *ch = &res.choices[i];
-                        (void) mk_sched_add_used(&sc->gpus[ch->gpu], sc->used[ch->gpu], ch->profile->id,
-                                                 ch->profile->slices, ch->placement);
-                        if (claim && n_dev < MK_MAX_CLAIM_DEVICES) {
-                                struct mk_claim_device *d = &claim->devices[n_dev];
-                                *d = (struct mk_claim_device) {
-                                        .container = rc->index,
-                                        .profile_id = ch->profile->id,
-                                        .slices = ch->profile->slices,
-                                        .placement = ch->placement,
-                                };
-                                snprintf(d->gpu, sizeof(d->gpu), "%s", inv->gpus[ch->gpu].uuid);
-                                snprintf(d->profile, sizeof(d->profile), "%s", ch->profile->name);
-                        }
-                        n_dev++;
-                }
+                mk_sched_take_mig(sc, inv, &res, rc->index, claim, &n_dev);
         }
         if (claim)
                 claim->n_devices = MIN(n_dev, (size_t) MK_MAX_CLAIM_DEVICES);

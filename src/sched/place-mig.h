@@ -1,8 +1,9 @@
 /* MIG placement: fitting a pod on one node as MIG instances created for it
  * (plan/fit's geometry search over the node's GPUs, with the instances
  * that exist and those other pods reserved). One kind of placement behind
- * decide.h's seam; a soft slice placement (issue 13) sits beside it with
- * the same signature (mk_sched_place_fn).
+ * decide.h's seam; the unified pool's placement (place-soft.h: soft
+ * slices and the mode choice) sits beside it with the same signature
+ * (mk_sched_place_fn) and shares its scratch and helpers below.
  *
  * Two paths, proven equal by tests/unit/test-sched.c: the fast one fits
  * straight on the node cache's kept view (one container, no GPU-type
@@ -17,18 +18,24 @@
 #include <stdint.h>
 
 #include "base/macro.h"
+#include "plan/fit-soft.h"
 #include "plan/fit.h"
 
 struct mk_claim;
 struct mk_inventory;
 struct mk_pod_request;
+struct mk_pod_request_container;
 struct mk_sched_node;
 
 /* The slow path's view of one node, rebuilt per fit (large: allocated once
- * per request, when first needed). */
+ * per request, when first needed): its MIG GPUs and, for the unified pool
+ * (place-soft.h), its shared GPUs. */
 struct mk_sched_scratch {
         struct mk_fit_gpu gpus[MK_FIT_MAX_NODE_GPUS];
         struct mk_fit_instance used[MK_FIT_MAX_NODE_GPUS][MK_FIT_MAX_INSTANCES];
+        struct mk_fit_shared_gpu soft_gpus[MK_FIT_MAX_NODE_GPUS];
+        struct mk_fit_soft_slice soft_used[MK_FIT_MAX_NODE_GPUS][MK_FIT_SOFT_MAX_SLICES];
+        unsigned soft_inv[MK_FIT_MAX_NODE_GPUS]; /* the inventory GPU of each shared GPU */
 };
 
 /* What a placement is asked. */
@@ -50,3 +57,23 @@ typedef int (*mk_sched_place_fn)(struct mk_sched_scratch **scp, const struct mk_
 
 int mk_sched_place_mig(struct mk_sched_scratch **scp, const struct mk_sched_place *p, double *ret_score,
                        char *reason, size_t size) _nonnull_(1, 2, 3);
+
+/* Shared by the placements: the pod's node and GPU policies (hami.io
+ * annotations; binpack and spread by default), one container's fit request. */
+void mk_sched_request_policies(const struct mk_pod_request *req, enum mk_fit_policy *ret_node,
+                               enum mk_fit_policy *ret_gpu) _nonnull_(1, 2, 3);
+struct mk_fit_request mk_sched_fit_request(const struct mk_pod_request *req,
+                                           const struct mk_pod_request_container *rc) _nonnull_(1, 2);
+/* The MIG view of p's node for this pod into sc->gpus/used (its own
+ * reservation left out, expired pending ones dropped, unwanted GPU types
+ * and shared GPUs unavailable). <0 with the reason. */
+int mk_sched_fill_mig(struct mk_sched_scratch *sc, const struct mk_sched_place *p, char *reason, size_t size)
+        _nonnull_(1, 2);
+/* Takes container `container`'s MIG fit: its instances into the view and,
+ * with `claim`, its devices at claim->devices[*n_dev...] (*n_dev counts
+ * them all; the claim holds at most MK_MAX_CLAIM_DEVICES). */
+void mk_sched_take_mig(struct mk_sched_scratch *sc, const struct mk_inventory *inv, const struct mk_fit_result *res,
+                       unsigned container, struct mk_claim *claim, size_t *n_dev) _nonnull_(1, 2, 3, 6);
+/* The reason of a failed fit of one container of the pod. */
+void mk_sched_fit_reason(const struct mk_pod_request *req, unsigned container, const struct mk_error *e, char *reason,
+                         size_t size) _nonnull_(1, 3);

@@ -93,7 +93,9 @@ int mk_pod_request_parse(const json_t *pod, const struct mk_sched_config *cfg, s
         }
         if (err >= 0) {
                 const char *mode = mk_kube_annotation(pod, MK_ANN_VGPU_MODE);
-                r->not_mig = mode && !strstr(mode, "mig");
+                r->mode_named = mode != NULL;
+                r->allow_mig = !mode || strstr(mode, "mig");
+                r->allow_soft = !mode || strstr(mode, "hami-core");
                 copy_annotation(pod, MK_ANN_VARIANT, r->variant, sizeof(r->variant));
                 copy_annotation(pod, MK_ANN_USE_GPUTYPE, r->use_types, sizeof(r->use_types));
                 copy_annotation(pod, MK_ANN_NOUSE_GPUTYPE, r->nouse_types, sizeof(r->nouse_types));

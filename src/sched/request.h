@@ -37,7 +37,11 @@ struct mk_pod_request_container {
 struct mk_pod_request {
         struct mk_pod_request_container containers[MK_MAX_POD_CONTAINERS];
         size_t n_containers;            /* containers that ask for GPUs */
-        bool not_mig;                   /* nvidia.com/vgpu-mode set and not naming mig */
+        /* nvidia.com/vgpu-mode, HAMi's rule (a mode is allowed when its name
+         * is a substring of the value): no annotation allows both and lets
+         * the scheduler choose; "mig" MIG only; "hami-core" soft slices only. */
+        bool mode_named;                /* the annotation is set */
+        bool allow_mig, allow_soft;
         char variant[16];               /* migkit.io/mig-variant, "" for none */
         char use_types[512];            /* nvidia.com/use-gputype, "" for any */
         char nouse_types[512];          /* nvidia.com/nouse-gputype */

@@ -15,10 +15,12 @@
 #include "base/dynbuf.h"
 #include "base/log.h"
 #include "base/macro.h"
+#include "claim/claim.h"
 #include "kube/informer.h"
 #include "kube/json.h"
 #include "kube/kube.h"
 #include "kube/object.h"
+#include "sched/request.h"
 #include "sched/server.h"
 
 struct informer_thread {
@@ -44,6 +46,32 @@ struct mk_sched_server {
 
 /* --- bind --- */
 
+#define MK_SCHED_EVENT_COMPONENT "migkit-scheduler"
+
+/* The mode a reservation gives its pod (its first device's). */
+static const char *claim_mode(const struct mk_claim *c) {
+        return mk_claim_mode_to_string(c->n_devices > 0 ? c->devices[0].mode : MK_CLAIM_MIG);
+}
+
+/* Tells a pod without nvidia.com/vgpu-mode which mode it got (an Event;
+ * failures are only logged). */
+static void post_mode_chosen(struct mk_kube *k, const struct mk_bind_args *a, const struct mk_claim *c) {
+        char msg[512], path[MK_K8S_PATH_MAX];
+        bool soft = c->devices[0].mode == MK_CLAIM_SOFT;
+        snprintf(msg, sizeof(msg),
+                 "nvidia.com/vgpu-mode not set: migkit chose %s on node %s (%s)", claim_mode(c), a->node,
+                 soft ? "a soft slice of a shared GPU keeps MIG space and whole GPUs free"
+                      : "a MIG instance served the request at less cost to the pool, or it asks for isolation");
+        json_t *ev = mk_kube_event_new(a->pod_namespace, "Pod", a->pod_name, a->pod_uid, false, "VGPUModeChosen",
+                                       msg, MK_SCHED_EVENT_COMPONENT, a->node);
+        struct mk_error e = {0};
+        snprintf(path, sizeof(path), "/api/v1/namespaces/%s/events", a->pod_namespace);
+        if (!ev || mk_kube_post(k, path, ev, NULL, &e) < 0)
+                log_warning("Cannot post Event VGPUModeChosen on pod %s/%s, ignoring: %s", a->pod_namespace,
+                            a->pod_name, ev ? e.msg : "out of memory");
+        json_decref(ev);
+}
+
 int mk_sched_bind(struct mk_sched *s, struct mk_kube *k, const struct mk_bind_args *a, struct mk_error *e) {
         /* The names are checked by mk_bind_args_parse; escaped anyway. */
         char path[MK_K8S_PATH_MAX];
@@ -51,6 +79,7 @@ int mk_sched_bind(struct mk_sched *s, struct mk_kube *k, const struct mk_bind_ar
                 return mk_error_set(e, -EINVAL, "pod name too long");
         struct mk_sched_stats *st = mk_sched_stats(s);
         int r = -EBUSY;
+        struct mk_claim chosen = {0}; /* the reservation made, when the pod named no mode */
         for (unsigned attempt = 0; attempt < MK_SCHED_BIND_ATTEMPTS && r == -EBUSY; attempt++) {
                 json_t *pod = NULL;
                 r = mk_kube_get(k, path, &pod, e);
@@ -75,9 +104,13 @@ int mk_sched_bind(struct mk_sched *s, struct mk_kube *k, const struct mk_bind_ar
                 _cleanup_free_ char *value = NULL;
                 if (r >= 0 && c->n_devices > 0)
                         r = mk_claim_reservation_format(c, &value);
+                bool choose = r >= 0 && c->n_devices > 0 && !mk_kube_annotation(pod, MK_ANN_VGPU_MODE);
                 if (r >= 0 && value && !(old && streq(old, value))) {
                         json_t *patch = json_pack("{s:{s:s, s:{s:s}}}", "metadata", "resourceVersion", rv,
                                                   "annotations", MK_ANN_RESERVATION, value);
+                        if (patch && choose)
+                                json_object_set_new(json_object_get(json_object_get(patch, "metadata"), "annotations"),
+                                                    MK_ANN_MODE_CHOSEN, json_string(claim_mode(c)));
                         r = patch ? mk_kube_patch(k, path, MK_KUBE_PATCH_MERGE, patch, NULL, e) : -ENOMEM;
                         json_decref(patch);
                         if (r == -EBUSY) {
@@ -87,6 +120,8 @@ int mk_sched_bind(struct mk_sched *s, struct mk_kube *k, const struct mk_bind_ar
                         }
                         if (r < 0)
                                 mk_sched_unreserve(s, a->pod_uid);
+                        else if (choose)
+                                chosen = *c;
                 }
                 free(c);
                 json_decref(pod);
@@ -100,6 +135,8 @@ int mk_sched_bind(struct mk_sched *s, struct mk_kube *k, const struct mk_bind_ar
         snprintf(bpath, sizeof(bpath), "%s/binding", path);
         r = mk_kube_post(k, bpath, binding, NULL, e);
         json_decref(binding);
+        if (r >= 0 && chosen.n_devices > 0)
+                post_mode_chosen(k, a, &chosen);
         if (r < 0) {
                 mk_sched_unreserve(s, a->pod_uid);
                 json_t *ch = json_pack("{s:n}", MK_ANN_RESERVATION);

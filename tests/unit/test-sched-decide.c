@@ -15,11 +15,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <jansson.h>
 
 #include "base/macro.h"
 #include "claim/claim.h"
+#include "kube/object.h"
 #include "sched/decide.h"
 #include "sched/inventory.h"
 #include "sched/memo.h"
@@ -42,7 +44,7 @@ struct fixture {
 
 static int setup(void **state) {
         struct fixture *f = calloc(1, sizeof(*f));
-        const char *y = "version: v1\nnodeconfig:\n  - name: soft\n    operatingmode: hami-core\n";
+        const char *y = "version: v1\nnodeconfig:\n  - name: soft\n    operatingmode: disabled\n";
         assert_int_equal(mk_sched_config_parse(y, strlen(y), "c", &f->cfg, NULL), 0);
         assert_int_equal(mk_sched_cache_init(&f->cache), 0);
         assert_int_equal(mk_sched_shapes_init(&f->shapes), 0);
@@ -111,7 +113,7 @@ static void test_decide(void **state) {
         char a[1024], b[1024];
         unsigned long hits = 0;
         decide(f, p, names, 4, true, a, sizeof(a), &hits);
-        assert_string_equal(a, "n1:0:6|soft:-28:0:node is in operating mode 'hami-core', not mig|"
+        assert_string_equal(a, "n1:0:6|soft:-28:0:node is in operating mode 'disabled'|"
                                "gone:-2:0:node is not in migkit's cache (not seen by its Node informer)|n2:0:6");
         assert_int_equal(hits, 0);
         /* The same shape again: n1 and n2 answered from their memo, the same verdicts. */
@@ -164,10 +166,141 @@ static void test_reserve(void **state) {
         json_decref(p3);
 }
 
+/* The unified pool: "mixed" has a MIG GPU and a shared one (another pod
+ * holds 30000 MiB and 50% of it), "shared" one shared GPU. */
+#define SHARED_GPU(idx, uuid, mib, split, slices)                                                                 \
+        "{\"index\":" idx ",\"uuid\":\"" uuid "\",\"model\":\"NVIDIA A100-SXM4-40GB\",\"memoryMiB\":" mib    \
+        ",\"units\":8,\"slices\":7,\"mig\":false,\"profiles\":[],\"instances\":[],\"mode\":\"hami-core\","  \
+        "\"split\":" split ",\"softSlices\":[" slices "]}"
+
+static int setup_pool(void **state) {
+        struct fixture *f = calloc(1, sizeof(*f));
+        const char *y = "version: v1\nnodeconfig:\n  - name: mixed\n    operatingmode: mixed\n"
+                        "  - name: shared\n    operatingmode: hami-core\n";
+        assert_int_equal(mk_sched_config_parse(y, strlen(y), "c", &f->cfg, NULL), 0);
+        assert_int_equal(mk_sched_cache_init(&f->cache), 0);
+        assert_int_equal(mk_sched_shapes_init(&f->shapes), 0);
+        static const char *const invs[][2] = {
+                {"mixed", "{\"version\":1,\"node\":\"mixed\",\"gpus\":[{\"index\":0,\"uuid\":\"GPU-m0\","
+                          FIXTURE_INV_A100_PROFILES "\"instances\":[]}," SHARED_GPU(
+                                  "1", "GPU-m1", "40960", "2",
+                                  "{\"pod\":\"ns/other\",\"uid\":\"o1\",\"container\":0,\"memoryMiB\":30000,"
+                                  "\"cores\":50}") "]}"},
+                {"shared", "{\"version\":1,\"node\":\"shared\",\"gpus\":[" SHARED_GPU("0", "GPU-s0", "16384", "4",
+                                                                                        "") "]}"},
+        };
+        for (size_t i = 0; i < ELEMENTSOF(invs); i++) {
+                json_t *n = json_pack("{s:{s:s, s:{s:s}}}", "metadata", "name", invs[i][0], "annotations",
+                                      MK_ANN_INVENTORY, invs[i][1]);
+                assert_int_equal(mk_sched_cache_node_event(&f->cache, MK_KUBE_EVENT_ADDED, n), 0);
+                json_decref(n);
+        }
+        *state = f;
+        return 0;
+}
+
+/* A pod asking `mem` MiB and `cores` percent with vgpu-mode `mode` (NULL: none). */
+static json_t *pool_pod(const char *uid, const char *mem, int cores, const char *mode) {
+        json_t *p = json_pack("{s:{s:s, s:s, s:s, s:{}}, s:{s:[{s:s, s:{s:{s:i, s:s, s:i}}}]}}", "metadata",
+                              "namespace", "ns", "name", uid, "uid", uid, "annotations", "spec", "containers",
+                              "name", "c", "resources", "limits", "nvidia.com/gpu", 1, "nvidia.com/gpumem", mem,
+                              "nvidia.com/gpucores", cores);
+        assert_non_null(p);
+        if (mode)
+                json_object_set_new(json_object_get(json_object_get(p, "metadata"), "annotations"),
+                                    "nvidia.com/vgpu-mode", json_string(mode));
+        return p;
+}
+
+/* decide() without its two-feasible check: the verdicts only. */
+static void decide_pool(struct fixture *f, const json_t *p, char *out, size_t size) {
+        static const char *const names[] = {"mixed", "shared"};
+        struct mk_pod_request req;
+        assert_int_equal(mk_pod_request_parse(p, f->cfg, &req, NULL), 0);
+        struct mk_sched_pod_ask ask = {
+                .req = &req, .uid = mk_kube_meta(p, "uid"), .pod = p};
+        struct mk_sched_decisions d = {.n = 2, .by_name = true};
+        d.cands = calloc(2, sizeof(*d.cands));
+        for (size_t i = 0; i < 2; i++)
+                d.cands[i] = (struct mk_sched_cand) {.name = names[i], .len = strlen(names[i])};
+        char err[256];
+        assert_int_equal(mk_sched_decide(f->cfg, &f->cache, &f->shapes, &ask, true, &d, err, sizeof(err)), 0);
+        size_t len = 0;
+        out[0] = 0;
+        for (size_t i = 0; i < 2; i++)
+                len += (size_t) snprintf(out + len, size - len, "%s%s:%d%s%s", i ? "|" : "", names[i], d.v[i].r,
+                                         d.v[i].r < 0 ? ":" : "", d.v[i].r < 0 ? mk_sched_verdict_reason(&d, i) : "");
+        mk_sched_decisions_done(&d);
+}
+
+static void reserve_pool(struct fixture *f, const json_t *p, const char *node, struct mk_claim *c, int want) {
+        struct mk_pod_request req;
+        assert_int_equal(mk_pod_request_parse(p, f->cfg, &req, NULL), 0);
+        struct mk_sched_pod_ask ask = {.req = &req, .uid = mk_kube_meta(p, "uid"), .pod = p};
+        *c = make_claim("ns", mk_kube_meta(p, "uid"), mk_kube_meta(p, "uid"), "", 0);
+        struct mk_error e = {0};
+        int r = mk_sched_decide_reserve(f->cfg, &f->cache, &ask, node, (int64_t) time(NULL), c, &e);
+        if (r != want)
+                fail_msg("reserve on %s: %d, want %d (%s)", node, r, want, e.msg);
+}
+
+static void test_pool(void **state) {
+        struct fixture *f = *state;
+        char a[2048];
+        /* hami-core: both nodes have a shared GPU with room. */
+        json_t *soft = pool_pod("s1", "8000", 20, "hami-core");
+        decide_pool(f, soft, a, sizeof(a));
+        assert_string_equal(a, "mixed:0|shared:0");
+        struct mk_claim c;
+        reserve_pool(f, soft, "mixed", &c, 0);
+        assert_int_equal(c.n_devices, 1);
+        assert_int_equal(c.devices[0].mode, MK_CLAIM_SOFT);
+        assert_string_equal(c.devices[0].gpu, "GPU-m1");
+        assert_int_equal(c.devices[0].memory_mib, 8000);
+        assert_int_equal(c.devices[0].cores, 20);
+        /* The pending slice counts: 2960 MiB left and the split (2) reached on GPU-m1. */
+        json_t *soft2 = pool_pod("s2", "2000", 10, "hami-core");
+        decide_pool(f, soft2, a, sizeof(a));
+        if (strncmp(a, "mixed:-28:", 10) != 0 || !strstr(a, "|shared:0"))
+                fail_msg("second soft pod: %s", a);
+        /* mig: only the mixed node's MIG GPU. */
+        json_t *mig = pool_pod("m1", "19000", 0, "mig");
+        decide_pool(f, mig, a, sizeof(a));
+        assert_string_equal(a, "mixed:0|shared:-28:MIG: no MIG GPU on this node");
+        reserve_pool(f, mig, "mixed", &c, 0);
+        assert_int_equal(c.devices[0].mode, MK_CLAIM_MIG);
+        assert_string_equal(c.devices[0].profile, "3g.20gb");
+        /* No mode, too big for either: the reason names both modes. */
+        json_t *big = pool_pod("b1", "60000", 0, NULL);
+        decide_pool(f, big, a, sizeof(a));
+        if (!strstr(a, "mixed:-28:MIG: ") || !strstr(a, "; hami-core: ") || !strstr(a, "shared:-28:MIG: "))
+                fail_msg("too big: %s", a);
+        /* No mode, isolation (cores 100): MIG only (no profile here gives
+         * all SMs), never the shared GPU with room. */
+        json_t *iso = pool_pod("i1", "4000", 100, NULL);
+        decide_pool(f, iso, a, sizeof(a));
+        if (!strstr(a, "mixed:-28:MIG: ") || !strstr(a, "shared:-28:") || !strstr(a, "isolation"))
+                fail_msg("isolation: %s", a);
+        /* No mode, small: a soft slice of the empty shared GPU or a MIG
+         * instance, either way a reservation of one device. */
+        json_t *any = pool_pod("a1", "3000", 10, NULL);
+        reserve_pool(f, any, "shared", &c, 0);
+        assert_int_equal(c.n_devices, 1);
+        assert_int_equal(c.devices[0].mode, MK_CLAIM_SOFT);
+        assert_string_equal(c.devices[0].gpu, "GPU-s0");
+        json_decref(soft);
+        json_decref(soft2);
+        json_decref(mig);
+        json_decref(big);
+        json_decref(iso);
+        json_decref(any);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_decide, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_reserve, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_pool, setup_pool, teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

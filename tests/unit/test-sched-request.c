@@ -36,7 +36,9 @@ static void test_pod_request(void **state) {
         assert_int_equal(r.containers[0].gpus, 2);
         assert_int_equal(r.containers[0].mem_mib, 8000);
         assert_int_equal(r.containers[0].cores_percent, 30);
-        assert_false(r.not_mig);
+        assert_true(r.mode_named);
+        assert_true(r.allow_mig);
+        assert_false(r.allow_soft);
         assert_string_equal(r.variant, "+me");
         assert_string_equal(r.node_policy, "spread");
         assert_int_equal(r.cpu_milli, 500);
@@ -45,20 +47,32 @@ static void test_pod_request(void **state) {
         assert_true(mk_pod_request_gpu_type_ok(&r, "NVIDIA H100 80GB HBM3"));
         assert_false(mk_pod_request_gpu_type_ok(&r, "NVIDIA A30"));
         json_decref(p);
-        /* Memory without a count: one GPU (HAMi's default); hami-core mode is not ours. */
+        /* Memory without a count: one GPU (HAMi's default); hami-core: soft slices only. */
         p = pod_json("u2", "{\"limits\":{\"nvidia.com/gpumem-percentage\":\"50\"}}",
                      "\"nvidia.com/vgpu-mode\":\"hami-core\",\"nvidia.com/nouse-gputype\":\"A30\"");
         assert_int_equal(mk_pod_request_parse(p, cfg, &r, NULL), 0);
         assert_int_equal(r.n_containers, 1);
         assert_int_equal(r.containers[0].gpus, 1);
         assert_int_equal(r.containers[0].mem_percent, 50);
-        assert_true(r.not_mig);
+        assert_false(r.allow_mig);
+        assert_true(r.allow_soft);
         assert_false(mk_pod_request_gpu_type_ok(&r, "NVIDIA A30"));
         json_decref(p);
         /* No GPU at all. */
         p = pod_json("u3", "{\"limits\":{\"cpu\":\"1\"}}", NULL);
         assert_int_equal(mk_pod_request_parse(p, cfg, &r, NULL), 0);
         assert_int_equal(r.n_containers, 0);
+        assert_false(r.mode_named);
+        assert_true(r.allow_mig && r.allow_soft); /* no mode: the scheduler chooses */
+        json_decref(p);
+        /* Both named (HAMi's substring rule); an unknown mode allows neither. */
+        p = pod_json("u5", "{\"limits\":{\"nvidia.com/gpu\":\"1\"}}", "\"nvidia.com/vgpu-mode\":\"mig,hami-core\"");
+        assert_int_equal(mk_pod_request_parse(p, cfg, &r, NULL), 0);
+        assert_true(r.mode_named && r.allow_mig && r.allow_soft);
+        json_decref(p);
+        p = pod_json("u6", "{\"limits\":{\"nvidia.com/gpu\":\"1\"}}", "\"nvidia.com/vgpu-mode\":\"mps\"");
+        assert_int_equal(mk_pod_request_parse(p, cfg, &r, NULL), 0);
+        assert_false(r.allow_mig || r.allow_soft);
         json_decref(p);
         static const char *const bad[] = {
                 "{\"limits\":{\"nvidia.com/gpumem\":\"1.5\"}}",

@@ -298,7 +298,7 @@ static json_t *node_json(const char *name, const char *inv) {
 
 static int setup(void **state) {
         struct fixture *f = calloc(1, sizeof(*f));
-        const char *y = "version: v1\nnodeconfig:\n  - name: soft\n    operatingmode: hami-core\n";
+        const char *y = "version: v1\nnodeconfig:\n  - name: soft\n    operatingmode: disabled\n";
         assert_int_equal(mk_sched_config_parse(y, strlen(y), "c", &f->cfg, NULL), 0);
         assert_int_equal(mk_sched_new(f->cfg, &f->s), 0);
         struct mk_snapshot *snap = snapshot_one_gpu();
@@ -371,7 +371,7 @@ static void test_filter(void **state) {
                 "\"bare\":\"migkit: node has no migkit.io/mig-inventory annotation (is 'migkit scheduler node' "
                 "running there?)\","
                 "\"broken\":\"migkit: malformed migkit.io/mig-inventory annotation: inventory: node: missing\","
-                "\"soft\":\"migkit: node is in operating mode 'hami-core', not mig\","
+                "\"soft\":\"migkit: node is in operating mode 'disabled'\","
                 "\"unknown\":\"migkit: node is not in migkit's cache (not seen by its Node informer)\"},"
                 "\"NodeNames\":[\"n1\"],\"Nodes\":null}";
         assert_string_equal(got, want);
@@ -384,12 +384,12 @@ static void test_filter(void **state) {
         assert_non_null(why);
         assert_non_null(strstr(why, "migkit: "));
         json_decref(res);
-        /* Not a MIG pod. */
+        /* A hami-core pod on a mig node. */
         pod = pod_json("u3", "{\"limits\":{\"nvidia.com/gpu\":1}}", "\"nvidia.com/vgpu-mode\":\"hami-core\"");
         res = filter_own(f->s, args_names(pod, "Pod", names, 1));
         why = json_string_value(json_object_get(json_object_get(res, "FailedNodes"), "n1"));
         assert_non_null(why);
-        assert_non_null(strstr(why, "MIG instances only"));
+        assert_non_null(strstr(why, "hami-core: node is in operating mode mig (no shared GPU)"));
         json_decref(res);
         /* Malformed requests: Error set, nothing feasible. */
         static const char *const bad[] = {"{}", "{\"Pod\":{}}", "{\"Pod\":{},\"NodeNames\":[1]}", "[]"};
