@@ -90,6 +90,14 @@ static int add_mount(struct mk_dp_response *r, const char *container_path, const
         return 0;
 }
 
+int mk_dp_response_set_env(struct mk_dp_response *r, const char *key, const char *value) {
+        return kv_set(&r->envs, &r->n_envs, key, strdup(value));
+}
+
+int mk_dp_response_add_mount(struct mk_dp_response *r, const char *container_path, const char *host_path, bool ro) {
+        return add_mount(r, container_path, host_path, ro);
+}
+
 /* A device spec: container `path`, host <dev_root><path>, "rw". */
 static int add_devspec(struct mk_dp_response *r, const char *dev_root, const char *path) {
         _cleanup_free_ char *c = strdup(path), *h = NULL, *p = strdup("rw");

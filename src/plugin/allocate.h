@@ -68,6 +68,12 @@ int mk_dp_allocate_devices(const struct mk_dp_device *const *devs, size_t n, con
                            const struct mk_dp_options *o, struct mk_dp_response *ret, struct mk_error *e)
         _nonnull_(1, 3, 4, 5) _wur_;
 
+/* Sets (or replaces) env `key` = `value` in r (copies both). -ENOMEM. */
+int mk_dp_response_set_env(struct mk_dp_response *r, const char *key, const char *value) _nonnull_(1, 2, 3) _wur_;
+/* Appends a mount (copies the paths). -ENOMEM. */
+int mk_dp_response_add_mount(struct mk_dp_response *r, const char *container_path, const char *host_path, bool ro)
+        _nonnull_(1, 2, 3) _wur_;
+
 /* Frees the contents and zeroes *r; accepts an already-done response. */
 void mk_dp_response_done(struct mk_dp_response *r);
 

@@ -1,0 +1,39 @@
+/* The soft slice monitor (docs/vgpu.md "Monitor"): Prometheus metrics of
+ * every container directory under the vgpu root (dirs.h), read from the
+ * region file libmigkit-vgpu.so keeps there (vgpu/region.h, mapped
+ * read-only: the monitor never writes a region) and the identity file the
+ * device plugin wrote beside it. Metric names are HAMi's vGPU monitor's
+ * where HAMi has one (cmd/vGPUmonitor/metrics.go, v2.x "legacy" names):
+ *   vGPU_device_memory_usage_in_bytes, vGPU_device_memory_limit_in_bytes,
+ *   Device_memory_desc_of_container
+ * with HAMi's labels podnamespace, podname, ctrname, vdeviceid, deviceuuid
+ * (plus poduid); and migkit's own for what HAMi does not export:
+ *   migkit_vgpu_device_core_limit_percent, migkit_vgpu_device_gpu_seconds_total,
+ *   migkit_vgpu_container_processes, migkit_vgpu_regions_unreadable. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "base/dynbuf.h"
+#include "base/error.h"
+#include "base/macro.h"
+
+struct mk_vgpu_monitor;
+
+/* Appends the Prometheus text of every container under <root>/containers
+ * to b. A container without a region file yet (no CUDA process ran) is
+ * left out; a region file of another format or size, or one that cannot
+ * be read, is counted in migkit_vgpu_regions_unreadable and skipped.
+ * Labels come from the identity file (empty when it is missing). -E2BIG
+ * over b's cap, -errno when containers/ exists but cannot be read. */
+int mk_vgpu_metrics(const char *root, struct mk_buf *b, struct mk_error *e) _nonnull_(1, 2) _wur_;
+
+/* An HTTP server (libmicrohttpd, its own thread) answering GET /metrics
+ * with mk_vgpu_metrics(root) and GET /healthz with "ok"; anything else
+ * 404. address is "HOST:PORT" (IPv4; port 0: any free one). */
+int mk_vgpu_monitor_start(const char *address, const char *root, struct mk_vgpu_monitor **ret, struct mk_error *e)
+        _nonnull_(1, 2, 3) _wur_;
+unsigned mk_vgpu_monitor_port(const struct mk_vgpu_monitor *m) _nonnull_(1);
+/* Stops the server. Accepts NULL, returns NULL. */
+struct mk_vgpu_monitor *mk_vgpu_monitor_stop(struct mk_vgpu_monitor *m);
