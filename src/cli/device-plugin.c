@@ -9,6 +9,7 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "base/macro.h"
+#include "base/parse.h"
 #include "cli/cli.h"
 #include "cli/kube-connect.h"
 #include "cli/options.h"
@@ -65,7 +66,14 @@ static void help(void) {
                "  --dynamic-mig[=BOOL]        dynamic MIG (default false): nvidia.com/gpu as replica ids,\n"
                "                              Allocate answers with the MIG devices `migkit scheduler`\n"
                "                              reserved for the pod; needs the node name and the\n"
-               "                              apiserver [MIGKIT_DYNAMIC_MIG]\n"
+               "                              apiserver [MIGKIT_DYNAMIC_MIG]; GPUs with MIG off are shared\n"
+               "                              by soft slices (libmigkit-vgpu.so, docs/vgpu.md)\n"
+               "  --device-split-count N      dynamic: ids per shared GPU, its most sharers (10)\n"
+               "                              [DEVICE_SPLIT_COUNT]\n"
+               "  --vgpu-root PATH            dynamic: soft slices' per-container directories and\n"
+               "                              ld.so.preload (" MK_VGPU_DEFAULT_ROOT ") [MIGKIT_VGPU_ROOT]\n"
+               "  --vgpu-library PATH         dynamic: the host's libmigkit-vgpu.so mounted into soft slice\n"
+               "                              containers (<vgpu-root>/libmigkit-vgpu.so) [MIGKIT_VGPU_LIBRARY]\n"
                "  --node-name NAME            this node, for --labels node and --dynamic-mig [NODE_NAME]\n"
                "  --kubeconfig PATH           kubeconfig for --labels node and --dynamic-mig [KUBECONFIG];\n"
                "                              default in-cluster\n"
@@ -132,7 +140,8 @@ int cli_device_plugin(int argc, char **argv) {
                    *id_strategy = NULL, *driver_root = NULL, *dev_root = NULL, *cdi_prefix = NULL, *gds = NULL,
                    *mofed = NULL, *gdrcopy = NULL, *config_file = NULL, *resource_config = NULL,
                    *plugin_path = NULL, *labels = NULL, *nfd_file = NULL, *node_name = NULL, *kubeconfig = NULL,
-                   *machine_file = NULL, *dynamic = NULL, *kubelet_socket = NULL, *cdi_dir = NULL;
+                   *machine_file = NULL, *dynamic = NULL, *kubelet_socket = NULL, *cdi_dir = NULL,
+                   *vgpu_root = NULL, *vgpu_library = NULL, *split_s = NULL;
         const struct cli_option options[] = {
                 {"mig-strategy", 0, required_argument, "MIG_STRATEGY", &mig_strategy},
                 {"fail-on-init-error", 0, optional_argument, "FAIL_ON_INIT_ERROR", &fail_on_init},
@@ -158,6 +167,9 @@ int cli_device_plugin(int argc, char **argv) {
                 {"kubeconfig", 0, required_argument, "KUBECONFIG", &kubeconfig},
                 {"machine-type-file", 0, required_argument, "GFD_MACHINE_TYPE_FILE", &machine_file},
                 {"dynamic-mig", 0, optional_argument, "MIGKIT_DYNAMIC_MIG", &dynamic},
+                {"vgpu-root", 0, required_argument, "MIGKIT_VGPU_ROOT", &vgpu_root},
+                {"vgpu-library", 0, required_argument, "MIGKIT_VGPU_LIBRARY", &vgpu_library},
+                {"device-split-count", 0, required_argument, "DEVICE_SPLIT_COUNT", &split_s},
                 {},
         };
         /* Set but empty means "do not register", so not through the table's
@@ -188,6 +200,15 @@ int cli_device_plugin(int argc, char **argv) {
             cli_option_bool("--gdrcopy-enabled", gdrcopy, &o.dp.gdrcopy_enabled) < 0 ||
             cli_option_bool("--dynamic-mig", dynamic, &o.dynamic_mig) < 0)
                 return MK_EXIT_USAGE;
+        o.soft = (struct mk_dp_soft_options) {.root = vgpu_root, .library = vgpu_library};
+        if (split_s) {
+                uint32_t v;
+                if (mk_parse_u32(split_s, &v) < 0 || v < 1 || v > MK_DP_MAX_SPLIT) {
+                        fprintf(stderr, "Error: invalid --device-split-count '%s' (1..%u)\n", split_s, MK_DP_MAX_SPLIT);
+                        return MK_EXIT_USAGE;
+                }
+                o.soft.split = v;
+        }
         if (driver_root)
                 o.dp.driver_root = driver_root;
         if (dev_root)

@@ -24,6 +24,8 @@
 #include "sched/inventory.h"
 #include "sched/server.h"
 #include "spec/sched-config.h"
+#include "vgpunode/dirs.h"
+#include "vgpunode/monitor.h"
 
 static atomic_bool sched_cancel;
 
@@ -58,7 +60,11 @@ static void help(void) {
                "      --grace DURATION       Orphan instances live this long before destruction (30s)\n"
                "      --resync DURATION      Full pass at least this often (30s)\n"
                "      --once                 One pass, then exit\n"
-               "      --no-kube              inventory: do not read pods from the apiserver\n");
+               "      --no-kube              inventory: do not read pods from the apiserver\n"
+               "      --metrics-address HOST:PORT  node: serve GET /metrics (soft slices per container, HAMi's\n"
+               "                             vGPU monitor names), /healthz there (e.g. 0.0.0.0:9394; default: none)\n"
+               "      --vgpu-root PATH       node: soft slices' per-container directories [MIGKIT_VGPU_ROOT]\n"
+               "                             (" MK_VGPU_DEFAULT_ROOT ")\n");
 }
 
 static int make_kube(const char *kubeconfig, struct mk_kube **ret) {
@@ -125,18 +131,61 @@ static void agent_report(void *userdata, int level, const char *msg) {
         mk_log_full((enum mk_log_level) level, NULL, 0, "%s", msg);
 }
 
+/* /metrics of the node agent: the soft slices' monitor (vgpunode/monitor.h). */
+static char *node_metrics(void *userdata) {
+        struct mk_buf b;
+        mk_buf_init(&b, MK_VGPU_MAX_METRICS_BYTES);
+        struct mk_error e = {0};
+        char *text = NULL;
+        if (mk_vgpu_metrics(userdata, &b, &e) < 0)
+                log_warning("Metrics: %s", e.msg);
+        else
+                text = mk_buf_take(&b);
+        mk_buf_done(&b);
+        return text;
+}
+
+/* "HOST:PORT" of --metrics-address into the server's options. */
+static int parse_host_port(const char *v, char host[64], unsigned *ret_port) {
+        const char *colon = v ? strrchr(v, ':') : NULL;
+        uint32_t port;
+        if (!colon || colon == v || (size_t) (colon - v) >= 64 || mk_parse_u32(colon + 1, &port) < 0 || port > 65535) {
+                fprintf(stderr, "Error: invalid --metrics-address '%s' (HOST:PORT, e.g. 0.0.0.0:9394)\n", v ? v : "");
+                return -EINVAL;
+        }
+        memcpy(host, v, (size_t) (colon - v));
+        host[colon - v] = 0;
+        *ret_port = port;
+        return 0;
+}
+
 static int do_node(struct mk_sched_config *cfg, const char *kubeconfig, const char *node, unsigned grace,
-                   unsigned resync, bool once) {
+                   unsigned resync, bool once, const char *metrics_address, const char *vgpu_root) {
+        char host[64];
+        unsigned mport = 0;
+        if (metrics_address && parse_host_port(metrics_address, host, &mport) < 0)
+                return MK_EXIT_USAGE;
         _cleanup_kube_free_ struct mk_kube *k = NULL;
         if (make_kube(kubeconfig, &k) < 0)
                 return MK_EXIT_FAILURE;
         install_signals();
+        struct mk_sched_server *srv = NULL;
+        if (metrics_address) {
+                struct mk_sched_server_opts so = {.address = host, .port = mport, .threads = 1,
+                                                  .metrics = node_metrics, .metrics_userdata = (void *) vgpu_root};
+                struct mk_error me = {0};
+                if (mk_sched_server_start(&so, &srv, &me) < 0)
+                        return cli_fail(&me);
+                log_info("Node metrics on %s:%u/metrics (soft slices under '%s')", host, mk_sched_server_port(srv),
+                         vgpu_root);
+        }
         struct mk_sched_agent_opts o = {.node = node, .kube = k, .cfg = cfg, .grace_s = grace, .resync_s = resync,
                                         .cancel = &sched_cancel, .once = once, .report = agent_report};
         struct mk_sched_agent_pass pass = {0};
         struct mk_error e = {0};
         log_info("Node agent for '%s' starting (grace %us)", node, grace);
         int r = mk_sched_agent_run(&o, &pass, &e);
+        mk_sched_server_stop(srv);
         if (r == -ECANCELED || (once && r >= 0))
                 return pass.failed ? MK_EXIT_FAILURE : MK_EXIT_OK;
         return cli_fail(&e);
@@ -199,7 +248,8 @@ int cli_scheduler(int argc, char **argv) {
                 return MK_EXIT_USAGE;
         }
         const char *config = NULL, *kubeconfig = NULL, *address = NULL, *node = NULL, *port_s = NULL,
-                   *threads_s = NULL, *grace_s = NULL, *resync_s = NULL, *once_s = NULL, *no_kube_s = NULL;
+                   *threads_s = NULL, *grace_s = NULL, *resync_s = NULL, *once_s = NULL, *no_kube_s = NULL,
+                   *metrics_address = NULL, *vgpu_root = NULL;
         const struct cli_option options[] = {
                 {"config", 'c', required_argument, "MIGKIT_SCHEDULER_CONFIG", &config},
                 {"kubeconfig", 0, required_argument, "KUBECONFIG", &kubeconfig},
@@ -211,6 +261,8 @@ int cli_scheduler(int argc, char **argv) {
                 {"resync", 0, required_argument, NULL, &resync_s},
                 {"once", 0, no_argument, NULL, &once_s},
                 {"no-kube", 0, no_argument, NULL, &no_kube_s},
+                {"metrics-address", 0, required_argument, NULL, &metrics_address},
+                {"vgpu-root", 0, required_argument, "MIGKIT_VGPU_ROOT", &vgpu_root},
                 {},
         };
         bool check = streq(cmd, "check");
@@ -247,6 +299,7 @@ int cli_scheduler(int argc, char **argv) {
                 node = "localhost";
         }
         if (streq(cmd, "node"))
-                return do_node(cfg, kubeconfig, node, grace, resync, once);
+                return do_node(cfg, kubeconfig, node, grace, resync, once, metrics_address,
+                               vgpu_root && *vgpu_root ? vgpu_root : MK_VGPU_DEFAULT_ROOT);
         return do_inventory(cfg, kubeconfig, node, no_kube);
 }

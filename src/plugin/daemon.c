@@ -409,10 +409,11 @@ static int allocate_dynamic(struct dp_server *s, const V1beta1__AllocateRequest 
         if (!claim)
                 return mk_error_set(e, -ENOMEM, "out of memory");
         pthread_mutex_lock(&d->dyn_lock);
-        r = mk_dp_dynamic_allocate(d->o->kube, d->o->node_name, counts, n, &d->dp, dyn_snapshot, d, out, claim, e);
+        r = mk_dp_dynamic_allocate(d->o->kube, d->o->node_name, counts, n, &d->dp, &d->o->soft, dyn_snapshot, d, out,
+                                   claim, e);
         pthread_mutex_unlock(&d->dyn_lock);
         if (r >= 0)
-                log_info("Allocate: %zu container(s) of pod %s/%s get their reserved MIG devices", n, claim->namespace,
+                log_info("Allocate: %zu container(s) of pod %s/%s get their reserved devices", n, claim->namespace,
                          claim->name);
         else
                 log_warning_errno(r, "Allocate in dynamic MIG mode failed: %s", e->msg);
@@ -1063,7 +1064,7 @@ static int plugin_start(struct dp_daemon *d, bool reload, struct mk_error *e) {
                         mk_error_prefix(e, "NVML");
                         return r;
                 }
-                r = d->o->dynamic_mig ? mk_dp_dynamic_resources_build(snap, &res, e)
+                r = d->o->dynamic_mig ? mk_dp_dynamic_resources_build(snap, d->o->soft.split, &res, e)
                                       : mk_dp_resources_build(snap, &d->dp, &res, e);
                 if (r < 0)
                         return r;

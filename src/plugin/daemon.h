@@ -19,6 +19,7 @@
 #include "base/macro.h"
 #include "plugin/labels.h"
 #include "plugin/resources.h"
+#include "plugin/soft.h"
 
 struct mk_kube;
 
@@ -66,6 +67,10 @@ struct mk_dp_daemon_options {
          * for the pod; needs kube and node_name; the MIG strategy and sharing
          * do not apply. */
         bool dynamic_mig;
+        /* Soft slices in dynamic mode (plugin/soft.h): GPUs with MIG off get
+         * soft.split ids; their Allocate mounts the library and the
+         * per-container directory under soft.root. */
+        struct mk_dp_soft_options soft;
         const char *machine_type_file;  /* nvidia.com/gpu.machine; NULL: none */
         const char *cdi_spec_dir;       /* with a CDI list strategy, where the CDI spec goes (plugin/cdi.h);
                                          * NULL: MK_CDI_DEFAULT_SPEC_DIR */

@@ -16,6 +16,7 @@
 #include "plugin/allocate.h"
 #include "plugin/dynamic.h"
 #include "plugin/resources.h"
+#include "plugin/soft.h"
 
 #define AREA "plugin"
 
@@ -33,13 +34,23 @@ static unsigned max_instances(const struct mk_gpu *g) {
         return n;
 }
 
-int mk_dp_dynamic_resources_build(const struct mk_snapshot *s, struct mk_dp_resources **ret, struct mk_error *e) {
+/* Ids of GPU g: MIG on, the most instances of a profile; MIG off, the
+ * sharers of a soft-sliced GPU. */
+static unsigned gpu_ids(const struct mk_gpu *g, unsigned split) {
+        return g->mig_current == MK_MIG_ENABLED ? max_instances(g) : split;
+}
+
+int mk_dp_dynamic_resources_build(const struct mk_snapshot *s, unsigned split, struct mk_dp_resources **ret,
+                                  struct mk_error *e) {
+        if (split == 0)
+                split = MK_DP_DEFAULT_SPLIT;
+        if (split > MK_DP_MAX_SPLIT)
+                return mk_error_set(e, -EINVAL, "device split count %u, at most %u", split, MK_DP_MAX_SPLIT);
         size_t n = 0;
         for (size_t i = 0; i < s->n_gpus; i++)
-                if (s->gpus[i].mig_current == MK_MIG_ENABLED)
-                        n += max_instances(&s->gpus[i]);
+                n += gpu_ids(&s->gpus[i], split);
         if (n > MK_DP_MAX_DEVICES)
-                return mk_error_set(e, -E2BIG, "%zu dynamic MIG devices, at most %u", n, MK_DP_MAX_DEVICES);
+                return mk_error_set(e, -E2BIG, "%zu dynamic devices, at most %u", n, MK_DP_MAX_DEVICES);
         struct mk_dp_resources *rs = calloc(1, sizeof(*rs));
         if (!rs)
                 return mk_error_set(e, -ENOMEM, "out of memory");
@@ -62,7 +73,7 @@ int mk_dp_dynamic_resources_build(const struct mk_snapshot *s, struct mk_dp_reso
         unsigned most = 0;
         for (size_t i = 0; i < s->n_gpus; i++) {
                 const struct mk_gpu *g = &s->gpus[i];
-                unsigned k = g->mig_current == MK_MIG_ENABLED ? max_instances(g) : 0;
+                unsigned k = gpu_ids(g, split);
                 most = MAX(most, k);
                 for (unsigned j = 0; j < k; j++) {
                         struct mk_dp_device *d = &r->devices[r->n_devices++];
@@ -120,7 +131,7 @@ int mk_dp_dynamic_pick(const json_t *list, const char *node, const unsigned *cou
                         allocated++;
                 else
                         for (size_t d = 0; d < claims[m].n_devices; d++)
-                                if (!claims[m].devices[d].mig_uuid[0]) {
+                                if (claims[m].devices[d].mode == MK_CLAIM_MIG && !claims[m].devices[d].mig_uuid[0]) {
                                         waiting++;
                                         break;
                                 }
@@ -129,7 +140,7 @@ int mk_dp_dynamic_pick(const json_t *list, const char *node, const unsigned *cou
         int k = mk_claim_match_allocate(claims, m, node, counts, n_counts);
         if (k < 0)
                 return mk_error_set(e, -ENOENT,
-                                    "no MIG reservation on node '%s' is ready for this request (%zu container(s)): "
+                                    "no reservation on node '%s' is ready for this request (%zu container(s)): "
                                     "%zu pod(s) with reservations, %zu waiting for their instances, %zu already "
                                     "allocated, %zu malformed",
                                     node, n_counts, m, waiting, allocated, malformed);
@@ -138,60 +149,99 @@ int mk_dp_dynamic_pick(const json_t *list, const char *node, const unsigned *cou
         return 0;
 }
 
-/* The device of `rs` whose MIG UUID is `uuid`, or NULL. */
-static const struct mk_dp_device *find_mig(const struct mk_dp_resources *rs, const char *uuid) {
+/* The device of `rs` whose MIG UUID is `uuid` (mig) or the whole GPU whose
+ * UUID it is (a soft slice), or NULL. */
+static const struct mk_dp_device *find_device(const struct mk_dp_resources *rs, const char *uuid, bool mig) {
         for (size_t i = 0; i < rs->n; i++)
                 for (size_t j = 0; j < rs->r[i].n_devices; j++) {
                         const struct mk_dp_device *d = &rs->r[i].devices[j];
-                        if (d->mig && streq(d->mig_uuid, uuid))
+                        if (mig ? d->mig && streq(d->mig_uuid, uuid) : !d->mig && streq(d->gpu_uuid, uuid))
                                 return d;
                 }
         return NULL;
 }
 
+/* The answer for container `ctr` of c, whose devices are c->devices[from..to). */
+static int container_response(const struct mk_snapshot *s, const struct mk_dp_resources *rs,
+                              const struct mk_claim *c, size_t from, size_t to, const json_t *pod,
+                              const struct mk_dp_options *o, const struct mk_dp_soft_options *so,
+                              struct mk_dp_response *ret, struct mk_error *e) {
+        const struct mk_dp_device *devs[MK_MAX_CLAIM_DEVICES];
+        unsigned ctr = c->devices[from].container;
+        bool soft = c->devices[from].mode == MK_CLAIM_SOFT;
+        size_t nd = 0;
+        struct mk_vgpu_slice sl[MK_VGPU_MAX_DEVICES];
+        if (soft) {
+                nd = mk_dp_soft_slices(c, ctr, s, sl);
+                if (nd != to - from)
+                        return mk_error_set(e, -EINVAL, "pod %s/%s: container %u mixes MIG devices and soft slices",
+                                            c->namespace, c->name, ctr);
+        }
+        for (size_t i = 0; i < to - from; i++) {
+                const struct mk_claim_device *cd = &c->devices[from + i];
+                const char *uuid = soft ? sl[i].gpu_uuid : cd->mig_uuid;
+                devs[i] = find_device(rs, uuid, !soft);
+                if (!devs[i])
+                        return soft ? mk_error_set(e, -ENOENT,
+                                                   "pod %s/%s: GPU '%s' of a soft slice not found with MIG off",
+                                                   c->namespace, c->name, uuid)
+                                    : mk_error_set(e, -ENOENT, "pod %s/%s: MIG device '%s' (GPU '%s', %s) not found",
+                                                   c->namespace, c->name, uuid, cd->gpu, cd->profile);
+        }
+        nd = to - from;
+        _cleanup_(mk_dp_response_done) struct mk_dp_response res = {0};
+        int r = mk_dp_allocate_devices(devs, nd, MK_DP_DYNAMIC_RESOURCE, o, &res, e);
+        if (r < 0 || !soft) {
+                if (r >= 0) {
+                        *ret = res;
+                        res = (struct mk_dp_response) {0};
+                }
+                return r;
+        }
+        _cleanup_free_ char *dir = NULL;
+        r = mk_vgpu_container_dir(mk_dp_soft_root(so), c->uid, ctr, &dir);
+        if (r < 0)
+                return mk_error_set(e, r, "pod %s/%s: uid '%s' cannot name a directory", c->namespace, c->name, c->uid);
+        r = mk_dp_soft_response(sl, nd, dir, mk_dp_soft_control_disabled(pod, ctr), so, &res, e);
+        if (r < 0)
+                return r;
+        *ret = res;
+        res = (struct mk_dp_response) {0};
+        return 0;
+}
+
 int mk_dp_dynamic_responses(const struct mk_snapshot *s, const struct mk_claim *c, const unsigned *counts,
-                            size_t n_counts, const struct mk_dp_options *o, struct mk_dp_response *ret,
-                            struct mk_error *e) {
-        /* The MIG devices as the mixed strategy sees them: UUIDs, GI/CI ids,
-         * minors and the access capabilities for device specs. */
+                            size_t n_counts, const json_t *pod, const struct mk_dp_options *o,
+                            const struct mk_dp_soft_options *so, struct mk_dp_response *ret, struct mk_error *e) {
+        /* The devices as the mixed strategy sees them: MIG devices with their
+         * UUIDs, GI/CI ids, minors and access capabilities for device specs;
+         * whole GPUs (MIG off) for soft slices. */
         struct mk_dp_options mo = *o;
         mo.mig_strategy = MK_MIG_STRATEGY_MIXED;
         mo.config = NULL;
         _cleanup_(mk_dp_resources_freep) struct mk_dp_resources *rs = NULL;
         int r = mk_dp_resources_build(s, &mo, &rs, e);
         if (r < 0) {
-                mk_error_prefix(e, "Cannot read the MIG devices");
+                mk_error_prefix(e, "Cannot read the GPUs");
                 return r;
         }
         _cleanup_free_ struct mk_dp_response *out = calloc(n_counts ? n_counts : 1, sizeof(*out));
-        _cleanup_free_ const struct mk_dp_device **devs = calloc(MK_MAX_CLAIM_DEVICES, sizeof(*devs));
-        if (!out || !devs)
+        if (!out)
                 return mk_error_set(e, -ENOMEM, "out of memory");
         size_t i = 0, k = 0;
         r = 0;
         while (r >= 0 && i < c->n_devices) {
+                size_t from = i;
                 unsigned ctr = c->devices[i].container;
-                size_t nd = 0;
-                for (; i < c->n_devices && c->devices[i].container == ctr && nd < MK_MAX_CLAIM_DEVICES; i++) {
-                        const char *uuid = c->devices[i].mig_uuid;
-                        devs[nd] = find_mig(rs, uuid);
-                        if (!devs[nd]) {
-                                r = mk_error_set(e, -ENOENT, "pod %s/%s: MIG device '%s' (GPU '%s', %s) not found",
-                                                 c->namespace, c->name, uuid, c->devices[i].gpu,
-                                                 c->devices[i].profile);
-                                break;
-                        }
-                        nd++;
-                }
-                if (r < 0)
-                        break;
-                if (k >= n_counts || counts[k] != nd) {
+                while (i < c->n_devices && c->devices[i].container == ctr && i - from < MK_MAX_CLAIM_DEVICES)
+                        i++;
+                if (k >= n_counts || counts[k] != i - from) {
                         r = mk_error_set(e, -EINVAL,
                                          "pod %s/%s: the reservation's containers do not match the request",
                                          c->namespace, c->name);
                         break;
                 }
-                r = mk_dp_allocate_devices(devs, nd, MK_DP_DYNAMIC_RESOURCE, o, &out[k], e);
+                r = container_response(s, rs, c, from, i, pod, o, so, &out[k], e);
                 if (r >= 0)
                         k++;
         }
@@ -225,8 +275,9 @@ int mk_dp_dynamic_allocated_patch(const json_t *pod, int64_t when, json_t **ret)
 }
 
 int mk_dp_dynamic_allocate(struct mk_kube *k, const char *node, const unsigned *counts, size_t n_counts,
-                           const struct mk_dp_options *o, mk_dp_snapshot_fn snapshot, void *userdata,
-                           struct mk_dp_response *ret, struct mk_claim *ret_claim, struct mk_error *e) {
+                           const struct mk_dp_options *o, const struct mk_dp_soft_options *so,
+                           mk_dp_snapshot_fn snapshot, void *userdata, struct mk_dp_response *ret,
+                           struct mk_claim *ret_claim, struct mk_error *e) {
         _cleanup_free_ char *selector = NULL;
         if (asprintf(&selector, "spec.nodeName=%s", node) < 0)
                 return mk_error_set(e, -ENOMEM, "out of memory");
@@ -253,9 +304,15 @@ int mk_dp_dynamic_allocate(struct mk_kube *k, const char *node, const unsigned *
                         mk_error_prefix(e, "NVML");
                         return r;
                 }
-                r = mk_dp_dynamic_responses(s, c, counts, n_counts, o, out, e);
+                r = mk_dp_dynamic_responses(s, c, counts, n_counts, pod, o, so, out, e);
                 if (r < 0)
                         return r;
+                r = mk_dp_soft_prepare(c, pod, s, so, e);
+                if (r < 0) {
+                        for (size_t i = 0; i < n_counts; i++)
+                                mk_dp_response_done(&out[i]);
+                        return r;
+                }
                 r = mk_dp_dynamic_allocated_patch(pod, (int64_t) time(NULL), &patch);
                 if (r < 0) {
                         for (size_t i = 0; i < n_counts; i++)

@@ -19,6 +19,7 @@
 #include "mig/gpu.h"
 #include "plugin/allocate.h"
 #include "plugin/resources.h"
+#include "plugin/soft.h"
 
 struct mk_kube;
 
@@ -29,15 +30,17 @@ struct mk_kube;
 #define MK_DP_DYNAMIC_ATTEMPTS 5                /* list + match + patch rounds on 409 Conflict */
 
 /* The one resource of dynamic mode: per MIG-enabled GPU of s, as many ids
- * as the largest instance count of its GI profiles (7 on A100/H100),
- * "dyn-<GPU uuid>::<k>", k from 0; base_id "dyn-<GPU uuid>", shared (so
+ * as the largest instance count of its GI profiles (7 on A100/H100), per
+ * GPU with MIG off (shared by soft slices) `split` ids (0:
+ * MK_DP_DEFAULT_SPLIT; over MK_DP_MAX_SPLIT: -EINVAL), "dyn-<GPU
+ * uuid>::<k>", k from 0; base_id "dyn-<GPU uuid>", shared (so
  * GetPreferredAllocation spreads over GPUs), healthy; health then follows
- * the parent GPU (mk_dp_resources_set_health: any event of the GPU). GPUs
- * without MIG, or reporting no profile, get none; a node with none gives a
+ * the parent GPU (mk_dp_resources_set_health: any event of the GPU). A
+ * MIG-enabled GPU reporting no profile gets none; a node with none gives a
  * resource list with no resource. -E2BIG over MK_DP_MAX_DEVICES, -ENOMEM.
  * *ret (free with mk_dp_resources_free) only on success. */
-int mk_dp_dynamic_resources_build(const struct mk_snapshot *s, struct mk_dp_resources **ret, struct mk_error *e)
-        _nonnull_(1, 2) _wur_;
+int mk_dp_dynamic_resources_build(const struct mk_snapshot *s, unsigned split, struct mk_dp_resources **ret,
+                                  struct mk_error *e) _nonnull_(1, 3) _wur_;
 
 /* From a pod LIST answer (an object with "items"), the reservation this
  * Allocate serves: each pod through mk_claim_from_pod() (pods without a
@@ -52,16 +55,21 @@ int mk_dp_dynamic_pick(const json_t *list, const char *node, const unsigned *cou
 
 /* The Allocate answers for claim c, one per container request (n_counts of
  * them, the claim's containers in order, as mk_claim_match_allocate checked):
- * the container's MIG devices looked up by UUID in `s` (a snapshot taken
- * after the node agent created them) and answered per o's list and id
- * strategies and device specs, as mk_dp_allocate_devices(). -ENOENT naming
- * a MIG UUID the GPUs do not have, -EINVAL when the claim's containers do
- * not match counts, errors of the resource build (the mixed strategy's
- * rules). ret is an array of n_counts responses, written only on success
- * (each released with mk_dp_response_done). */
+ * a container's MIG devices looked up by UUID in `s` (a snapshot taken
+ * after the node agent created them), or for soft slices its whole GPUs
+ * (MIG off), answered per o's list and id strategies and device specs, as
+ * mk_dp_allocate_devices(); soft slice containers also get
+ * mk_dp_soft_response() (their directory <root>/containers/<pod
+ * uid>_<index>, the opt-out read from `pod`, may be NULL). -ENOENT naming
+ * a UUID the GPUs do not have, -EINVAL when the claim's containers do not
+ * match counts or a container mixes MIG devices and soft slices, errors of
+ * the resource build (the mixed strategy's rules). ret is an array of
+ * n_counts responses, written only on success (each released with
+ * mk_dp_response_done). */
 int mk_dp_dynamic_responses(const struct mk_snapshot *s, const struct mk_claim *c, const unsigned *counts,
-                            size_t n_counts, const struct mk_dp_options *o, struct mk_dp_response *ret,
-                            struct mk_error *e) _nonnull_(1, 2, 5, 6) _wur_;
+                            size_t n_counts, const json_t *pod, const struct mk_dp_options *o,
+                            const struct mk_dp_soft_options *so, struct mk_dp_response *ret, struct mk_error *e)
+        _nonnull_(1, 2, 6, 8) _wur_;
 
 /* The merge patch marking `pod` allocated: migkit.io/mig-allocated = `when`
  * (RFC 3339 UTC), with the pod's metadata.uid and metadata.resourceVersion
@@ -75,7 +83,8 @@ typedef int (*mk_dp_snapshot_fn)(void *userdata, struct mk_snapshot **ret, struc
 
 /* One dynamic Allocate: LIST the pods with spec.nodeName=node, pick the
  * claim (mk_dp_dynamic_pick), take a snapshot, build the answers
- * (mk_dp_dynamic_responses), then merge-patch migkit.io/mig-allocated on
+ * (mk_dp_dynamic_responses), make the soft slice containers' directories
+ * (mk_dp_soft_prepare; so may be NULL: defaults), then merge-patch migkit.io/mig-allocated on
  * the pod (mk_dp_dynamic_allocated_patch); on 409 Conflict all again, up
  * to MK_DP_DYNAMIC_ATTEMPTS times. Any failure (the patch's included)
  * fails the Allocate, so two pods never get one claim: -ENOENT when no
@@ -83,6 +92,6 @@ typedef int (*mk_dp_snapshot_fn)(void *userdata, struct mk_snapshot **ret, struc
  * or NVML's error, with the reason in e. On success ret (n_counts
  * responses) is filled and *ret_claim (may be NULL) names the pod. */
 int mk_dp_dynamic_allocate(struct mk_kube *k, const char *node, const unsigned *counts, size_t n_counts,
-                           const struct mk_dp_options *o, mk_dp_snapshot_fn snapshot, void *userdata,
-                           struct mk_dp_response *ret, struct mk_claim *ret_claim, struct mk_error *e)
-        _nonnull_(1, 2, 5, 6, 8) _wur_;
+                           const struct mk_dp_options *o, const struct mk_dp_soft_options *so,
+                           mk_dp_snapshot_fn snapshot, void *userdata, struct mk_dp_response *ret,
+                           struct mk_claim *ret_claim, struct mk_error *e) _nonnull_(1, 2, 5, 7, 9) _wur_;

@@ -15,6 +15,8 @@
 
 #include "base/error.h"
 #include "base/macro.h"
+#include "claim/claim.h"
+#include "mig/gpu.h"
 #include "plugin/allocate.h"
 #include "vgpunode/dirs.h"
 
@@ -49,6 +51,23 @@ const char *mk_dp_soft_library(const struct mk_dp_soft_options *o, char **buf) _
 int mk_dp_soft_response(const struct mk_vgpu_slice *slices, size_t n, const char *host_dir, bool disable_control,
                         const struct mk_dp_soft_options *o, struct mk_dp_response *res, struct mk_error *e)
         _nonnull_(1, 3, 5, 6) _wur_;
+
+/* The soft slices of container `ctr` of claim c, in the order CUDA numbers
+ * the container's GPUs: by NVML index in s (PCI bus order, which is CUDA's
+ * order among identical GPUs); a GPU s does not have goes last. Returns how
+ * many (at most MK_VGPU_MAX_DEVICES; more are not written). ret[i].gpu_uuid
+ * points into c. */
+size_t mk_dp_soft_slices(const struct mk_claim *c, unsigned ctr, const struct mk_snapshot *s,
+                         struct mk_vgpu_slice ret[MK_VGPU_MAX_DEVICES]) _nonnull_(1, 4);
+
+/* The node side of a soft slice Allocate, before it is answered: for each
+ * container of c with soft slices, its directory and identity file
+ * (mk_vgpu_container_prepare; the container's name from `pod`), then
+ * <root>/ld.so.preload naming MK_DP_SOFT_LIBRARY; fails with -ENOENT when
+ * the host library is not there (the runtime's mount would fail with a
+ * less clear message). Nothing is done for a claim without soft slices. */
+int mk_dp_soft_prepare(const struct mk_claim *c, const json_t *pod, const struct mk_snapshot *s,
+                       const struct mk_dp_soft_options *o, struct mk_error *e) _nonnull_(1) _wur_;
 
 /* Container `index` of a pod object (init containers first, then
  * containers, as reservations count them), or NULL. */

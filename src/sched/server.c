@@ -33,7 +33,9 @@ struct informer_thread {
 
 struct mk_sched_server {
         struct MHD_Daemon *mhd;
-        struct mk_sched *sched;
+        struct mk_sched *sched;         /* NULL: the node agent's endpoint */
+        char *(*metrics)(void *userdata);
+        void *metrics_userdata;
         struct mk_kube *kube;
         size_t max_request;
         unsigned port;
@@ -281,7 +283,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                                   void **con_cls) {
         struct mk_sched_server *srv = cls;
         (void) version;
-        bool known = streq(url, "/filter") || streq(url, "/prioritize") || streq(url, "/bind");
+        bool known = srv->sched && (streq(url, "/filter") || streq(url, "/prioritize") || streq(url, "/bind"));
         if (streq(method, "GET") && !known) {
                 if (streq(url, "/healthz"))
                         return respond(conn, MHD_HTTP_OK, "text/plain", strdup("ok\n"));
@@ -289,9 +291,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                         return atomic_load(&srv->ready) ? respond(conn, MHD_HTTP_OK, "text/plain", strdup("ok\n"))
                                                         : respond(conn, MHD_HTTP_SERVICE_UNAVAILABLE, "text/plain",
                                                                   strdup("informers not synced\n"));
-                if (streq(url, "/metrics"))
-                        return respond(conn, MHD_HTTP_OK, "text/plain; version=0.0.4",
-                                       mk_sched_metrics_text(srv->sched));
+                if (streq(url, "/metrics")) {
+                        char *text = srv->sched ? mk_sched_metrics_text(srv->sched)
+                                                : srv->metrics(srv->metrics_userdata);
+                        return text ? respond(conn, MHD_HTTP_OK, "text/plain; version=0.0.4", text)
+                                    : respond(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "text/plain",
+                                              strdup("metrics unavailable\n"));
+                }
                 return respond(conn, MHD_HTTP_NOT_FOUND, "text/plain", strdup("not found\n"));
         }
         if (!streq(method, "POST") || !known)
@@ -407,7 +413,13 @@ int mk_sched_server_start(const struct mk_sched_server_opts *o, struct mk_sched_
         if (!srv)
                 return -ENOMEM;
         srv->sched = o->sched;
-        srv->kube = o->kube;
+        srv->kube = o->sched ? o->kube : NULL;
+        srv->metrics = o->metrics;
+        srv->metrics_userdata = o->metrics_userdata;
+        if (!srv->sched && !srv->metrics) {
+                free(srv);
+                return mk_error_set(e, -EINVAL, "an HTTP server with neither extender nor metrics");
+        }
         srv->max_request = o->max_request ? o->max_request : MK_MAX_EXTENDER_REQUEST;
         pthread_mutex_init(&srv->fail_lock, NULL);
         int r;

@@ -26,8 +26,14 @@ struct mk_sched_server_opts {
         unsigned port;                  /* 0: any free port (see mk_sched_server_port) */
         unsigned threads;               /* 0: 4 */
         size_t max_request;             /* 0: MK_MAX_EXTENDER_REQUEST */
-        struct mk_sched *sched;         /* borrowed */
+        struct mk_sched *sched;         /* borrowed; NULL: the node agent's endpoint (below) */
         struct mk_kube *kube;           /* borrowed; NULL: no informers, bind fails */
+        /* The node agent's endpoint (`scheduler node --metrics-address`),
+         * when sched is NULL: only GET /healthz, /readyz and /metrics, the
+         * last answered with metrics(metrics_userdata), malloc'd Prometheus
+         * text (NULL: 500). */
+        char *(*metrics)(void *userdata);
+        void *metrics_userdata;
 };
 
 /* Starts the HTTP server and, with a client, the informers (threads). */

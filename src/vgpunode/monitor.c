@@ -1,33 +1,27 @@
 /* The soft slice monitor (monitor.h). */
-#include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <jansson.h>
-#include <microhttpd.h>
 
 #include "base/dynbuf.h"
 #include "base/error.h"
 #include "base/fileio.h"
 #include "base/log.h"
 #include "base/macro.h"
-#include "base/parse.h"
 #include "vgpu/region.h"
 #include "vgpunode/dirs.h"
 #include "vgpunode/monitor.h"
 
 #define AREA "vgpu"
-#define MAX_METRICS_BYTES (64u << 20)   /* one /metrics answer */
 
 /* One device of one container. */
 struct row {
@@ -280,99 +274,4 @@ int mk_vgpu_metrics(const char *root, struct mk_buf *b, struct mk_error *e) {
         }
         scan_done(&s);
         return r;
-}
-
-/* --- HTTP --- */
-
-struct mk_vgpu_monitor {
-        struct MHD_Daemon *mhd;
-        char *root;
-        unsigned port;
-};
-
-static enum MHD_Result respond(struct MHD_Connection *conn, unsigned status, const char *type, char *text) {
-        if (!text)
-                return MHD_NO;
-        struct MHD_Response *resp = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
-        if (!resp) {
-                free(text);
-                return MHD_NO;
-        }
-        MHD_add_response_header(resp, "Content-Type", type);
-        enum MHD_Result ret = MHD_queue_response(conn, status, resp);
-        MHD_destroy_response(resp);
-        return ret;
-}
-
-static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
-                                  const char *version, const char *upload_data, size_t *upload_data_size,
-                                  void **con_cls) {
-        struct mk_vgpu_monitor *m = cls;
-        (void) version;
-        (void) upload_data;
-        (void) upload_data_size;
-        (void) con_cls;
-        if (!streq(method, "GET"))
-                return respond(conn, MHD_HTTP_METHOD_NOT_ALLOWED, "text/plain", strdup("use GET\n"));
-        if (streq(url, "/healthz"))
-                return respond(conn, MHD_HTTP_OK, "text/plain", strdup("ok\n"));
-        if (!streq(url, "/metrics"))
-                return respond(conn, MHD_HTTP_NOT_FOUND, "text/plain", strdup("not found\n"));
-        struct mk_buf b;
-        mk_buf_init(&b, MAX_METRICS_BYTES);
-        struct mk_error e = {0};
-        if (mk_vgpu_metrics(m->root, &b, &e) < 0) {
-                mk_buf_done(&b);
-                char *msg = NULL;
-                if (asprintf(&msg, "%s\n", e.msg) < 0)
-                        msg = NULL;
-                return respond(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "text/plain", msg);
-        }
-        char *text = mk_buf_take(&b);
-        mk_buf_done(&b);
-        return respond(conn, MHD_HTTP_OK, "text/plain; version=0.0.4", text ? text : strdup(""));
-}
-
-int mk_vgpu_monitor_start(const char *address, const char *root, struct mk_vgpu_monitor **ret, struct mk_error *e) {
-        const char *colon = strrchr(address, ':');
-        char host[64];
-        uint32_t port;
-        struct sockaddr_in sa = {.sin_family = AF_INET};
-        if (!colon || (size_t) (colon - address) >= sizeof(host) || mk_parse_u32(colon + 1, &port) < 0 || port > 65535)
-                return mk_error_set(e, -EINVAL, "metrics address '%.128s': not HOST:PORT", address);
-        memcpy(host, address, (size_t) (colon - address));
-        host[colon - address] = 0;
-        if (inet_pton(AF_INET, *host ? host : "0.0.0.0", &sa.sin_addr) != 1)
-                return mk_error_set(e, -EINVAL, "metrics address '%.128s': not an IPv4 address", address);
-        sa.sin_port = htons((uint16_t) port);
-        struct mk_vgpu_monitor *m = calloc(1, sizeof(*m));
-        if (!m || !(m->root = strdup(root))) {
-                free(m);
-                return mk_error_set(e, -ENOMEM, "out of memory");
-        }
-        m->mhd = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL, on_request, m,
-                                  MHD_OPTION_SOCK_ADDR, (struct sockaddr *) &sa, MHD_OPTION_CONNECTION_TIMEOUT,
-                                  (unsigned) 30, MHD_OPTION_END);
-        if (!m->mhd) {
-                mk_vgpu_monitor_stop(m);
-                return mk_error_set(e, -EADDRINUSE, "cannot listen on '%.128s'", address);
-        }
-        const union MHD_DaemonInfo *info = MHD_get_daemon_info(m->mhd, MHD_DAEMON_INFO_BIND_PORT);
-        m->port = info ? info->port : (unsigned) port;
-        *ret = m;
-        return 0;
-}
-
-unsigned mk_vgpu_monitor_port(const struct mk_vgpu_monitor *m) {
-        return m->port;
-}
-
-struct mk_vgpu_monitor *mk_vgpu_monitor_stop(struct mk_vgpu_monitor *m) {
-        if (!m)
-                return NULL;
-        if (m->mhd)
-                MHD_stop_daemon(m->mhd);
-        free(m->root);
-        free(m);
-        return NULL;
 }

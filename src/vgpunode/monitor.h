@@ -9,7 +9,8 @@
  * with HAMi's labels podnamespace, podname, ctrname, vdeviceid, deviceuuid
  * (plus poduid); and migkit's own for what HAMi does not export:
  *   migkit_vgpu_device_core_limit_percent, migkit_vgpu_device_gpu_seconds_total,
- *   migkit_vgpu_container_processes, migkit_vgpu_regions_unreadable. */
+ *   migkit_vgpu_container_processes, migkit_vgpu_regions_unreadable.
+ * `migkit scheduler node --metrics-address` serves them (sched/server.h). */
 #pragma once
 
 #include <stdbool.h>
@@ -19,7 +20,7 @@
 #include "base/error.h"
 #include "base/macro.h"
 
-struct mk_vgpu_monitor;
+#define MK_VGPU_MAX_METRICS_BYTES (64u << 20)   /* one /metrics answer */
 
 /* Appends the Prometheus text of every container under <root>/containers
  * to b. A container without a region file yet (no CUDA process ran) is
@@ -28,12 +29,3 @@ struct mk_vgpu_monitor;
  * Labels come from the identity file (empty when it is missing). -E2BIG
  * over b's cap, -errno when containers/ exists but cannot be read. */
 int mk_vgpu_metrics(const char *root, struct mk_buf *b, struct mk_error *e) _nonnull_(1, 2) _wur_;
-
-/* An HTTP server (libmicrohttpd, its own thread) answering GET /metrics
- * with mk_vgpu_metrics(root) and GET /healthz with "ok"; anything else
- * 404. address is "HOST:PORT" (IPv4; port 0: any free one). */
-int mk_vgpu_monitor_start(const char *address, const char *root, struct mk_vgpu_monitor **ret, struct mk_error *e)
-        _nonnull_(1, 2, 3) _wur_;
-unsigned mk_vgpu_monitor_port(const struct mk_vgpu_monitor *m) _nonnull_(1);
-/* Stops the server. Accepts NULL, returns NULL. */
-struct mk_vgpu_monitor *mk_vgpu_monitor_stop(struct mk_vgpu_monitor *m);

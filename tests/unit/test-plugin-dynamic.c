@@ -21,11 +21,14 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <jansson.h>
 
 #include "base/error.h"
+#include "base/fileio.h"
 #include "base/host.h"
 #include "base/macro.h"
 #include "claim/claim.h"
@@ -36,6 +39,8 @@
 #include "plugin/dynamic.h"
 #include "plugin/preferred.h"
 #include "plugin/resources.h"
+#include "plugin/soft.h"
+#include "vgpunode/dirs.h"
 
 #include "../fixtures/plugin/snap.h"
 
@@ -61,6 +66,7 @@ static struct mk_snapshot *node(void) {
 #define MIG0_1 "MIG-00000000-0000-0000-0000-000000000100" /* GPU 0, GI 1 (3g.20gb) */
 #define MIG0_2 "MIG-00000000-0000-0000-0000-000000000200" /* GPU 0, GI 2 (1g.5gb) */
 #define GPU0 "GPU-00000000-0000-0000-0000-000000000000"
+#define GPU1 "GPU-00000001-0000-0000-0000-000000000000"
 #define GPU2 "GPU-00000002-0000-0000-0000-000000000000"
 
 static void test_resources(void **state) {
@@ -68,25 +74,29 @@ static void test_resources(void **state) {
         _cleanup_(mk_snapshot_freep) struct mk_snapshot *s = node();
         struct mk_error e = {0};
         _cleanup_(mk_dp_resources_freep) struct mk_dp_resources *rs = NULL;
-        assert_int_equal(mk_dp_dynamic_resources_build(s, &rs, &e), 0);
+        assert_int_equal(mk_dp_dynamic_resources_build(s, 3, &rs, &e), 0);
         assert_int_equal(rs->n, 1);
         const struct mk_dp_resource *r = mk_dp_resources_find(rs, "nvidia.com/gpu");
         assert_non_null(r);
         assert_string_equal(r->endpoint, "nvidia-gpu.sock");
-        assert_int_equal(r->n_devices, 14); /* 7 per MIG-enabled GPU, none for the MIG-off one */
+        assert_int_equal(r->n_devices, 17); /* 7 per MIG-enabled GPU, the split count for the MIG-off (shared) one */
         assert_true(r->shared);
         assert_int_equal(r->replicas, 7);
         assert_string_equal(r->devices[0].id, "dyn-" GPU0 "::0");
         assert_string_equal(r->devices[6].id, "dyn-" GPU0 "::6");
-        assert_string_equal(r->devices[7].id, "dyn-" GPU2 "::0");
-        assert_string_equal(r->devices[7].base_id, "dyn-" GPU2);
-        assert_int_equal(r->devices[7].gpu, 2);
+        assert_string_equal(r->devices[7].id, "dyn-" GPU1 "::0");
+        assert_string_equal(r->devices[9].id, "dyn-" GPU1 "::2");
+        assert_int_equal(r->devices[9].gpu, 1);
+        assert_string_equal(r->devices[10].id, "dyn-" GPU2 "::0");
+        assert_string_equal(r->devices[10].base_id, "dyn-" GPU2);
+        assert_int_equal(r->devices[10].gpu, 2);
         for (size_t i = 0; i < r->n_devices; i++) {
                 assert_true(r->devices[i].healthy);
                 assert_false(r->devices[i].mig);
                 assert_ptr_equal(mk_dp_resource_find_device(r, r->devices[i].id), &r->devices[i]);
         }
         assert_null(mk_dp_resource_find_device(r, "dyn-" GPU0 "::7"));
+        assert_null(mk_dp_resource_find_device(r, "dyn-" GPU1 "::3"));
         assert_null(mk_dp_resource_find_device(r, MIG0_1));
         /* Health follows the parent GPU, a GI's event included. */
         assert_int_equal(mk_dp_resources_set_health(rs, 0, 1, UINT32_MAX, false), 7);
@@ -94,19 +104,28 @@ static void test_resources(void **state) {
         assert_true(rs->r[0].devices[7].healthy);
         assert_int_equal(mk_dp_resources_set_health(rs, 0, UINT32_MAX, UINT32_MAX, true), 7);
 
-        /* No MIG-enabled GPU: no resource, not an error. */
-        static const struct snap_gpu off[] = {{"a100", OFF, NULL}, {0}};
-        _cleanup_(mk_snapshot_freep) struct mk_snapshot *s2 = snap_build(off);
+        /* A MIG-enabled GPU that reports no profile: no resource, not an error. */
+        static const struct snap_gpu none[] = {{"a100", MIG, NULL}, {0}};
+        _cleanup_(mk_snapshot_freep) struct mk_snapshot *s2 = snap_build(none);
         _cleanup_(mk_dp_resources_freep) struct mk_dp_resources *rs2 = NULL;
-        assert_int_equal(mk_dp_dynamic_resources_build(s2, &rs2, &e), 0);
+        assert_int_equal(mk_dp_dynamic_resources_build(s2, 3, &rs2, &e), 0);
         assert_int_equal(rs2->n, 0);
+        /* A shared GPU: the split count, HAMi's default 10; at most 64. */
+        static const struct snap_gpu off[] = {{"a100", OFF, NULL}, {0}};
+        _cleanup_(mk_snapshot_freep) struct mk_snapshot *s3 = snap_build(off);
+        _cleanup_(mk_dp_resources_freep) struct mk_dp_resources *rs3 = NULL;
+        assert_int_equal(mk_dp_dynamic_resources_build(s3, 0, &rs3, &e), 0);
+        assert_int_equal(rs3->r[0].n_devices, 10);
+        _cleanup_(mk_dp_resources_freep) struct mk_dp_resources *rs4 = NULL;
+        assert_int_equal(mk_dp_dynamic_resources_build(s3, 65, &rs4, &e), -EINVAL);
+        assert_null(rs4);
 }
 
 static void test_preferred(void **state) {
         (void) state;
         _cleanup_(mk_snapshot_freep) struct mk_snapshot *s = node();
         _cleanup_(mk_dp_resources_freep) struct mk_dp_resources *rs = NULL;
-        assert_int_equal(mk_dp_dynamic_resources_build(s, &rs, NULL), 0);
+        assert_int_equal(mk_dp_dynamic_resources_build(s, 0, &rs, NULL), 0);
         const struct mk_dp_resource *r = &rs->r[0];
         const char *avail[] = {"dyn-" GPU0 "::1", "dyn-" GPU0 "::2", "dyn-" GPU2 "::5"};
         _cleanup_strv_free_ char **ids = NULL;
@@ -199,7 +218,7 @@ static const struct pick_case pick_cases[] = {
         {"one device: earliest ready, tie by name", "n1", {1}, 1, "a"},
         {"two containers of one device", "n1", {1, 1}, 2, "two"},
         {"one container of two: none", "n1", {2}, 1,
-         "error: no MIG reservation on node 'n1' is ready for this request (1 container(s)): 7 pod(s) with "
+         "error: no reservation on node 'n1' is ready for this request (1 container(s)): 7 pod(s) with "
          "reservations, 1 waiting for their instances, 1 already allocated, 1 malformed"},
         {"other node", "n2", {1}, 1, "other"},
         {"unknown node", "n3", {1}, 1, "error: node 'n3'"},
@@ -268,7 +287,7 @@ static void test_responses(void **state) {
         struct mk_dp_options o;
         mk_dp_options_init(&o);
         struct mk_dp_response res[2];
-        assert_int_equal(mk_dp_dynamic_responses(s, &c, two, 2, &o, res, &e), 0);
+        assert_int_equal(mk_dp_dynamic_responses(s, &c, two, 2, NULL, &o, NULL, res, &e), 0);
         assert_string_equal(mk_dp_response_env(&res[0], "NVIDIA_VISIBLE_DEVICES"), MIG0_1);
         assert_string_equal(mk_dp_response_env(&res[1], "NVIDIA_VISIBLE_DEVICES"), MIG0_2);
         assert_int_equal(res[0].n_devices, 0);
@@ -279,7 +298,7 @@ static void test_responses(void **state) {
         o.id_strategy = MK_DP_ID_INDEX;
         o.pass_device_specs = true;
         o.host = &h;
-        assert_int_equal(mk_dp_dynamic_responses(s, &c, two, 2, &o, res, &e), 0);
+        assert_int_equal(mk_dp_dynamic_responses(s, &c, two, 2, NULL, &o, NULL, res, &e), 0);
         assert_string_equal(mk_dp_response_env(&res[0], "NVIDIA_VISIBLE_DEVICES"), "0:0");
         assert_string_equal(mk_dp_response_env(&res[1], "NVIDIA_VISIBLE_DEVICES"), "0:1");
         bool gi = false, ci = false;
@@ -295,13 +314,112 @@ static void test_responses(void **state) {
         /* Counts that do not fit the claim. */
         unsigned one[] = {2};
         struct mk_dp_response keep = {.n_envs = 99};
-        assert_int_equal(mk_dp_dynamic_responses(s, &c, one, 1, &o, &keep, &e), -EINVAL);
+        assert_int_equal(mk_dp_dynamic_responses(s, &c, one, 1, NULL, &o, NULL, &keep, &e), -EINVAL);
         assert_int_equal(keep.n_envs, 99);
         /* A MIG UUID the GPUs do not have (destroyed since). */
         snprintf(c.devices[1].mig_uuid, sizeof(c.devices[1].mig_uuid), "MIG-gone");
-        assert_int_equal(mk_dp_dynamic_responses(s, &c, two, 2, &o, res, &e), -ENOENT);
+        assert_int_equal(mk_dp_dynamic_responses(s, &c, two, 2, NULL, &o, NULL, res, &e), -ENOENT);
         assert_non_null(strstr(e.msg, "pod ns/two: MIG device 'MIG-gone'"));
         json_decref(list);
+}
+
+static struct mk_claim soft_claim(void) {
+        struct mk_claim c = {.namespace = "ns", .name = "infer", .uid = "u-1", .node = "n1", .active = true};
+        /* Container 0: two soft slices, listed against PCI order; container 1: one. */
+        c.devices[0] = (struct mk_claim_device) {.container = 0, .mode = MK_CLAIM_SOFT, .gpu = GPU1,
+                                                 .memory_mib = 2000, .cores = 20};
+        c.devices[1] = (struct mk_claim_device) {.container = 0, .mode = MK_CLAIM_SOFT, .gpu = GPU0,
+                                                 .memory_mib = 8000, .cores = 0};
+        c.devices[2] = (struct mk_claim_device) {.container = 1, .mode = MK_CLAIM_SOFT, .gpu = GPU0,
+                                                 .memory_mib = 1000, .cores = 50};
+        c.n_devices = 3;
+        return c;
+}
+
+static const char *mount_host(const struct mk_dp_response *r, const char *container_path) {
+        for (size_t i = 0; i < r->n_mounts; i++)
+                if (streq(r->mounts[i].container_path, container_path))
+                        return r->mounts[i].host_path;
+        return NULL;
+}
+
+static void test_soft(void **state) {
+        (void) state;
+        static const struct snap_gpu gpus[] = {{"a100", OFF, NULL}, {"a100", OFF, NULL}, {"a100", MIG, NULL}, {0}};
+        _cleanup_(mk_snapshot_freep) struct mk_snapshot *s = snap_build(gpus);
+        assert_non_null(s);
+        struct mk_claim c = soft_claim();
+        json_error_t je;
+        json_t *pod = json_loads("{\"spec\":{\"containers\":[{\"name\":\"main\"},{\"name\":\"side\",\"env\":[{\"name\":"
+                                 "\"CUDA_DISABLE_CONTROL\",\"value\":\"true\"}]}]}}",
+                                 0, &je);
+        assert_non_null(pod);
+        struct mk_dp_options o;
+        mk_dp_options_init(&o);
+        struct mk_dp_soft_options so = {.root = "/vg"};
+        struct mk_dp_response res[2];
+        struct mk_error e = {0};
+        unsigned counts[] = {2, 1};
+        assert_int_equal(mk_dp_dynamic_responses(s, &c, counts, 2, pod, &o, &so, res, &e), 0);
+        /* CUDA numbers the two GPUs in PCI order: GPU0 is device 0. */
+        assert_string_equal(mk_dp_response_env(&res[0], "NVIDIA_VISIBLE_DEVICES"), GPU0 "," GPU1);
+        assert_string_equal(mk_dp_response_env(&res[0], "CUDA_DEVICE_MEMORY_LIMIT_0"), "8000m");
+        assert_string_equal(mk_dp_response_env(&res[0], "CUDA_DEVICE_SM_LIMIT_0"), "0");
+        assert_string_equal(mk_dp_response_env(&res[0], "CUDA_DEVICE_MEMORY_LIMIT_1"), "2000m");
+        assert_string_equal(mk_dp_response_env(&res[0], "CUDA_DEVICE_SM_LIMIT_1"), "20");
+        assert_string_equal(mk_dp_response_env(&res[0], "CUDA_DEVICE_MEMORY_SHARED_CACHE"),
+                            "/usr/local/vgpu/migkit-vgpu.cache");
+        assert_string_equal(mount_host(&res[0], "/usr/local/vgpu"), "/vg/containers/u-1_0");
+        assert_string_equal(mount_host(&res[0], "/usr/lib/migkit/libmigkit-vgpu.so"), "/vg/libmigkit-vgpu.so");
+        assert_string_equal(mount_host(&res[0], "/etc/ld.so.preload"), "/vg/ld.so.preload");
+        /* Container 1 opted out of the preload (HAMi's CUDA_DISABLE_CONTROL). */
+        assert_string_equal(mk_dp_response_env(&res[1], "NVIDIA_VISIBLE_DEVICES"), GPU0);
+        assert_string_equal(mk_dp_response_env(&res[1], "CUDA_DEVICE_MEMORY_LIMIT_0"), "1000m");
+        assert_string_equal(mount_host(&res[1], "/usr/local/vgpu"), "/vg/containers/u-1_1");
+        assert_null(mount_host(&res[1], "/etc/ld.so.preload"));
+        mk_dp_response_done(&res[0]);
+        mk_dp_response_done(&res[1]);
+
+        /* A soft slice of a MIG-enabled GPU, a container mixing both kinds. */
+        struct mk_claim bad = soft_claim();
+        snprintf(bad.devices[2].gpu, sizeof(bad.devices[2].gpu), "%s", s->gpus[2].uuid);
+        assert_int_equal(mk_dp_dynamic_responses(s, &bad, counts, 2, pod, &o, &so, res, &e), -ENOENT);
+        assert_non_null(strstr(e.msg, "not found with MIG off"));
+        bad = soft_claim();
+        bad.devices[1].mode = MK_CLAIM_MIG;
+        assert_int_equal(mk_dp_dynamic_responses(s, &bad, counts, 2, pod, &o, &so, res, &e), -EINVAL);
+        assert_non_null(strstr(e.msg, "mixes MIG devices and soft slices"));
+
+        /* The node side: directories with identity files, then the preload
+         * file once the library is there. */
+        char root[] = "/tmp/test-plugin-dynamic.XXXXXX";
+        assert_non_null(mkdtemp(root));
+        so.root = root;
+        assert_int_equal(mk_dp_soft_prepare(&c, pod, s, &so, &e), -ENOENT);
+        assert_non_null(strstr(e.msg, "libmigkit-vgpu.so' is not on this node"));
+        char p[512], *data = NULL;
+        snprintf(p, sizeof(p), "%s/libmigkit-vgpu.so", root);
+        assert_int_equal(mk_write_file_atomic(p, "elf", 3, 0644, &e), 0);
+        assert_int_equal(mk_dp_soft_prepare(&c, pod, s, &so, &e), 0);
+        snprintf(p, sizeof(p), "%s/containers/u-1_0.json", root);
+        assert_int_equal(mk_read_file(p, 4096, &data, NULL, &e), 0);
+        assert_string_equal(data, "{\"container\":\"main\",\"devices\":[{\"cores\":0,\"gpu\":\"" GPU0 "\",\"memoryMiB\":"
+                                  "8000},{\"cores\":20,\"gpu\":\"" GPU1 "\",\"memoryMiB\":2000}],\"index\":0,"
+                                  "\"name\":\"infer\",\"namespace\":\"ns\",\"podUID\":\"u-1\"}");
+        free(data);
+        snprintf(p, sizeof(p), "%s/containers/u-1_1", root);
+        struct stat st;
+        assert_int_equal(stat(p, &st), 0);
+        snprintf(p, sizeof(p), "%s/ld.so.preload", root);
+        assert_int_equal(mk_read_file(p, 4096, &data, NULL, &e), 0);
+        assert_string_equal(data, "/usr/lib/migkit/libmigkit-vgpu.so\n");
+        free(data);
+        assert_int_equal(mk_vgpu_prune(root, NULL, 0, time(NULL) + 1, 0, NULL, &e), 2);
+        snprintf(p, sizeof(p), "%s/containers/u-1_1", root);
+        assert_int_equal(stat(p, &st), -1);
+        snprintf(p, sizeof(p), "rm -rf '%s'", root);
+        assert_int_equal(system(p), 0);
+        json_decref(pod);
 }
 
 static void test_allocated_patch(void **state) {
@@ -458,7 +576,7 @@ static int run_script(struct step *steps, size_t n, char *ret_name, char *ret_en
         struct mk_dp_response res = {.n_envs = 99};
         struct mk_claim *claim = calloc(1, sizeof(*claim));
         assert_non_null(claim);
-        int r = mk_dp_dynamic_allocate(k, "n1", &one, 1, &o, fake_snapshot, ret_snapshots, &res, claim, e);
+        int r = mk_dp_dynamic_allocate(k, "n1", &one, 1, &o, NULL, fake_snapshot, ret_snapshots, &res, claim, e);
         if (r >= 0) {
                 snprintf(ret_name, 64, "%.63s", claim->name);
                 snprintf(ret_env, 128, "%.127s", mk_dp_response_env(&res, "NVIDIA_VISIBLE_DEVICES"));
@@ -542,7 +660,8 @@ static void test_allocate_patch_fails(void **state) {
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_resources), cmocka_unit_test(test_preferred), cmocka_unit_test(test_pick),
-                cmocka_unit_test(test_responses), cmocka_unit_test(test_allocated_patch),
+                cmocka_unit_test(test_responses),
+                cmocka_unit_test(test_soft), cmocka_unit_test(test_allocated_patch),
                 cmocka_unit_test(test_allocate_conflict), cmocka_unit_test(test_allocate_patch_fails),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);

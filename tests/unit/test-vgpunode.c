@@ -1,7 +1,8 @@
 /* Unit tests for vgpunode/: per-container directory names, their creation
  * with the identity file, the ld.so.preload file, the removal of gone pods'
  * directories (live, young and foreign entries kept; symlinks removed as
- * links), and the monitor's Prometheus text from real region files. */
+ * links), and the monitor's Prometheus text from real region files (the
+ * HTTP endpoint is tested in test-sched and the whole-path test). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -258,33 +259,12 @@ static void test_metrics(void **state) {
         free(root);
 }
 
-static void test_monitor_http(void **state) {
-        (void) state;
-        char *root = tmpdir();
-        struct mk_error e = {0};
-        struct mk_vgpu_monitor *m = NULL;
-        assert_int_equal(mk_vgpu_monitor_start("127.0.0.1:0", root, &m, &e), 0);
-        assert_true(mk_vgpu_monitor_port(m) > 0);
-        char cmd[256];
-        snprintf(cmd, sizeof(cmd), "curl -sf http://127.0.0.1:%u/metrics | grep -q '^migkit_vgpu_regions_unreadable 0$'",
-                 mk_vgpu_monitor_port(m));
-        if (system("command -v curl >/dev/null") == 0)
-                assert_int_equal(system(cmd), 0);
-        m = mk_vgpu_monitor_stop(m);
-        assert_null(m);
-        assert_int_equal(mk_vgpu_monitor_start("127.0.0.1", root, &m, &e), -EINVAL);
-        assert_int_equal(mk_vgpu_monitor_start("nohost:80", root, &m, &e), -EINVAL);
-        rmrf(root);
-        free(root);
-}
-
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_names),
                 cmocka_unit_test(test_prepare),
                 cmocka_unit_test(test_prune),
                 cmocka_unit_test(test_metrics),
-                cmocka_unit_test(test_monitor_http),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
