@@ -85,8 +85,24 @@ for w in workloads:
                 err(f"{where}: not non-root (runAsNonRoot {nonroot}, runAsUser {uid})")
         if key == ("migkit-scheduler", "extender") and not sc.get("readOnlyRootFilesystem"):
             err(f"{where}: root filesystem not read-only")
-if migkit_containers != 5:
-    err(f"{migkit_containers} migkit containers, want 5")
+# Soft slices: the node DaemonSet installs the library where the device
+# plugin mounts it from (its default --vgpu-root), and the plugin sees that
+# host directory at the same path (Allocate answers host paths).
+for w in workloads:
+    if w["metadata"]["name"] != "migkit-scheduler-node":
+        continue
+    pod = w["spec"]["template"]["spec"]
+    vols = {v["name"]: v.get("hostPath", {}).get("path") for v in pod.get("volumes", [])}
+    root = "/var/lib/migkit/vgpu"
+    byname = {c["name"]: c for c in pod["containers"] + pod.get("initContainers", [])}
+    for cn in ("install-vgpu", "device-plugin", "agent"):
+        mounts = {m["mountPath"]: vols.get(m["name"]) for m in byname.get(cn, {}).get("volumeMounts", [])}
+        if mounts.get(root) != root:
+            err(f"migkit-scheduler-node/{cn}: host {root} not mounted at {root} ({mounts})")
+    if root + "/libmigkit-vgpu.so" not in " ".join(byname.get("install-vgpu", {}).get("command", [])):
+        err("migkit-scheduler-node/install-vgpu: does not install " + root + "/libmigkit-vgpu.so")
+if migkit_containers != 6:
+    err(f"{migkit_containers} migkit containers, want 6")
 for e in errors:
     print("FAIL:", e, file=sys.stderr)
 sys.exit(1 if errors else 0)
@@ -135,7 +151,7 @@ EOF
 fi
 "$kubectl" kustomize "$tmp/k" >"$tmp/rendered.yaml" 2>"$tmp/err" || fail "kubectl kustomize: $(cat "$tmp/err")"
 n=$(grep -c "image: $image\$" "$tmp/rendered.yaml" || true)
-[ "$n" -ge 5 ] || fail "rendered: $n containers with image $image, want 5: $(grep 'image:' "$tmp/rendered.yaml")"
+[ "$n" -ge 6 ] || fail "rendered: $n containers with image $image, want 6: $(grep 'image:' "$tmp/rendered.yaml")"
 if grep -E 'image: *"?migkit' "$tmp/rendered.yaml"; then fail "rendered: a container kept the unset image"; fi
 
 if [ -z "$apiserver" ]; then

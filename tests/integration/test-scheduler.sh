@@ -354,7 +354,7 @@ EOF
     echo "    Allocate -> $p: $mig"
   done
   r=$(dcmd allocate nvidia.com/gpu "$id0")
-  python3 -c 'import json,sys; e=json.loads(sys.argv[1]); assert not e["ok"] and "no MIG reservation" in e["error"], e' \
+  python3 -c 'import json,sys; e=json.loads(sys.argv[1]); assert not e["ok"] and "no reservation on node" in e["error"], e' \
     "$r" || fail "Allocate with no reservation left: $r"
   # Two devices for one container: no such reservation on the node.
   r=$(dcmd allocate nvidia.com/gpu "$ids")
