@@ -163,17 +163,29 @@ static bool is_live(const char *uid, const char *const *live, size_t n) {
         return false;
 }
 
-int mk_vgpu_prune(const char *root, const char *const *live, size_t n_live, int64_t now, unsigned min_age_s,
-                  unsigned *ret_failed, struct mk_error *e) {
+int mk_vgpu_containers_open(const char *root, DIR **ret_dir, char **ret_path, struct mk_error *e) {
         _cleanup_free_ char *path = NULL;
         if (asprintf(&path, "%s/" MK_VGPU_CONTAINERS, root) < 0)
                 return mk_error_set(e, -ENOMEM, "out of memory");
         DIR *d = opendir(path);
         if (!d) {
                 int r = -errno;
-                if (r == -ENOENT)
-                        return 0;
-                return mk_error_set(e, r, "Cannot read '%s': %s", path, strerror(-r));
+                return r == -ENOENT ? 0 : mk_error_set(e, r, "Cannot read '%s': %s", path, strerror(-r));
+        }
+        *ret_dir = d;
+        *ret_path = TAKE_PTR(path);
+        return 1;
+}
+
+int mk_vgpu_prune(const char *root, const char *const *live, size_t n_live, int64_t now, unsigned min_age_s,
+                  unsigned *ret_failed, struct mk_error *e) {
+        _cleanup_free_ char *path = NULL;
+        DIR *d = NULL;
+        int k = mk_vgpu_containers_open(root, &d, &path, e);
+        if (k <= 0) {
+                if (k == 0 && ret_failed)
+                        *ret_failed = 0;
+                return k;
         }
         unsigned removed = 0, failed = 0, seen = 0;
         for (struct dirent *de; (de = readdir(d)) && seen < MK_VGPU_MAX_ENTRIES; seen++) {

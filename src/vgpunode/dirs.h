@@ -14,6 +14,7 @@
  * not depend on each other. */
 #pragma once
 
+#include <dirent.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -71,6 +72,12 @@ int mk_vgpu_container_prepare(const char *root, const struct mk_vgpu_container *
  * *ret_path (may be NULL) is the file's path (malloc'd). */
 int mk_vgpu_preload_file_ensure(const char *root, const char *library, char **ret_path, struct mk_error *e)
         _nonnull_(1, 2) _wur_;
+
+/* Opens <root>/containers for reading: 1 with *ret_dir (closedir it) and
+ * *ret_path (malloc'd), 0 when it does not exist (nothing set), -errno
+ * naming the path in e. */
+int mk_vgpu_containers_open(const char *root, DIR **ret_dir, char **ret_path, struct mk_error *e)
+        _nonnull_(1, 2, 3) _wur_;
 
 /* Removes the directories (recursively, MK_VGPU_MAX_DEPTH deep, symlinks
  * removed as links) and identity files under <root>/containers whose pod

@@ -182,14 +182,10 @@ static int scan_one(struct scan *s, const struct vgpu_region *reg, const json_t 
 
 static int scan_root(const char *root, struct scan *s, struct mk_error *e) {
         _cleanup_free_ char *containers = NULL;
-        if (asprintf(&containers, "%s/" MK_VGPU_CONTAINERS, root) < 0)
-                return mk_error_set(e, -ENOMEM, "out of memory");
-        DIR *dir = opendir(containers);
-        if (!dir) {
-                int r = -errno;
-                return r == -ENOENT ? 0 : mk_error_set(e, r, "Cannot read '%s': %s", containers, strerror(-r));
-        }
-        int r = 0;
+        DIR *dir = NULL;
+        int r = mk_vgpu_containers_open(root, &dir, &containers, e);
+        if (r <= 0)
+                return r;
         unsigned seen = 0;
         for (struct dirent *de; r >= 0 && (de = readdir(dir)) && seen < MK_VGPU_MAX_ENTRIES; seen++) {
                 char uid[MK_VGPU_UID_MAX];
@@ -213,44 +209,53 @@ static int scan_root(const char *root, struct scan *s, struct mk_error *e) {
         return r < 0 ? mk_error_set(e, r, "out of memory") : 0;
 }
 
+/* The per-device families, in the order written. */
+enum row_metric { M_USED, M_LIMIT, M_DESC, M_SM, M_ADMITTED, _M_MAX };
+static const struct {
+        const char *name, *type, *help;
+} row_families[_M_MAX] = {
+        [M_USED] = {"vGPU_device_memory_usage_in_bytes", "gauge",
+                    "GPU memory the container's processes hold on the device (bytes, libmigkit-vgpu's accounting)"},
+        [M_LIMIT] = {"vGPU_device_memory_limit_in_bytes", "gauge",
+                     "The container's memory cap on the device (bytes; absent: no cap)"},
+        [M_DESC] = {"Device_memory_desc_of_container", "gauge",
+                    "The container's device memory by kind as HAMi's labels (only data is charged here)"},
+        [M_SM] = {"migkit_vgpu_device_core_limit_percent", "gauge",
+                  "The container's compute share of the device (percent; 100: none)"},
+        [M_ADMITTED] = {"migkit_vgpu_device_admitted_gpu_seconds_total", "counter",
+                        "Estimated GPU time of the kernel launches the compute share admitted (seconds)"},
+};
+
+static int emit_row(struct mk_buf *b, enum row_metric m, const struct row *w) {
+        const char *n = row_families[m].name;
+        switch (m) {
+        case M_USED:
+                return mk_buf_printf(b, "%s{%s} %llu\n", n, w->labels, (unsigned long long) w->used);
+        case M_LIMIT:
+                return w->limit == VGPU_UNLIMITED
+                               ? 0
+                               : mk_buf_printf(b, "%s{%s} %llu\n", n, w->labels, (unsigned long long) w->limit);
+        case M_DESC:
+                return mk_buf_printf(b, "%s{%s,context=\"0\",module=\"0\",data=\"%llu\",offset=\"0\"} %llu\n", n,
+                                     w->labels, (unsigned long long) w->used, (unsigned long long) w->used);
+        case M_SM:
+                return mk_buf_printf(b, "%s{%s} %u\n", n, w->labels, w->sm);
+        default:
+                return mk_buf_printf(b, "%s{%s} %.6f\n", n, w->labels, (double) w->admitted_ns / 1e9);
+        }
+}
+
 static int family(struct mk_buf *b, const char *name, const char *type, const char *help) {
         return mk_buf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
 static int emit(const struct scan *s, struct mk_buf *b) {
-        int r = family(b, "vGPU_device_memory_usage_in_bytes", "gauge",
-                       "GPU memory the container's processes hold on the device (bytes, libmigkit-vgpu's accounting)");
-        for (size_t i = 0; r >= 0 && i < s->n_rows; i++)
-                r = mk_buf_printf(b, "vGPU_device_memory_usage_in_bytes{%s} %llu\n", s->rows[i].labels,
-                                  (unsigned long long) s->rows[i].used);
-        if (r >= 0)
-                r = family(b, "vGPU_device_memory_limit_in_bytes", "gauge",
-                           "The container's memory cap on the device (bytes; absent: no cap)");
-        for (size_t i = 0; r >= 0 && i < s->n_rows; i++)
-                if (s->rows[i].limit != VGPU_UNLIMITED)
-                        r = mk_buf_printf(b, "vGPU_device_memory_limit_in_bytes{%s} %llu\n", s->rows[i].labels,
-                                          (unsigned long long) s->rows[i].limit);
-        if (r >= 0)
-                r = family(b, "Device_memory_desc_of_container", "gauge",
-                           "The container's device memory by kind as HAMi's labels (only data is charged here)");
-        for (size_t i = 0; r >= 0 && i < s->n_rows; i++)
-                r = mk_buf_printf(b,
-                                  "Device_memory_desc_of_container{%s,context=\"0\",module=\"0\",data=\"%llu\","
-                                  "offset=\"0\"} %llu\n",
-                                  s->rows[i].labels, (unsigned long long) s->rows[i].used,
-                                  (unsigned long long) s->rows[i].used);
-        if (r >= 0)
-                r = family(b, "migkit_vgpu_device_core_limit_percent", "gauge",
-                           "The container's compute share of the device (percent; 100: none)");
-        for (size_t i = 0; r >= 0 && i < s->n_rows; i++)
-                r = mk_buf_printf(b, "migkit_vgpu_device_core_limit_percent{%s} %u\n", s->rows[i].labels,
-                                  s->rows[i].sm);
-        if (r >= 0)
-                r = family(b, "migkit_vgpu_device_admitted_gpu_seconds_total", "counter",
-                           "Estimated GPU time of the kernel launches the compute share admitted (seconds)");
-        for (size_t i = 0; r >= 0 && i < s->n_rows; i++)
-                r = mk_buf_printf(b, "migkit_vgpu_device_admitted_gpu_seconds_total{%s} %.6f\n", s->rows[i].labels,
-                                  (double) s->rows[i].admitted_ns / 1e9);
+        int r = 0;
+        for (int m = 0; r >= 0 && m < _M_MAX; m++) {
+                r = family(b, row_families[m].name, row_families[m].type, row_families[m].help);
+                for (size_t i = 0; r >= 0 && i < s->n_rows; i++)
+                        r = emit_row(b, (enum row_metric) m, &s->rows[i]);
+        }
         if (r >= 0)
                 r = family(b, "migkit_vgpu_container_processes", "gauge",
                            "Processes holding a slot of the container's region");
