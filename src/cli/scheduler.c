@@ -180,7 +180,8 @@ static int do_node(struct mk_sched_config *cfg, const char *kubeconfig, const ch
                          vgpu_root);
         }
         struct mk_sched_agent_opts o = {.node = node, .kube = k, .cfg = cfg, .grace_s = grace, .resync_s = resync,
-                                        .cancel = &sched_cancel, .once = once, .report = agent_report};
+                                        .cancel = &sched_cancel, .once = once, .report = agent_report,
+                                        .vgpu_root = vgpu_root};
         struct mk_sched_agent_pass pass = {0};
         struct mk_error e = {0};
         log_info("Node agent for '%s' starting (grace %us)", node, grace);

@@ -19,6 +19,7 @@
 #include "mig/gpu.h"
 #include "nvml/nvml.h"
 #include "sched/agent.h"
+#include "vgpunode/dirs.h"
 #include "sched/inventory.h"
 #include "spec/sched-config.h"
 
@@ -327,6 +328,29 @@ static int publish(struct agent *a, const struct mk_snapshot *s, const struct po
         return 0;
 }
 
+#define VGPU_DIR_MIN_AGE_S 60  /* an Allocate may be ahead of the pod list this pass read */
+
+/* Soft slices: the per-container directories of pods no longer listed on
+ * this node go (pcs is the complete list: a failed LIST never gets here). */
+static void prune_vgpu(struct agent *a, const struct pod_claim *pcs, size_t n, int64_t now) {
+        const char **live = calloc(n ? n : 1, sizeof(*live));
+        if (!live)
+                return;
+        for (size_t i = 0; i < n; i++)
+                live[i] = pcs[i].claim.uid;
+        struct mk_error pe = {0};
+        unsigned failed = 0;
+        int r = mk_vgpu_prune(a->o->vgpu_root ? a->o->vgpu_root : MK_VGPU_DEFAULT_ROOT, live, n, now,
+                              VGPU_DIR_MIN_AGE_S, &failed, &pe);
+        free(live);
+        if (r < 0)
+                report(a->o, MK_LOG_WARNING, "Soft slice directories: %s", pe.msg);
+        else if (r > 0)
+                report(a->o, MK_LOG_INFO, "Removed the soft slice directories of %d container(s) of gone pods", r);
+        if (failed)
+                report(a->o, MK_LOG_WARNING, "%u soft slice director(ies) of gone pods could not be removed", failed);
+}
+
 static int pass_run(struct agent *a, struct mk_sched_agent_pass *pass, struct mk_error *e) {
         *pass = (struct mk_sched_agent_pass) {0};
         struct pod_claim *pcs = NULL;
@@ -334,6 +358,8 @@ static int pass_run(struct agent *a, struct mk_sched_agent_pass *pass, struct mk
         int r = list_claims(a, &pcs, &n, e);
         if (r < 0)
                 return r;
+        if (a->o->kube)
+                prune_vgpu(a, pcs, n, now_s());
         struct mk_snapshot *s = NULL;
         r = mk_nvml_snapshot(a->nvml, &s, e);
         if (r < 0)

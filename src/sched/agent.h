@@ -6,7 +6,9 @@
  *     pod (migkit.io/mig-devices);
  *   - destroys instances no active pod reserves once they have been orphans
  *     for the grace period (pods deleted, Succeeded or Failed);
- *   - publishes the inventory (inventory.h) on its Node when it changes.
+ *   - publishes the inventory (inventory.h) on its Node when it changes;
+ *   - removes the soft slice directories of pods no longer on the node
+ *     (mk_vgpu_prune, after a complete pod list only).
  * It owns every MIG instance on the node's MIG-enabled GPUs (do not run the
  * MIG manager on the same node). State lives only in the apiserver and NVML:
  * a restarted agent rebuilds it (orphan timers restart, so nothing is
@@ -37,6 +39,7 @@ struct mk_sched_agent_opts {
         unsigned resync_s;                      /* full pass at least this often; 0: the default */
         atomic_bool *cancel;
         bool once;                              /* one pass, then return */
+        const char *vgpu_root;                  /* soft slices' directories (vgpunode/dirs.h); NULL: the default */
         /* What happened, for the caller to log (the library logs at debug
          * only): level is MK_LOG_INFO for changes, MK_LOG_WARNING for
          * failures that are retried, MK_LOG_ERROR for ones that are not.
