@@ -71,16 +71,20 @@ struct fit_cand {
         unsigned slices;                /* of the profile: fewer first */
         unsigned loss;                  /* C(before) - C(after) */
         unsigned used_units;            /* before */
+        bool switchable;                /* the GPU is mk_fit_gpu.switchable (an idle shared GPU) */
 };
 
 /* The order GPUs are taken in: the candidate's profile size (memory, then
- * slices), then (spread) fewest used units, then the loss, then (binpack)
- * most used units, then the GPU index. Negative when `a` goes first. */
+ * slices), then GPUs that need no mode switch (not `switchable`), then
+ * (spread) fewest used units, then the loss, then (binpack) most used
+ * units, then the GPU index. Negative when `a` goes first. */
 static inline int fit_cand_compare(const struct fit_cand *a, const struct fit_cand *b, enum mk_fit_policy gpu_policy) {
         if (a->memory_mib != b->memory_mib)
                 return a->memory_mib < b->memory_mib ? -1 : 1;
         if (a->slices != b->slices)
                 return a->slices < b->slices ? -1 : 1;
+        if (a->switchable != b->switchable)
+                return a->switchable ? 1 : -1;
         if (gpu_policy == MK_FIT_SPREAD && a->used_units != b->used_units)
                 return a->used_units < b->used_units ? -1 : 1;
         if (a->loss != b->loss)

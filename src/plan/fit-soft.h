@@ -21,8 +21,7 @@
  * reservation) whose node allows mode changes is listed in BOTH arrays,
  * with `switchable` set in the array of the mode it is not in now: whichever
  * mode the pod gets, that copy is the one used, and a fit prefers GPUs that
- * need no switch. List switchable GPUs after the others in the MIG array
- * (the MIG fit breaks ties by GPU index). */
+ * need no switch. */
 #pragma once
 
 #include <errno.h>

@@ -123,7 +123,7 @@ static inline struct fit_pick tab_pick(const struct mk_fit_tables *tab, size_t j
 }
 
 static struct fit_cand mig_cand(unsigned gi, const struct mk_gi_profile *p, const struct fit_pick *b,
-                                unsigned used_units) {
+                                unsigned used_units, bool switchable) {
         return (struct fit_cand) {
                 .gpu = gi,
                 .profile = b->profile,
@@ -132,6 +132,7 @@ static struct fit_cand mig_cand(unsigned gi, const struct mk_gi_profile *p, cons
                 .slices = p->slices,
                 .loss = b->loss,
                 .used_units = used_units,
+                .switchable = switchable,
         };
 }
 
@@ -185,7 +186,7 @@ static inline __attribute__((always_inline)) bool mig_best(const struct mk_fit_g
         }
         if (!best.found)
                 return false;
-        *ret = mig_cand(gi, &g->profiles[best.profile], &best, fit_popcount32(s->used));
+        *ret = mig_cand(gi, &g->profiles[best.profile], &best, fit_popcount32(s->used), g->switchable);
         return true;
 }
 
@@ -310,7 +311,8 @@ static int fit_place_cached(const struct mk_fit_node *node, const struct mk_fit_
                 size_t j = order[0];
                 const struct mk_fit_node_cache_best *nb = &c->best[gpu_policy][j];
                 struct fit_pick b = {.found = true, .profile = j, .start = nb->start, .loss = nb->loss};
-                cands[0] = mig_cand(nb->gpu, &profiles[j], &b, c->gpu[nb->gpu].used_units);
+                const struct mk_fit_node_cache_gpu *cg = &c->gpu[nb->gpu];
+                cands[0] = mig_cand(nb->gpu, &profiles[j], &b, cg->used_units, cg->switchable);
                 n_cands = 1;
                 adequate = 0; /* skip the scan */
         }
@@ -331,7 +333,8 @@ static int fit_place_cached(const struct mk_fit_node *node, const struct mk_fit_
                         struct fit_pick t = tab_pick(tab, j, p, free, cg->free_slices, cg->cap);
                         fit_pick_offer(&best, j, t.start, t.loss);
                 }
-                cands[n_cands++] = mig_cand((unsigned) gi, &profiles[best.profile], &best, cg->used_units);
+                cands[n_cands++] =
+                        mig_cand((unsigned) gi, &profiles[best.profile], &best, cg->used_units, cg->switchable);
         }
         if (n_cands < req->gpus)
                 return no_room(node, req, n, n_cands, e);
@@ -426,6 +429,7 @@ int mk_fit_node_cache_update(const struct mk_fit_node *node, struct mk_fit_node_
                 cg->free_slices = (uint8_t) s.free_slices;
                 cg->used_units = (uint8_t) fit_popcount32(s.used);
                 cg->available = true;
+                cg->switchable = g->switchable;
                 hostable |= cg->hostable;
                 total_units += g->memory_units;
                 used_units += fit_popcount32(s.used);
@@ -453,7 +457,7 @@ int mk_fit_node_cache_update(const struct mk_fit_node *node, struct mk_fit_node_
                                 if (!(cg->hostable & (UINT64_C(1) << j)))
                                         continue;
                                 struct fit_pick t = tab_pick(tab, j, p, all & ~cg->used, cg->free_slices, cg->cap);
-                                struct fit_cand cd = mig_cand((unsigned) gi, p, &t, cg->used_units);
+                                struct fit_cand cd = mig_cand((unsigned) gi, p, &t, cg->used_units, cg->switchable);
                                 if (best.gpu == UINT_MAX || fit_cand_compare(&cd, &best, (enum mk_fit_policy) pol) < 0)
                                         best = cd;
                         }

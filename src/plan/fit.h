@@ -67,8 +67,9 @@ struct mk_fit_gpu {
         const struct mk_fit_tables *tables;    /* optional accelerator from mk_fit_tables_new() for these
                                                 * profiles; NULL (or tables for other profiles): computed
                                                 * per call, same answers, slower */
-        bool switchable;                /* an idle shared GPU that may turn MIG (plan/fit-soft.h): fitted like
-                                         * any empty GPU; mk_fit_choose_mode() ranks it last */
+        bool switchable;                /* an idle shared GPU that may turn MIG (plan/fit-soft.h): taken after
+                                         * GPUs offering the same profile that need no switch;
+                                         * mk_fit_choose_mode() ranks a switch below other placements */
 };
 
 /* Precomputed capacity values for one allowed-profile array on one kind of
@@ -121,7 +122,7 @@ struct mk_fit_node_cache_gpu {
         uint32_t used;                  /* units held by instances */
         uint16_t cap, ideal;            /* C(free) and max(C, C(ideal)) */
         uint8_t free_slices, used_units;
-        bool available;
+        bool available, switchable;
 };
 struct mk_fit_node_cache_best {
         uint8_t gpu, start;             /* the GPU a one-GPU request of this profile gets, and where */

@@ -303,6 +303,11 @@ static const struct mode_case mode_cases[] = {
          {"~"}, 1, {"1000/0"}, 1, R(1, 0, 0, 0), "mig 0:7g.80gb@0", MK_FIT_TIER_MIG_SWITCH_EXACT, "turns MIG"},
         {"exact request: an empty shared GPU before switching an idle one to MIG",
          {"~"}, 1, {"", ""}, 2, R(1, 19 * GB, 0, 0), "hami-core 0:19456/0", MK_FIT_TIER_SOFT_NEW, NULL},
+        {"an empty MIG GPU before an idle shared one turned MIG",
+         {"~", ""}, 2, {}, 0, R(1, 9 * GB, 0, 0), "mig 1:1g.10gb@6", MK_FIT_TIER_MIG_NEW_EXACT, NULL},
+        {"a smaller profile on a switchable GPU before a larger one without switch (profile size first)",
+         {"1g.10gb@6 1g.10gb@5 1g.10gb@4 1g.10gb@3 1g.10gb@2 1g.10gb@1", "~"}, 2, {}, 0, R(1, 19 * GB, 0, 0),
+         "mig 1:1g.20gb@6", MK_FIT_TIER_MIG_SWITCH_EXACT, NULL},
         {"media-engine variant: MIG only",
          {""}, 1, {""}, 1, {.gpus = 1, .mem_mib = 4 * GB, .variant = "+me"}, "mig 0:1g.10gb+me@6",
          MK_FIT_TIER_MIG_NEW, NULL},
@@ -430,11 +435,56 @@ static void test_mode_names(void **state) {
         assert_false(mk_fit_mig_exact(&g, p2, 9 * GB, 20));
 }
 
+/* The MIG fit's switchable rule reads the same with and without the node
+ * cache (the cache keeps `switchable` per GPU). */
+static void test_mig_switchable_cache(void **state) {
+        (void) state;
+        static const char *const gpus[] = {"", "", "3g.40gb@0 1g.10gb@6", ""};
+        struct node_buf nb;
+        struct mk_fit_node node;
+        node_build(&nb, &a100, NULL, gpus, 4, &node);
+        struct mk_fit_tables *tab = NULL;
+        assert_int_equal(mk_fit_tables_new(&nb.gpus[0], &tab), 0);
+        for (size_t sw = 0; sw < 16; sw++) {
+                for (size_t g = 0; g < 4; g++) {
+                        nb.gpus[g].tables = tab;
+                        nb.gpus[g].switchable = (sw >> g) & 1 && g != 2;
+                }
+                static struct mk_fit_node_cache cache;
+                node.cache = NULL;
+                assert_int_equal(mk_fit_node_cache_update(&node, &cache), 0);
+                static const uint64_t mibs[] = {4 * GB, 19 * GB, 39 * GB, 0};
+                for (size_t m = 0; m < ELEMENTSOF(mibs); m++)
+                        for (int pol = 0; pol < _MK_FIT_POLICY_MAX; pol++) {
+                                struct mk_fit_request rq = R(m == 3 ? 2 : 1, mibs[m], 0, 0);
+                                struct mk_fit_result a, b;
+                                node.cache = NULL;
+                                int ra = mk_fit_node(&node, &rq, MK_FIT_BINPACK, (enum mk_fit_policy) pol, &a, NULL);
+                                node.cache = &cache;
+                                int rb = mk_fit_node(&node, &rq, MK_FIT_BINPACK, (enum mk_fit_policy) pol, &b, NULL);
+                                assert_int_equal(ra, rb);
+                                assert_int_equal(ra, 0);
+                                assert_int_equal(a.n_choices, b.n_choices);
+                                for (size_t k = 0; k < a.n_choices; k++) {
+                                        assert_int_equal(a.choices[k].gpu, b.choices[k].gpu);
+                                        assert_ptr_equal(a.choices[k].profile, b.choices[k].profile);
+                                        /* 40 GB fits only on the empty GPUs 0, 1, 3: one
+                                         * that needs no switch when there is one */
+                                        if (mibs[m] == 39 * GB && (sw & 0xb) != 0xb)
+                                                assert_false(nb.gpus[a.choices[k].gpu].switchable);
+                                }
+                                assert_true(a.score == b.score);
+                        }
+        }
+        mk_fit_tables_free(tab);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_soft_cases),      cmocka_unit_test(test_soft_score),
                 cmocka_unit_test(test_validate),        cmocka_unit_test(test_mode_cases),
                 cmocka_unit_test(test_mode_score_order), cmocka_unit_test(test_mode_names),
+                cmocka_unit_test(test_mig_switchable_cache),
         };
         return cmocka_run_group_tests(tests, setup, NULL);
 }
