@@ -51,11 +51,13 @@
 #include "mig/gpu.h"
 #include "mig/profile.h"
 #include "nvml/nvml.h"
+#include "plan/fit-soft.h"
 #include "plan/fit.h"
 
 #define GPUS_PER_NODE 8
 #define UNITS 8
 #define MAX_INST 8
+#define SPLIT MK_FIT_SOFT_DEFAULT_SPLIT /* sharers of a shared GPU (HAMi's deviceSplitCount default) */
 
 static bool use_caches = true;  /* mk_fit_node_cache per node; --no-cache */
 
@@ -220,7 +222,10 @@ struct pod_class {
         double share;
         uint64_t mem_mib;       /* 0: the whole GPU */
         unsigned cores;         /* nvidia.com/gpucores floor, % (0: none) */
+        unsigned mode;          /* MODE_ANY: no nvidia.com/vgpu-mode; MODE_MIG: vgpu-mode mig */
 };
+#define MODE_ANY 0u
+#define MODE_MIG 1u
 
 #define MAX_CLASSES 6
 
@@ -231,22 +236,31 @@ struct mix {
         const char *key, *title;
         struct pod_class cls[MAX_CLASSES];
         size_t n;
+        bool pools_only;        /* run in the pools section only (modes, sizes below a MIG profile) */
 };
 static const struct mix mixes[] = {
         {"issue", "issue 7's mix: 40% 10 GB, 30% 20 GB, 20% 40 GB, 10% 80 GB (the whole GPU)",
-         {{"10GB", 0.40, 9 * 1024, 0}, {"20GB", 0.30, 19 * 1024, 0}, {"40GB", 0.20, 39 * 1024, 0}, {"80GB", 0.10, 0, 0}},
-         4},
+         {{"10GB", 0.40, 9 * 1024, 0, MODE_ANY}, {"20GB", 0.30, 19 * 1024, 0, MODE_ANY}, {"40GB", 0.20, 39 * 1024, 0, MODE_ANY}, {"80GB", 0.10, 0, 0, MODE_ANY}},
+         4, false},
         {"inference", "small-model inference: 50% 5 GB, 30% 10 GB, 20% 20 GB",
-         {{"5GB", 0.50, 4608, 0}, {"10GB", 0.30, 9 * 1024, 0}, {"20GB", 0.20, 19 * 1024, 0}},
-         3},
+         {{"5GB", 0.50, 4608, 0, MODE_ANY}, {"10GB", 0.30, 9 * 1024, 0, MODE_ANY}, {"20GB", 0.20, 19 * 1024, 0, MODE_ANY}},
+         3, false},
         {"large", "30 GB and 60 GB requests: 30% 10 GB, 20% 20 GB, 30% 30 GB, 20% 60 GB",
-         {{"10GB", 0.30, 9 * 1024, 0}, {"20GB", 0.20, 19 * 1024, 0}, {"30GB", 0.30, 29 * 1024, 0},
-          {"60GB", 0.20, 59 * 1024, 0}},
-         4},
+         {{"10GB", 0.30, 9 * 1024, 0, MODE_ANY}, {"20GB", 0.20, 19 * 1024, 0, MODE_ANY}, {"30GB", 0.30, 29 * 1024, 0, MODE_ANY},
+          {"60GB", 0.20, 59 * 1024, 0, MODE_ANY}},
+         4, false},
         {"cores", "gpucores floors: 30% 10 GB, 20% 10 GB + 25% cores, 20% 20 GB, 10% 20 GB + 40% cores, 20% 40 GB",
-         {{"10GB", 0.30, 9 * 1024, 0}, {"10GB+25%", 0.20, 9 * 1024, 25}, {"20GB", 0.20, 19 * 1024, 0},
-          {"20GB+40%", 0.10, 19 * 1024, 40}, {"40GB", 0.20, 39 * 1024, 0}},
-         5},
+         {{"10GB", 0.30, 9 * 1024, 0, MODE_ANY}, {"10GB+25%", 0.20, 9 * 1024, 25, MODE_ANY}, {"20GB", 0.20, 19 * 1024, 0, MODE_ANY},
+          {"20GB+40%", 0.10, 19 * 1024, 40, MODE_ANY}, {"40GB", 0.20, 39 * 1024, 0, MODE_ANY}},
+         5, false},
+        {"small", "many small inference pods: 40% 1 GB, 30% 2 GB, 30% 4 GB",
+         {{"1GB", 0.40, 1024, 0, MODE_ANY}, {"2GB", 0.30, 2048, 0, MODE_ANY}, {"4GB", 0.30, 4096, 0, MODE_ANY}},
+         3, true},
+        {"isolation", "isolation-requiring pods: 30% 10 GB vgpu-mode mig, 20% 20 GB vgpu-mode mig, 10% 8 GB + 100% "
+                      "cores, 40% 4 GB (no mode)",
+         {{"10GB-mig", 0.30, 9 * 1024, 0, MODE_MIG}, {"20GB-mig", 0.20, 19 * 1024, 0, MODE_MIG},
+          {"8GB+100%", 0.10, 8 * 1024, 100, MODE_ANY}, {"4GB", 0.40, 4096, 0, MODE_ANY}},
+         4, true},
 };
 static const struct mix *mix = &mixes[0];       /* the mix being run */
 #define N_CLASSES (mix->n)
@@ -395,6 +409,11 @@ enum policy {
         P_WHOLE,
         P_MIGKIT,
         P_MIGKIT_HAMI_PROFILES,
+        P_SOFT,                 /* unified pool issue: soft slices only (every GPU shared) */
+        P_UNIFIED,              /* mixed nodes (GPUs 0-3 MIG, 4-7 shared), idle GPUs switch, mk_fit_choose_mode */
+        P_UNIFIED_HALF,         /* half the nodes MIG, half shared, no switch, mk_fit_choose_mode */
+        P_HAMI_SOFT,            /* HAMi v2.10, every node hami-core */
+        P_HAMI_HALF,            /* HAMi v2.10, half the nodes mig, half hami-core */
         _P_MAX,
 };
 
@@ -406,6 +425,11 @@ static const char *const policy_names[_P_MAX] = {
         [P_WHOLE] = "whole-gpu",
         [P_MIGKIT] = "migkit",
         [P_MIGKIT_HAMI_PROFILES] = "migkit-hami-profiles",
+        [P_SOFT] = "soft",
+        [P_UNIFIED] = "unified",
+        [P_UNIFIED_HALF] = "unified-half",
+        [P_HAMI_SOFT] = "hami-v2.10-soft",
+        [P_HAMI_HALF] = "hami-v2.10-half",
 };
 
 /* A legacy template: slots in flattened order. */
@@ -437,6 +461,10 @@ struct sgpu {
         unsigned cores_used;    /* charged % (HAMi's Usedcores) */
         int tmpl;               /* legacy: template in use, -1 none */
         unsigned slot_busy;     /* legacy: mask of slots in use */
+        struct mk_fit_soft_slice slices[SPLIT];  /* shared GPU: soft slices */
+        uint32_t spod[SPLIT];
+        unsigned n_slices;
+        bool soft;              /* in hami-core mode (else MIG) */
 };
 
 struct cluster {
@@ -451,7 +479,23 @@ struct cluster {
         const struct mk_gi_profile *last;  /* the profile of the last instance added */
         unsigned long short_cores;      /* pods given a profile below their gpucores floor (HAMi) */
         uint8_t *slot;           /* pod -> index (instance or legacy slot) */
+        struct mk_fit_shared_gpu *sh;   /* views of g for plan/fit-soft (unavailable when in MIG mode) */
+        bool switching;          /* idle GPUs may change mode (P_UNIFIED) */
+        uint32_t *pod_mib;       /* pod -> GPU memory committed to it */
+        uint64_t committed;      /* MiB committed to running pods (profile memory or slice cap) */
 };
+
+/* A GPU's mode or use changed: which fit sees it, and whether it is an
+ * idle GPU that may switch (listed in both, `switchable` in the other mode's). */
+static void gpu_views(struct cluster *c, size_t gi) {
+        const struct sgpu *g = &c->g[gi];
+        bool sw = c->switching && g->n_used == 0 && g->n_slices == 0;
+        c->fit[gi].unavailable = g->soft && !sw;
+        c->fit[gi].switchable = g->soft && sw;
+        c->sh[gi].unavailable = !g->soft && !sw;
+        c->sh[gi].switchable = !g->soft && sw;
+        c->sh[gi].n_used = g->n_slices;
+}
 
 /* A GPU changed: its node's cache too (what a scheduler does on an
  * inventory or reservation change). */
@@ -473,7 +517,11 @@ static void cluster_init(struct cluster *c, const struct model *m, enum policy p
         c->where = malloc(n_pods * sizeof *c->where);
         c->slot = calloc(n_pods, 1);
         c->cache = use_caches ? calloc(c->n_nodes, sizeof *c->cache) : NULL;
-        if (!c->g || !c->fit || !c->meas || !c->where || !c->slot || (use_caches && !c->cache))
+        c->sh = calloc(c->n_gpus, sizeof *c->sh);
+        c->pod_mib = calloc(n_pods, sizeof *c->pod_mib);
+        c->switching = p == P_UNIFIED;
+        if (!c->g || !c->fit || !c->meas || !c->where || !c->slot || (use_caches && !c->cache) || !c->sh ||
+            !c->pod_mib)
                 abort();
         bool hami_set = p == P_MIGKIT_HAMI_PROFILES;
         for (size_t i = 0; i < c->n_gpus; i++) {
@@ -491,6 +539,13 @@ static void cluster_init(struct cluster *c, const struct model *m, enum policy p
                 c->meas[i].profiles = m->all;
                 c->meas[i].n_profiles = m->n_all;
                 c->meas[i].tables = m->all_tables;
+                size_t node = i / GPUS_PER_NODE, k = i % GPUS_PER_NODE;
+                c->g[i].soft = p == P_SOFT || p == P_HAMI_SOFT ||
+                               ((p == P_UNIFIED_HALF || p == P_HAMI_HALF) && node % 2 == 1) ||
+                               (p == P_UNIFIED && k >= GPUS_PER_NODE / 2);
+                c->sh[i] = (struct mk_fit_shared_gpu) {.memory_mib = m->memory_mib, .split = SPLIT,
+                                                       .used = c->g[i].slices};
+                gpu_views(c, i);
         }
         for (size_t i = 0; i < c->n_gpus; i += GPUS_PER_NODE)
                 cache_refresh(c, i);
@@ -505,6 +560,8 @@ static void cluster_done(struct cluster *c) {
         free(c->meas);
         free(c->where);
         free(c->slot);
+        free(c->sh);
+        free(c->pod_mib);
 }
 
 static unsigned cores_of(const struct model *m, const struct mk_gi_profile *p) {
@@ -527,7 +584,45 @@ static void gpu_add(struct cluster *c, size_t gi, uint32_t pod, const struct mk_
         c->fit[gi].n_used = c->meas[gi].n_used = g->n_used;
         c->where[pod] = (int32_t) gi;
         c->last = p;
+        c->pod_mib[pod] = (uint32_t) charged_mib;
+        c->committed += charged_mib;
+        gpu_views(c, gi);
         cache_refresh(c, gi);
+}
+
+/* A soft slice on a shared GPU (an idle MIG GPU switches). */
+static void soft_add(struct cluster *c, size_t gi, uint32_t pod, uint64_t mib, unsigned cores) {
+        struct sgpu *g = &c->g[gi];
+        if (g->n_slices >= SPLIT || g->n_used)
+                abort();
+        g->soft = true;
+        g->slices[g->n_slices] = (struct mk_fit_soft_slice) {mib, cores};
+        g->spod[g->n_slices++] = pod;
+        g->mem_used += mib;
+        g->cores_used += cores;
+        c->where[pod] = (int32_t) gi;
+        c->pod_mib[pod] = (uint32_t) mib;
+        c->committed += mib;
+        gpu_views(c, gi);
+        cache_refresh(c, gi);
+}
+
+/* Removes the pod's soft slice; false when it holds none on `gi`. */
+static bool soft_remove(struct cluster *c, size_t gi, uint32_t pod) {
+        struct sgpu *g = &c->g[gi];
+        for (unsigned i = 0; i < g->n_slices; i++)
+                if (g->spod[i] == pod) {
+                        g->mem_used -= g->slices[i].memory_mib;
+                        g->cores_used -= g->slices[i].cores;
+                        g->slices[i] = g->slices[g->n_slices - 1];
+                        g->spod[i] = g->spod[g->n_slices - 1];
+                        g->n_slices--;
+                        c->committed -= c->pod_mib[pod];
+                        gpu_views(c, gi);
+                        cache_refresh(c, gi);
+                        return true;
+                }
+        return false;
 }
 
 static void gpu_remove(struct cluster *c, size_t gi, uint32_t pod, uint64_t charged_mib, unsigned cores) {
@@ -542,15 +637,21 @@ static void gpu_remove(struct cluster *c, size_t gi, uint32_t pod, uint64_t char
         g->mem_used -= charged_mib;
         g->cores_used -= cores;
         c->fit[gi].n_used = c->meas[gi].n_used = g->n_used;
+        c->committed -= c->pod_mib[pod];
+        gpu_views(c, gi);
         cache_refresh(c, gi);
 }
 
 /* HAMi's device score, before the pod; the pod's own share is the same for
  * every device (HAMi v2.10.0, pkg/device/nvidia/device.go and
  * pkg/scheduler/score.go). */
+static double hami_slots(const struct sgpu *g) {
+        return g->soft ? (double) g->n_slices / SPLIT : (double) g->n_used / 7;
+}
+
 static double hami_gpu_score(const struct cluster *c, size_t gi) {
         const struct sgpu *g = &c->g[gi];
-        return (double) g->n_used / 7 + g->cores_used / 100.0 + (double) g->mem_used / c->m->memory_mib;
+        return hami_slots(g) + g->cores_used / 100.0 + (double) g->mem_used / c->m->memory_mib;
 }
 
 /* HAMi's node score, before the pod (HAMi v2.10.0, pkg/scheduler/score.go). */
@@ -558,11 +659,11 @@ static double hami_node_score(const struct cluster *c, size_t node) {
         double used = 0, cores = 0, mem = 0;
         for (size_t k = 0; k < GPUS_PER_NODE; k++) {
                 const struct sgpu *g = &c->g[node * GPUS_PER_NODE + k];
-                used += g->n_used;
+                used += hami_slots(g);
                 cores += g->cores_used;
                 mem += (double) g->mem_used;
         }
-        return used / (7.0 * GPUS_PER_NODE) + cores / (100.0 * GPUS_PER_NODE) +
+        return used / GPUS_PER_NODE + cores / (100.0 * GPUS_PER_NODE) +
                mem / ((double) c->m->memory_mib * GPUS_PER_NODE);
 }
 
@@ -753,6 +854,117 @@ static bool place_migkit(struct cluster *c, uint32_t pod, uint64_t mem_mib, unsi
         return true;
 }
 
+/* The request of a pod of class `cls`: no memory means the whole GPU. */
+static struct mk_fit_request class_request(unsigned cls) {
+        return (struct mk_fit_request) {.gpus = 1, .mem_mib = classes[cls].mem_mib,
+                                        .mem_percent = classes[cls].mem_mib ? 0 : 100,
+                                        .cores_percent = classes[cls].cores};
+}
+
+/* The migkit pools: every node's MIG views and shared views; a pod with
+ * vgpu-mode mig gets mk_fit_node, one without a mode mk_fit_choose_mode
+ * (soft pool: mk_fit_soft_node); the highest score wins. */
+static int pool_best(const struct cluster *c, const struct mk_fit_request *rq, bool mig_only, size_t *ret_node,
+                     struct mk_fit_mode_result *ret) {
+        size_t best = SIZE_MAX;
+        double best_score = -1;
+        struct mk_fit_mode_result r;
+        for (size_t n = 0; n < c->n_nodes; n++) {
+                struct mk_fit_node mn = {.gpus = c->fit + n * GPUS_PER_NODE, .n_gpus = GPUS_PER_NODE,
+                                         .cache = c->cache ? &c->cache[n] : NULL};
+                struct mk_fit_soft_node sn = {.gpus = c->sh + n * GPUS_PER_NODE, .n_gpus = GPUS_PER_NODE};
+                int q;
+                if (c->policy == P_SOFT) {
+                        q = mk_fit_soft_node(&sn, rq, MK_FIT_BINPACK, MK_FIT_BINPACK, &r.soft, NULL);
+                        r.mode = MK_FIT_MODE_SOFT;
+                        r.score = r.soft.score;
+                } else if (mig_only) {
+                        q = mk_fit_node(&mn, rq, MK_FIT_BINPACK, MK_FIT_BINPACK, &r.mig, NULL);
+                        r.mode = MK_FIT_MODE_MIG;
+                        r.score = r.mig.score;
+                } else
+                        q = mk_fit_choose_mode(&mn, &sn, rq, MK_FIT_BINPACK, MK_FIT_BINPACK, &r, NULL);
+                if (q == 0 && r.score > best_score) {
+                        best = n;
+                        best_score = r.score;
+                        *ret = r;
+                }
+        }
+        if (best == SIZE_MAX)
+                return -ENOSPC;
+        *ret_node = best;
+        return 0;
+}
+
+static bool place_pool(struct cluster *c, uint32_t pod, unsigned cls) {
+        struct mk_fit_request rq = class_request(cls);
+        bool mig_only = classes[cls].mode == MODE_MIG;
+        if (c->policy == P_SOFT && mig_only)
+                return false;
+        size_t best;
+        struct mk_fit_mode_result br;
+        if (pool_best(c, &rq, mig_only, &best, &br) < 0)
+                return false;
+        if (br.mode == MK_FIT_MODE_MIG) {
+                const struct mk_fit_choice *ch = &br.mig.choices[0];
+                size_t gi = best * GPUS_PER_NODE + ch->gpu;
+                c->g[gi].soft = false; /* an idle shared GPU turns MIG */
+                gpu_add(c, gi, pod, ch->profile, ch->placement, ch->profile->memory_mib);
+        } else {
+                const struct mk_fit_soft_choice *ch = &br.soft.choices[0];
+                soft_add(c, best * GPUS_PER_NODE + ch->gpu, pod, ch->memory_mib, ch->cores);
+        }
+        return true;
+}
+
+/* HAMi v2.10 with per-node modes (mig or hami-core): on each node the GPUs
+ * in HAMi's order (spread), the first that fits (MIG: v210_gpu; hami-core:
+ * HAMi's Fit rules, which plan/fit-soft applies alike); the node with the
+ * highest score before the pod wins. vgpu-mode mig pods skip hami-core nodes. */
+static bool place_hami_pool(struct cluster *c, uint32_t pod, unsigned cls) {
+        struct mk_fit_request rq = class_request(cls);
+        size_t best_gpu = SIZE_MAX;
+        double best_score = -1;
+        const struct mk_gi_profile *best_p = NULL;
+        struct mk_placement best_pl = {};
+        for (size_t n = 0; n < c->n_nodes; n++) {
+                bool soft = c->g[n * GPUS_PER_NODE].soft;
+                if (soft && classes[cls].mode == MODE_MIG)
+                        continue;
+                size_t order[GPUS_PER_NODE];
+                hami_gpu_order(c, n, false, order);
+                for (size_t k = 0; k < GPUS_PER_NODE; k++) {
+                        size_t gi = n * GPUS_PER_NODE + order[k];
+                        const struct mk_gi_profile *p = NULL;
+                        struct mk_placement pl = {};
+                        bool ok;
+                        if (soft) {
+                                struct mk_fit_soft_node one = {.gpus = &c->sh[gi], .n_gpus = 1};
+                                struct mk_fit_soft_result r;
+                                ok = mk_fit_soft_node(&one, &rq, MK_FIT_BINPACK, MK_FIT_SPREAD, &r, NULL) == 0;
+                        } else
+                                ok = v210_gpu(c, gi, rq.mem_mib, &p, &pl);
+                        if (!ok)
+                                continue;
+                        double score = hami_node_score(c, n);
+                        if (score > best_score) {
+                                best_score = score;
+                                best_gpu = gi;
+                                best_p = p;
+                                best_pl = pl;
+                        }
+                        break;
+                }
+        }
+        if (best_gpu == SIZE_MAX)
+                return false;
+        if (best_p)
+                gpu_add(c, best_gpu, pod, best_p, best_pl, best_p->memory_mib);
+        else
+                soft_add(c, best_gpu, pod, rq.mem_mib ? rq.mem_mib : c->m->memory_mib, rq.cores_percent);
+        return true;
+}
+
 /* HAMi sizes by memory only (gpucores is ignored for the profile: HAMi
  * v2.10.0, dynamic MIG, PR #2378): such pods are placed, and counted when
  * their profile has fewer cores than asked. */
@@ -760,6 +972,7 @@ static bool place(struct cluster *c, uint32_t pod, unsigned cls) {
         uint64_t mem = classes[cls].mem_mib;
         unsigned cores = classes[cls].cores;
         bool ok;
+        c->last = NULL;
         switch (c->policy) {
         case P_HAMI_LEGACY:
                 ok = place_hami(c, pod, mem, true, false);
@@ -776,11 +989,20 @@ static bool place(struct cluster *c, uint32_t pod, unsigned cls) {
         case P_WHOLE:
                 ok = place_whole(c, pod);
                 break;
+        case P_SOFT:
+        case P_UNIFIED:
+        case P_UNIFIED_HALF:
+                ok = place_pool(c, pod, cls);
+                break;
+        case P_HAMI_SOFT:
+        case P_HAMI_HALF:
+                ok = place_hami_pool(c, pod, cls);
+                break;
         default:
                 ok = place_migkit(c, pod, mem, cores);
                 break;
         }
-        if (ok && cores > 0 && cores_of(c->m, c->last) < cores)
+        if (ok && cores > 0 && c->last && cores_of(c->m, c->last) < cores)
                 c->short_cores++;
         return ok;
 }
@@ -789,6 +1011,10 @@ static void release(struct cluster *c, uint32_t pod) {
         int32_t gi = c->where[pod];
         if (gi < 0)
                 return;
+        if (soft_remove(c, (size_t) gi, pod)) {
+                c->where[pod] = -1;
+                return;
+        }
         struct sgpu *g = &c->g[gi];
         for (unsigned i = 0; i < g->n_used; i++)
                 if (g->pod[i] == pod) {
@@ -815,9 +1041,9 @@ static void release(struct cluster *c, uint32_t pod) {
 #define N_WINDOWS 8
 
 struct stats {
-        unsigned long accepted, rejected, short_cores;
+        unsigned long accepted, rejected, short_cores, on_mig;
         unsigned long rej_cls[MAX_CLASSES], arr_cls[MAX_CLASSES];
-        double gpus_in_use_sum, frag_sum, stranded_sum;
+        double gpus_in_use_sum, frag_sum, stranded_sum, committed_sum;
         unsigned long samples;
         /* fragmentation over time: the measured arrivals in N_WINDOWS equal windows */
         double frag_win[N_WINDOWS], stranded_win[N_WINDOWS];
@@ -849,6 +1075,7 @@ static void run(const struct model *m, enum policy p, const struct trace *t, siz
                 st->short_cores += c.short_cores - short_before;
                 arrivals++;
                 st->arr_cls[cls]++;
+                st->on_mig += ok && c.last;
                 if (ok)
                         st->accepted++;
                 else {
@@ -860,7 +1087,7 @@ static void run(const struct model *m, enum policy p, const struct trace *t, siz
                         double frag = 0;
                         unsigned stranded = 0;
                         for (size_t gi = 0; gi < c.n_gpus; gi++) {
-                                if (!c.g[gi].n_used)
+                                if (!c.g[gi].n_used && !c.g[gi].n_slices)
                                         continue;
                                 in_use++;
                                 frag += mk_fit_gpu_fragmentation(&c.meas[gi]);
@@ -869,6 +1096,7 @@ static void run(const struct model *m, enum policy p, const struct trace *t, siz
                         st->gpus_in_use_sum += in_use;
                         st->frag_sum += in_use ? frag / in_use : 0;
                         st->stranded_sum += stranded;
+                        st->committed_sum += (double) c.committed;
                         st->samples++;
                         size_t w = (size_t) ((arrivals - 1) * N_WINDOWS / (t->n_pods - warmup));
                         if (w < N_WINDOWS) {
@@ -1015,6 +1243,136 @@ static void gpus_needed(const struct model *m, size_t ref_nodes, size_t n_pods, 
         trace_done(&t);
 }
 
+/* --- the unified pool (issue 13) ------------------------------------------------------ */
+
+static const enum policy pools[] = {P_MIGKIT, P_SOFT, P_UNIFIED, P_UNIFIED_HALF, P_HAMI_V210, P_HAMI_SOFT, P_HAMI_HALF};
+static const char *const pool_titles[_P_MAX] = {
+        [P_MIGKIT] = "MIG only (migkit fit, every node mig)",
+        [P_SOFT] = "soft slices only (every node hami-core)",
+        [P_UNIFIED] = "unified: mixed nodes, idle GPUs switch",
+        [P_UNIFIED_HALF] = "unified: half mig, half hami-core nodes",
+        [P_HAMI_V210] = "HAMi v2.10, every node mig",
+        [P_HAMI_SOFT] = "HAMi v2.10, every node hami-core",
+        [P_HAMI_HALF] = "HAMi v2.10, half mig, half hami-core",
+};
+
+/* Offline lower bound on GPUs for any pool, at the busiest moment, every pod
+ * accepted: the sum of each pod's least share of a GPU in per mille, in
+ * either mode: vgpu-mode mig: its smallest profile's units / 8 or slices / 7;
+ * 100 % cores: the whole GPU; otherwise the larger of memory / GPU memory,
+ * cores / 100 and one sharer slot (1 / split; a MIG instance takes at least
+ * 1 / 8). */
+static unsigned trace_pool_bound(const struct model *m, const struct trace *t) {
+        uint64_t f[MAX_CLASSES];
+        for (size_t k = 0; k < N_CLASSES; k++) {
+                const struct pod_class *pc = &classes[k];
+                const struct mk_gi_profile *p = class_profile(m, pc);
+                if (pc->mode == MODE_MIG)
+                        f[k] = MAX((uint64_t) p->placements[0].size * 1000 / UNITS, (uint64_t) p->slices * 1000 / 7);
+                else if (pc->cores >= 100 || pc->mem_mib == 0)
+                        f[k] = 1000;
+                else
+                        f[k] = MAX(MAX((pc->mem_mib * 1000 + m->memory_mib - 1) / m->memory_mib,
+                                       (uint64_t) pc->cores * 10),
+                                   (uint64_t) (1000 / SPLIT));
+        }
+        uint64_t sum = 0, best = 0;
+        for (size_t i = 0; i < t->n_ev; i++) {
+                const struct pod *p = &t->pods[t->ev[i].pod];
+                if (t->ev[i].arrival)
+                        sum += f[p->cls];
+                else
+                        sum -= f[p->cls];
+                best = MAX(best, sum);
+        }
+        return (unsigned) ((best + 999) / 1000);
+}
+
+struct pool_sum {
+        double loads[8];
+        unsigned long accepted[8][_P_MAX];
+        size_t n_loads;
+        unsigned bound, needed[_P_MAX];
+};
+
+static void pools_acceptance(const struct model *m, size_t n_nodes, size_t n_pods, double load, uint64_t seed,
+                             struct pool_sum *sum) {
+        struct trace t;
+        trace_make(m, &t, n_pods, load, n_nodes * GPUS_PER_NODE, seed);
+        size_t warmup = n_pods / 5;
+        printf("\n%s, %zu nodes x %d GPUs, offered load %.2f (MIG units), %zu pods (first %zu warm-up), pool bound at "
+               "peak %u GPUs\n",
+               m->title, n_nodes, GPUS_PER_NODE, load, n_pods, warmup, trace_pool_bound(m, &t));
+        printf("  %-56s %9s %9s %7s %11s %9s %10s %14s %11s   rejected by class (", "pool", "accepted", "rejected",
+               "acc%", "vs unified", "on MIG", "GPUs used", "committed GiB", "short-cores");
+        for (size_t k = 0; k < N_CLASSES; k++)
+                printf("%s%s", k ? "/" : "", classes[k].name);
+        printf(")\n");
+        printf("  (vs unified: pods that got their request, short-cores not counted)\n");
+        struct stats st[_P_MAX];
+        for (size_t i = 0; i < ELEMENTSOF(pools); i++)
+                run(m, pools[i], &t, n_nodes, warmup, &st[pools[i]]);
+        /* Compared on the pods that got what they asked for (HAMi places
+         * gpucores pods on MIG profiles with fewer cores: short-cores). */
+        double base = (double) (st[P_UNIFIED].accepted - st[P_UNIFIED].short_cores);
+        for (size_t i = 0; i < ELEMENTSOF(pools); i++) {
+                const struct stats *x = &st[pools[i]];
+                double n = x->samples ? (double) x->samples : 1;
+                printf("  %-15s %-40s %9lu %9lu %6.1f%% %+10.1f%% %9lu %10.1f %14.0f %11lu   ", policy_names[pools[i]],
+                       pool_titles[pools[i]], x->accepted, x->rejected,
+                       100.0 * x->accepted / (double) (x->accepted + x->rejected),
+                       base > 0 ? 100.0 * ((double) (x->accepted - x->short_cores) / base - 1) : 0, x->on_mig,
+                       x->gpus_in_use_sum / n, x->committed_sum / n / 1024, x->short_cores);
+                for (size_t k = 0; k < N_CLASSES; k++)
+                        printf("%s%lu", k ? "/" : "", x->rej_cls[k]);
+                printf("   (%.1f s)\n", x->seconds);
+                if (sum && sum->n_loads < ELEMENTSOF(sum->loads))
+                        sum->accepted[sum->n_loads][pools[i]] = x->accepted - x->short_cores;
+        }
+        if (sum && sum->n_loads < ELEMENTSOF(sum->loads))
+                sum->loads[sum->n_loads++] = load;
+        trace_done(&t);
+}
+
+/* The smallest cluster (in nodes) on which each pool rejects nothing. */
+static void pools_needed(const struct model *m, size_t ref_nodes, size_t n_pods, double load, uint64_t seed,
+                         struct pool_sum *sum) {
+        struct trace t;
+        trace_make(m, &t, n_pods, load, ref_nodes * GPUS_PER_NODE, seed);
+        unsigned peak;
+        (void) trace_lower_bound(m, &t, &peak);
+        unsigned lb = trace_pool_bound(m, &t);
+        printf("\n%s: GPUs needed to accept every pod of a %zu-pod trace (load %.2f of %zu nodes); pool bound %u GPUs, "
+               "peak %u pods at once\n",
+               m->title, n_pods, load, ref_nodes, lb, peak);
+        for (size_t i = 0; i < ELEMENTSOF(pools); i++) {
+                enum policy p = pools[i];
+                bool possible = true;
+                for (size_t k = 0; k < N_CLASSES; k++)
+                        possible &= !(classes[k].mode == MODE_MIG && (p == P_SOFT || p == P_HAMI_SOFT));
+                if (!possible) {
+                        printf("  %-15s never (vgpu-mode mig pods and no MIG GPU)\n", policy_names[p]);
+                        sum->needed[p] = 0;
+                        continue;
+                }
+                size_t lo = MAX((size_t) 1, (size_t) (lb + GPUS_PER_NODE - 1) / GPUS_PER_NODE), hi = lo * 2;
+                while (!run_all_fit(m, p, &t, hi))
+                        hi *= 2;
+                while (lo < hi) {
+                        size_t mid = (lo + hi) / 2;
+                        if (run_all_fit(m, p, &t, mid))
+                                hi = mid;
+                        else
+                                lo = mid + 1;
+                }
+                printf("  %-15s %5zu nodes = %5zu GPUs   %.3f x the bound\n", policy_names[p], lo, lo * GPUS_PER_NODE,
+                       (double) (lo * GPUS_PER_NODE) / lb);
+                sum->needed[p] = (unsigned) (lo * GPUS_PER_NODE);
+        }
+        sum->bound = lb;
+        trace_done(&t);
+}
+
 static int dbl_cmp(const void *a, const void *b) {
         double x = *(const double *) a, y = *(const double *) b;
         return x < y ? -1 : x > y;
@@ -1106,6 +1464,85 @@ static void decision_time(const struct model *m, size_t n_nodes, size_t n_decisi
         cluster_done(&c);
 }
 
+/* Decision time of the unified pool: one pod without a mode scanned over
+ * every node with mk_fit_choose_mode (both fits per node), states filled by
+ * the fits themselves: each GPU in its initial mode (GPUs 0-3 MIG with
+ * node caches, 4-7 shared) filled to a random level with 1-80 GB pods;
+ * about 8 % of GPUs are idle and so listed in both modes. */
+static void decision_time_unified(const struct model *m, size_t n_nodes, size_t n_decisions, uint64_t seed) {
+        static const uint64_t sizes[] = {1024, 2048, 4096, 9 * 1024, 19 * 1024, 39 * 1024, 0};
+        struct cluster c;
+        size_t n_gpus = n_nodes * GPUS_PER_NODE;
+        cluster_init(&c, m, P_UNIFIED, n_nodes, n_gpus * (MAX_INST + SPLIT));
+        uint64_t s = seed;
+        uint32_t pod = 0;
+        unsigned long idle = 0;
+        for (size_t gi = 0; gi < n_gpus; gi++) {
+                double target = rng_unit(&s) * 1.2 - 0.1;
+                for (int tries = 0; tries < 16; tries++) {
+                        struct sgpu *g = &c.g[gi];
+                        if ((double) g->mem_used >= target * (double) m->memory_mib)
+                                break;
+                        uint64_t mib = sizes[rng_next(&s) % ELEMENTSOF(sizes)];
+                        struct mk_fit_request rq = {.gpus = 1, .mem_mib = mib, .mem_percent = mib ? 0 : 100};
+                        if (g->soft) {
+                                struct mk_fit_soft_node one = {.gpus = &c.sh[gi], .n_gpus = 1};
+                                struct mk_fit_soft_result r;
+                                if (mk_fit_soft_node(&one, &rq, MK_FIT_BINPACK, MK_FIT_BINPACK, &r, NULL) == 0)
+                                        soft_add(&c, gi, pod++, r.choices[0].memory_mib, 0);
+                        } else {
+                                struct mk_fit_node one = {.gpus = &c.fit[gi], .n_gpus = 1};
+                                struct mk_fit_result r;
+                                if (mk_fit_node(&one, &rq, MK_FIT_BINPACK, MK_FIT_BINPACK, &r, NULL) == 0)
+                                        gpu_add(&c, gi, pod++, r.choices[0].profile, r.choices[0].placement,
+                                                r.choices[0].profile->memory_mib);
+                        }
+                }
+                idle += c.g[gi].n_used == 0 && c.g[gi].n_slices == 0;
+        }
+        double *cpu = malloc(n_decisions * sizeof *cpu);
+        if (!cpu)
+                abort();
+        printf("\n%s: decision time of the unified pool for one pod over %zu nodes x %d GPUs (%.0f%% of GPU memory "
+               "committed, %lu idle GPUs listed in both modes), %zu pods of 1-80 GB, one thread, CPU time:\n",
+               m->title, n_nodes, GPUS_PER_NODE, 100.0 * (double) c.committed / ((double) n_gpus * m->memory_mib),
+               idle, n_decisions);
+        /* The same pods three ways: no mode (both fits per node), then each fit alone. */
+        static const struct {
+                const char *what;
+                enum policy p;
+                bool mig_only;
+        } ways[] = {{"no mode: mk_fit_choose_mode", P_UNIFIED, false},
+                    {"hami-core: mk_fit_soft_node", P_SOFT, false},
+                    {"mig: mk_fit_node (node caches)", P_UNIFIED, true}};
+        uint64_t seed_pods = s;
+        for (size_t w = 0; w < ELEMENTSOF(ways); w++) {
+                c.policy = ways[w].p;
+                s = seed_pods;
+                unsigned long fits = 0, soft = 0;
+                for (size_t i = 0; i < n_decisions; i++) {
+                        uint64_t mib = sizes[rng_next(&s) % ELEMENTSOF(sizes)];
+                        struct mk_fit_request rq = {.gpus = 1, .mem_mib = mib, .mem_percent = mib ? 0 : 100};
+                        size_t node;
+                        struct mk_fit_mode_result r;
+                        struct timespec ca, cb;
+                        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ca);
+                        int q = pool_best(&c, &rq, ways[w].mig_only, &node, &r);
+                        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cb);
+                        fits += q == 0;
+                        soft += q == 0 && r.mode == MK_FIT_MODE_SOFT;
+                        cpu[i] = (double) (cb.tv_sec - ca.tv_sec) * 1e6 + (double) (cb.tv_nsec - ca.tv_nsec) / 1e3;
+                }
+                qsort(cpu, n_decisions, sizeof *cpu, dbl_cmp);
+                printf("  %-32s median %4.0f us, p99 %4.0f us, max %5.0f us (%lu fit, %lu soft)\n", ways[w].what,
+                       cpu[n_decisions / 2], cpu[(size_t) ((double) n_decisions * 0.99)], cpu[n_decisions - 1], fits,
+                       soft);
+        }
+        c.policy = P_UNIFIED;
+        free(cpu);
+        cluster_done(&c);
+}
+
 static int parse_size(const char *s, size_t *ret) {
         uint64_t v;
         int r = mk_parse_u64(s, &v);
@@ -1118,7 +1555,7 @@ static int parse_size(const char *s, size_t *ret) {
 int main(int argc, char **argv) {
         size_t n_nodes = 50, n_pods = 12000, timing_nodes = 1000, n_decisions = 2000;
         uint64_t seed = 42;
-        bool tables = true, do_acc = true, do_needed = true, do_time = true;
+        bool tables = true, do_acc = true, do_needed = true, do_time = true, do_pools = true, loads_given = false;
         const char *mix_filter = NULL;
         double loads[8] = {0.8, 1.0, 1.2};
         size_t n_loads = 3;
@@ -1142,8 +1579,8 @@ int main(int argc, char **argv) {
                 }
                 if (!v) {
                         fprintf(stderr, "usage: bench-sched [--nodes N] [--pods N] [--seed N] [--loads a,b] "
-                                        "[--timing-nodes N] [--no-tables] [--no-cache] [--sections accept,needed,time] "
-                                        "[--mixes issue,inference,large,cores] [--quick]\n");
+                                        "[--timing-nodes N] [--no-tables] [--no-cache] [--sections accept,needed,time,pools] "
+                                        "[--mixes issue,inference,large,cores,small,isolation] [--quick]\n");
                         return 2;
                 }
                 i++;
@@ -1159,10 +1596,12 @@ int main(int argc, char **argv) {
                         do_acc = strstr(v, "accept") != NULL;
                         do_needed = strstr(v, "needed") != NULL;
                         do_time = strstr(v, "time") != NULL;
+                        do_pools = strstr(v, "pools") != NULL;
                 } else if (streq(a, "--seed"))
                         r = mk_parse_u64(v, &seed);
                 else if (streq(a, "--loads")) {
                         n_loads = 0;
+                        loads_given = true;
                         for (const char *p = v; *p && n_loads < ELEMENTSOF(loads);) {
                                 char *end;
                                 double d = strtod(p, &end);
@@ -1215,6 +1654,8 @@ int main(int argc, char **argv) {
                         continue;
                 if (!do_acc && !do_needed)
                         break;
+                if (mix->pools_only)
+                        continue;
                 printf("\n=== mix '%s': %s\n", mix->key, mix->title);
                 printf("  requests:");
                 for (size_t c = 0; c < N_CLASSES; c++) {
@@ -1258,9 +1699,59 @@ int main(int argc, char **argv) {
                                        sum[i].v210_gpus, (double) sum[i].v210_gpus / sum[i].bound, sum[i].bound);
                 }
         }
+        /* The unified pool: every mix, A100-80GB (H100-80GB's profiles are the same shape). */
+        static const double pool_loads_default[] = {1.2, 1.5};
+        const double *pool_loads = loads_given ? loads : pool_loads_default;
+        size_t n_pool_loads = loads_given ? n_loads : ELEMENTSOF(pool_loads_default);
+        struct pool_sum psum[ELEMENTSOF(mixes)] = {};
+        bool pool_ran[ELEMENTSOF(mixes)] = {};
+        for (size_t k = 0; do_pools && k < ELEMENTSOF(mixes); k++) {
+                mix = &mixes[k];
+                if (mix_filter && !strstr(mix_filter, mix->key))
+                        continue;
+                printf("\n=== pools, mix '%s': %s\n", mix->key, mix->title);
+                for (size_t l = 0; l < n_pool_loads; l++)
+                        pools_acceptance(&models[0], n_nodes, n_pods, pool_loads[l], seed + l, &psum[k]);
+                pools_needed(&models[0], n_nodes, n_pods, 1.0, seed + 100, &psum[k]);
+                pool_ran[k] = true;
+        }
+        for (size_t k = 0; do_pools && k < ELEMENTSOF(mixes); k++) {
+                if (!pool_ran[k])
+                        continue;
+                const struct pool_sum *ps = &psum[k];
+                printf("\n  pools summary, mix '%s' (A100-80GB): pods that got their request, unified vs", mixes[k].key);
+                for (size_t i = 0; i < ELEMENTSOF(pools); i++)
+                        if (pools[i] != P_UNIFIED)
+                                printf(" %s%s", policy_names[pools[i]], i + 1 < ELEMENTSOF(pools) ? "," : "");
+                printf("\n");
+                for (size_t l = 0; l < ps->n_loads; l++) {
+                        printf("    load %.1f: unified %lu;", ps->loads[l], ps->accepted[l][P_UNIFIED]);
+                        bool best = true;
+                        for (size_t i = 0; i < ELEMENTSOF(pools); i++) {
+                                enum policy p = pools[i];
+                                if (p == P_UNIFIED)
+                                        continue;
+                                double o = (double) ps->accepted[l][p];
+                                best &= ps->accepted[l][P_UNIFIED] > ps->accepted[l][p];
+                                printf(" %+.1f%%", o > 0 ? 100.0 * ((double) ps->accepted[l][P_UNIFIED] / o - 1) : 0);
+                        }
+                        printf("   %s\n", best ? "(more than every other pool)" : "(NOT more than every other pool)");
+                }
+                printf("    GPUs needed (bound %u):", ps->bound);
+                for (size_t i = 0; i < ELEMENTSOF(pools); i++) {
+                        if (ps->needed[pools[i]])
+                                printf(" %s %u (%.3f x)", policy_names[pools[i]], ps->needed[pools[i]],
+                                       (double) ps->needed[pools[i]] / ps->bound);
+                        else
+                                printf(" %s never", policy_names[pools[i]]);
+                        printf("%s", i + 1 < ELEMENTSOF(pools) ? "," : "\n");
+                }
+        }
         mix = &mixes[0];
         for (size_t i = 0; do_time && i < 2; i++)
                 decision_time(&models[i], timing_nodes, n_decisions, seed + 200);
+        for (size_t i = 0; do_time && i < 2; i++)
+                decision_time_unified(&models[i], timing_nodes, n_decisions, seed + 300);
         for (size_t i = 0; i < 2; i++) {
                 mk_fit_tables_free(models[i].all_tables);
                 mk_fit_tables_free(models[i].hami_tables);

@@ -66,7 +66,9 @@ static uint64_t soft_usable(uint64_t free, size_t n_used, unsigned split, unsign
 struct soft_cand {
         unsigned gpu;
         uint64_t left;                  /* free MiB after the slice */
-        size_t n_used;
+        uint64_t need;                  /* the slice's MiB */
+        size_t n_used;                  /* slices before */
+        unsigned cores_used, split;
         bool switchable;
 };
 
@@ -113,22 +115,36 @@ int mk_fit_soft_node(const struct mk_fit_soft_node *node, const struct mk_fit_re
                         return r;
         }
 
-        struct soft_state st[MK_FIT_MAX_NODE_GPUS];
+        /* One pass: the candidates, and the node's sums before the slices
+         * (in MiB where fit.h counts units: used memory, usable free memory
+         * as C against free memory as the ideal); the chosen GPUs are then
+         * corrected. */
         struct soft_cand cands[MK_FIT_MAX_NODE_GPUS];
         size_t n_cands = 0;
+        unsigned cores = MIN(req->cores_percent, 100u);
+        struct fit_sums sm = {};
         for (size_t gi = 0; gi < node->n_gpus; gi++) {
                 const struct mk_fit_shared_gpu *g = &node->gpus[gi];
                 if (g->unavailable)
                         continue;
-                if (soft_read(g, &st[gi]) < 0)
+                struct soft_state st;
+                if (soft_read(g, &st) < 0)
                         return mk_error_set(e, -EINVAL, "shared GPU %zu: malformed description", gi);
+                uint64_t free = g->memory_mib - st.mem_used;
+                sm.total_units += (unsigned) g->memory_mib;
+                sm.used_units += (unsigned) st.mem_used;
+                sm.ideal_sum += (unsigned) free;
+                sm.cap_sum += (unsigned) soft_usable(free, g->n_used, st.split, st.cores_used);
                 uint64_t need = soft_need(req, g->memory_mib);
-                if (!soft_room(g, &st[gi], need, req->cores_percent))
+                if (!soft_room(g, &st, need, cores))
                         continue;
                 cands[n_cands++] = (struct soft_cand) {
                         .gpu = (unsigned) gi,
-                        .left = g->memory_mib - st[gi].mem_used - need,
+                        .left = free - need,
+                        .need = need,
                         .n_used = g->n_used,
+                        .cores_used = st.cores_used,
+                        .split = st.split,
                         .switchable = g->switchable && g->n_used == 0,
                 };
         }
@@ -144,49 +160,29 @@ int mk_fit_soft_node(const struct mk_fit_soft_node *node, const struct mk_fit_re
                 cands[bi] = t;
         }
 
-        /* The node after the allocation, in MiB where fit.h counts units:
-         * used memory, usable free memory (C) against free memory (ideal),
-         * and what the slices destroy of whole GPUs: a GPU nobody used is
-         * lost whole (it can no longer serve a whole-GPU pod), an already
-         * shared one only the slice's memory. */
-        uint64_t chosen = 0;
-        for (size_t k = 0; k < req->gpus; k++)
-                chosen |= UINT64_C(1) << cands[k].gpu;
-        struct fit_sums sm = {};
-        unsigned cores = MIN(req->cores_percent, 100u);
-        for (size_t gi = 0; gi < node->n_gpus; gi++) {
-                const struct mk_fit_shared_gpu *g = &node->gpus[gi];
-                if (g->unavailable)
-                        continue;
-                const struct soft_state *s = &st[gi];
-                uint64_t used = s->mem_used;
-                size_t n_used = g->n_used;
-                unsigned cores_used = s->cores_used;
-                if (chosen & (UINT64_C(1) << gi)) {
-                        uint64_t need = soft_need(req, g->memory_mib);
-                        sm.loss += (unsigned) (g->n_used == 0 ? g->memory_mib : need);
-                        sm.empty_cap += (unsigned) g->memory_mib;
-                        used += need;
-                        n_used++;
-                        cores_used += cores;
-                }
-                uint64_t free = g->memory_mib - used;
-                sm.total_units += (unsigned) g->memory_mib;
-                sm.used_units += (unsigned) used;
-                sm.ideal_sum += (unsigned) free;
-                sm.cap_sum += (unsigned) soft_usable(free, n_used, s->split, cores_used);
+        /* The chosen GPUs after their slices. What a slice destroys of whole
+         * GPUs: a GPU nobody used is lost whole (no whole-GPU pod can have
+         * it any more), an already shared one only the slice's memory. */
+        for (size_t k = 0; k < req->gpus; k++) {
+                const struct soft_cand *c = &cands[k];
+                uint64_t memory = node->gpus[c->gpu].memory_mib;
+                uint64_t free = c->left + c->need;
+                sm.cap_sum -= (unsigned) soft_usable(free, c->n_used, c->split, c->cores_used);
+                sm.cap_sum += (unsigned) soft_usable(c->left, c->n_used + 1, c->split, c->cores_used + cores);
+                sm.ideal_sum -= (unsigned) c->need;
+                sm.used_units += (unsigned) c->need;
+                sm.loss += (unsigned) (c->n_used == 0 ? memory : c->need);
+                sm.empty_cap += (unsigned) memory;
         }
         double score, frag;
         fit_node_score(&sm, node_policy, node->resources != NULL, res_util, &score, &frag);
-        for (size_t k = 0; k < req->gpus; k++) {
-                const struct mk_fit_shared_gpu *g = &node->gpus[cands[k].gpu];
+        for (size_t k = 0; k < req->gpus; k++)
                 ret->choices[k] = (struct mk_fit_soft_choice) {
                         .gpu = cands[k].gpu,
-                        .memory_mib = soft_need(req, g->memory_mib),
+                        .memory_mib = cands[k].need,
                         .cores = cores,
                         .switched = cands[k].switchable,
                 };
-        }
         ret->n_choices = req->gpus;
         ret->score = score;
         ret->fragmentation = frag;
@@ -305,23 +301,32 @@ static double tier_score(enum mk_fit_tier t, double score) {
         return ((double) (_MK_FIT_TIER_MAX - 1 - t) * 100.0 + score) / _MK_FIT_TIER_MAX;
 }
 
-/* Both fits; errors only when asked (formatting a reason per rejected node
- * would cost more than the fit). */
+/* Both fits, MIG first: the soft fit is skipped when the MIG placement is
+ * of the best tier (nothing can beat it). Errors only when asked (formatting
+ * a reason per rejected node would cost more than the fits). */
 static void choose_fits(const struct mk_fit_node *mig, const struct mk_fit_soft_node *soft,
                         const struct mk_fit_request *req, enum mk_fit_policy node_policy,
-                        enum mk_fit_policy gpu_policy, int *ret_rm, struct mk_fit_result *mr, struct mk_error *em,
-                        int *ret_rs, struct mk_fit_soft_result *sr, struct mk_error *es) {
+                        enum mk_fit_policy gpu_policy, struct mk_fit_mode_result *ret, int *ret_rm,
+                        enum mk_fit_tier *ret_tm, struct mk_error *em, int *ret_rs, enum mk_fit_tier *ret_ts,
+                        struct mk_error *es) {
+        *ret_tm = *ret_ts = _MK_FIT_TIER_MAX;
         if (mig && mig->n_gpus > 0)
-                *ret_rm = mk_fit_node(mig, req, node_policy, gpu_policy, mr, em);
+                *ret_rm = mk_fit_node(mig, req, node_policy, gpu_policy, &ret->mig, em);
         else
                 *ret_rm = mk_error_set(em, -ENOSPC, "no MIG GPU");
+        if (*ret_rm == 0)
+                *ret_tm = mig_tier(mig, req, &ret->mig);
         if (mk_fit_needs_isolation(req))
                 *ret_rs = mk_error_set(es, -ENOSPC, "%u%% cores asks for isolation, never a shared GPU",
                                        req->cores_percent);
+        else if (*ret_tm == MK_FIT_TIER_MIG_CUT_EXACT)
+                *ret_rs = -ENOSPC; /* not needed */
         else if (soft && soft->n_gpus > 0)
-                *ret_rs = mk_fit_soft_node(soft, req, node_policy, gpu_policy, sr, es);
+                *ret_rs = mk_fit_soft_node(soft, req, node_policy, gpu_policy, &ret->soft, es);
         else
                 *ret_rs = mk_error_set(es, -ENOSPC, "no shared GPU");
+        if (*ret_rs == 0)
+                *ret_ts = soft_tier(soft, &ret->soft);
 }
 
 int mk_fit_choose_mode(const struct mk_fit_node *mig, const struct mk_fit_soft_node *soft,
@@ -332,30 +337,27 @@ int mk_fit_choose_mode(const struct mk_fit_node *mig, const struct mk_fit_soft_n
                 return r;
         /* The fits write straight into *ret (no copies on the hot path). */
         int rm, rs;
-        struct mk_fit_result *mr = &ret->mig;
-        struct mk_fit_soft_result *sr = &ret->soft;
-        choose_fits(mig, soft, req, node_policy, gpu_policy, &rm, mr, NULL, &rs, sr, NULL);
+        enum mk_fit_tier tm, ts;
+        choose_fits(mig, soft, req, node_policy, gpu_policy, ret, &rm, &tm, NULL, &rs, &ts, NULL);
         if ((rm < 0 && rs < 0) || rm == -EINVAL || rs == -EINVAL) {
                 if (!e)
                         return rm == -EINVAL || rs == -EINVAL ? -EINVAL : -ENOSPC;
                 struct mk_error em = {}, es = {};
-                choose_fits(mig, soft, req, node_policy, gpu_policy, &rm, mr, &em, &rs, sr, &es);
+                choose_fits(mig, soft, req, node_policy, gpu_policy, ret, &rm, &tm, &em, &rs, &ts, &es);
                 if (rm == -EINVAL)
                         return mk_error_set(e, rm, "MIG: %s", em.msg);
                 if (rs == -EINVAL)
                         return mk_error_set(e, rs, "hami-core: %s", es.msg);
                 return mk_error_set(e, -ENOSPC, "MIG: %s; hami-core: %s", em.msg, es.msg);
         }
-        enum mk_fit_tier tm = rm == 0 ? mig_tier(mig, req, mr) : _MK_FIT_TIER_MAX;
-        enum mk_fit_tier ts = rs == 0 ? soft_tier(soft, sr) : _MK_FIT_TIER_MAX;
         if (tm <= ts) {
                 ret->mode = MK_FIT_MODE_MIG;
                 ret->tier = tm;
-                ret->score = tier_score(tm, mr->score);
+                ret->score = tier_score(tm, ret->mig.score);
         } else {
                 ret->mode = MK_FIT_MODE_SOFT;
                 ret->tier = ts;
-                ret->score = tier_score(ts, sr->score);
+                ret->score = tier_score(ts, ret->soft.score);
         }
         ret->why = mk_fit_needs_isolation(req) ? "the request asks for isolation (gpucores 100): MIG only"
                                                : tier_why[ret->tier];
