@@ -30,13 +30,27 @@
  * summary. Then the decision time of the migkit fit for one pod over 1,000
  * nodes x 8 GPUs, with the node caches and without.
  *
+ * The unified pool (issue 13; section "pools", A100-80GB, docs/scheduler-fit.md
+ * §8): the same traces on every mix plus 'small' (1-4 GB) and 'isolation'
+ * (vgpu-mode mig and gpucores 100 pods), pools side by side: MIG only
+ * (migkit), soft slices only (plan/fit-soft, every GPU shared, split 10),
+ * unified (every node mixed, GPUs 0-3 MIG and 4-7 shared at first, idle GPUs
+ * switch, mk_fit_choose_mode for pods without a mode), unified-half (half the
+ * nodes mig, half hami-core, no switch), and HAMi v2.10 with every node mig,
+ * every node hami-core, and half/half (HAMi's Fit rules, GPU spread, node
+ * binpack scored before the pod). Printed: pods accepted (and those that got
+ * their gpucores), pods on MIG, GPUs in use, GPU memory committed (profile
+ * memory or slice cap, time average), GPUs needed against a bound valid for
+ * every pool; then the unified pool's decision time over 1,000 x 8 GPUs.
+ *
  * Profiles: from the NVML simulator (MIGKIT_NVML_LIB, set by bench/run,
  * machines a100-80gb and h100-80gb) when available, else the built-in tables
  * (MIG user guide, supported profiles; k8s-test-infra profiles/mig); when
  * both, they are compared.
  *
  * Usage: bench-sched [--nodes N] [--pods N] [--seed N] [--loads a,b,c] [--timing-nodes N] [--no-tables]
- *                    [--no-cache] [--sections accept,needed,time] [--mixes issue,inference,large,cores] [--quick] */
+ *                    [--no-cache] [--sections accept,needed,time,pools]
+ *                    [--mixes issue,inference,large,cores,small,isolation] [--quick] */
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>

@@ -247,10 +247,10 @@ static const char *const tier_why[_MK_FIT_TIER_MAX] = {
                                       "partitioned GPU",
         [MK_FIT_TIER_SOFT_SHARED] = "an already shared GPU has room: no MIG space and no whole GPU used",
         [MK_FIT_TIER_MIG_CUT] = "an already partitioned GPU has a free MIG placement: no whole GPU used",
-        [MK_FIT_TIER_MIG_NEW_EXACT] = "no partitioned or shared GPU has room; a MIG profile fits the request "
-                                      "closely",
-        [MK_FIT_TIER_SOFT_NEW] = "no partitioned or shared GPU has room; a MIG profile would waste memory, so a "
-                                 "soft slice of an empty shared GPU",
+        [MK_FIT_TIER_SOFT_NEW] = "no partitioned or shared GPU has room: an empty shared GPU (before cutting an "
+                                 "empty MIG GPU)",
+        [MK_FIT_TIER_MIG_NEW_EXACT] = "no partitioned or shared GPU has room and no empty shared GPU; a MIG "
+                                      "profile fits the request closely",
         [MK_FIT_TIER_SOFT_SWITCH] = "no shared or partitioned GPU has room; an idle GPU turns shared",
         [MK_FIT_TIER_MIG_SWITCH_EXACT] = "no GPU has room in its mode; an idle shared GPU turns MIG",
         [MK_FIT_TIER_MIG_NEW] = "only an empty MIG GPU has room",
@@ -263,10 +263,10 @@ bool mk_fit_mig_exact(const struct mk_fit_gpu *g, const struct mk_gi_profile *p,
         /* Shares in per mille; memory_mib of real GPUs is far below 2^54. */
         uint64_t want = need_mib == 0 ? 1000 : MIN(need_mib * 1000 / g->memory_mib, UINT64_C(1000));
         want = MAX(want, (uint64_t) MIN(cores, 100u) * 10);
-        uint64_t have = p->memory_mib * 1000 / g->memory_mib;
-        if (cores > 0) /* compute counts when the request asks for it */
-                have = MAX(have, (uint64_t) mk_fit_profile_cores(g, p) * 10);
-        return have * 4 <= want * 5;
+        /* A profile always holds its compute share (its slices are gone
+         * for other instances, asked for or not). */
+        uint64_t have = MAX(p->memory_mib * 1000 / g->memory_mib, (uint64_t) mk_fit_profile_cores(g, p) * 10);
+        return have * 8 <= want * 9;
 }
 
 static enum mk_fit_tier mig_tier(const struct mk_fit_node *node, const struct mk_fit_request *req,

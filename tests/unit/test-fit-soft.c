@@ -275,16 +275,25 @@ static const struct mode_case mode_cases[] = {
          {"", "3g.40gb@4"}, 2, {"20000/0"}, 1, R(1, 4 * GB, 0, 0), "hami-core 0:4096/0", MK_FIT_TIER_SOFT_SHARED,
          "already shared"},
         {"exact profile on a cut GPU before a shared GPU",
-         {"", "3g.40gb@4"}, 2, {"20000/0"}, 1, R(1, 9 * GB, 0, 0), "mig 1:1g.10gb@3", MK_FIT_TIER_MIG_CUT_EXACT,
+         {"", "3g.40gb@4"}, 2, {"20000/0"}, 1, R(1, 19 * GB, 0, 0), "mig 1:1g.20gb@2", MK_FIT_TIER_MIG_CUT_EXACT,
          "closely"},
+        {"10 GB: a 1g.10gb holds a seventh of the compute, not exact: already shared GPU",
+         {"", "3g.40gb@4"}, 2, {"20000/0"}, 1, R(1, 9 * GB, 0, 0), "hami-core 0:9216/0", MK_FIT_TIER_SOFT_SHARED,
+         NULL},
         {"small request, only empty GPUs: a soft slice (a 1g would waste half)",
-         {""}, 1, {""}, 1, R(1, 4 * GB, 0, 0), "hami-core 0:4096/0", MK_FIT_TIER_SOFT_NEW, "waste"},
-        {"exact request, only empty GPUs: MIG",
-         {""}, 1, {""}, 1, R(1, 19 * GB, 0, 0), "mig 0:1g.20gb@6", MK_FIT_TIER_MIG_NEW_EXACT, NULL},
+         {""}, 1, {""}, 1, R(1, 4 * GB, 0, 0), "hami-core 0:4096/0", MK_FIT_TIER_SOFT_NEW, "empty shared GPU"},
+        {"small request, shared GPUs full: cuts an empty MIG GPU (waste) before switching",
+         {""}, 1, {"80000/0"}, 1, R(1, 4 * GB, 0, 0), "mig 0:1g.10gb@6", MK_FIT_TIER_MIG_NEW, "only an empty"},
+        {"exact request, only empty GPUs: an empty shared GPU before cutting an empty MIG GPU",
+         {""}, 1, {""}, 1, R(1, 19 * GB, 0, 0), "hami-core 0:19456/0", MK_FIT_TIER_SOFT_NEW, "before cutting"},
+        {"exact request, empty MIG GPU, shared GPUs full: MIG",
+         {""}, 1, {"70000/0"}, 1, R(1, 19 * GB, 0, 0), "mig 0:1g.20gb@6", MK_FIT_TIER_MIG_NEW_EXACT, "closely"},
         {"30 GB (3g.40gb wastes a quarter): soft on an empty GPU",
          {""}, 1, {""}, 1, R(1, 29 * GB, 0, 0), "hami-core 0:29696/0", MK_FIT_TIER_SOFT_NEW, NULL},
-        {"whole GPU: MIG 7g on an empty MIG GPU",
-         {""}, 1, {""}, 1, R(1, 0, 0, 0), "mig 0:7g.80gb@0", MK_FIT_TIER_MIG_NEW_EXACT, NULL},
+        {"whole GPU: an empty shared GPU first",
+         {""}, 1, {""}, 1, R(1, 0, 0, 0), "hami-core 0:81920/0", MK_FIT_TIER_SOFT_NEW, NULL},
+        {"whole GPU: MIG 7g when no shared GPU is empty",
+         {""}, 1, {"1/0"}, 1, R(1, 0, 0, 0), "mig 0:7g.80gb@0", MK_FIT_TIER_MIG_NEW_EXACT, NULL},
         {"isolation (100% cores) never shared, even when only a shared GPU is free",
          {"3g.40gb@0 3g.40gb@4"}, 1, {""}, 1, R(1, 8 * GB, 0, 100), "ENOSPC", 0, "asks for isolation"},
         {"isolation gets MIG",
@@ -304,7 +313,7 @@ static const struct mode_case mode_cases[] = {
         {"exact request: an empty shared GPU before switching an idle one to MIG",
          {"~"}, 1, {"", ""}, 2, R(1, 19 * GB, 0, 0), "hami-core 0:19456/0", MK_FIT_TIER_SOFT_NEW, NULL},
         {"an empty MIG GPU before an idle shared one turned MIG",
-         {"~", ""}, 2, {}, 0, R(1, 9 * GB, 0, 0), "mig 1:1g.10gb@6", MK_FIT_TIER_MIG_NEW_EXACT, NULL},
+         {"~", ""}, 2, {}, 0, R(1, 19 * GB, 0, 0), "mig 1:1g.20gb@6", MK_FIT_TIER_MIG_NEW_EXACT, NULL},
         {"a smaller profile on a switchable GPU before a larger one without switch (profile size first)",
          {"1g.10gb@6 1g.10gb@5 1g.10gb@4 1g.10gb@3 1g.10gb@2 1g.10gb@1", "~"}, 2, {}, 0, R(1, 19 * GB, 0, 0),
          "mig 1:1g.20gb@6", MK_FIT_TIER_MIG_SWITCH_EXACT, NULL},
@@ -422,17 +431,23 @@ static void test_mode_names(void **state) {
         struct mk_fit_request iso = R(1, 1, 0, 100), plain = R(1, 1, 0, 99);
         assert_true(mk_fit_needs_isolation(&iso));
         assert_false(mk_fit_needs_isolation(&plain));
-        /* Little waste: memory and core shares (A100-80GB: 1g.10gb 9728 MiB 15%, 2g.20gb 28 SMs 29%). */
+        /* Little waste (at most 1/8 above): the larger of memory and core shares (A100-80GB: 1g.10gb
+         * 9728 MiB 15%, 1g.20gb 19968 MiB 15%, 2g.20gb 28 SMs 29%, 3g.40gb 40192 MiB 43%). */
         struct mk_fit_gpu g = {.memory_mib = a100.memory_mib, .multiprocessors = 98};
         const struct mk_gi_profile *p1 = model_find(&a100, "1g.10gb", 7), *p2 = model_find(&a100, "2g.20gb", 7),
                                    *p7 = model_find(&a100, "7g.80gb", 7);
-        assert_true(mk_fit_mig_exact(&g, p1, 9 * GB, 0));
+        const struct mk_gi_profile *p1b = model_find(&a100, "1g.20gb", 7), *p3 = model_find(&a100, "3g.40gb", 7);
+        assert_false(mk_fit_mig_exact(&g, p1, 9 * GB, 0)); /* a seventh of the compute for an eighth of memory */
         assert_false(mk_fit_mig_exact(&g, p1, 4 * GB, 0));
+        assert_true(mk_fit_mig_exact(&g, p1, 12 * GB, 0));
+        assert_true(mk_fit_mig_exact(&g, p1b, 19 * GB, 0));
+        assert_true(mk_fit_mig_exact(&g, p3, 39 * GB, 0));
+        assert_false(mk_fit_mig_exact(&g, p3, 29 * GB, 0));
         assert_true(mk_fit_mig_exact(&g, p7, 0, 0));
         assert_true(mk_fit_mig_exact(&g, p7, 1, 100));
         assert_false(mk_fit_mig_exact(&g, p7, 59 * GB, 0));
-        assert_true(mk_fit_mig_exact(&g, p2, 9 * GB, 25));
-        assert_false(mk_fit_mig_exact(&g, p2, 9 * GB, 20));
+        assert_true(mk_fit_mig_exact(&g, p2, 9 * GB, 27));
+        assert_false(mk_fit_mig_exact(&g, p2, 9 * GB, 25));
 }
 
 /* The MIG fit's switchable rule reads the same with and without the node
