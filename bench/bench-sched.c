@@ -254,21 +254,25 @@ struct mix {
 };
 static const struct mix mixes[] = {
         {"issue", "issue 7's mix: 40% 10 GB, 30% 20 GB, 20% 40 GB, 10% 80 GB (the whole GPU)",
-         {{"10GB", 0.40, 9 * 1024, 0, MODE_ANY}, {"20GB", 0.30, 19 * 1024, 0, MODE_ANY}, {"40GB", 0.20, 39 * 1024, 0, MODE_ANY}, {"80GB", 0.10, 0, 0, MODE_ANY}},
+         {{"10GB", 0.40, 9 * 1024, 0, MODE_ANY}, {"20GB", 0.30, 19 * 1024, 0, MODE_ANY},
+          {"40GB", 0.20, 39 * 1024, 0, MODE_ANY}, {"80GB", 0.10, 0, 0, MODE_ANY}},
          4, false},
         {"inference", "small-model inference: 50% 5 GB, 30% 10 GB, 20% 20 GB",
-         {{"5GB", 0.50, 4608, 0, MODE_ANY}, {"10GB", 0.30, 9 * 1024, 0, MODE_ANY}, {"20GB", 0.20, 19 * 1024, 0, MODE_ANY}},
+         {{"5GB", 0.50, 4608, 0, MODE_ANY}, {"10GB", 0.30, 9 * 1024, 0, MODE_ANY},
+          {"20GB", 0.20, 19 * 1024, 0, MODE_ANY}},
          3, false},
         {"large", "30 GB and 60 GB requests: 30% 10 GB, 20% 20 GB, 30% 30 GB, 20% 60 GB",
-         {{"10GB", 0.30, 9 * 1024, 0, MODE_ANY}, {"20GB", 0.20, 19 * 1024, 0, MODE_ANY}, {"30GB", 0.30, 29 * 1024, 0, MODE_ANY},
-          {"60GB", 0.20, 59 * 1024, 0, MODE_ANY}},
+         {{"10GB", 0.30, 9 * 1024, 0, MODE_ANY}, {"20GB", 0.20, 19 * 1024, 0, MODE_ANY},
+          {"30GB", 0.30, 29 * 1024, 0, MODE_ANY}, {"60GB", 0.20, 59 * 1024, 0, MODE_ANY}},
          4, false},
         {"cores", "gpucores floors: 30% 10 GB, 20% 10 GB + 25% cores, 20% 20 GB, 10% 20 GB + 40% cores, 20% 40 GB",
-         {{"10GB", 0.30, 9 * 1024, 0, MODE_ANY}, {"10GB+25%", 0.20, 9 * 1024, 25, MODE_ANY}, {"20GB", 0.20, 19 * 1024, 0, MODE_ANY},
-          {"20GB+40%", 0.10, 19 * 1024, 40, MODE_ANY}, {"40GB", 0.20, 39 * 1024, 0, MODE_ANY}},
+         {{"10GB", 0.30, 9 * 1024, 0, MODE_ANY}, {"10GB+25%", 0.20, 9 * 1024, 25, MODE_ANY},
+          {"20GB", 0.20, 19 * 1024, 0, MODE_ANY}, {"20GB+40%", 0.10, 19 * 1024, 40, MODE_ANY},
+          {"40GB", 0.20, 39 * 1024, 0, MODE_ANY}},
          5, false},
         {"small", "many small inference pods: 40% 1 GB, 30% 2 GB, 30% 4 GB",
-         {{"1GB", 0.40, 1024, 0, MODE_ANY}, {"2GB", 0.30, 2048, 0, MODE_ANY}, {"4GB", 0.30, 4096, 0, MODE_ANY}},
+         {{"1GB", 0.40, 1024, 0, MODE_ANY}, {"2GB", 0.30, 2048, 0, MODE_ANY},
+          {"4GB", 0.30, 4096, 0, MODE_ANY}},
          3, true},
         {"isolation", "isolation-requiring pods: 30% 10 GB vgpu-mode mig, 20% 20 GB vgpu-mode mig, 10% 8 GB + 100% "
                       "cores, 40% 4 GB (no mode)",
@@ -1217,6 +1221,23 @@ static void acceptance(const struct model *m, size_t n_nodes, size_t n_pods, dou
         trace_done(&t);
 }
 
+/* The smallest cluster (in nodes, at least `lo`) on which policy `p`
+ * rejects nothing of the trace: doubling from `hi`, then binary search. */
+static size_t nodes_needed(const struct model *m, enum policy p, const struct trace *t, size_t lo, size_t hi) {
+        lo = MAX(lo, (size_t) 1);
+        hi = MAX(hi, lo);
+        while (!run_all_fit(m, p, t, hi))
+                hi *= 2;
+        while (lo < hi) {
+                size_t mid = (lo + hi) / 2;
+                if (run_all_fit(m, p, t, mid))
+                        hi = mid;
+                else
+                        lo = mid + 1;
+        }
+        return lo;
+}
+
 /* The smallest cluster (in nodes) on which each policy rejects nothing of
  * one trace, against the offline lower bound. */
 static void gpus_needed(const struct model *m, size_t ref_nodes, size_t n_pods, double load, uint64_t seed,
@@ -1231,18 +1252,8 @@ static void gpus_needed(const struct model *m, size_t ref_nodes, size_t n_pods, 
         static const enum policy needed_shown[] = {P_HAMI_LEGACY, P_HAMI_V210, P_HAMI_V210_BINPACK, P_WHOLE,
                                                    P_MIGKIT, P_MIGKIT_HAMI_PROFILES};
         for (size_t i = 0; i < ELEMENTSOF(needed_shown); i++) {
-                size_t lo = (lb + GPUS_PER_NODE - 1) / GPUS_PER_NODE, hi = (peak + GPUS_PER_NODE - 1) / GPUS_PER_NODE;
-                if (lo == 0)
-                        lo = 1;
-                while (!run_all_fit(m, needed_shown[i], &t, hi))
-                        hi *= 2;
-                while (lo < hi) {
-                        size_t mid = (lo + hi) / 2;
-                        if (run_all_fit(m, needed_shown[i], &t, mid))
-                                hi = mid;
-                        else
-                                lo = mid + 1;
-                }
+                size_t lo = nodes_needed(m, needed_shown[i], &t, (lb + GPUS_PER_NODE - 1) / GPUS_PER_NODE,
+                                         (peak + GPUS_PER_NODE - 1) / GPUS_PER_NODE);
                 printf("  %-22s %5zu nodes = %5zu GPUs   %.3f x the bound (node-rounded bound %u GPUs: %.3f x)\n",
                        policy_names[needed_shown[i]], lo, lo * GPUS_PER_NODE, (double) (lo * GPUS_PER_NODE) / lb,
                        ((lb + GPUS_PER_NODE - 1) / GPUS_PER_NODE) * GPUS_PER_NODE,
@@ -1369,16 +1380,8 @@ static void pools_needed(const struct model *m, size_t ref_nodes, size_t n_pods,
                         sum->needed[p] = 0;
                         continue;
                 }
-                size_t lo = MAX((size_t) 1, (size_t) (lb + GPUS_PER_NODE - 1) / GPUS_PER_NODE), hi = lo * 2;
-                while (!run_all_fit(m, p, &t, hi))
-                        hi *= 2;
-                while (lo < hi) {
-                        size_t mid = (lo + hi) / 2;
-                        if (run_all_fit(m, p, &t, mid))
-                                hi = mid;
-                        else
-                                lo = mid + 1;
-                }
+                size_t lo = nodes_needed(m, p, &t, (lb + GPUS_PER_NODE - 1) / GPUS_PER_NODE,
+                                         2 * ((lb + GPUS_PER_NODE - 1) / GPUS_PER_NODE));
                 printf("  %-15s %5zu nodes = %5zu GPUs   %.3f x the bound\n", policy_names[p], lo, lo * GPUS_PER_NODE,
                        (double) (lo * GPUS_PER_NODE) / lb);
                 sum->needed[p] = (unsigned) (lo * GPUS_PER_NODE);
@@ -1593,7 +1596,8 @@ int main(int argc, char **argv) {
                 }
                 if (!v) {
                         fprintf(stderr, "usage: bench-sched [--nodes N] [--pods N] [--seed N] [--loads a,b] "
-                                        "[--timing-nodes N] [--no-tables] [--no-cache] [--sections accept,needed,time,pools] "
+                                        "[--timing-nodes N] [--no-tables] [--no-cache] "
+                                        "[--sections accept,needed,time,pools] "
                                         "[--mixes issue,inference,large,cores,small,isolation] [--quick]\n");
                         return 2;
                 }
