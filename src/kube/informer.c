@@ -155,44 +155,57 @@ int mk_kube_informer_run(struct mk_kube *k, const char *path, const struct mk_ku
                 .cancel = o->cancel,
         };
 
+        /* As client-go's reflector: LIST, then WATCH from the list's version;
+         * a watch that breaks (the apiserver restarted, the network) is
+         * resumed from the last version seen, and only a version the server
+         * no longer has (410 Gone) or a failed LIST makes it LIST again. */
+        _cleanup_free_ char *rv = NULL;
         for (;;) {
                 if (o->cancel && atomic_load(o->cancel)) {
                         r = mk_error_set(e, -ECANCELED, "informer on %s: cancelled", path);
                         break;
                 }
-                _cleanup_(json_decrefp) json_t *list = NULL;
-                _cleanup_free_ char *rv = NULL;
-                r = mk_kube_list(k, path, &lo, &list, e);
-                if (r >= 0) {
-                        r = sync_list(&in, list, e);
-                        if (r != 0 && in.fn_result != 0)
-                                break;
+                r = 0;
+                if (!rv) {
+                        _cleanup_(json_decrefp) json_t *list = NULL;
+                        r = mk_kube_list(k, path, &lo, &list, e);
+                        if (r >= 0) {
+                                r = sync_list(&in, list, e);
+                                if (r != 0 && in.fn_result != 0)
+                                        break;
+                        }
+                        if (r >= 0) {
+                                const char *v = mk_kube_meta(list, "resourceVersion");
+                                rv = strdup(v ? v : "");
+                                if (!rv) {
+                                        r = -ENOMEM;
+                                        break;
+                                }
+                                log_debug_area("k8s", "Informer on '%s': %zu objects at version '%s'", path,
+                                               json_object_size(in.store), rv);
+                                failures = 0;
+                        }
                 }
                 if (r >= 0) {
-                        const char *v = mk_kube_meta(list, "resourceVersion");
-                        rv = strdup(v ? v : "");
-                        if (!rv) {
-                                r = -ENOMEM;
-                                break;
-                        }
-                        log_debug_area("k8s", "Informer on '%s': %zu objects at version '%s'", path,
-                                       json_object_size(in.store), rv);
-                        failures = 0;
                         r = mk_kube_watch(k, path, &wo, &rv, on_event, &in, e);
                         if (in.fn_result != 0)
                                 break;
                         if (r == 0)
-                                continue; /* cannot happen without `once`; relist */
+                                continue; /* cannot happen without `once`; resume */
                 }
                 if (r == -ECANCELED || !mk_kube_error_is_transient(r))
                         break;
                 failures++;
-                if (r == -ESTALE && failures == 1) {
+                if (r == -ESTALE) {
+                        free(rv);
+                        rv = NULL;
                         log_debug_area("k8s", "Informer on '%s': version too old, relisting", path);
-                        continue;
+                        if (failures == 1)
+                                continue; /* at once; after an outage, with the backoff */
                 }
                 unsigned d = mk_kube_backoff_ms(k, failures, &rnd);
-                log_debug_area("k8s", "Informer on '%s': %s, relisting in %u ms", path, strerror(-r), d);
+                log_debug_area("k8s", "Informer on '%s': %s, %s in %u ms", path, strerror(-r),
+                               rv ? "resuming the watch" : "relisting", d);
                 if (mk_kube_sleep_ms(d, o->cancel) < 0) {
                         r = mk_error_set(e, -ECANCELED, "informer on %s: cancelled", path);
                         break;

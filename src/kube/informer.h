@@ -28,9 +28,11 @@ struct mk_kube_informer_opts {
 };
 
 /* Lists `path` and calls fn with ADDED for each object, then watches from
- * the list's version and calls fn for each change. After a relist (410
- * Gone, or a watch that failed), fn sees only the differences from what it
- * saw before: ADDED, MODIFIED (a new resourceVersion) and DELETED (gone
+ * the list's version and calls fn for each change. A watch that breaks is
+ * resumed from the last version seen (client-go's reflector); a version
+ * the server no longer has (410 Gone) or a failed LIST makes it list
+ * again. After a relist, fn sees only the differences from what it saw
+ * before: ADDED, MODIFIED (a new resourceVersion) and DELETED (gone
  * from the list). Transient errors (mk_kube_error_is_transient) are
  * retried forever with the client's backoff; others end the loop with the
  * error in e. Returns only on those, on fn's request, or on cancel. */
