@@ -18,6 +18,7 @@
 #include "plugin/daemon.h"
 #include "plugin/resources.h"
 #include "spec/plugin-config.h"
+#include "spec/sched-config.h"
 
 #define DEFAULT_MACHINE_TYPE_FILE "/sys/class/dmi/id/product_name"
 
@@ -68,8 +69,9 @@ static void help(void) {
                "                              reserved for the pod; needs the node name and the\n"
                "                              apiserver [MIGKIT_DYNAMIC_MIG]; GPUs with MIG off are shared\n"
                "                              by soft slices (libmigkit-vgpu.so, docs/vgpu.md)\n"
-               "  --device-split-count N      dynamic: ids per shared GPU, its most sharers (10)\n"
-               "                              [DEVICE_SPLIT_COUNT]\n"
+               "  --device-split-count N      dynamic: ids per shared GPU, its most sharers [DEVICE_SPLIT_COUNT]\n"
+               "                              (default: the node's devicesplitcount in --scheduler-config, else 10)\n"
+               "  --scheduler-config PATH     dynamic: `migkit scheduler`'s config [MIGKIT_SCHEDULER_CONFIG]\n"
                "  --vgpu-root PATH            dynamic: soft slices' per-container directories and\n"
                "                              ld.so.preload (" MK_VGPU_DEFAULT_ROOT ") [MIGKIT_VGPU_ROOT]\n"
                "  --vgpu-library PATH         dynamic: the host's libmigkit-vgpu.so mounted into soft slice\n"
@@ -141,7 +143,7 @@ int cli_device_plugin(int argc, char **argv) {
                    *mofed = NULL, *gdrcopy = NULL, *config_file = NULL, *resource_config = NULL,
                    *plugin_path = NULL, *labels = NULL, *nfd_file = NULL, *node_name = NULL, *kubeconfig = NULL,
                    *machine_file = NULL, *dynamic = NULL, *kubelet_socket = NULL, *cdi_dir = NULL,
-                   *vgpu_root = NULL, *vgpu_library = NULL, *split_s = NULL;
+                   *vgpu_root = NULL, *vgpu_library = NULL, *split_s = NULL, *sched_config = NULL;
         const struct cli_option options[] = {
                 {"mig-strategy", 0, required_argument, "MIG_STRATEGY", &mig_strategy},
                 {"fail-on-init-error", 0, optional_argument, "FAIL_ON_INIT_ERROR", &fail_on_init},
@@ -170,6 +172,7 @@ int cli_device_plugin(int argc, char **argv) {
                 {"vgpu-root", 0, required_argument, "MIGKIT_VGPU_ROOT", &vgpu_root},
                 {"vgpu-library", 0, required_argument, "MIGKIT_VGPU_LIBRARY", &vgpu_library},
                 {"device-split-count", 0, required_argument, "DEVICE_SPLIT_COUNT", &split_s},
+                {"scheduler-config", 0, required_argument, "MIGKIT_SCHEDULER_CONFIG", &sched_config},
                 {},
         };
         /* Set but empty means "do not register", so not through the table's
@@ -208,6 +211,13 @@ int cli_device_plugin(int argc, char **argv) {
                         return MK_EXIT_USAGE;
                 }
                 o.soft.split = v;
+        } else if (sched_config && node_name) {
+                /* The node's devicesplitcount, as the scheduler counts sharers. */
+                _cleanup_(mk_sched_config_freep) struct mk_sched_config *sc = NULL;
+                struct mk_error ce = {0};
+                if (mk_sched_config_load(sched_config, &sc, &ce) < 0)
+                        return cli_fail(&ce);
+                o.soft.split = mk_sched_config_split(sc, node_name);
         }
         if (driver_root)
                 o.dp.driver_root = driver_root;

@@ -100,8 +100,12 @@ mkdir -p "$tmp/dp"
   2>"$tmp/harness.log" &
 hpid=$!
 pids+=($hpid)
-"$MIGKIT_BIN" --simulate dgx-a100 device-plugin --dynamic-mig --node-name node-1 --kubeconfig "$tmp/kubeconfig" \
-  --device-plugin-path "$tmp/dp" --vgpu-root "$root" --device-split-count 4 >"$tmp/dp.log" 2>&1 &
+# The node's mode and split count, from the scheduler's config.
+printf 'version: v1\nnodeconfig:\n  - name: node-1\n    operatingmode: hami-core\n    devicesplitcount: 4\n' \
+  >"$tmp/scheduler.yaml"
+MIGKIT_SCHEDULER_CONFIG=$tmp/scheduler.yaml "$MIGKIT_BIN" --simulate dgx-a100 device-plugin --dynamic-mig \
+  --node-name node-1 --kubeconfig "$tmp/kubeconfig" --device-plugin-path "$tmp/dp" --vgpu-root "$root" \
+  >"$tmp/dp.log" 2>&1 &
 pids+=($!)
 wait "$hpid" || die "kubelet-harness: $(tail -n 1 "$tmp/harness.jsonl")"
 alloc=$(grep '"event":"allocate"' "$tmp/harness.jsonl" | head -n 1)
@@ -123,7 +127,7 @@ assert mounts == {"/usr/local/vgpu": (f"{root}/containers/{uid}_0", False),
                   "/usr/lib/migkit/libmigkit-vgpu.so": (f"{root}/libmigkit-vgpu.so", True),
                   "/etc/ld.so.preload": (f"{root}/ld.so.preload", True)}, mounts
 caps = [json.loads(l) for l in open(sys.argv[6]) if '"event":"capacity"' in l]
-assert caps and caps[0]["capacity"] == 8 * 4, caps[0]  # 8 shared GPUs x --device-split-count 4
+assert caps and caps[0]["capacity"] == 8 * 4, caps[0]  # 8 shared GPUs x the node's devicesplitcount 4
 # The mounts, emulated: a container path under a mount -> its host path.
 def host(p):
     for c, (h, _) in sorted(mounts.items(), key=lambda m: -len(m[0])):
@@ -162,7 +166,8 @@ pids+=($hold)
 for ((i = 0; i < 100; i++)); do grep -q ready "$tmp/hold.out" && break; sleep 0.1; done
 grep -q ready "$tmp/hold.out" || fail "hold: $(cat "$tmp/hold.out")"
 mport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-"$MIGKIT_BIN" --simulate dgx-a100 scheduler node --node-name node-1 --kubeconfig "$tmp/kubeconfig" \
+MIGKIT_SCHEDULER_CONFIG=$tmp/scheduler.yaml "$MIGKIT_BIN" --simulate dgx-a100 scheduler node --node-name node-1 \
+  --kubeconfig "$tmp/kubeconfig" \
   --metrics-address "127.0.0.1:$mport" --vgpu-root "$root" --resync 1s >"$tmp/agent.log" 2>&1 &
 agent=$!
 pids+=($agent)
