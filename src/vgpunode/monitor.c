@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -85,13 +84,16 @@ static json_t *read_identity(const char *containers, const char *name) {
         return j;
 }
 
-/* Maps <containers>/<name>/<region file> read-only: 1 and *ret, 0 when
- * there is none, -EPROTO/-errno when it is not a region of ours. */
-static int map_region(int containers_fd, const char *name, const struct vgpu_region **ret) {
+/* Reads <containers>/<name>/<region file> into a malloc'd copy: 1 and
+ * *ret, 0 when there is none, -EPROTO/-errno when it is not a region of
+ * ours. A copy, not a mapping: the container owns the file and could
+ * truncate it under a mapping (SIGBUS in the agent); a copy read while
+ * processes charge is what a scrape sees at one moment per counter. */
+static int read_region(int containers_fd, const char *name, struct vgpu_region **ret) {
         _cleanup_close_ int dfd = openat(containers_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (dfd < 0)
                 return errno == ENOENT || errno == ENOTDIR ? 0 : -errno;
-        /* The container owns this directory: no symlink is followed. */
+        /* The container owns this directory: no symlink is followed, no FIFO opened blocking. */
         _cleanup_close_ int fd = openat(dfd, MK_VGPU_REGION_FILE, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
         if (fd < 0)
                 return errno == ENOENT ? 0 : -errno;
@@ -100,15 +102,22 @@ static int map_region(int containers_fd, const char *name, const struct vgpu_reg
                 return -errno;
         if (!S_ISREG(st.st_mode) || (uint64_t) st.st_size != sizeof(struct vgpu_region))
                 return -EPROTO;
-        void *m = mmap(NULL, sizeof(struct vgpu_region), PROT_READ, MAP_SHARED, fd, 0);
-        if (m == MAP_FAILED)
-                return -errno;
-        char err[256];
-        if (vgpu_region_validate(m, (uint64_t) st.st_size, err, sizeof(err)) < 0) {
-                munmap(m, sizeof(struct vgpu_region));
-                return -EPROTO;
+        _cleanup_free_ struct vgpu_region *m = malloc(sizeof(*m));
+        if (!m)
+                return -ENOMEM;
+        size_t got = 0;
+        while (got < sizeof(*m)) {
+                ssize_t n = pread(fd, (char *) m + got, sizeof(*m) - got, (off_t) got);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n <= 0)
+                        return n < 0 ? -errno : -EPROTO;  /* truncated meanwhile */
+                got += (size_t) n;
         }
-        *ret = m;
+        char err[256];
+        if (vgpu_region_validate(m, sizeof(*m), err, sizeof(err)) < 0)
+                return -EPROTO;
+        *ret = TAKE_PTR(m);
         return 1;
 }
 
@@ -192,8 +201,8 @@ static int scan_root(const char *root, struct scan *s, struct mk_error *e) {
                 unsigned index;
                 if (mk_vgpu_container_name_parse(de->d_name, uid, &index) < 0)
                         continue;
-                const struct vgpu_region *reg = NULL;
-                int q = map_region(dirfd(dir), de->d_name, &reg);
+                struct vgpu_region *reg = NULL;
+                int q = read_region(dirfd(dir), de->d_name, &reg);
                 if (q < 0) {
                         s->unreadable++;
                         log_debug_area_errno(AREA, q, "Region of '%s/%s' skipped: %m", containers, de->d_name);
@@ -203,7 +212,7 @@ static int scan_root(const char *root, struct scan *s, struct mk_error *e) {
                 json_t *id = read_identity(containers, de->d_name);
                 r = scan_one(s, reg, id, uid);
                 json_decref(id);
-                munmap((void *) reg, sizeof(*reg));
+                free(reg);
         }
         closedir(dir);
         return r < 0 ? mk_error_set(e, r, "out of memory") : 0;

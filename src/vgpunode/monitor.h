@@ -1,7 +1,8 @@
 /* The soft slice monitor (docs/vgpu.md "Monitor"): Prometheus metrics of
  * every container directory under the vgpu root (dirs.h), read from the
- * region file libmigkit-vgpu.so keeps there (vgpu/region.h, mapped
- * read-only: the monitor never writes a region) and the identity file the
+ * region file libmigkit-vgpu.so keeps there (vgpu/region.h, read into a
+ * copy: the monitor never writes a region, and a container truncating its
+ * file cannot fault the reader) and the identity file the
  * device plugin wrote beside it. Metric names are HAMi's vGPU monitor's
  * where HAMi has one (cmd/vGPUmonitor/metrics.go, v2.x "legacy" names):
  *   vGPU_device_memory_usage_in_bytes, vGPU_device_memory_limit_in_bytes,

@@ -248,6 +248,13 @@ static void test_metrics(void **state) {
         assert_int_equal(mk_vgpu_metrics(root, &b, &e), 0);
         snprintf(want, sizeof(want), "\nvGPU_device_memory_usage_in_bytes{%s} 0\n", l0);
         assert_non_null(strstr(mk_buf_str(&b), want));
+        /* A region file the container truncated or replaced by a FIFO: skipped, counted. */
+        snprintf(p, sizeof(p), "%s/containers/" UID2 "_0/" MK_VGPU_REGION_FILE, root);
+        assert_int_equal(unlink(p), 0);
+        assert_int_equal(mkfifo(p, 0644), 0);
+        mk_buf_reset(&b);
+        assert_int_equal(mk_vgpu_metrics(root, &b, &e), 0);
+        assert_non_null(strstr(mk_buf_str(&b), "\nmigkit_vgpu_regions_unreadable 1\n"));
         /* Over the cap: an error, never a cut answer. */
         struct mk_buf small;
         mk_buf_init(&small, 100);
