@@ -17,64 +17,8 @@
 #
 # Runs only when MIGKIT_K8S_TESTENV names scripts/k8s-testenv (CI sets it).
 set -euo pipefail
-if [ -z "${MIGKIT_K8S_TESTENV:-}" ]; then
-  echo "SKIP: MIGKIT_K8S_TESTENV is unset (no test kube-apiserver)"
-  exit 0
-fi
-: "${MIGKIT_BIN:?}" "${MIGKIT_SOURCE_DIR:?}"
-mkdir -p "${MIGKIT_TEST_TMP:-/tmp}"
-tmp=$(mktemp -d "${MIGKIT_TEST_TMP:-/tmp}/test-scheduler-pool.XXXXXX")
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do
-    kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true
-  done
-  "$MIGKIT_K8S_TESTENV" stop "$tmp/k8s" >/dev/null 2>&1 || true
-  [ -n "${MIGKIT_KEEP_TEST_TMP:-}" ] || rm -rf "$tmp"
-}
-trap cleanup EXIT
-fail() {
-  echo "FAIL: $*" >&2
-  for f in ext.log ag-mig.log ag-soft.log ag-mixed.log k8s/kube-scheduler.log; do
-    echo "--- $f (last 30 lines):" >&2
-    tail -n 30 "$tmp/$f" >&2 2>/dev/null || true
-  done
-  exit 1
-}
-step() { echo "--- $* ($SECONDS s)"; }
-unset MIGKIT_SIM_FAULTS NODE_NAME MIGKIT_SCHEDULER_CONFIG
-
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-port=$(free_port)
-hport=$(free_port)
-
-cat >"$tmp/kube-scheduler.yaml" <<EOF
-apiVersion: kubescheduler.config.k8s.io/v1beta1
-kind: KubeSchedulerConfiguration
-clientConnection:
-  kubeconfig: $tmp/k8s/kubeconfig
-leaderElection:
-  leaderElect: false
-healthzBindAddress: 127.0.0.1:$hport
-metricsBindAddress: 127.0.0.1:$hport
-extenders:
-- urlPrefix: http://127.0.0.1:$port
-  filterVerb: filter
-  prioritizeVerb: prioritize
-  bindVerb: bind
-  weight: 1
-  nodeCacheCapable: true
-  httpTimeout: 30s
-  managedResources:
-  - name: nvidia.com/gpu
-    ignoredByScheduler: false
-  - name: nvidia.com/gpumem
-    ignoredByScheduler: true
-  - name: nvidia.com/gpumem-percentage
-    ignoredByScheduler: true
-  - name: nvidia.com/gpucores
-    ignoredByScheduler: true
-EOF
+. "$(dirname "$0")/sched-lib.sh"
+fail_logs=(ext.log ag-mig.log ag-soft.log ag-mixed.log k8s/kube-scheduler.log)
 
 cat >"$tmp/sched-config.yaml" <<'EOF'
 version: v1
@@ -101,17 +45,7 @@ nodeconfig:
 EOF
 "$MIGKIT_BIN" scheduler check "$tmp/sched-config.yaml" >/dev/null || fail "config check failed"
 
-"$MIGKIT_K8S_TESTENV" build >/dev/null || fail "k8s-testenv build failed"
-envlines=$("$MIGKIT_K8S_TESTENV" start "$tmp/k8s" --owner-pid $$ --scheduler \
-  --scheduler-arg "--config=$tmp/kube-scheduler.yaml") || fail "k8s-testenv start failed"
-eval "$envlines"
-kc() { "$MIGKIT_K8S_KUBECTL" "$@"; }
-api() { # METHOD PATH [curl args...]
-  curl -sS --cacert "$MIGKIT_K8S_CA" -H "Authorization: Bearer $MIGKIT_K8S_TOKEN" -X "$1" \
-    "$MIGKIT_K8S_SERVER$2" "${@:3}"
-}
-sim() { MIGKIT_SIM_STATE=$tmp/sim-$1.json "$MIGKIT_BIN" -q --simulate dgx-a100 "${@:2}"; }
-ann() { kc get pod "$1" -o "jsonpath={.metadata.annotations.migkit\\.io/$2}"; }
+sched_start_k8s
 
 step "three fake GPU nodes: MIG on every GPU (mig), on none (soft), on GPUs 0-3 (mixed)"
 cat >"$tmp/mig.yaml" <<'EOF'
@@ -131,17 +65,7 @@ EOF
 sim mig apply -f "$tmp/mig.yaml" -c all-enabled >/dev/null || fail "enabling MIG on pool-mig failed"
 sim mixed apply -f "$tmp/mig.yaml" -c half >/dev/null || fail "enabling MIG on half of pool-mixed failed"
 for n in mig soft mixed; do
-  kc create -f - >/dev/null <<EOF || fail "create node $n"
-apiVersion: v1
-kind: Node
-metadata:
-  name: pool-$n
-  labels: {kubernetes.io/hostname: pool-$n}
-EOF
-  out=$(api PATCH "/api/v1/nodes/pool-$n/status" -H 'Content-Type: application/merge-patch+json' \
-    --data '{"status":{"capacity":{"cpu":"64","memory":"512Gi","pods":"110","nvidia.com/gpu":"80"},"allocatable":{"cpu":"64","memory":"512Gi","pods":"110","nvidia.com/gpu":"80"},"conditions":[{"type":"Ready","status":"True","reason":"Test","message":"test","lastHeartbeatTime":"2024-01-01T00:00:00Z","lastTransitionTime":"2024-01-01T00:00:00Z"}]}}') \
-    || fail "node $n status: $out"
-  kc taint node "pool-$n" node.kubernetes.io/not-ready:NoSchedule- >/dev/null || fail "untaint $n"
+  fake_gpu_node "pool-$n" 80
 done
 
 step "node agents publish the inventories with each GPU's mode"
@@ -200,26 +124,6 @@ spec:
     resources:
       limits: {nvidia.com/gpu: "1", nvidia.com/gpumem: "$2", nvidia.com/gpucores: "$3"}
 EOF
-}
-wait_bound() {
-  local n=""
-  for ((i = 0; i < 200; i++)); do
-    n=$(kc get pod "$1" -o 'jsonpath={.spec.nodeName}')
-    [ -z "$n" ] || break
-    sleep 0.2
-  done
-  [ -n "$n" ] || fail "pod $1 not bound: $(kc get pod "$1" -o 'jsonpath={.status.conditions}')"
-  echo "$n"
-}
-wait_devices() {
-  local d=""
-  for ((i = 0; i < 200; i++)); do
-    d=$(ann "$1" mig-devices)
-    [ -z "$d" ] || break
-    sleep 0.2
-  done
-  [ -n "$d" ] || fail "pod $1: no devices recorded"
-  echo "$d"
 }
 # check POD NODE MODE: the reservation, the recorded devices and the node's
 # inventory agree, and the device sits on a GPU of that mode.
