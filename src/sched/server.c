@@ -81,7 +81,7 @@ int mk_sched_bind(struct mk_sched *s, struct mk_kube *k, const struct mk_bind_ar
                 return mk_error_set(e, -EINVAL, "pod name too long");
         struct mk_sched_stats *st = mk_sched_stats(s);
         int r = -EBUSY;
-        struct mk_claim chosen = {0}; /* the reservation made, when the pod named no mode */
+        _cleanup_free_ struct mk_claim *chosen = NULL; /* the reservation made, when the pod named no mode */
         for (unsigned attempt = 0; attempt < MK_SCHED_BIND_ATTEMPTS && r == -EBUSY; attempt++) {
                 json_t *pod = NULL;
                 r = mk_kube_get(k, path, &pod, e);
@@ -123,7 +123,7 @@ int mk_sched_bind(struct mk_sched *s, struct mk_kube *k, const struct mk_bind_ar
                         if (r < 0)
                                 mk_sched_unreserve(s, a->pod_uid);
                         else if (choose)
-                                chosen = *c;
+                                chosen = TAKE_PTR(c);
                 }
                 free(c);
                 json_decref(pod);
@@ -137,8 +137,8 @@ int mk_sched_bind(struct mk_sched *s, struct mk_kube *k, const struct mk_bind_ar
         snprintf(bpath, sizeof(bpath), "%s/binding", path);
         r = mk_kube_post(k, bpath, binding, NULL, e);
         json_decref(binding);
-        if (r >= 0 && chosen.n_devices > 0)
-                post_mode_chosen(k, a, &chosen);
+        if (r >= 0 && chosen)
+                post_mode_chosen(k, a, chosen);
         if (r < 0) {
                 mk_sched_unreserve(s, a->pod_uid);
                 json_t *ch = json_pack("{s:n}", MK_ANN_RESERVATION);
