@@ -165,6 +165,12 @@ static int write_all(int fd, const char *data, size_t len) {
 }
 
 int mk_write_file_atomic(const char *path, const void *data, size_t len, mode_t mode, struct mk_error *e) {
+        /* rename() would replace a device node or a FIFO as well (root writing
+         * to /dev/full replaced the device): only a file or a link is replaced. */
+        struct stat st;
+        if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode))
+                return mk_error_set(e, S_ISDIR(st.st_mode) ? -EISDIR : -EEXIST,
+                                    "Failed to write '%s': it exists and is not a regular file", path);
         _cleanup_free_ char *tmp = NULL;
         _cleanup_close_ int fd = open_temp_beside(path, &tmp, e);
         if (fd < 0)

@@ -39,7 +39,9 @@ int mk_read_text_file(const char *path, size_t cap, char **ret, struct mk_error 
  * over `path`, then the directory fsync'ed. A reader sees the old content
  * or the new, never a part. On failure the temporary file is removed,
  * `path` is untouched and the message names the path and the step
- * ("(write)", "(rename)", ...). */
+ * ("(write)", "(rename)", ...). A `path` that exists and is neither a
+ * regular file nor a symbolic link (a directory, a device, a FIFO) is not
+ * replaced: -EISDIR or -EEXIST. */
 int mk_write_file_atomic(const char *path, const void *data, size_t len, mode_t mode, struct mk_error *e)
         _nonnull_(1) _wur_;
 

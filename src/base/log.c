@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "base/log.h"
+#include "base/macro.h"
 
 #define MK_LOG_LINE_MAX 4096
 #define MK_LOG_AREAS_MAX 256
@@ -28,12 +29,41 @@ void mk_log_set_fd(int fd) {
         log_fd = fd;
 }
 
+/* The areas log_debug_area() callers use ("none" switches every area off). */
+static const char *const known_areas[] = {"all", "none", "grpc", "k8s", "nvml", "pci", "plugin", "sched", "service", "spawn"};
+
+const char *mk_log_known_areas(void) {
+        return "all, grpc, k8s, nvml, pci, plugin, sched, service, spawn";
+}
+
+int mk_log_check_areas(const char *areas, char *ret_bad, size_t size) {
+        if (!areas || !*areas)
+                return -EINVAL;
+        for (const char *p = areas; *p;) {
+                size_t len = strcspn(p, ", ");
+                bool known = len == 0;
+                for (size_t i = 0; i < ELEMENTSOF(known_areas) && !known; i++)
+                        known = strlen(known_areas[i]) == len && strncmp(known_areas[i], p, len) == 0;
+                if (!known) {
+                        if (ret_bad && size)
+                                snprintf(ret_bad, size, "%.*s", (int) len, p);
+                        return -ENOENT;
+                }
+                p += len;
+                p += strspn(p, ", ");
+        }
+        return 0;
+}
+
 int mk_log_parse_debug(const char *areas) {
         if (!areas || !*areas)
                 return -EINVAL;
         size_t n = strlen(areas);
         if (n + 3 > sizeof(log_areas))
                 return -EINVAL;
+        int r = mk_log_check_areas(areas, NULL, 0);
+        if (r < 0)
+                return r;
         log_areas[0] = ',';
         for (size_t i = 0; i < n; i++)
                 log_areas[i + 1] = areas[i] == ' ' ? ',' : areas[i];

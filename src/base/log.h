@@ -1,7 +1,7 @@
 /* klog-compatible logging to stderr:
  *   I1121 23:17:10.000123    1234 file.c:42] message
  * Levels error < warning < info < debug; debug lines can also be switched on
- * per area (nvml, k8s, plugin, sched, spawn, sim...) with mk_log_parse_debug().
+ * per area (nvml, k8s, plugin, sched, spawn...) with mk_log_parse_debug().
  * Library modules log at debug only; the caller that decides logs failures,
  * once (STYLE.md habits 14-15). Thread-safe: one write(2) per line. */
 #pragma once
@@ -21,9 +21,15 @@ void mk_log_set_level(enum mk_log_level level);
 enum mk_log_level mk_log_get_level(void);
 
 /* "all", or a comma list of areas ("nvml,k8s") whose debug lines are shown
- * even below MK_LOG_DEBUG. Unknown areas are accepted (forward compatible).
- * Returns 0 or -EINVAL for an empty or over-long list. */
+ * even below MK_LOG_DEBUG ("none": no area). Returns 0, -EINVAL for an empty
+ * or over-long list, -ENOENT when it names an area no caller logs (a typo
+ * would otherwise show nothing, silently): mk_log_check_areas() says which. */
 int mk_log_parse_debug(const char *areas);
+/* 0 when every area of the list is known, else -ENOENT with the first unknown
+ * one copied to ret_bad (size bytes, may be 0). */
+int mk_log_check_areas(const char *areas, char *ret_bad, size_t size);
+/* The known areas, for messages: "all, grpc, k8s, ...". */
+const char *mk_log_known_areas(void);
 bool mk_log_area_enabled(const char *area);
 
 /* Where lines go: a file descriptor (default 2). For tests. */

@@ -1,5 +1,7 @@
+#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -167,4 +169,40 @@ int mk_parse_duration_ms(const char *s, uint64_t *ret) {
         }
         *ret = total;
         return 0;
+}
+
+static size_t edit_distance(const char *a, const char *b) {
+        size_t la = strlen(a), lb = strlen(b), row[64];
+        for (size_t j = 0; j <= lb; j++)
+                row[j] = j;
+        for (size_t i = 1; i <= la; i++) {
+                size_t diag = row[0];
+                row[0] = i;
+                for (size_t j = 1; j <= lb; j++) {
+                        size_t up = row[j];
+                        size_t sub = diag + (tolower((unsigned char) a[i - 1]) != tolower((unsigned char) b[j - 1]));
+                        size_t best = MIN(up + 1, row[j - 1] + 1);
+                        row[j] = MIN(best, sub);
+                        diag = up;
+                }
+        }
+        return row[lb];
+}
+
+const char *mk_closest_word(const char *word, const char *const *candidates, size_t n) {
+        if (!word || strlen(word) > 63)
+                return NULL;
+        const char *best = NULL;
+        size_t best_d = SIZE_MAX;
+        for (size_t i = 0; i < n; i++) {
+                const char *c = candidates[i];
+                if (!c || strlen(c) > 63)
+                        continue;
+                size_t d = edit_distance(word, c), longer = MAX(strlen(word), strlen(c));
+                if (d < best_d && d <= 2 && 2 * d < longer) {
+                        best = c;
+                        best_d = d;
+                }
+        }
+        return best;
 }

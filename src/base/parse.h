@@ -8,6 +8,7 @@
 #pragma once
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "base/macro.h"
@@ -34,3 +35,10 @@ int mk_parse_bool(const char *s, bool *ret) _nonnull_(2) _wur_;
  * "s", "ms" ("2m", "30s", "500ms", "1m30s"), or a bare "0". Fractions and
  * units below a millisecond are -EINVAL; over UINT64_MAX ms is -ERANGE. */
 int mk_parse_duration_ms(const char *s, uint64_t *ret) _nonnull_(2) _wur_;
+
+/* For "did you mean": the candidate (of n, NULL entries skipped) closest to
+ * `word` by edit distance (insertions, deletions, substitutions; case
+ * ignored), if it is close enough to be a typo: at most 2 edits and fewer than
+ * half of the longer word. NULL when none is. Words longer than 63 bytes match
+ * nothing. */
+const char *mk_closest_word(const char *word, const char *const *candidates, size_t n);

@@ -159,6 +159,18 @@ static const char *ci_uuid_short(const char *uuid) {
         return uuid[0] ? uuid : "-";
 }
 
+/* "MIG disabled -> enabled (GPU reset needed)"; a mode an earlier apply set
+ * without the reset (--skip-reset) says so: "(pending since an earlier apply,
+ * GPU reset needed)". */
+static void mode_words(const struct mk_gpu *g, const struct mk_gpu_plan *p, const char *reset, char *buf,
+                       size_t size) {
+        enum mk_mig_mode want = p->mig_enabled ? MK_MIG_ENABLED : MK_MIG_DISABLED;
+        bool pending = g->mig_pending == want && g->mig_current != want;
+        snprintf(buf, size, "MIG %s -> %s%s%s%s", cli_mig_mode_str(g->mig_current), p->mig_enabled ? "enabled" : "disabled",
+                 pending ? " (pending since an earlier apply" : "", pending && p->reset_needed ? ", " : pending ? ")" : "",
+                 p->reset_needed ? (pending ? reset + 2 : reset) : "");
+}
+
 static void print_plan_table(const struct mk_snapshot *s, const struct mk_gpu_plan *p, bool mode_only) {
         for (size_t i = 0; i < s->n_gpus; i++) {
                 const struct mk_gpu *g = &s->gpus[i];
@@ -169,9 +181,10 @@ static void print_plan_table(const struct mk_snapshot *s, const struct mk_gpu_pl
                         printf("%s\n", g->mig_capable ? "MIG disabled, as configured" : "not MIG-capable, left alone");
                         continue;
                 }
+                char mode[128];
+                mode_words(g, gp, " (GPU reset needed)", mode, sizeof(mode));
                 if (gp->mode_change)
-                        printf("MIG %s -> %s%s\n", cli_mig_mode_str(g->mig_current), gp->mig_enabled ? "enabled" : "disabled",
-                               gp->reset_needed ? " (GPU reset needed)" : "");
+                        printf("%s\n", mode);
                 else if (!gp->layout_change || mode_only)
                         printf("already as configured\n");
                 else
@@ -355,9 +368,11 @@ static void plan_words(const struct mk_gpu *g, const struct mk_gpu_plan *p, bool
                 used = k_ > 0 ? MIN(used + (size_t) k_, size - 1) : used;                      \
         } while (0)
         buf[0] = 0;
-        if (p->mode_change)
-                ADD("MIG %s -> %s%s", cli_mig_mode_str(g->mig_current), p->mig_enabled ? "enabled" : "disabled",
-                    p->reset_needed ? " (reset)" : "");
+        if (p->mode_change) {
+                char mode[128];
+                mode_words(g, p, " (reset)", mode, sizeof(mode));
+                ADD("%s", mode);
+        }
         if (!mode_only) {
                 size_t n_destroy = 0;
                 for (size_t k = 0; k < p->n_destroy; k++)

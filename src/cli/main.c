@@ -1,4 +1,7 @@
+#include <dlfcn.h>
+#include <errno.h>
 #include <getopt.h>
+#include <jansson.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -130,6 +133,45 @@ static bool file_exists(const char *p) {
         return stat(p, &st) == 0 && S_ISREG(st.st_mode);
 }
 
+/* Before NVML is loaded: a state file of another machine is refused (an
+ * exported MIGKIT_SIM_STATE outlives the --simulate it was made for), and a
+ * missing one is made now by the simulator's control API, so a machine name it
+ * does not know is one clear error, not an NVML initialisation failure after it. */
+static int sim_prepare(const char *lib, const char *state, const char *machine, bool from_env) {
+        struct stat st;
+        if (stat(state, &st) == 0) {
+                if (!from_env)
+                        return 0;
+                json_error_t je;
+                json_t *j = json_load_file(state, 0, &je);
+                const char *had = json_string_value(json_object_get(j, "machine"));
+                int r = 0;
+                if (had && !streq(had, machine)) {
+                        fprintf(stderr,
+                                "Error: --simulate %s, but the state file '%s' (MIGKIT_SIM_STATE) holds a simulated "
+                                "'%s': unset MIGKIT_SIM_STATE, or use --simulate %s\n",
+                                machine, state, had, had);
+                        r = -EEXIST;
+                }
+                json_decref(j);
+                return r;
+        }
+        void *dl = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
+        if (!dl)
+                return 0; /* loading NVML reports it */
+        int (*create)(const char *, unsigned) = NULL;
+        const char *(*last_error)(void) = NULL;
+        void *sym = dlsym(dl, "mksim_create_machine");
+        memcpy(&create, &sym, sizeof(sym));
+        sym = dlsym(dl, "mksim_last_error");
+        memcpy(&last_error, &sym, sizeof(sym));
+        int r = create && last_error ? create(machine, 0) : 0;
+        if (r < 0 && r != -EEXIST)
+                fprintf(stderr, "Error: --simulate %s: %s\n", machine, last_error());
+        (void) dlclose(dl);
+        return r == -EEXIST ? 0 : r;
+}
+
 /* Points NVML at the simulator library and a per-machine state file. The
  * simulator reads its configuration from the environment only. */
 static int setup_simulation(const char *machine) {
@@ -216,6 +258,64 @@ static int setup_simulation(const char *machine) {
                         return -errno;
         }
         log_debug("Simulating '%s' with '%s', state in '%s'", machine, lib, state);
+        return sim_prepare(lib, state, machine, env_state && *env_state);
+}
+
+static int set_debug_areas(const char *areas) {
+        char bad[64] = "";
+        if (mk_log_check_areas(areas, bad, sizeof(bad)) == -ENOENT) {
+                fprintf(stderr, "Error: invalid --debug-areas '%s': unknown area '%s' (known: %s)\n", areas, bad,
+                        mk_log_known_areas());
+                return -ENOENT;
+        }
+        if (mk_log_parse_debug(areas) < 0) {
+                fprintf(stderr, "Error: invalid --debug-areas '%s'\n", areas);
+                return -EINVAL;
+        }
+        return 0;
+}
+
+/* The global options a user puts after the command (`migkit profiles
+ * --simulate X`): no command has options of these names, so they are moved
+ * before the command (up to a "--"), where a daemon command run through
+ * exec_command() finds them too, and applied. argv[0] is the command; *ret_moved
+ * is how many arguments now stand before it. */
+static int take_global_options(int argc, char **argv, const char **simulate, int *ret_moved) {
+        char *moved[argc > 0 ? argc : 1], *rest[argc > 0 ? argc : 1];
+        int n_moved = 0, n_rest = 0;
+        for (int i = 1; i < argc; i++) {
+                const char *a = argv[i], *v = NULL;
+                if (streq(a, "--")) {
+                        while (i < argc)
+                                rest[n_rest++] = argv[i++];
+                        break;
+                }
+                bool sim = streq(a, "--simulate") || strncmp(a, "--simulate=", 11) == 0;
+                bool areas = streq(a, "--debug-areas") || strncmp(a, "--debug-areas=", 14) == 0;
+                if (!sim && !areas) {
+                        rest[n_rest++] = argv[i];
+                        continue;
+                }
+                moved[n_moved++] = argv[i];
+                const char *eq = strchr(a, '=');
+                if (eq)
+                        v = eq + 1;
+                else if (i + 1 < argc)
+                        v = moved[n_moved++] = argv[++i];
+                else {
+                        fprintf(stderr, "Error: option '%s' requires an argument\n", a);
+                        return -EINVAL;
+                }
+                if (sim)
+                        *simulate = v;
+                else if (set_debug_areas(v) < 0)
+                        return -EINVAL;
+        }
+        char *cmd = argv[0];
+        memcpy(argv, moved, n_moved * sizeof(char *));
+        argv[n_moved] = cmd;
+        memcpy(argv + n_moved + 1, rest, n_rest * sizeof(char *));
+        *ret_moved = n_moved;
         return 0;
 }
 
@@ -246,10 +346,8 @@ int cli_main(int argc, char **argv) {
                         mk_log_set_level(MK_LOG_DEBUG);
                         break;
                 case ARG_DEBUG_AREAS:
-                        if (mk_log_parse_debug(optarg) < 0) {
-                                fprintf(stderr, "Error: invalid --debug-areas '%s'\n", optarg);
+                        if (set_debug_areas(optarg) < 0)
                                 return MK_EXIT_USAGE;
-                        }
                         break;
                 case 'q':
                         mk_log_set_level(MK_LOG_ERROR);
@@ -269,9 +367,6 @@ int cli_main(int argc, char **argv) {
                 help();
                 return MK_EXIT_USAGE;
         }
-        if (simulate && setup_simulation(simulate) < 0)
-                return MK_EXIT_FAILURE;
-
         static const struct {
                 const char *name;
                 int (*run)(int argc, char **argv);
@@ -296,10 +391,15 @@ int cli_main(int argc, char **argv) {
         }
         for (size_t i = 0; i < ELEMENTSOF(commands); i++)
                 if (streq(cmd, commands[i].name)) {
+                        int moved = 0;
+                        if (take_global_options(argc - optind, argv + optind, &simulate, &moved) < 0)
+                                return MK_EXIT_USAGE;
+                        int sub_argc = argc - optind - moved;
+                        char **sub_argv = argv + optind + moved;
+                        if (simulate && setup_simulation(simulate) < 0)
+                                return MK_EXIT_FAILURE;
                         if (!commands[i].run)
                                 return exec_command(cmd, argv);
-                        int sub_argc = argc - optind;
-                        char **sub_argv = argv + optind;
                         optind = 0; /* GNU getopt: re-initialise for the subcommand */
                         return commands[i].run(sub_argc, sub_argv);
                 }

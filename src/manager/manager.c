@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -183,6 +184,12 @@ struct mgr {
         bool seen_node, changed, informer_done;
         int informer_r;
         struct mk_error informer_e;
+
+        /* A label naming a config the file does not have: no retry can fix
+         * it, so none until the label or the config file changes. */
+        bool no_retry;
+        struct stat cfg_st;              /* the config file when that failure happened */
+        struct mk_config *reloaded;      /* the config file read again after it changed */
 
         /* per run */
         const char *run_config;
@@ -545,6 +552,7 @@ static int reboot_for(struct mgr *m, const char *name, struct mk_error *e) {
 /* One reconfigure run for label value `name` (NULL: no label: only restore). */
 static int reconcile(struct mgr *m, const char *name) {
         struct mk_error e = {0};
+        m->no_retry = false;
         json_t *node = NULL;
         int r = get_node(m, &node, &e);
         if (r < 0) {
@@ -565,8 +573,16 @@ static int reconcile(struct mgr *m, const char *name) {
         const struct mk_named_config *nc = NULL;
         r = mk_config_select(m->c, name, &nc, &e);
         if (r < 0) {
-                mk_error_set(&e, -ENOENT, "no config named '%s' in '%s'", name,
-                             m->o->config_file ? m->o->config_file : m->c->file);
+                const char *file = m->o->config_file ? m->o->config_file : m->c->file;
+                char names[256];
+                (void) mk_config_names(m->c, names, sizeof(names));
+                mk_error_set(&e, -ENOENT,
+                             "no config named '%s' in '%s' (it has: %s); not retried until the label or that file "
+                             "changes",
+                             name, file, m->c->n_configs ? names : "none");
+                m->no_retry = true;
+                if (!file || stat(file, &m->cfg_st) < 0)
+                        m->cfg_st = (struct stat){0};
                 return fail_run(m, -ENOENT, name, &e);
         }
 
@@ -677,6 +693,30 @@ static void *informer_thread(void *userdata) {
         return NULL;
 }
 
+/* After an unknown config: has the config file changed since? Then read it
+ * again (a ConfigMap update, an edited file) so the label gets another try. */
+static bool config_file_changed(struct mgr *m) {
+        const char *file = m->o->config_file;
+        struct stat st;
+        if (!file || stat(file, &st) < 0)
+                return false;
+        if (st.st_ino == m->cfg_st.st_ino && st.st_dev == m->cfg_st.st_dev && st.st_size == m->cfg_st.st_size &&
+            st.st_mtim.tv_sec == m->cfg_st.st_mtim.tv_sec && st.st_mtim.tv_nsec == m->cfg_st.st_mtim.tv_nsec)
+                return false;
+        m->cfg_st = st;
+        struct mk_config *c = NULL;
+        struct mk_error e = {0};
+        if (mk_config_load(file, &c, &e) < 0) {
+                log_err("The MIG config file changed but cannot be read", &e);
+                return false;
+        }
+        log_info("MIG config file '%s' changed: trying the label again", file);
+        mk_config_free(m->reloaded);
+        m->reloaded = c;
+        m->c = c;
+        return true;
+}
+
 static bool node_name_valid(const char *s) {
         size_t n = strlen(s);
         if (n == 0 || n > MK_MAX_NODE_NAME)
@@ -710,6 +750,14 @@ int mk_manager_run(struct mk_kube *k, const struct mk_config *c, const struct mk
                 return log_error_errno(r, "Cannot start the node watch: %m");
         }
         log_info("Watching node '%s' for %s", o->node, MK_MANAGER_CONFIG_LABEL);
+        {
+                /* A mistyped -n or a node not registered yet: say why nothing happens. */
+                json_t *probe = NULL;
+                struct mk_error pe = {0};
+                if (get_node(&m, &probe, &pe) == -ENOENT)
+                        log_info("Node '%s' does not exist yet: waiting for it (is -n the node's name?)", o->node);
+                json_decref(probe);
+        }
 
         unsigned initial = o->backoff_initial_s ? o->backoff_initial_s : MK_MANAGER_DEFAULT_BACKOFF_INITIAL_S;
         unsigned maxb = o->backoff_max_s ? o->backoff_max_s : MK_MANAGER_DEFAULT_BACKOFF_MAX_S;
@@ -729,6 +777,11 @@ int mk_manager_run(struct mk_kube *k, const struct mk_config *c, const struct mk
                                                           (now.tv_sec == retry_at.tv_sec &&
                                                            now.tv_nsec >= retry_at.tv_nsec));
                         if (m.seen_node && (m.changed || retry_due)) {
+                                go = true;
+                                break;
+                        }
+                        if (m.seen_node && m.no_retry && config_file_changed(&m)) {
+                                m.changed = true;
                                 go = true;
                                 break;
                         }
@@ -763,7 +816,11 @@ int mk_manager_run(struct mk_kube *k, const struct mk_config *c, const struct mk
                 r = reconcile(&m, name);
                 restart_clients(&m); /* never left stopped, whatever the path */
                 m.run_config = NULL;
-                if (r < 0) {
+                if (r < 0 && m.no_retry) {
+                        failures = 0;
+                        log_info("Not retrying MIG config '%s' until the %s label or the config file changes",
+                                 name ? name : "", MK_MANAGER_CONFIG_LABEL);
+                } else if (r < 0) {
                         failures++;
                         unsigned b = mk_manager_backoff_s(failures, initial, maxb);
                         clock_gettime(CLOCK_MONOTONIC, &retry_at);
@@ -780,6 +837,7 @@ int mk_manager_run(struct mk_kube *k, const struct mk_config *c, const struct mk
         pthread_mutex_destroy(&m.lock);
         free(m.desired);
         free(m.node_uid);
+        mk_config_free(m.reloaded);
         strv_free(m.stopped);
         free(m.marker_file);
         return ret;

@@ -76,16 +76,8 @@ int mk_service_validate_selection(const struct mk_service_paths *p, const char *
         for (size_t i = 0; i < c->n_configs; i++)
                 if (streq(c->configs[i].name, name))
                         return 0;
-        char list[256] = "";
-        size_t used = 0;
-        for (size_t i = 0; i < c->n_configs; i++) {
-                int k = snprintf(list + used, sizeof(list) - used, "%s%s", i ? ", " : "", c->configs[i].name);
-                if (k < 0 || (size_t) k >= sizeof(list) - used) {
-                        snprintf(list + MIN(used, sizeof(list) - 5), 5, ", ..");
-                        break;
-                }
-                used += (size_t) k;
-        }
+        char list[256];
+        (void) mk_config_names(c, list, sizeof(list));
         return mk_error_set(e, -ENOENT, "'%s' has no config named '%s' (it has: %s)", p->config_file, name,
                             c->n_configs ? list : "none");
 }

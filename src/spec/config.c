@@ -147,25 +147,55 @@ int mk_config_entry_layout(const struct mk_config_entry *x, struct mk_layout *re
         return 0;
 }
 
+int mk_config_names(const struct mk_config *c, char *buf, size_t size) {
+        size_t used = 0;
+        if (size)
+                buf[0] = 0;
+        for (size_t i = 0; i < c->n_configs && size; i++) {
+                int k = snprintf(buf + used, size - used, "%s%s", i ? ", " : "", c->configs[i].name);
+                if (k < 0 || (size_t) k >= size - used) {
+                        if (size >= 5)
+                                snprintf(buf + MIN(used, size - 5), 5, ", ..");
+                        return -ENOBUFS;
+                }
+                used += (size_t) k;
+        }
+        return 0;
+}
+
 int mk_config_select(const struct mk_config *c, const char *name, const struct mk_named_config **ret,
                      struct mk_error *e) {
+        char names[256];
+        (void) mk_config_names(c, names, sizeof(names));
         if (!name || !*name) {
                 if (c->n_configs > 1)
                         return mk_error_set_at(e, -EINVAL, c->file, 0, 0,
                                                "missing required flag 'selected-config' when more than one "
-                                               "config available");
+                                               "config available: -c NAME, one of %s",
+                                               names);
                 if (c->n_configs == 1) {
                         *ret = &c->configs[0];
                         return 0;
                 }
                 name = "";
         }
-        for (size_t i = 0; i < c->n_configs; i++)
+        const char *cands[64];
+        size_t n = 0;
+        for (size_t i = 0; i < c->n_configs; i++) {
                 if (streq(c->configs[i].name, name)) {
                         *ret = &c->configs[i];
                         return 0;
                 }
-        return mk_error_set_at(e, -ENOENT, c->file, 0, 0, "selected mig-config not present: %s", name);
+                if (n < ELEMENTSOF(cands))
+                        cands[n++] = c->configs[i].name;
+        }
+        const char *near = mk_closest_word(name, cands, n);
+        if (near)
+                return mk_error_set_at(e, -ENOENT, c->file, 0, 0,
+                                       "selected mig-config not present: %s (did you mean '%s'? configs: %s)", name,
+                                       near, names);
+        return mk_error_set_at(e, -ENOENT, c->file, 0, 0, "selected mig-config not present: %s (configs: %s)", name,
+                               c->n_configs ? names : "none");
 }
 
 /* ---- the walk ---- */
@@ -406,6 +436,27 @@ static int parse_entry(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, stru
         if (r < 0)
                 return r;
 
+        /* An unknown key first: `mig-enable:` is a typo of a field, not a missing one. */
+        static const char *const fields[] = {"device-filter", "devices", "mig-enabled", "mig-devices"};
+        for (size_t i = 0; i < m.n; i++) {
+                const char *k = m.pairs[i].name;
+                bool known = false;
+                for (size_t j = 0; j < ELEMENTSOF(fields) && !known; j++)
+                        known = streq(k, fields[j]);
+                if (known)
+                        continue;
+                const char *near = mk_closest_word(k, fields, ELEMENTSOF(fields));
+                size_t old = mk_yaml_path_push_key(c, k);
+                if (near)
+                        r = mk_yaml_error(c, m.pairs[i].key, "unexpected field: %s (did you mean '%s'?)", k, near);
+                else
+                        r = mk_yaml_error(c, m.pairs[i].key,
+                                          "unexpected field: %s (known: device-filter, devices, mig-enabled, "
+                                          "mig-devices)",
+                                          k);
+                mk_yaml_path_pop(c, old);
+                return r;
+        }
         static const char *const required[] = {"devices", "mig-enabled"};
         for (size_t i = 0; i < ELEMENTSOF(required); i++)
                 if (!mk_yaml_map_find(&m, required[i])) {

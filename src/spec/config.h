@@ -86,9 +86,14 @@ static inline void mk_config_freep(struct mk_config **c) {
 /* Upstream's selection rules (mig-parted v0.15.0 cmd/nvidia-mig-parted/assert/assert.go): NULL/empty name with exactly one config
  * selects it; with several, -EINVAL "missing required flag 'selected-config'
  * when more than one config available"; an unknown name, -ENOENT "selected
- * mig-config not present: <name>". */
+ * mig-config not present: <name>"; each followed by the config names in
+ * parentheses, and a close name as "did you mean". */
 int mk_config_select(const struct mk_config *c, const char *name, const struct mk_named_config **ret,
                      struct mk_error *e);
+
+/* The config names, ", " separated, into buf; -ENOBUFS when they do not
+ * fit (buf then ends ", .."). */
+int mk_config_names(const struct mk_config *c, char *buf, size_t size);
 
 /* Parses one device-filter string (mig-parted v0.15.0 pkg/types/device.go, Go base-0 integers). */
 int mk_device_filter_parse(const char *s, struct mk_device_filter *ret, struct mk_error *e);

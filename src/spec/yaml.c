@@ -1012,9 +1012,19 @@ int mk_yaml_map_load_known(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, 
                                         break;
                                 used += (size_t) m;
                         }
-                        r = list_known ? mk_yaml_error(c, ret->pairs[i].key, "unknown field '%s' (known: %s)",
-                                                       ret->pairs[i].name, list)
-                                       : mk_yaml_error(c, ret->pairs[i].key, "unknown field '%s'", ret->pairs[i].name);
+                        size_t n_known = 0;
+                        while (known[n_known])
+                                n_known++;
+                        const char *near = mk_closest_word(ret->pairs[i].name, known, n_known);
+                        if (near)
+                                r = mk_yaml_error(c, ret->pairs[i].key, "unknown field '%s' (did you mean '%s'?%s%s)",
+                                                  ret->pairs[i].name, near, list_known ? " known: " : "",
+                                                  list_known ? list : "");
+                        else
+                                r = list_known ? mk_yaml_error(c, ret->pairs[i].key, "unknown field '%s' (known: %s)",
+                                                               ret->pairs[i].name, list)
+                                               : mk_yaml_error(c, ret->pairs[i].key, "unknown field '%s'",
+                                                               ret->pairs[i].name);
                         mk_yaml_path_pop(c, old);
                         mk_yaml_map_done(ret);
                         return r;
@@ -1102,8 +1112,12 @@ int mk_yaml_get_bool(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, bool *
         int r = mk_yaml_resolve(c, n, &v);
         if (r < 0)
                 return r;
-        if (v.type != MK_YAML_BOOL)
+        if (v.type != MK_YAML_BOOL) {
+                if (n->kind == MK_YAML_SCALAR && n->value)
+                        return mk_yaml_error(c, n, "must be true or false, not %s '%.40s%s'", mk_yaml_type_json(v.type),
+                                             n->value, n->len > 40 ? "..." : "");
                 return mk_yaml_error(c, n, "must be true or false, not %s", mk_yaml_type_json(v.type));
+        }
         *ret = v.b;
         return 0;
 }

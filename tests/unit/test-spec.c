@@ -262,10 +262,10 @@ static void test_config_empty(void **state) {
 
                 /* Selection then fails with upstream's message. */
                 r = mk_config_select(c, NULL, &nc, &e);
-                check_error("select none", r, &e, -ENOENT, FILE_NAME, 0, 0, "", "selected mig-config not present: ");
+                check_error("select none", r, &e, -ENOENT, FILE_NAME, 0, 0, "", "selected mig-config not present:  (configs: none)");
                 r = mk_config_select(c, "all-balanced", &nc, &e);
                 check_error("select one", r, &e, -ENOENT, FILE_NAME, 0, 0, "",
-                            "selected mig-config not present: all-balanced");
+                            "selected mig-config not present: all-balanced (configs: none)");
                 assert_null(nc);
         }
 }
@@ -306,15 +306,19 @@ static void test_config_invalid(void **state) {
                  "json: cannot unmarshal number into Go value of type map[string]json.RawMessage"},
                 {"entry null", V1 "  a:\n    -\n", 4, 6, "mig-configs.a[0].devices", "missing required field: devices"},
                 {"unexpected entry field", V1 ENTRY "      mig-enabled: false\n      bogus: 1\n", 6, 7,
-                 "mig-configs.a[0].bogus", "unexpected field: bogus"},
+                 "mig-configs.a[0].bogus",
+                 "unexpected field: bogus (known: device-filter, devices, mig-enabled, mig-devices)"},
                 {"entry keys are case-sensitive", V1 ENTRY "      Mig-Enabled: false\n      mig-enabled: false\n", 5, 7,
-                 "mig-configs.a[0].Mig-Enabled", "unexpected field: Mig-Enabled"},
+                 "mig-configs.a[0].Mig-Enabled", "unexpected field: Mig-Enabled (did you mean 'mig-enabled'?)"},
+                {"a typo of a field is that, not a missing field", V1 "  a:\n    - devices: all\n      mig-enable: true\n",
+                 5, 7, "mig-configs.a[0].mig-enable", "unexpected field: mig-enable (did you mean 'mig-enabled'?)"},
                 {"missing devices", V1 "  a:\n    - mig-enabled: false\n", 4, 7, "mig-configs.a[0].devices",
                  "missing required field: devices"},
                 {"missing mig-enabled", V1 "  a:\n    - devices: all\n", 4, 7, "mig-configs.a[0].mig-enabled",
                  "missing required field: mig-enabled"},
-                {"required fields before unexpected ones", V1 "  a:\n    - bogus: 1\n", 4, 7,
-                 "mig-configs.a[0].devices", "missing required field: devices"},
+                {"unexpected fields before required ones (unlike upstream: a typo is not a missing field)",
+                 V1 "  a:\n    - bogus: 1\n", 4, 7, "mig-configs.a[0].bogus",
+                 "unexpected field: bogus (known: device-filter, devices, mig-enabled, mig-devices)"},
                 {"devices a string other than all", V1 "  a:\n    - devices: some\n      mig-enabled: false\n", 4, 16,
                  "mig-configs.a[0].devices", "invalid string input for 'devices': some"},
                 {"devices All", V1 "  a:\n    - devices: All\n      mig-enabled: false\n", 4, 16,
@@ -611,12 +615,14 @@ static void test_config_select(void **state) {
                 {one, NULL, 0, "only"},
                 {one, "", 0, "only"},
                 {one, "only", 0, "only"},
-                {one, "other", -ENOENT, "selected mig-config not present: other"},
-                {two, NULL, -EINVAL, "missing required flag 'selected-config' when more than one config available"},
-                {two, "", -EINVAL, "missing required flag 'selected-config' when more than one config available"},
+                {one, "other", -ENOENT, "selected mig-config not present: other (configs: only)"},
+                {two, NULL, -EINVAL,
+                 "missing required flag 'selected-config' when more than one config available: -c NAME, one of a, b"},
+                {two, "", -EINVAL,
+                 "missing required flag 'selected-config' when more than one config available: -c NAME, one of a, b"},
                 {two, "b", 0, "b"},
                 {two, "a", 0, "a"},
-                {two, "A", -ENOENT, "selected mig-config not present: A"},
+                {two, "A", -ENOENT, "selected mig-config not present: A (did you mean 'a'? configs: a, b)"},
         };
         for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
                 _cleanup_(mk_config_freep) struct mk_config *c = NULL;
