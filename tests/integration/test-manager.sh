@@ -141,6 +141,14 @@ step "usage: -n is required"
 set +e; "$MIGKIT_BIN" manager -f "$cfg" >"$tmp/out" 2>&1; rc=$?; set -e
 [ "$rc" = 2 ] && grep -q 'invalid -n <node-name> flag' "$tmp/out" || fail "no -n: exit $rc: $(cat "$tmp/out")"
 
+step "a node that does not exist (yet): said once, then waited for"
+"$MIGKIT_BIN" --simulate dgx-a100 manager -n ghost-node -f "$cfg" -m "$tmp/host" >"$tmp/ghost.log" 2>&1 &
+ghost_pid=$!
+for _ in $(seq 100); do grep -q "Node 'ghost-node' does not exist yet" "$tmp/ghost.log" && break; sleep 0.2; done
+kill "$ghost_pid"; wait "$ghost_pid" 2>/dev/null || true
+grep -q "Node 'ghost-node' does not exist yet: waiting for it" "$tmp/ghost.log" ||
+  fail "no 'does not exist yet': $(cat "$tmp/ghost.log")"
+
 step "no label: nothing happens"
 start_manager
 sleep 1.5
@@ -182,6 +190,25 @@ for _ in $(seq 150); do grep -q "no config named 'no-such-config'" "$tmp/mgr.log
 grep -q "no config named 'no-such-config'" "$tmp/mgr.log" || fail "unknown config not reported"
 wait_for failed 5
 expect_restored failed "after an unknown config"
+grep "no config named 'no-such-config'" "$tmp/mgr.log" | grep -q "it has: all-disabled, all-balanced" ||
+  fail "the unknown config's error does not list the configs"
+# No retry can fix it: none after the backoff (3 s), until the file or the label changes.
+sleep 7
+[ "$(grep -c "Reconfiguring node '$node' to MIG config 'no-such-config'" "$tmp/mgr.log")" = 1 ] ||
+  fail "an unknown config was retried: $(grep "no-such-config" "$tmp/mgr.log")"
+grep -q "Not retrying MIG config 'no-such-config'" "$tmp/mgr.log" || fail "no 'Not retrying' line"
+# The config file gains it (as an updated ConfigMap would): tried again, and it is the applied layout.
+cat >>"$cfg" <<'YAML'
+  no-such-config:
+    - devices: all
+      mig-enabled: true
+      mig-devices:
+        "1g.5gb": 2
+        "2g.10gb": 1
+        "3g.20gb": 1
+YAML
+wait_for success 15
+grep -q "MIG config file '$cfg' changed: trying the label again" "$tmp/mgr.log" || fail "config change not seen"
 
 step "a GPU component pod that never leaves: the wait times out, failed, labels restored; retried once it is gone; a user GPU workload never blocks"
 kc apply -f - >/dev/null <<EOF
