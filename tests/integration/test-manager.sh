@@ -192,8 +192,8 @@ wait_for failed 5
 expect_restored failed "after an unknown config"
 grep "no config named 'no-such-config'" "$tmp/mgr.log" | grep -q "it has: all-disabled, all-balanced" ||
   fail "the unknown config's error does not list the configs"
-# No retry can fix it: none after the backoff (3 s), until the file or the label changes.
-sleep 7
+# No retry can fix it: none after the backoff (10 s), until the file or the label changes.
+sleep 13
 [ "$(grep -c "Reconfiguring node '$node' to MIG config 'no-such-config'" "$tmp/mgr.log")" = 1 ] ||
   fail "an unknown config was retried: $(grep "no-such-config" "$tmp/mgr.log")"
 grep -q "Not retrying MIG config 'no-such-config'" "$tmp/mgr.log" || fail "no 'Not retrying' line"
