@@ -5,7 +5,8 @@
 # the command, a config name typo or a missing -c (the configs listed, the
 # closest named), an unknown key in config.yaml (the key, its position, the
 # likely one), an unknown --debug-areas area, an unwritable generated-config
-# path (the reason), and plan after apply --skip-reset (the pending mode).
+# path (the reason), plan after apply --skip-reset (the pending mode), and
+# examples/hooks.yaml on a host without systemd (exit 0).
 set -euo pipefail
 : "${MIGKIT_BIN:?}" "${MIGKIT_SIM_BIN:?}" "${MIGKIT_SOURCE_DIR:?}"
 mkdir -p "${MIGKIT_TEST_TMP:-/tmp}"
@@ -82,6 +83,17 @@ run "$MIGKIT_BIN" -q --simulate dgx-a100 apply -f "$cfg" -c all-enabled --mode-o
 [ "$rc" -eq 0 ] || fail "apply --mode-only --skip-reset: exit $rc: $(cat "$tmp/err")"
 run "$MIGKIT_BIN" -q --simulate dgx-a100 plan -f "$cfg" -c all-enabled
 has out "MIG disabled -> enabled (pending since an earlier apply, GPU reset needed)" "plan after --skip-reset"
+
+echo "--- examples/hooks.yaml without systemd: an apply with nothing to do, and one with a mode change, exit 0"
+if [ -d /run/systemd/system ]; then
+  echo "(skipped: this host runs systemd)"
+else
+  hooks=$MIGKIT_SOURCE_DIR/examples/hooks.yaml
+  run "$MIGKIT_BIN" -q --simulate dgx-h100 apply -f "$cfg" -c all-disabled -k "$hooks"
+  [ "$rc" -eq 0 ] || fail "hooks.yaml, nothing to do: exit $rc: $(cat "$tmp/err")"
+  run "$MIGKIT_BIN" -q --simulate dgx-h100 apply -f "$cfg" -c all-balanced -k "$hooks"
+  [ "$rc" -eq 0 ] || fail "hooks.yaml, a mode change: exit $rc: $(cat "$tmp/err")"
+fi
 
 echo "--- an unwritable generated-config path: the reason, not 'Success'"
 printf 'apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]\nusers: [{name: u, user: {token: x}}]\ncontexts: [{name: c, context: {cluster: c, user: u}}]\ncurrent-context: c\n' >"$tmp/kubeconfig"
