@@ -55,6 +55,11 @@ static void help(void) {
                "      --address ADDR         IPv4 address to listen on (127.0.0.1; 0.0.0.0: all)\n"
                "      --port PORT            Port (8888; 0: any free port, printed on stdout)\n"
                "      --threads N            HTTP worker threads (4)\n"
+               "      --max-connections N    Open connections in all (16384, less than the fd limit)\n"
+               "      --max-connections-per-client N  From one IP address (256)\n"
+               "      --request-timeout DURATION  Idle connection, or a request body not received (10s)\n"
+               "      --max-request-bytes N  One request body (8388608: 413 over it)\n"
+               "      --max-request-values N JSON values in one body (250000: 413 over it)\n"
                "  node, inventory:\n"
                "  -n, --node-name NAME       This node [NODE_NAME], required for node\n"
                "      --grace DURATION       Orphan instances live this long before destruction (30s)\n"
@@ -93,8 +98,7 @@ static void install_signals(void) {
         (void) sigaction(SIGINT, &sa, NULL);
 }
 
-static int do_serve(struct mk_sched_config *cfg, const char *kubeconfig, const char *address, unsigned port,
-                    unsigned threads) {
+static int do_serve(struct mk_sched_config *cfg, const char *kubeconfig, struct mk_sched_server_opts so) {
         _cleanup_kube_free_ struct mk_kube *k = NULL;
         if (make_kube(kubeconfig, &k) < 0)
                 return MK_EXIT_FAILURE;
@@ -104,12 +108,13 @@ static int do_serve(struct mk_sched_config *cfg, const char *kubeconfig, const c
                 return MK_EXIT_FAILURE;
         }
         install_signals();
-        struct mk_sched_server_opts so = {.address = address, .port = port, .threads = threads, .sched = s, .kube = k};
+        so.sched = s;
+        so.kube = k;
         struct mk_sched_server *srv = NULL;
         struct mk_error e = {0};
         if (mk_sched_server_start(&so, &srv, &e) < 0)
                 return cli_fail(&e);
-        log_info("Extender listening on %s:%u", address ? address : "127.0.0.1", mk_sched_server_port(srv));
+        log_info("Extender listening on %s:%u", so.address ? so.address : "127.0.0.1", mk_sched_server_port(srv));
         printf("listening on port %u\n", mk_sched_server_port(srv));
         fflush(stdout);
         int ret = MK_EXIT_OK;
@@ -238,6 +243,29 @@ static int parse_numbers(const char *port_s, const char *threads_s, const char *
         return 0;
 }
 
+/* The extender's limits (--max-connections ... --max-request-values). */
+static int parse_limits(const char *const v[5], struct mk_sched_server_opts *so) {
+        static const char *const names[5] = {"--max-connections", "--max-connections-per-client", NULL,
+                                             "--max-request-bytes", "--max-request-values"};
+        uint32_t u[5] = {0};
+        for (int i = 0; i < 5; i++) {
+                if (!v[i] || i == 2)
+                        continue;
+                if (mk_parse_u32(v[i], &u[i]) < 0 || u[i] < 1) {
+                        fprintf(stderr, "Error: invalid %s '%s' (a positive number)\n", names[i], v[i]);
+                        return -EINVAL;
+                }
+        }
+        if (v[2] && (parse_duration_s("--request-timeout", v[2], &u[2]) < 0 || u[2] == 0))
+                return -EINVAL;
+        so->max_connections = u[0];
+        so->max_per_client = u[1];
+        so->request_timeout_s = u[2];
+        so->max_request = u[3];
+        so->max_values = u[4];
+        return 0;
+}
+
 int cli_scheduler(int argc, char **argv) {
         if (argc < 2 || streq(argv[1], "-h") || streq(argv[1], "--help")) {
                 help();
@@ -251,6 +279,7 @@ int cli_scheduler(int argc, char **argv) {
         const char *config = NULL, *kubeconfig = NULL, *address = NULL, *node = NULL, *port_s = NULL,
                    *threads_s = NULL, *grace_s = NULL, *resync_s = NULL, *once_s = NULL, *no_kube_s = NULL,
                    *metrics_address = NULL, *vgpu_root = NULL;
+        const char *limit_s[5] = {0}; /* --max-connections, -per-client, --request-timeout, -bytes, -values */
         const struct cli_option options[] = {
                 {"config", 'c', required_argument, "MIGKIT_SCHEDULER_CONFIG", &config},
                 {"kubeconfig", 0, required_argument, "KUBECONFIG", &kubeconfig},
@@ -264,6 +293,11 @@ int cli_scheduler(int argc, char **argv) {
                 {"no-kube", 0, no_argument, NULL, &no_kube_s},
                 {"metrics-address", 0, required_argument, NULL, &metrics_address},
                 {"vgpu-root", 0, required_argument, "MIGKIT_VGPU_ROOT", &vgpu_root},
+                {"max-connections", 0, required_argument, NULL, &limit_s[0]},
+                {"max-connections-per-client", 0, required_argument, NULL, &limit_s[1]},
+                {"request-timeout", 0, required_argument, NULL, &limit_s[2]},
+                {"max-request-bytes", 0, required_argument, NULL, &limit_s[3]},
+                {"max-request-values", 0, required_argument, NULL, &limit_s[4]},
                 {},
         };
         bool check = streq(cmd, "check");
@@ -290,8 +324,12 @@ int cli_scheduler(int argc, char **argv) {
                 printf("%s: %zu model entries, %zu nodes\n", config, cfg->n_models, cfg->n_nodes);
                 return MK_EXIT_OK;
         }
-        if (streq(cmd, "serve"))
-                return do_serve(cfg, kubeconfig, address, port, threads);
+        if (streq(cmd, "serve")) {
+                struct mk_sched_server_opts so = {.address = address, .port = port, .threads = threads};
+                if (parse_limits(limit_s, &so) < 0)
+                        return MK_EXIT_USAGE;
+                return do_serve(cfg, kubeconfig, so);
+        }
         if (!node) {
                 if (streq(cmd, "node")) {
                         fprintf(stderr, "Error: --node-name (or NODE_NAME) is required\n");

@@ -2,12 +2,15 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <malloc.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include <microhttpd.h>
@@ -37,7 +40,10 @@ struct mk_sched_server {
         char *(*metrics)(void *userdata);
         void *metrics_userdata;
         struct mk_kube *kube;
-        size_t max_request;
+        size_t max_request, max_values, max_buffered;
+        unsigned request_timeout_s;
+        atomic_size_t buffered;         /* body bytes held by all requests */
+        pthread_mutex_t big_lock;       /* one big body parsed at a time */
         unsigned port;
         atomic_bool cancel;
         atomic_bool ready;
@@ -211,8 +217,18 @@ char *mk_sched_metrics_text(struct mk_sched *s) {
 
 struct request {
         struct mk_buf body;
-        bool too_large;
+        struct mk_sched_body_count count;
+        uint64_t start_s;
+        size_t held;                    /* bytes counted in srv->buffered */
+        unsigned refused;               /* a limit's status; the rest of the body is read and dropped */
+        char why[128];
 };
+
+static uint64_t now_s(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t) ts.tv_sec;
+}
 
 static enum MHD_Result respond(struct MHD_Connection *conn, unsigned status, const char *type, char *text) {
         if (!text)
@@ -278,6 +294,25 @@ static enum MHD_Result count_content_length(void *cls, enum MHD_ValueKind kind, 
         return MHD_YES;
 }
 
+static enum MHD_Result answer(struct mk_sched_server *srv, struct MHD_Connection *conn, const char *url,
+                             struct request *rq);
+
+/* A request refused by a limit: counted as an error, answered with status
+ * (the connection is closed when the body was not read whole). */
+_printf_(4, 5) static enum MHD_Result refuse(struct mk_sched_server *srv, struct MHD_Connection *conn,
+                                            unsigned status, const char *fmt, ...) {
+        atomic_fetch_add(&mk_sched_stats(srv->sched)->errors, 1);
+        char msg[256];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof(msg) - 1, fmt, ap);
+        va_end(ap);
+        strcat(msg, "\n");
+        if (respond(conn, status, "text/plain", strdup(msg)) == MHD_YES)
+                return MHD_YES;
+        return MHD_NO; /* libmicrohttpd cannot answer now: the connection is closed */
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
                                   const char *version, const char *upload_data, size_t *upload_data_size,
                                   void **con_cls) {
@@ -312,25 +347,63 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                 if (n_length > 1)
                         return respond(conn, MHD_HTTP_BAD_REQUEST, "text/plain",
                                        strdup("more than one Content-Length header\n"));
+                /* A declared length over the cap: 413 before reading the body. */
+                const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+                if (cl && strtoull(cl, NULL, 10) > srv->max_request)
+                        return refuse(srv, conn, MHD_HTTP_CONTENT_TOO_LARGE, "request body larger than %zu bytes",
+                                      srv->max_request);
                 rq = calloc(1, sizeof(*rq));
                 if (!rq)
                         return MHD_NO;
                 mk_buf_init(&rq->body, srv->max_request);
+                rq->start_s = now_s();
                 *con_cls = rq;
                 return MHD_YES;
         }
         if (*upload_data_size > 0) {
-                if (!rq->too_large && mk_buf_append(&rq->body, upload_data, *upload_data_size) < 0)
-                        rq->too_large = true;
+                /* Counted as they arrive, refused at the first byte over a
+                 * limit, before any parse: the body's memory is given back
+                 * at once, the rest of it read and dropped (libmicrohttpd
+                 * 0.9 answers only once the body is read), then the status. */
+                size_t n = *upload_data_size;
                 *upload_data_size = 0;
+                if (now_s() - rq->start_s > srv->request_timeout_s)
+                        return MHD_NO; /* a trickled body: the connection is closed */
+                if (rq->refused)
+                        return MHD_YES;
+                if (rq->body.len + n > srv->max_request) {
+                        rq->refused = MHD_HTTP_CONTENT_TOO_LARGE;
+                        snprintf(rq->why, sizeof(rq->why), "request body larger than %zu bytes", srv->max_request);
+                } else if (mk_sched_body_count_feed(&rq->count, upload_data, n, MK_MAX_EXTENDER_NODES, srv->max_values,
+                                                    rq->why, sizeof(rq->why)) < 0)
+                        rq->refused = MHD_HTTP_CONTENT_TOO_LARGE;
+                else if (atomic_fetch_add(&srv->buffered, n) + n > srv->max_buffered) {
+                        atomic_fetch_sub(&srv->buffered, n);
+                        rq->refused = MHD_HTTP_SERVICE_UNAVAILABLE;
+                        snprintf(rq->why, sizeof(rq->why), "too many request bytes held at once (%zu), try again",
+                                 srv->max_buffered);
+                } else {
+                        rq->held += n;
+                        return mk_buf_append(&rq->body, upload_data, n) < 0 ? MHD_NO : MHD_YES;
+                }
+                atomic_fetch_sub(&srv->buffered, rq->held);
+                rq->held = 0;
+                mk_buf_done(&rq->body);
                 return MHD_YES;
         }
-        if (rq->too_large) {
-                char *msg = NULL;
-                if (asprintf(&msg, "request body larger than %zu bytes\n", srv->max_request) < 0)
-                        msg = NULL;
-                return respond(conn, MHD_HTTP_CONTENT_TOO_LARGE, "text/plain", msg);
-        }
+        if (rq->refused)
+                return refuse(srv, conn, rq->refused, "%s", rq->why);
+        bool big = rq->body.len > MK_SCHED_BIG_BODY;
+        if (big)
+                pthread_mutex_lock(&srv->big_lock);
+        enum MHD_Result res = answer(srv, conn, url, rq);
+        if (big)
+                pthread_mutex_unlock(&srv->big_lock);
+        return res;
+}
+
+static enum MHD_Result answer(struct mk_sched_server *srv, struct MHD_Connection *conn, const char *url,
+                             struct request *rq) {
         json_t *args = NULL;
         struct mk_error e = {0};
         char *text = NULL;
@@ -355,14 +428,19 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 }
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls, enum MHD_RequestTerminationCode t) {
-        (void) cls;
         (void) conn;
         (void) t;
+        struct mk_sched_server *srv = cls;
         struct request *rq = *con_cls;
         if (rq) {
+                bool big = rq->body.alloc > MK_SCHED_BIG_BODY || rq->count.values > MK_SCHED_MAX_VALUES / 25;
+                atomic_fetch_sub(&srv->buffered, rq->held);
                 mk_buf_done(&rq->body);
                 free(rq);
                 *con_cls = NULL;
+                /* The pages of a big body's tree back to the system. */
+                if (big)
+                        malloc_trim(0);
         }
 }
 
@@ -421,7 +499,20 @@ int mk_sched_server_start(const struct mk_sched_server_opts *o, struct mk_sched_
                 return mk_error_set(e, -EINVAL, "an HTTP server with neither extender nor metrics");
         }
         srv->max_request = o->max_request ? o->max_request : MK_MAX_EXTENDER_REQUEST;
+        srv->max_values = o->max_values ? o->max_values : MK_SCHED_MAX_VALUES;
+        srv->max_buffered = 4 * srv->max_request;
+        srv->request_timeout_s = o->request_timeout_s ? o->request_timeout_s : MK_SCHED_REQUEST_TIMEOUT_S;
+        unsigned max_conn = o->max_connections ? o->max_connections : MK_SCHED_MAX_CONNECTIONS;
+        unsigned per_client = o->max_per_client ? o->max_per_client : MK_SCHED_MAX_PER_CLIENT;
+        /* Connections past the fd limit would fail accept() for everyone:
+         * keep 64 descriptors for the apiserver, logs and /healthz. */
+        struct rlimit rl;
+        if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < (rlim_t) max_conn + 128)
+                max_conn = rl.rlim_cur > 128 ? (unsigned) rl.rlim_cur - 128 : 16;
+        /* Big buffers from mmap, so a freed body goes back to the system at once. */
+        (void) mallopt(M_MMAP_THRESHOLD, 256 * 1024);
         pthread_mutex_init(&srv->fail_lock, NULL);
+        pthread_mutex_init(&srv->big_lock, NULL);
         int r;
         if (srv->kube) {
                 /* One LIST of each before serving, so the first filter already
@@ -444,7 +535,8 @@ int mk_sched_server_start(const struct mk_sched_server_opts *o, struct mk_sched_
                                     on_request, srv, MHD_OPTION_SOCK_ADDR, (struct sockaddr *) &sa,
                                     MHD_OPTION_THREAD_POOL_SIZE, (unsigned) (o->threads ? o->threads : 4),
                                     MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_CONNECTION_TIMEOUT,
-                                    (unsigned) 60, MHD_OPTION_END);
+                                    srv->request_timeout_s, MHD_OPTION_CONNECTION_LIMIT, max_conn,
+                                    MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_client, MHD_OPTION_END);
         if (!srv->mhd) {
                 r = mk_error_set(e, -EADDRINUSE, "cannot listen on %s:%u", o->address ? o->address : "127.0.0.1",
                                  o->port);
@@ -496,6 +588,7 @@ struct mk_sched_server *mk_sched_server_stop(struct mk_sched_server *srv) {
         if (srv->mhd)
                 MHD_stop_daemon(srv->mhd);
         pthread_mutex_destroy(&srv->fail_lock);
+        pthread_mutex_destroy(&srv->big_lock);
         free(srv);
         return NULL;
 }

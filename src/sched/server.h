@@ -2,8 +2,10 @@
  * (libmicrohttpd, a thread pool), with Node and Pod informers feeding the
  * decision cache (extender.h) and bind carried out against the apiserver.
  *
- * Routes: POST /filter, /prioritize, /bind (bodies capped at max_request:
- * 413 over it); GET /healthz, /readyz (200 once both informers listed),
+ * Routes: POST /filter, /prioritize, /bind (bodies capped at max_request
+ * bytes, max_values JSON values and MK_MAX_EXTENDER_NODES candidates,
+ * counted as the bytes arrive: 413 as soon as one is passed, before any
+ * parse; all bodies buffered at once capped at 4 x max_request: 503); GET /healthz, /readyz (200 once both informers listed),
  * /metrics (Prometheus text). Any other path: 404. Extender failures are
  * answered with HTTP 200 and the Error field, as kube-scheduler expects. */
 #pragma once
@@ -20,12 +22,22 @@ struct mk_kube;
 struct mk_sched_server;
 
 #define MK_SCHED_BIND_ATTEMPTS 5       /* conflicts re-planned before bind gives up */
+/* Limits against hostile or broken clients (docs/scheduler.md, "Limits"). */
+#define MK_SCHED_MAX_VALUES 250000u     /* JSON values in one body (a parsed value takes ~250 bytes) */
+#define MK_SCHED_MAX_CONNECTIONS 16384u /* open connections in all (at it, new ones wait in the backlog) */
+#define MK_SCHED_MAX_PER_CLIENT 256u    /* open connections from one IP address */
+#define MK_SCHED_REQUEST_TIMEOUT_S 10u  /* a connection idle, or a request's body, this long is closed */
+#define MK_SCHED_BIG_BODY (1u << 20)    /* bodies over this are parsed one at a time, memory trimmed after */
 
 struct mk_sched_server_opts {
         const char *address;            /* IPv4 address to listen on; NULL: 127.0.0.1 */
         unsigned port;                  /* 0: any free port (see mk_sched_server_port) */
         unsigned threads;               /* 0: 4 */
         size_t max_request;             /* 0: MK_MAX_EXTENDER_REQUEST */
+        size_t max_values;              /* JSON values in one body; 0: MK_SCHED_MAX_VALUES */
+        unsigned max_connections;       /* 0: MK_SCHED_MAX_CONNECTIONS (less the fd limit's margin) */
+        unsigned max_per_client;        /* connections from one IP address; 0: MK_SCHED_MAX_PER_CLIENT */
+        unsigned request_timeout_s;     /* idle and whole-body deadline; 0: MK_SCHED_REQUEST_TIMEOUT_S */
         struct mk_sched *sched;         /* borrowed; NULL: the node agent's endpoint (below) */
         struct mk_kube *kube;           /* borrowed; NULL: no informers, bind fails */
         /* The node agent's endpoint (`scheduler node --metrics-address`),

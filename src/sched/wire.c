@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "base/macro.h"
 #include "kube/json.h"
@@ -171,6 +172,114 @@ bool mk_sched_scan_names(const char *body, size_t len, struct mk_sched_names *re
         }
         *ret = pn;
         return true;
+}
+
+/* --- counting a body as it arrives --- */
+
+enum { ROLE_NONE, ROLE_LIST, ROLE_NODES };
+
+static bool is_array_at(const struct mk_sched_body_count *c, unsigned depth) {
+        return depth > 0 && (c->arrays >> (depth - 1)) & 1;
+}
+
+static int count_value(struct mk_sched_body_count *c, size_t max_nodes, size_t max_values, char *err, size_t size) {
+        if (++c->values > max_values) {
+                snprintf(err, size, "more than %zu JSON values in one request", max_values);
+                return -E2BIG;
+        }
+        if (c->depth >= 1 && c->depth <= 3 && c->role[c->depth] == ROLE_LIST && is_array_at(c, c->depth) &&
+            ++c->nodes > max_nodes) {
+                snprintf(err, size, "more than %zu nodes in one request", max_nodes);
+                return -E2BIG;
+        }
+        return 0;
+}
+
+static int count_open(struct mk_sched_body_count *c, char ch, char *err, size_t size) {
+        if (c->depth >= MK_SCHED_COUNT_DEPTH) {
+                snprintf(err, size, "request nested deeper than %u", MK_SCHED_COUNT_DEPTH);
+                return -E2BIG;
+        }
+        unsigned d = ++c->depth;
+        bool array = ch == '[';
+        c->arrays = array ? c->arrays | (UINT64_C(1) << (d - 1)) : c->arrays & ~(UINT64_C(1) << (d - 1));
+        if (d <= 3) {
+                uint8_t role = ROLE_NONE;
+                if (d == 2 && !is_array_at(c, 1))
+                        role = array && strcasecmp(c->last_key[1], "NodeNames") == 0 ? ROLE_LIST
+                               : !array && strcasecmp(c->last_key[1], "Nodes") == 0 ? ROLE_NODES
+                                                                               : ROLE_NONE;
+                else if (d == 3 && c->role[2] == ROLE_NODES && array && strcasecmp(c->last_key[2], "items") == 0)
+                        role = ROLE_LIST;
+                c->role[d] = role;
+        }
+        c->want_key = !array;
+        return 0;
+}
+
+int mk_sched_body_count_feed(struct mk_sched_body_count *c, const char *p, size_t len, size_t max_nodes,
+                             size_t max_values, char *err, size_t size) {
+        int r = 0;
+        for (size_t i = 0; i < len && r >= 0; i++) {
+                char ch = p[i];
+                if (c->in_string) {
+                        if (c->escape)
+                                c->escape = false;
+                        else if (ch == '\\')
+                                c->escape = true;
+                        else if (ch == '"') {
+                                c->in_string = false;
+                                if (c->is_key && c->depth >= 1 && c->depth <= 2) {
+                                        c->key[c->key_len < sizeof(c->key) ? c->key_len : 0] = 0;
+                                        memcpy(c->last_key[c->depth], c->key, sizeof(c->key));
+                                }
+                        } else if (c->is_key && c->key_len++ < sizeof(c->key) - 1)
+                                c->key[c->key_len - 1] = ch;
+                        continue;
+                }
+                bool delim = ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r' || ch == ',' || ch == ':' ||
+                             ch == ']' || ch == '}' || ch == '{' || ch == '[' || ch == '"';
+                if (c->in_scalar && !delim)
+                        continue;
+                c->in_scalar = false;
+                switch (ch) {
+                case ' ':
+                case '\t':
+                case '\n':
+                case '\r':
+                        break;
+                case '"':
+                        c->is_key = c->want_key && !is_array_at(c, c->depth);
+                        c->key_len = 0;
+                        c->in_string = true;
+                        if (!c->is_key)
+                                r = count_value(c, max_nodes, max_values, err, size);
+                        break;
+                case '{':
+                case '[':
+                        r = count_value(c, max_nodes, max_values, err, size);
+                        if (r >= 0)
+                                r = count_open(c, ch, err, size);
+                        break;
+                case '}':
+                case ']':
+                        if (c->depth > 0)
+                                c->depth--;
+                        c->want_key = false;
+                        break;
+                case ',':
+                        c->want_key = c->depth > 0 && !is_array_at(c, c->depth);
+                        break;
+                case ':':
+                        c->want_key = false;
+                        break;
+                default:
+                        c->in_scalar = true;
+                        r = count_value(c, max_nodes, max_values, err, size);
+                        break;
+                }
+        }
+        return r;
 }
 
 /* --- writing answers --- */

@@ -14,6 +14,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include <jansson.h>
 
@@ -63,6 +64,29 @@ void mk_sched_names_done(struct mk_sched_names *pn);
  * as it is, and reports what is wrong. The scan only finds the array; the
  * rest of the body is left to jansson. *ret only when true. */
 bool mk_sched_scan_names(const char *body, size_t len, struct mk_sched_names *ret) _nonnull_(1, 3);
+
+/* A streaming count of a request body, fed as its bytes arrive, so that
+ * a body is refused before jansson builds its tree (a tree takes about
+ * 250 bytes per value): the candidate nodes (elements of the top-level
+ * NodeNames array or of Nodes.items, keys compared case-insensitively as
+ * mk_sched_wire_candidates reads them; a key written with escapes is not
+ * recognised here, jansson's count then refuses it) and all values. */
+#define MK_SCHED_COUNT_DEPTH 64         /* nesting the count follows; deeper is refused */
+struct mk_sched_body_count {
+        size_t nodes, values;
+        unsigned depth;
+        uint64_t arrays;                /* bit d-1: the container at depth d is an array */
+        uint8_t role[4];                /* depth 1..3: 0, or the candidate list / the Nodes object */
+        bool in_string, escape, in_scalar, want_key, is_key;
+        size_t key_len;                 /* of the key being read (up to 15 bytes kept) */
+        char key[16];
+        char last_key[3][16];           /* the last key read at depth 1, 2 ("" when longer) */
+};
+/* Feeds len bytes; -E2BIG with the message in err once more than max_nodes
+ * candidates or max_values values are counted, or nesting passes
+ * MK_SCHED_COUNT_DEPTH. Malformed JSON is left to jansson. */
+int mk_sched_body_count_feed(struct mk_sched_body_count *c, const char *p, size_t len, size_t max_nodes,
+                             size_t max_values, char *err, size_t size) _nonnull_(1, 2, 6);
 
 /* --- writing answers --- */
 

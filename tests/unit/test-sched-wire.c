@@ -311,6 +311,48 @@ static void test_bind_args(void **state) {
         }
 }
 
+/* The streaming count of a body: the same fed whole or a byte at a time;
+ * candidates only in NodeNames or Nodes.items (keys any case), refused at
+ * the first value over a limit. */
+static void test_body_count(void **state) {
+        (void) state;
+        static const struct {
+                const char *body;
+                size_t nodes, values;
+        } cases[] = {
+                {"{\"NodeNames\":[\"a\",\"b\",\"c\"]}", 3, 5},
+                {"{\"nodenames\": [ \"a\" , \"b\" ] , \"Pod\":{\"x\":[1,2,true,null]}}", 2, 10},
+                {"{\"Nodes\":{\"Items\":[{\"metadata\":{\"name\":\"n1\"}},{}]},\"NodeNames\":null}", 2, 8},
+                {"{\"Pod\":{\"NodeNames\":[\"a\"]},\"x\":\"NodeNames\\\"\"}", 0, 5},
+                {"{\"Nodes\":[[\"a\"]],\"items\":[1]}", 0, 6},
+                {"[\"NodeNames\",[1,2]]", 0, 5},
+        };
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                const char *b = cases[i].body;
+                struct mk_sched_body_count whole = {0}, bytes = {0};
+                char err[128];
+                assert_int_equal(mk_sched_body_count_feed(&whole, b, strlen(b), 100, 100, err, sizeof(err)), 0);
+                for (size_t k = 0; b[k]; k++)
+                        assert_int_equal(mk_sched_body_count_feed(&bytes, b + k, 1, 100, 100, err, sizeof(err)), 0);
+                if (whole.nodes != cases[i].nodes || whole.values != cases[i].values || bytes.nodes != whole.nodes ||
+                    bytes.values != whole.values)
+                        fail_msg("%s: %zu nodes %zu values (bytewise %zu %zu), want %zu %zu", b, whole.nodes,
+                                 whole.values, bytes.nodes, bytes.values, cases[i].nodes, cases[i].values);
+        }
+        struct mk_sched_body_count c = {0};
+        char err[128];
+        const char *b = cases[0].body;
+        assert_int_equal(mk_sched_body_count_feed(&c, b, strlen(b), 2, 100, err, sizeof(err)), -E2BIG);
+        assert_string_equal(err, "more than 2 nodes in one request");
+        c = (struct mk_sched_body_count) {0};
+        assert_int_equal(mk_sched_body_count_feed(&c, b, strlen(b), 100, 4, err, sizeof(err)), -E2BIG);
+        assert_string_equal(err, "more than 4 JSON values in one request");
+        c = (struct mk_sched_body_count) {0};
+        char deep[MK_SCHED_COUNT_DEPTH + 2];
+        memset(deep, '[', sizeof(deep));
+        assert_int_equal(mk_sched_body_count_feed(&c, deep, sizeof(deep), 100, 1000, err, sizeof(err)), -E2BIG);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_scan_names),
@@ -319,6 +361,7 @@ int main(void) {
                 cmocka_unit_test(test_writers),
                 cmocka_unit_test(test_put_string),
                 cmocka_unit_test(test_bind_args),
+                cmocka_unit_test(test_body_count),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
