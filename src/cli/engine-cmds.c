@@ -20,7 +20,22 @@ struct args {
         const char *config_file, *selected, *hooks_file;
         bool skip_reset, mode_only, valid_config, debug, verbose;
         enum mk_output_format fmt;
+        int hook_timeout_ms;
 };
+
+/* A hook of `apply` running longer is killed (its process group) and the
+ * apply fails; upstream mig-parted waits for ever (docs/engine.md). */
+#define MK_APPLY_HOOK_TIMEOUT_MS (5 * 60 * 1000)
+
+static int parse_hook_timeout(const char *v, int *ret) {
+        uint64_t ms;
+        if (mk_parse_duration_ms(v, &ms) < 0 || ms == 0 || ms > 86400000ull) {
+                fprintf(stderr, "Error: invalid hook timeout '%s' (a duration such as 30s or 5m, up to 24h)\n", v);
+                return -EINVAL;
+        }
+        *ret = (int) ms;
+        return 0;
+}
 
 static bool env_bool(const char *name) {
         const char *v = secure_getenv(name);
@@ -52,7 +67,9 @@ static void help(enum cmd c) {
                "  -c, --selected-config NAME   config to use (MIG_PARTED_SELECTED_CONFIG)\n");
         if (c == CMD_APPLY)
                 printf("  -k, --hooks-file FILE        hooks v1 file (MIG_PARTED_HOOKS_FILE)\n"
-                       "  -s, --skip-reset             do not reset GPUs after a mode change (MIG_PARTED_SKIP_RESET)\n");
+                       "  -s, --skip-reset             do not reset GPUs after a mode change (MIG_PARTED_SKIP_RESET)\n"
+                       "      --hook-timeout DURATION  a hook running longer is killed, apply fails (5m;\n"
+                       "                               MIGKIT_HOOK_TIMEOUT)\n");
         printf("  -m, --mode-only              only the MIG mode (MIG_PARTED_MODE_CHANGE_ONLY)\n");
         if (c == CMD_ASSERT)
                 printf("  -a, --valid-config           only check that the config parses and the name exists\n"
@@ -71,6 +88,7 @@ static int parse_args(enum cmd c, int argc, char **argv, struct args *a) {
                 {"selected-config", required_argument, NULL, 'c'},
                 {"hooks-file", required_argument, NULL, 'k'},
                 {"skip-reset", no_argument, NULL, 's'},
+                {"hook-timeout", required_argument, NULL, 'T'},
                 {"mode-only", no_argument, NULL, 'm'},
                 {"valid-config", no_argument, NULL, 'a'},
                 {"output-format", required_argument, NULL, 'o'},
@@ -89,9 +107,13 @@ static int parse_args(enum cmd c, int argc, char **argv, struct args *a) {
                 .valid_config = env_bool("MIG_PARTED_VALID_CONFIG"),
                 .debug = env_bool("MIG_PARTED_DEBUG"),
                 .fmt = MK_OUTPUT_TABLE,
+                .hook_timeout_ms = MK_APPLY_HOOK_TIMEOUT_MS,
         };
+        const char *ht = secure_getenv("MIGKIT_HOOK_TIMEOUT");
+        if (ht && *ht && parse_hook_timeout(ht, &a->hook_timeout_ms) < 0)
+                return -EINVAL;
         int o;
-        while ((o = getopt_long(argc, argv, "f:c:k:smao:dvh", options, NULL)) >= 0) {
+        while ((o = getopt_long(argc, argv, "f:c:k:smao:dvhT:", options, NULL)) >= 0) {
                 switch (o) {
                 case 'f':
                         a->config_file = optarg;
@@ -108,6 +130,12 @@ static int parse_args(enum cmd c, int argc, char **argv, struct args *a) {
                         if (c != CMD_APPLY)
                                 goto bad;
                         a->skip_reset = true;
+                        break;
+                case 'T':
+                        if (c != CMD_APPLY)
+                                goto bad;
+                        if (parse_hook_timeout(optarg, &a->hook_timeout_ms) < 0)
+                                return -EINVAL;
                         break;
                 case 'm':
                         a->mode_only = true;
@@ -654,6 +682,7 @@ int cli_apply(int argc, char **argv) {
                 .skip_reset = a.skip_reset,
                 .mode_only = a.mode_only,
                 .hook_output = a.debug,
+                .hook_timeout_ms = a.hook_timeout_ms,
                 .progress = &progress,
         };
         struct mk_error e = {0};
