@@ -576,16 +576,14 @@ static const struct mk_gi *existing_at(const struct planner *p, const struct mk_
         return NULL;
 }
 
-/* Checks that the grouping fits and finds its best placement. Returns 0 with
- * c->best and c->score set, -ENOSPC with c->why, -ERANGE when the search
- * gave up, -ENOMEM. */
-static int search(struct planner *p, struct candidate *c) {
+/* The quick refusals, most specific reasons first: a profile over its
+ * instance limit, too many compute slices or memory units, a profile with no
+ * placement, compute instances that do not fit their GPU instance. 0, or
+ * -ENOSPC with c->why, -ENOMEM. */
+static int check_fits(struct planner *p, struct candidate *c) {
         const struct mk_gpu *g = p->g;
-        struct gi_search s = {.p = p, .t = c->t, .n_t = c->n_t, .score_best = -1};
         uint64_t slices = 0, units = 0;
-        int r = 0;
 
-        /* Most specific reasons first. */
         for (size_t i = 0; i < g->n_profiles; i++) {
                 size_t n = 0;
                 for (size_t k = 0; k < c->n_t; k++)
@@ -624,83 +622,96 @@ static int search(struct planner *p, struct candidate *c) {
                         return -ENOSPC;
                 }
         }
+        return 0;
+}
 
+static void gi_search_done(struct gi_search *s) {
+        free(s->mask);
+        free(s->gain);
+        free(s->ub);
+        free(s->need);
+        free(s->same);
+        free(s->slices_before);
+        free(s->cur);
+}
+
+/* The search's tables: per target and placement its mask and what keeping
+ * the existing GI there gains, the bounds for pruning, the units still
+ * needed. c->best is allocated too. 0 or -ENOMEM. */
+static int gi_search_init(struct planner *p, struct candidate *c, struct gi_search *s) {
         for (size_t k = 0; k < c->n_t; k++)
-                s.np_max = MAX(s.np_max, c->t[k].gp->n_placements);
-        size_t cells = c->n_t * MAX(s.np_max, (size_t) 1);
-        s.mask = calloc(cells, sizeof(*s.mask));
-        s.gain = calloc(cells, sizeof(*s.gain));
-        s.ub = calloc(c->n_t + 1, sizeof(*s.ub));
-        s.need = calloc(c->n_t + 1, sizeof(*s.need));
-        s.same = calloc(c->n_t + 1, sizeof(*s.same));
-        s.slices_before = calloc(c->n_t + 1, sizeof(*s.slices_before));
-        s.cur = calloc(c->n_t + 1, sizeof(*s.cur));
+                s->np_max = MAX(s->np_max, c->t[k].gp->n_placements);
+        size_t cells = c->n_t * MAX(s->np_max, (size_t) 1);
+        s->mask = calloc(cells, sizeof(*s->mask));
+        s->gain = calloc(cells, sizeof(*s->gain));
+        s->ub = calloc(c->n_t + 1, sizeof(*s->ub));
+        s->need = calloc(c->n_t + 1, sizeof(*s->need));
+        s->same = calloc(c->n_t + 1, sizeof(*s->same));
+        s->slices_before = calloc(c->n_t + 1, sizeof(*s->slices_before));
+        s->cur = calloc(c->n_t + 1, sizeof(*s->cur));
         c->best = calloc(c->n_t + 1, sizeof(*c->best));
-        if (!s.mask || !s.gain || !s.ub || !s.need || !s.same || !s.slices_before || !s.cur || !c->best) {
-                r = -ENOMEM;
-                goto out;
-        }
-        s.best = c->best;
+        if (!s->mask || !s->gain || !s->ub || !s->need || !s->same || !s->slices_before || !s->cur || !c->best)
+                return -ENOMEM;
+        s->best = c->best;
 
         for (size_t k = 0; k < c->n_t; k++) {
                 const struct mk_gi_profile *gp = c->t[k].gp;
                 long top = 0;
-                s.same[k] = k > 0 && tgi_compare(&c->t[k - 1], &c->t[k]) == 0;
+                s->same[k] = k > 0 && tgi_compare(&c->t[k - 1], &c->t[k]) == 0;
                 for (size_t j = 0; j < gp->n_placements; j++) {
-                        size_t cell = k * s.np_max + j;
-                        s.mask[cell] = mk_placement_mask(gp->placements[j]);
+                        size_t cell = k * s->np_max + j;
+                        s->mask[cell] = mk_placement_mask(gp->placements[j]);
                         const struct mk_gi *e = existing_at(p, gp, gp->placements[j]);
-                        if (s.mask[cell] == 0 || !e)
+                        if (s->mask[cell] == 0 || !e)
                                 continue;
-                        if (s.same[k]) {
+                        if (s->same[k]) {
                                 /* Identical targets gain the same: reuse the previous row. */
-                                s.gain[cell] = s.gain[cell - s.np_max];
+                                s->gain[cell] = s->gain[cell - s->np_max];
                         } else {
                                 long kept = place_cis(p, &c->t[k], e, NULL, NULL);
-                                if (kept == -ENOMEM) {
-                                        r = -ENOMEM;
-                                        goto out;
-                                }
+                                if (kept == -ENOMEM)
+                                        return -ENOMEM;
                                 /* The GI is kept even when none of its CIs can be. */
-                                s.gain[cell] = (kept > 0 ? kept : 0) * SCORE_CI + 1;
+                                s->gain[cell] = (kept > 0 ? kept : 0) * SCORE_CI + 1;
                         }
-                        top = MAX(top, s.gain[cell]);
+                        top = MAX(top, s->gain[cell]);
                 }
-                s.ub[k] = top;
+                s->ub[k] = top;
         }
         for (size_t k = 0; k < c->n_t; k++)
-                s.slices_before[k + 1] = s.slices_before[k] + c->t[k].gp->slices;
+                s->slices_before[k + 1] = s->slices_before[k] + c->t[k].gp->slices;
         for (size_t k = c->n_t; k-- > 0;) {
-                s.ub[k] += s.ub[k + 1];
-                s.need[k] = s.need[k + 1] + gi_units(c->t[k].gp);
+                s->ub[k] += s->ub[k + 1];
+                s->need[k] = s->need[k + 1] + gi_units(c->t[k].gp);
         }
+        return 0;
+}
+
+/* Checks that the grouping fits and finds its best placement. Returns 0 with
+ * c->best and c->score set, -ENOSPC with c->why, -ERANGE when the search
+ * gave up, -ENOMEM. */
+static int search(struct planner *p, struct candidate *c) {
+        _cleanup_(gi_search_done) struct gi_search s = {.p = p, .t = c->t, .n_t = c->n_t, .score_best = -1};
+        int r = check_fits(p, c);
+        if (r < 0)
+                return r;
+        r = gi_search_init(p, c, &s);
+        if (r < 0)
+                return r;
 
         gi_dfs(&s, 0, 0, p->units, 0);
-        if (s.score_best < 0) {
-                if (p->gave_up) {
-                        snprintf(c->why, sizeof(c->why), "the placement search gave up after %" PRIu64 " steps",
-                                 p->nodes);
-                        r = -ERANGE;
-                } else {
-                        char sum[REASON_MAX / 2];
-                        gi_summary(c, sum, sizeof(sum));
-                        snprintf(c->why, sizeof(c->why), "no non-overlapping placement exists for the GPU instances %s",
-                                 sum);
-                        r = -ENOSPC;
-                }
-                goto out;
+        if (s.score_best >= 0) {
+                c->score = s.score_best;
+                return 0;
         }
-        c->score = s.score_best;
-
-out:
-        free(s.mask);
-        free(s.gain);
-        free(s.ub);
-        free(s.need);
-        free(s.same);
-        free(s.slices_before);
-        free(s.cur);
-        return r;
+        if (p->gave_up) {
+                snprintf(c->why, sizeof(c->why), "the placement search gave up after %" PRIu64 " steps", p->nodes);
+                return -ERANGE;
+        }
+        char sum[REASON_MAX / 2];
+        gi_summary(c, sum, sizeof(sum));
+        snprintf(c->why, sizeof(c->why), "no non-overlapping placement exists for the GPU instances %s", sum);
+        return -ENOSPC;
 }
 
 /* --- the plan ------------------------------------------------------------------------ */
