@@ -199,55 +199,122 @@ static void mode_words(const struct mk_gpu *g, const struct mk_gpu_plan *p, cons
                  p->reset_needed ? (pending ? reset + 2 : reset) : "");
 }
 
-static void print_plan_table(const struct mk_snapshot *s, const struct mk_gpu_plan *p, bool mode_only) {
-        for (size_t i = 0; i < s->n_gpus; i++) {
-                const struct mk_gpu *g = &s->gpus[i];
-                const struct mk_gpu_plan *gp = &p[i];
-                printf("GPU %u (%s, %s): ", g->index, g->name, g->bus_id);
-                if (!gp->mig_enabled && !gp->mode_change && !gp->layout_change && gp->n_target == 0 &&
-                    g->mig_current != MK_MIG_ENABLED) {
-                        printf("%s\n", g->mig_capable ? "MIG disabled, as configured" : "not MIG-capable, left alone");
-                        continue;
-                }
-                char mode[128];
-                mode_words(g, gp, " (GPU reset needed)", mode, sizeof(mode));
-                if (gp->mode_change)
-                        printf("%s\n", mode);
-                else if (!gp->layout_change || mode_only)
-                        printf("already as configured\n");
+/* One GPU's plan, without the GPU's name: a status line, and for a GPU that
+ * changes, its instances kept, destroyed and created. Returns whether it
+ * changes. */
+static bool plan_gpu_text(FILE *f, const struct mk_gpu *g, const struct mk_gpu_plan *gp, bool mode_only) {
+        if (!gp->mig_enabled && !gp->mode_change && !gp->layout_change && gp->n_target == 0 &&
+            g->mig_current != MK_MIG_ENABLED) {
+                fprintf(f, "%s\n", g->mig_capable ? "MIG disabled, as configured" : "not MIG-capable, left alone");
+                return false;
+        }
+        bool changes = gp->mode_change || (!mode_only && gp->layout_change);
+        char mode[128];
+        mode_words(g, gp, " (GPU reset needed)", mode, sizeof(mode));
+        if (gp->mode_change)
+                fprintf(f, "%s\n", mode);
+        else if (!changes)
+                fprintf(f, "already as configured (%zu MIG device%s kept)\n", gp->n_kept_cis,
+                        gp->n_kept_cis == 1 ? "" : "s");
+        else
+                fprintf(f, "layout changes\n");
+        /* The instances of a GPU left as it is are no news: counted above. */
+        if (mode_only || !changes)
+                return changes;
+        for (size_t k = 0; k < gp->n_destroy; k++) {
+                const struct mk_plan_destroy *d = &gp->destroy[k];
+                if (d->is_ci)
+                        fprintf(f, "  destroy  CI %-14s GPU instance %u, compute instance %u  %s\n", d->name, d->gi_id,
+                                d->ci_id, ci_uuid_short(d->uuid));
                 else
-                        printf("layout changes\n");
-                if (mode_only)
-                        continue;
-                for (size_t k = 0; k < gp->n_destroy; k++) {
-                        const struct mk_plan_destroy *d = &gp->destroy[k];
-                        if (d->is_ci)
-                                printf("  destroy  CI %-14s GPU instance %u, compute instance %u  %s\n", d->name,
-                                       d->gi_id, d->ci_id, ci_uuid_short(d->uuid));
+                        fprintf(f, "  destroy  GI %-14s at %u:%u  GPU instance %u\n", d->name, d->placement.start,
+                                d->placement.size, d->gi_id);
+        }
+        for (size_t k = 0; k < gp->n_target; k++) {
+                const struct mk_plan_gi *t = &gp->target[k];
+                if (t->kept)
+                        fprintf(f, "  keep     GI %-14s at %u:%u  GPU instance %u\n", t->profile->name,
+                                t->placement.start, t->placement.size, t->existing_id);
+                else
+                        fprintf(f, "  create   GI %-14s at %u:%u\n", t->profile->name, t->placement.start,
+                                t->placement.size);
+                for (size_t j = 0; j < t->n_cis; j++) {
+                        const struct mk_plan_ci *c = &t->cis[j];
+                        if (c->kept)
+                                fprintf(f, "  keep     CI %-14s at %u:%u  compute instance %u  %s\n", c->profile->name,
+                                        c->placement.start, c->placement.size, c->existing_id, ci_uuid_short(c->uuid));
                         else
-                                printf("  destroy  GI %-14s at %u:%u  GPU instance %u\n", d->name, d->placement.start,
-                                       d->placement.size, d->gi_id);
-                }
-                for (size_t k = 0; k < gp->n_target; k++) {
-                        const struct mk_plan_gi *t = &gp->target[k];
-                        if (t->kept)
-                                printf("  keep     GI %-14s at %u:%u  GPU instance %u\n", t->profile->name,
-                                       t->placement.start, t->placement.size, t->existing_id);
-                        else
-                                printf("  create   GI %-14s at %u:%u\n", t->profile->name, t->placement.start,
-                                       t->placement.size);
-                        for (size_t j = 0; j < t->n_cis; j++) {
-                                const struct mk_plan_ci *c = &t->cis[j];
-                                if (c->kept)
-                                        printf("  keep     CI %-14s at %u:%u  compute instance %u  %s\n",
-                                               c->profile->name, c->placement.start, c->placement.size,
-                                               c->existing_id, ci_uuid_short(c->uuid));
-                                else
-                                        printf("  create   CI %-14s at %u:%u\n", c->profile->name, c->placement.start,
-                                               c->placement.size);
-                        }
+                                fprintf(f, "  create   CI %-14s at %u:%u\n", c->profile->name, c->placement.start,
+                                        c->placement.size);
                 }
         }
+        return changes;
+}
+
+/* The plan per GPU, runs of GPUs of one model with the same plan printed
+ * once (as `profiles` groups them), then a one-line verdict. */
+static int print_plan_table(const char *config, const struct mk_snapshot *s, const struct mk_gpu_plan *p,
+                            bool mode_only) {
+        size_t n = s->n_gpus;
+        _cleanup_free_ char **text = calloc(n ? n : 1, sizeof(char *));
+        if (!text)
+                return -ENOMEM;
+        size_t changing = 0, modes = 0, resets = 0, destroy = 0, create = 0;
+        int r = 0;
+        for (size_t i = 0; i < n && r >= 0; i++) {
+                size_t len = 0;
+                FILE *f = open_memstream(&text[i], &len);
+                if (!f) {
+                        r = -ENOMEM;
+                        break;
+                }
+                bool changes = plan_gpu_text(f, &s->gpus[i], &p[i], mode_only);
+                if (fclose(f) != 0)
+                        r = -ENOMEM;
+                changing += changes;
+                modes += p[i].mode_change;
+                resets += p[i].mode_change && p[i].reset_needed;
+                if (!changes || mode_only)
+                        continue;
+                for (size_t k = 0; k < p[i].n_destroy; k++)
+                        destroy += p[i].destroy[k].is_ci;
+                create += p[i].n_new_cis;
+        }
+        for (size_t i = 0; i < n && r >= 0;) {
+                const struct mk_gpu *g = &s->gpus[i];
+                size_t j = i + 1;
+                while (j < n && streq(s->gpus[j].name, g->name) && streq(text[j], text[i]) &&
+                       s->gpus[j].index == s->gpus[j - 1].index + 1)
+                        j++;
+                if (j - i == 1)
+                        printf("GPU %u (%s, %s): %s", g->index, g->name, g->bus_id, text[i]);
+                else
+                        printf("GPUs %u-%u (%zux %s): %s", g->index, s->gpus[j - 1].index, j - i, g->name, text[i]);
+                i = j;
+        }
+        for (size_t i = 0; i < n; i++)
+                free(text[i]);
+        if (r < 0)
+                return r;
+        if (changing == 0)
+                printf("Nothing to do: '%s' is applied%s on %s %zu GPU%s.\n", config, mode_only ? " (MIG mode)" : "",
+                       n == 1 ? "the" : "all", n, n == 1 ? "" : "s");
+        else {
+                printf("apply would change %zu of %zu GPU%s:", changing, n, n == 1 ? "" : "s");
+                const char *sep = " ";
+                if (modes) {
+                        printf("%sMIG mode of %zu (%zu reset%s)", sep, modes, resets, resets == 1 ? "" : "s");
+                        sep = ", ";
+                }
+                if (destroy) {
+                        printf("%sdestroy %zu MIG device%s", sep, destroy, destroy == 1 ? "" : "s");
+                        sep = ", ";
+                }
+                if (create)
+                        printf("%screate %zu MIG device%s", sep, create, create == 1 ? "" : "s");
+                printf(".\n");
+        }
+        return 0;
 }
 
 static json_t *plan_json(const struct mk_snapshot *s, const struct mk_gpu_plan *p) {
@@ -326,10 +393,45 @@ int cli_plan(int argc, char **argv) {
                 cli_print_json(stdout, root);
                 json_decref(root);
         } else
-                print_plan_table(s, p, a.mode_only);
+                /* Planned, so a NULL selection named the file's only config. */
+                r = print_plan_table(a.selected ? a.selected : c->configs[0].name, s, p, a.mode_only);
         mk_gpu_plans_free(p, s->n_gpus);
         mk_snapshot_free(s);
+        if (r < 0) {
+                fprintf(stderr, "Error: Cannot print the plan: %s\n", strerror(-r));
+                return MK_EXIT_FAILURE;
+        }
         return MK_EXIT_OK;
+}
+
+/* Whether an assert counts GPU plan `gp` as differing in its mode (mode) or,
+ * the mode being right, in its layout. */
+static bool plan_differs(const struct mk_gpu_plan *gp, bool mode, bool mode_only) {
+        return mode ? gp->mode_change : !mode_only && !gp->mode_change && gp->layout_change;
+}
+
+/* Appends "<what>0-3, 5" for the GPUs that differ so to `buf` (after "; "
+ * when it holds something); returns how many. */
+static size_t gpu_ranges(const struct mk_gpu_plan *p, size_t n, bool mode, bool mode_only, const char *what, char *buf,
+                         size_t size) {
+        size_t count = 0;
+        for (size_t i = 0; i < n; i++) {
+                if (!plan_differs(&p[i], mode, mode_only))
+                        continue;
+                size_t j = i;
+                while (j + 1 < n && plan_differs(&p[j + 1], mode, mode_only) && p[j + 1].gpu_index == p[j].gpu_index + 1)
+                        j++;
+                size_t used = strlen(buf);
+                const char *lead = count ? ", " : used ? "; " : "";
+                if (j > i)
+                        snprintf(buf + used, size - used, "%s%s%u-%u", lead, count ? "" : what, p[i].gpu_index,
+                                 p[j].gpu_index);
+                else
+                        snprintf(buf + used, size - used, "%s%s%u", lead, count ? "" : what, p[i].gpu_index);
+                count += j - i + 1;
+                i = j;
+        }
+        return count;
 }
 
 int cli_assert(int argc, char **argv) {
@@ -357,12 +459,9 @@ int cli_assert(int argc, char **argv) {
                 return MK_EXIT_CANNOT_CHECK;
         }
         size_t differ = 0;
-        for (size_t i = 0; i < s->n_gpus; i++)
-                if (p[i].mode_change || (!a.mode_only && p[i].layout_change)) {
-                        differ++;
-                        log_info("GPU %u: %s", p[i].gpu_index,
-                                 p[i].mode_change ? "MIG mode differs" : "MIG layout differs");
-                }
+        char which[512] = "";
+        differ += gpu_ranges(p, s->n_gpus, true, a.mode_only, "MIG mode of GPU ", which, sizeof(which));
+        differ += gpu_ranges(p, s->n_gpus, false, a.mode_only, "MIG layout of GPU ", which, sizeof(which));
         if (a.fmt == MK_OUTPUT_JSON) {
                 json_t *root = json_pack("{s:b,s:o}", "applied", differ == 0, "gpus", plan_json(s, p));
                 cli_print_json(stdout, root);
@@ -371,8 +470,8 @@ int cli_assert(int argc, char **argv) {
                 printf(a.mode_only ? "Selected MIG mode settings from configuration currently applied\n"
                                    : "Selected MIG configuration currently applied\n");
         else
-                printf("Assertion failure: selected configuration not currently applied (%zu GPU%s differ%s)\n",
-                       differ, differ == 1 ? "" : "s", differ == 1 ? "s" : "");
+                printf("Assertion failure: selected configuration not currently applied (%zu GPU%s differ%s: %s)\n",
+                       differ, differ == 1 ? "" : "s", differ == 1 ? "s" : "", which);
         mk_gpu_plans_free(p, s->n_gpus);
         mk_snapshot_free(s);
         return differ == 0 ? MK_EXIT_OK : MK_EXIT_NOT_APPLIED;

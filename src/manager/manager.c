@@ -180,7 +180,6 @@ struct mgr {
         pthread_mutex_t lock;
         pthread_cond_t cond;
         char *desired;                   /* latest label value; NULL: absent or empty */
-        char *node_uid;
         bool seen_node, changed, informer_done;
         int informer_r;
         struct mk_error informer_e;
@@ -202,7 +201,10 @@ static void log_err(const char *what, const struct mk_error *e) {
         log_error("%s: %s", what, mk_error_format(e, buf, sizeof(buf)));
 }
 
-/* Posts an Event on our Node; failures are only warnings. */
+/* Posts an Event on our Node; failures are only warnings. The involvedObject
+ * uid is the node name, the kubelet's convention for Node events (kubelet
+ * pkg/kubelet/kubelet.go: nodeRef UID = nodeName): `kubectl describe node` of
+ * kubectl <= 1.2x selects node events by that uid, newer ones by name. */
 static void post_event(struct mgr *m, bool warning, const char *reason, const char *fmt, ...) _printf_(4, 5);
 static void post_event(struct mgr *m, bool warning, const char *reason, const char *fmt, ...) {
         char msg[MK_MAX_EVENT_MESSAGE], path[128];
@@ -212,10 +214,8 @@ static void post_event(struct mgr *m, bool warning, const char *reason, const ch
         va_end(ap);
         const char *ns = m->o->event_namespace ? m->o->event_namespace : "default";
         snprintf(path, sizeof(path), "/api/v1/namespaces/%s/events", ns);
-        pthread_mutex_lock(&m->lock);
-        json_t *ev = mk_kube_event_new(ns, "Node", m->o->node, m->node_uid, warning, reason, msg,
+        json_t *ev = mk_kube_event_new(ns, "Node", m->o->node, m->o->node, warning, reason, msg,
                                        MK_MANAGER_EVENT_COMPONENT, m->o->node);
-        pthread_mutex_unlock(&m->lock);
         if (!ev)
                 return;
         struct mk_error e = {0};
@@ -228,21 +228,7 @@ static void post_event(struct mgr *m, bool warning, const char *reason, const ch
 }
 
 static int get_node(struct mgr *m, json_t **ret, struct mk_error *e) {
-        json_t *node = NULL;
-        int r = mk_kube_get(m->k, m->node_path, &node, e);
-        if (r < 0)
-                return r;
-        const char *uid = json_string_value(json_object_get(json_object_get(node, "metadata"), "uid"));
-        if (uid) {
-                pthread_mutex_lock(&m->lock);
-                if (!m->node_uid || !streq(m->node_uid, uid)) {
-                        free(m->node_uid);
-                        m->node_uid = strdup(uid);
-                }
-                pthread_mutex_unlock(&m->lock);
-        }
-        *ret = node;
-        return 0;
+        return mk_kube_get(m->k, m->node_path, ret, e);
 }
 
 static json_t *node_labels(const json_t *node) {
@@ -253,11 +239,18 @@ static json_t *node_annotations(const json_t *node) {
         return json_object_get(json_object_get(node, "metadata"), "annotations");
 }
 
-static int set_state(struct mgr *m, enum mk_mig_state s) {
+/* Sets the state label; with it, in the same PATCH, the failure annotation:
+ * `reason` for failed, removed on success, untouched otherwise. */
+static int set_state_reason(struct mgr *m, enum mk_mig_state s, const char *reason) {
         struct mk_error e = {0};
-        json_t *ch = json_pack("{s:s}", MK_MANAGER_STATE_LABEL, mk_mig_state_to_string(s));
-        int r = ch ? mk_kube_patch_metadata(m->k, m->node_path, "labels", ch, NULL, &e) : -ENOMEM;
-        json_decref(ch);
+        json_t *ann = s == MK_MIG_STATE_FAILED ? json_pack("{s:s}", MK_MANAGER_FAILURE_ANNOTATION, reason ? reason : "")
+                      : s == MK_MIG_STATE_SUCCESS ? json_pack("{s:n}", MK_MANAGER_FAILURE_ANNOTATION)
+                                                  : json_object();
+        json_t *body = ann ? json_pack("{s:{s:{s:s},s:o}}", "metadata", "labels", MK_MANAGER_STATE_LABEL,
+                                       mk_mig_state_to_string(s), "annotations", ann)
+                           : NULL;
+        int r = body ? mk_kube_patch(m->k, m->node_path, MK_KUBE_PATCH_MERGE, body, NULL, &e) : -ENOMEM;
+        json_decref(body);
         if (r < 0) {
                 char buf[MK_ERROR_MSG_MAX + 2 * MK_ERROR_LOC_MAX];
                 return log_error_errno(r, "Cannot set %s=%s on node '%s': %s", MK_MANAGER_STATE_LABEL,
@@ -265,6 +258,10 @@ static int set_state(struct mgr *m, enum mk_mig_state s) {
         }
         log_info("Node '%s': %s=%s", m->o->node, MK_MANAGER_STATE_LABEL, mk_mig_state_to_string(s));
         return 0;
+}
+
+static int set_state(struct mgr *m, enum mk_mig_state s) {
+        return set_state_reason(m, s, NULL);
 }
 
 static char *join_names(const json_t *a) {
@@ -488,8 +485,11 @@ static int fail_run(struct mgr *m, int r, const char *name, const struct mk_erro
                 waited_ms += delay_ms;
                 delay_ms = MIN(delay_ms * 2, 8000u);
         }
-        (void) set_state(m, MK_MIG_STATE_FAILED);
-        post_event(m, true, "MigConfigFailed", "MIG config '%s' failed: %s", name, buf);
+        char reason[MK_MAX_EVENT_MESSAGE];
+        if (snprintf(reason, sizeof(reason), "MIG config '%s' failed: %s", name, buf) >= (int) sizeof(reason))
+                memcpy(reason + sizeof(reason) - 4, "...", 4);
+        (void) set_state_reason(m, MK_MIG_STATE_FAILED, reason);
+        post_event(m, true, "MigConfigFailed", "%s", reason);
         return r < 0 ? r : -EIO;
 }
 
@@ -659,12 +659,7 @@ static int on_node(enum mk_kube_event_type type, json_t *object, json_t *old, vo
         const char *v = json_string_value(json_object_get(node_labels(object), MK_MANAGER_CONFIG_LABEL));
         if (v && !*v)
                 v = NULL;
-        const char *uid = json_string_value(json_object_get(json_object_get(object, "metadata"), "uid"));
         pthread_mutex_lock(&m->lock);
-        if (uid && (!m->node_uid || !streq(uid, m->node_uid))) {
-                free(m->node_uid);
-                m->node_uid = strdup(uid);
-        }
         bool differs = (!v) != (!m->desired) || (v && !streq(v, m->desired));
         if (!m->seen_node || differs) {
                 if (differs)
@@ -836,7 +831,6 @@ int mk_manager_run(struct mk_kube *k, const struct mk_config *c, const struct mk
         pthread_cond_destroy(&m.cond);
         pthread_mutex_destroy(&m.lock);
         free(m.desired);
-        free(m.node_uid);
         mk_config_free(m.reloaded);
         strv_free(m.stopped);
         free(m.marker_file);

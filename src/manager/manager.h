@@ -29,6 +29,7 @@ struct mk_gpu_clients;
 #define MK_MANAGER_DEPLOY_PREFIX "nvidia.com/gpu.deploy."
 #define MK_MANAGER_PAUSED_VALUE "paused-for-mig-change"
 #define MK_MANAGER_PAUSED_ANNOTATION "migkit.io/paused-labels"
+#define MK_MANAGER_FAILURE_ANNOTATION "migkit.io/mig.config.failure"  /* the last failure's reason; gone on success */
 #define MK_MANAGER_EVENT_COMPONENT "migkit-manager"
 
 #define MK_MANAGER_DEFAULT_POD_WAIT_S 300

@@ -133,6 +133,14 @@ mk assert -f "$cfg" -c all-balanced --valid-config | grep -q "Selected MIG confi
 # plan shows what apply would do and changes nothing.
 mk plan -f "$cfg" -c all-balanced >"$tmp/plan.txt"
 grep -q "MIG disabled -> enabled (GPU reset needed)" "$tmp/plan.txt" || fail "plan: $(cat "$tmp/plan.txt")"
+# Eight identical GPUs, one plan: printed once, then the verdict.
+[ "$(head -n 1 "$tmp/plan.txt")" = "GPUs 0-7 (8x NVIDIA A100-SXM4-40GB): MIG disabled -> enabled (GPU reset needed)" ] &&
+  [ "$(tail -n 1 "$tmp/plan.txt")" = "apply would change 8 of 8 GPUs: MIG mode of 8 (8 resets), create 32 MIG devices." ] &&
+  [ "$(wc -l <"$tmp/plan.txt")" -eq 10 ] || fail "plan not grouped: $(cat "$tmp/plan.txt")"
+# assert's answer is one line, naming the GPUs that differ (no log line per GPU).
+set +e; "$MIGKIT_BIN" --simulate dgx-a100 assert -f "$cfg" -c all-balanced >"$tmp/assert.txt" 2>&1; rc=$?; set -e
+[ "$rc" = 1 ] && [ "$(cat "$tmp/assert.txt")" = "Assertion failure: selected configuration not currently applied (8 GPUs differ: MIG mode of GPU 0-7)" ] ||
+  fail "assert: exit $rc: $(cat "$tmp/assert.txt")"
 mk export | diff -u "$tmp/before.yaml" - || fail "plan touched the GPUs"
 
 # Hooks: order, variables, own envs; the parent's HOME is not passed.
@@ -166,6 +174,9 @@ grep -q "^apply-start config=$cfg selected=all-balanced hooks=$tmp/hooks.yaml sk
   "$tmp/hooks.log" || fail "hook variables: $(cat "$tmp/hooks.log")"
 grep -q "^apply-exit .*selected=all-balanced" "$tmp/hooks.log" || fail "MIG_PARTED_* must win over envs"
 mk assert -f "$cfg" -c all-balanced | grep -q "Selected MIG configuration currently applied"
+mk plan -f "$cfg" -c all-balanced >"$tmp/plan.txt"
+[ "$(cat "$tmp/plan.txt")" = "GPUs 0-7 (8x NVIDIA A100-SXM4-40GB): already as configured (4 MIG devices kept)
+Nothing to do: 'all-balanced' is applied on all 8 GPUs." ] || fail "plan with nothing to do: $(cat "$tmp/plan.txt")"
 mk export >"$tmp/balanced.yaml"
 grep -q "devices: all" "$tmp/balanced.yaml" || fail "export after balanced: $(cat "$tmp/balanced.yaml")"
 
