@@ -331,6 +331,7 @@ static int cmd_process(int argc, char **argv) {
                 r = mksim_process_remove(t.pid);
                 if (r < 0)
                         return fail(r, "cannot remove the process");
+                printf("Process %u ended\n", t.pid);
                 return EXIT_SUCCESS;
         }
         return usage_error("process: unknown subcommand '%s'", argv[1]);
@@ -352,6 +353,10 @@ static int cmd_xid(int argc, char **argv) {
         r = mksim_xid(t.gpu, t.has_gi ? t.gi : MKSIM_ID_NONE, t.has_ci ? t.ci : MKSIM_ID_NONE, xid);
         if (r < 0)
                 return fail(r, "cannot raise the Xid");
+        if (t.has_gi)
+                printf("Xid %llu raised on GPU %u, GPU instance %u, compute instance %u\n", xid, t.gpu, t.gi, t.ci);
+        else
+                printf("Xid %llu raised on GPU %u\n", xid, t.gpu);
         return EXIT_SUCCESS;
 }
 
@@ -371,6 +376,7 @@ static int cmd_fault(int argc, char **argv) {
                 r = mksim_fault_set(argv[2], n, err);
                 if (r < 0)
                         return fail(r, "cannot arm the fault");
+                printf("Call %u of %s from now fails with %s\n", n, argv[2], argv[4]);
                 return EXIT_SUCCESS;
         }
         if (strcmp(argv[1], "crash-after") == 0) {
@@ -379,6 +385,7 @@ static int cmd_fault(int argc, char **argv) {
                 r = mksim_fault_crash_after(n);
                 if (r < 0)
                         return fail(r, "cannot arm crash-after");
+                printf("The process making the mutating NVML call %u from now exits with 137\n", n);
                 return EXIT_SUCCESS;
         }
         if (strcmp(argv[1], "clear") == 0) {
@@ -387,6 +394,7 @@ static int cmd_fault(int argc, char **argv) {
                 r = mksim_fault_clear();
                 if (r < 0)
                         return fail(r, "cannot clear faults");
+                printf("All faults cleared\n");
                 return EXIT_SUCCESS;
         }
         return usage_error("fault: unknown subcommand '%s'", argv[1]);
@@ -460,6 +468,7 @@ static int cmd_reboot(int argc, char **argv) {
         int r = mksim_reboot();
         if (r < 0)
                 return fail(r, "cannot reboot");
+        printf("Machine rebooted: pending MIG modes applied, instances and processes gone, lost GPUs back\n");
         return EXIT_SUCCESS;
 }
 

@@ -42,9 +42,14 @@ void cli_print_json(FILE *f, const json_t *v);
  * as cli_print_yaml), then frees it; returns MK_EXIT_OK. */
 int cli_print_document(enum mk_output_format fmt, json_t *root, bool sort_keys);
 
-/* Parses a `-o` value that must be yaml or json (NULL or empty: yaml);
- * prints the upstream-style error and returns -EINVAL otherwise. */
-int cli_parse_yaml_or_json(const char *format, enum mk_output_format *ret);
+/* The -o values a command accepts: CLI_OUTPUT(MK_OUTPUT_TABLE) | ... */
+#define CLI_OUTPUT(f) (1u << (unsigned) (f))
+
+/* Parses command `cmd`'s `-o` value (one meaning everywhere: docs/cli.md);
+ * NULL or empty: `def`. A format not in `accepted`: prints "unrecognized
+ * 'output-format'" with the values `cmd` accepts, returns -EINVAL. */
+int cli_parse_output(const char *cmd, const char *value, unsigned accepted, enum mk_output_format def,
+                     enum mk_output_format *ret);
 
 /* "enabled", "disabled" or "unsupported". */
 const char *cli_mig_mode_str(enum mk_mig_mode m);

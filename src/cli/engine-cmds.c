@@ -146,11 +146,9 @@ static int parse_args(enum cmd c, int argc, char **argv, struct args *a) {
                         a->valid_config = true;
                         break;
                 case 'o':
-                        a->fmt = mk_output_format_from_string(optarg);
-                        if (a->fmt != MK_OUTPUT_TABLE && a->fmt != MK_OUTPUT_JSON) {
-                                fprintf(stderr, "Error: unrecognized 'output-format': %s (table or json)\n", optarg);
+                        if (cli_parse_output(argv[0], optarg, CLI_OUTPUT(MK_OUTPUT_TABLE) | CLI_OUTPUT(MK_OUTPUT_JSON),
+                                             MK_OUTPUT_TABLE, &a->fmt) < 0)
                                 return -EINVAL;
-                        }
                         break;
                 case 'd':
                         a->debug = true;

@@ -66,7 +66,7 @@ int cli_export(int argc, char **argv) {
         if (!label || !*label)
                 label = "current";
         enum mk_output_format fmt;
-        if (cli_parse_yaml_or_json(format, &fmt) < 0)
+        if (cli_parse_output("export", format, CLI_OUTPUT(MK_OUTPUT_YAML) | CLI_OUTPUT(MK_OUTPUT_JSON), MK_OUTPUT_YAML, &fmt) < 0)
                 return MK_EXIT_USAGE;
         if (strlen(label) > 253) {
                 fprintf(stderr, "Error: config label '%.32s...' is longer than 253 characters\n", label);

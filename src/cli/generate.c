@@ -27,13 +27,14 @@ int cli_generate_config(int argc, char **argv) {
         const struct cli_option options[] = {
                 {"output-file", 'f', required_argument, "MIG_PARTED_OUTPUT_FILE", &file},
                 {"output-format", 'o', required_argument, "MIG_PARTED_OUTPUT_FORMAT", &format},
+                {"output", 0, required_argument, NULL, &format},
                 {},
         };
         int r = cli_options_parse(argc, argv, options, help);
         if (r != CLI_CONTINUE)
                 return r;
         enum mk_output_format fmt;
-        if (cli_parse_yaml_or_json(format, &fmt) < 0)
+        if (cli_parse_output("generate-config", format, CLI_OUTPUT(MK_OUTPUT_YAML) | CLI_OUTPUT(MK_OUTPUT_JSON), MK_OUTPUT_YAML, &fmt) < 0)
                 return MK_EXIT_USAGE;
 
         _cleanup_(mk_snapshot_freep) struct mk_snapshot *s = cli_snapshot();

@@ -16,7 +16,7 @@
 #define DEFAULT_MACHINE_TYPE_FILE "/sys/class/dmi/id/product_name"
 
 static void help(void) {
-        printf("Usage: migkit labels [--mig-strategy none|single|mixed] [--config-file FILE] [-o text|json]\n"
+        printf("Usage: migkit labels [--mig-strategy none|single|mixed] [--config-file FILE] [-o table|json]\n"
                "                     [--no-timestamp] [--machine-type-file FILE]\n"
                "\n"
                "Print the GPU feature discovery labels of this node, one key=value per line,\n"
@@ -29,7 +29,7 @@ static void help(void) {
                "  --no-timestamp          leave out nvidia.com/gfd.timestamp (env GFD_NO_TIMESTAMP)\n"
                "  --machine-type-file F   source of nvidia.com/gpu.machine (env GFD_MACHINE_TYPE_FILE,\n"
                "                          default " DEFAULT_MACHINE_TYPE_FILE ")\n"
-               "  -o, --output FORMAT     text (default) or json\n");
+               "  -o, --output FORMAT     table (default: name=value lines) or json\n");
 }
 
 /* The first set, non-empty variable of `names`, or NULL. */
@@ -42,7 +42,7 @@ static const char *env_first(const char *a, const char *b) {
 }
 
 int cli_labels(int argc, char **argv) {
-        const char *strategy_arg = NULL, *config_file = NULL, *machine_file = NULL, *format = "text",
+        const char *strategy_arg = NULL, *config_file = NULL, *machine_file = NULL, *format = NULL,
                    *no_timestamp_flag = NULL;
         const struct cli_option options[] = {
                 {"mig-strategy", 0, required_argument, NULL, &strategy_arg},
@@ -50,16 +50,17 @@ int cli_labels(int argc, char **argv) {
                 {"no-timestamp", 0, no_argument, NULL, &no_timestamp_flag},
                 {"machine-type-file", 0, required_argument, NULL, &machine_file},
                 {"output", 'o', required_argument, NULL, &format},
+                {"output-format", 0, required_argument, NULL, &format},
                 {},
         };
         int r = cli_options_parse(argc, argv, options, help);
         if (r != CLI_CONTINUE)
                 return r;
         bool no_timestamp = no_timestamp_flag != NULL;
-        if (!streq(format, "text") && !streq(format, "json")) {
-                fprintf(stderr, "Error: unrecognized 'output-format': %s (text or json)\n", format);
+        enum mk_output_format fmt;
+        if (cli_parse_output("labels", format, CLI_OUTPUT(MK_OUTPUT_TABLE) | CLI_OUTPUT(MK_OUTPUT_JSON),
+                             MK_OUTPUT_TABLE, &fmt) < 0)
                 return MK_EXIT_USAGE;
-        }
         /* Flags, then the environment (GFD's names first), then the config file. */
         if (!strategy_arg)
                 strategy_arg = env_first("GFD_MIG_STRATEGY", "MIG_STRATEGY");
@@ -116,7 +117,7 @@ int cli_labels(int argc, char **argv) {
         if (mk_labels_compute(&in, &l, &e) < 0)
                 return cli_fail(&e);
 
-        if (streq(format, "text")) {
+        if (fmt == MK_OUTPUT_TABLE) {
                 for (size_t i = 0; i < l->n; i++)
                         printf("%s=%s\n", l->items[i].key, l->items[i].value);
         } else {

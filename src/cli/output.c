@@ -24,16 +24,33 @@ const char *mk_output_format_to_string(enum mk_output_format f) {
         return f >= 0 && f < _MK_OUTPUT_MAX ? output_format_table[f] : NULL;
 }
 
-int cli_parse_yaml_or_json(const char *format, enum mk_output_format *ret) {
-        if (!format || !*format)
-                format = "yaml";
-        enum mk_output_format f = mk_output_format_from_string(format);
-        if (f != MK_OUTPUT_JSON && f != MK_OUTPUT_YAML) {
-                fprintf(stderr, "Error: unrecognized 'output-format': %s (yaml or json)\n", format);
-                return -EINVAL;
+int cli_parse_output(const char *cmd, const char *value, unsigned accepted, enum mk_output_format def,
+                     enum mk_output_format *ret) {
+        if (!value || !*value) {
+                *ret = def;
+                return 0;
         }
-        *ret = f;
-        return 0;
+        /* "text": the name `migkit labels` used for its table. */
+        enum mk_output_format f = streq(value, "text") ? MK_OUTPUT_TABLE : mk_output_format_from_string(value);
+        if (f >= 0 && (accepted & CLI_OUTPUT(f))) {
+                *ret = f;
+                return 0;
+        }
+        char list[64] = "";
+        size_t n = 0, k = 0;
+        for (int i = 0; i < _MK_OUTPUT_MAX; i++)
+                n += !!(accepted & CLI_OUTPUT(i));
+        for (int i = 0; i < _MK_OUTPUT_MAX; i++) {
+                if (!(accepted & CLI_OUTPUT(i)))
+                        continue;
+                size_t used = strlen(list);
+                snprintf(list + used, sizeof(list) - used, "%s%s", k == 0 ? "" : k + 1 == n ? " or " : ", ",
+                         output_format_table[i]);
+                k++;
+        }
+        fprintf(stderr, "Error: unrecognized 'output-format': %s (migkit %s accepts %s; docs/cli.md)\n", value, cmd,
+                list);
+        return -EINVAL;
 }
 
 const char *cli_mig_mode_str(enum mk_mig_mode m) {

@@ -178,11 +178,10 @@ int cli_profiles(int argc, char **argv) {
         int r = cli_options_parse(argc, argv, options, help);
         if (r != CLI_CONTINUE)
                 return r;
-        enum mk_output_format fmt = format ? mk_output_format_from_string(format) : MK_OUTPUT_TABLE;
-        if (fmt < 0) {
-                fprintf(stderr, "Error: unrecognized 'output-format': %s (table, json or yaml)\n", format);
+        enum mk_output_format fmt;
+        if (cli_parse_output("profiles", format, CLI_OUTPUT(MK_OUTPUT_TABLE) | CLI_OUTPUT(MK_OUTPUT_YAML) |
+                             CLI_OUTPUT(MK_OUTPUT_JSON), MK_OUTPUT_TABLE, &fmt) < 0)
                 return MK_EXIT_USAGE;
-        }
 
         _cleanup_(mk_snapshot_freep) struct mk_snapshot *s = cli_snapshot();
         if (!s)

@@ -44,7 +44,7 @@ static void help(void) {
                "  serve       Run the extender (POST /filter, /prioritize, /bind; GET /healthz, /readyz, /metrics)\n"
                "  node        Run the node agent: publish the node's inventory, create reserved instances,\n"
                "              destroy instances of finished pods after a grace period\n"
-               "  inventory   Print the inventory this node would publish (JSON)\n"
+               "  inventory   Print the inventory this node would publish (JSON, one line as published)\n"
                "  check FILE  Validate a scheduler config file\n"
                "\n"
                "Options:\n"
@@ -69,7 +69,10 @@ static void help(void) {
                "      --metrics-address HOST:PORT  node: serve GET /metrics (soft slices per container, HAMi's\n"
                "                             vGPU monitor names), /healthz there (e.g. 0.0.0.0:9394; default: none)\n"
                "      --vgpu-root PATH       node: soft slices' per-container directories [MIGKIT_VGPU_ROOT]\n"
-               "                             (" MK_VGPU_DEFAULT_ROOT ")\n");
+               "                             (" MK_VGPU_DEFAULT_ROOT ")\n"
+
+               "  -o, --output json          inventory: the only format (JSON)\n"
+               "      --indent               inventory: indent the JSON for reading\n");
 }
 
 static int make_kube(const char *kubeconfig, struct mk_kube **ret) {
@@ -192,12 +195,21 @@ static int do_node(struct mk_sched_config *cfg, const char *kubeconfig, const ch
         log_info("Node agent for '%s' starting (grace %us)", node, grace);
         int r = mk_sched_agent_run(&o, &pass, &e);
         mk_sched_server_stop(srv);
+        if (once && r >= 0)
+                log_info("Published the inventory of node '%s' (annotation %s, %zu bytes): %u MIG-capable GPU%s, "
+                         "%u instance%s; %u instance%s created, %u destroyed, %u pod%s annotated%s", node,
+                         MK_ANN_INVENTORY, pass.inventory_bytes, pass.inventory_gpus,
+                         pass.inventory_gpus == 1 ? "" : "s", pass.inventory_instances,
+                         pass.inventory_instances == 1 ? "" : "s", pass.created, pass.created == 1 ? "" : "s",
+                         pass.destroyed, pass.pods_patched, pass.pods_patched == 1 ? "" : "s",
+                         pass.failed ? ", some failed (logged above)" : "");
         if (r == -ECANCELED || (once && r >= 0))
                 return pass.failed ? MK_EXIT_FAILURE : MK_EXIT_OK;
         return cli_fail(&e);
 }
 
-static int do_inventory(struct mk_sched_config *cfg, const char *kubeconfig, const char *node, bool no_kube) {
+static int do_inventory(struct mk_sched_config *cfg, const char *kubeconfig, const char *node, bool no_kube,
+                        bool indent) {
         _cleanup_kube_free_ struct mk_kube *k = NULL;
         if (!no_kube && make_kube(kubeconfig, &k) < 0)
                 return MK_EXIT_FAILURE;
@@ -209,6 +221,10 @@ static int do_inventory(struct mk_sched_config *cfg, const char *kubeconfig, con
         _cleanup_free_ char *v = NULL;
         if (mk_inventory_format(inv, &v, &e) < 0)
                 return cli_fail(&e);
+        if (!indent) {          /* the annotation's bytes: one line */
+                puts(v);
+                return MK_EXIT_OK;
+        }
         json_error_t je;
         json_t *j = json_loads(v, 0, &je);
         if (!j)
@@ -278,7 +294,7 @@ int cli_scheduler(int argc, char **argv) {
         }
         const char *config = NULL, *kubeconfig = NULL, *address = NULL, *node = NULL, *port_s = NULL,
                    *threads_s = NULL, *grace_s = NULL, *resync_s = NULL, *once_s = NULL, *no_kube_s = NULL,
-                   *metrics_address = NULL, *vgpu_root = NULL;
+                   *metrics_address = NULL, *vgpu_root = NULL, *format = NULL, *indent_s = NULL;
         const char *limit_s[5] = {0}; /* --max-connections, -per-client, --request-timeout, -bytes, -values */
         const struct cli_option options[] = {
                 {"config", 'c', required_argument, "MIGKIT_SCHEDULER_CONFIG", &config},
@@ -298,6 +314,9 @@ int cli_scheduler(int argc, char **argv) {
                 {"request-timeout", 0, required_argument, NULL, &limit_s[2]},
                 {"max-request-bytes", 0, required_argument, NULL, &limit_s[3]},
                 {"max-request-values", 0, required_argument, NULL, &limit_s[4]},
+                {"output", 'o', required_argument, NULL, &format},
+                {"output-format", 0, required_argument, NULL, &format},
+                {"indent", 0, no_argument, NULL, &indent_s},
                 {},
         };
         bool check = streq(cmd, "check");
@@ -315,6 +334,9 @@ int cli_scheduler(int argc, char **argv) {
         unsigned port = 8888, threads = 4, grace = MK_AGENT_DEFAULT_GRACE_S, resync = MK_AGENT_DEFAULT_RESYNC_S;
         bool once = once_s != NULL, no_kube = no_kube_s != NULL;
         if (parse_numbers(port_s, threads_s, grace_s, resync_s, &port, &threads, &grace, &resync) < 0)
+                return MK_EXIT_USAGE;
+        enum mk_output_format fmt;
+        if (cli_parse_output("scheduler", format, CLI_OUTPUT(MK_OUTPUT_JSON), MK_OUTPUT_JSON, &fmt) < 0)
                 return MK_EXIT_USAGE;
         _cleanup_(mk_sched_config_freep) struct mk_sched_config *cfg = NULL;
         struct mk_error e = {0};
@@ -340,5 +362,5 @@ int cli_scheduler(int argc, char **argv) {
         if (streq(cmd, "node"))
                 return do_node(cfg, kubeconfig, node, grace, resync, once, metrics_address,
                                vgpu_root && *vgpu_root ? vgpu_root : MK_VGPU_DEFAULT_ROOT);
-        return do_inventory(cfg, kubeconfig, node, no_kube);
+        return do_inventory(cfg, kubeconfig, node, no_kube, indent_s != NULL);
 }

@@ -122,16 +122,17 @@ static int cmd_status(int argc, char **argv) {
         const char *format = NULL;
         const struct cli_option options[] = {
                 {"output-format", 'o', required_argument, NULL, &format},
+                {"output", 0, required_argument, NULL, &format},
                 {},
         };
         int r = cli_options_parse(argc, argv, options, help);
         if (r != CLI_CONTINUE)
                 return r;
-        bool json = format && streq(format, "json");
-        if (format && !json && !streq(format, "table")) {
-                fprintf(stderr, "Error: unrecognized 'output-format': %s (table or json)\n", format);
+        enum mk_output_format fmt;
+        if (cli_parse_output("service status", format, CLI_OUTPUT(MK_OUTPUT_TABLE) | CLI_OUTPUT(MK_OUTPUT_JSON),
+                             MK_OUTPUT_TABLE, &fmt) < 0)
                 return MK_EXIT_USAGE;
-        }
+        bool json = fmt == MK_OUTPUT_JSON;
         _cleanup_(mk_service_paths_done) struct mk_service_paths p = {0};
         if (paths(&p) != 0)
                 return MK_EXIT_FAILURE;

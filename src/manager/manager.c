@@ -822,8 +822,10 @@ int mk_manager_run(struct mk_kube *k, const struct mk_config *c, const struct mk
                         retry_at.tv_sec += b;
                         log_info("Will retry MIG config '%s' in %u s (failure %u in a row), or on a label change",
                                  name ? name : "", b, failures);
-                } else
+                } else {
                         failures = 0;
+                        log_info("Waiting for a change of %s on node '%s'", MK_MANAGER_CONFIG_LABEL, o->node);
+                }
                 free(name);
         }
         atomic_store(m.cancel, true);

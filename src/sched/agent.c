@@ -300,9 +300,13 @@ static int publish(struct agent *a, const struct mk_snapshot *s, const struct po
                 return r;
         char *v = NULL;
         r = mk_inventory_format(inv, &v, e);
+        pass->inventory_gpus = (unsigned) inv->n_gpus;
+        for (size_t i = 0; i < inv->n_gpus; i++)
+                pass->inventory_instances += (unsigned) inv->gpus[i].n_instances;
         mk_inventory_free(inv);
         if (r < 0)
                 return r;
+        pass->inventory_bytes = strlen(v);
         if (a->published && streq(a->published, v)) {
                 free(v);
                 return 0;
@@ -512,9 +516,22 @@ int mk_sched_agent_run(const struct mk_sched_agent_opts *o, struct mk_sched_agen
         bool started = o->kube && pthread_create(&th, NULL, informer_main, &a) == 0;
         unsigned resync = o->resync_s ? o->resync_s : MK_AGENT_DEFAULT_RESYNC_S;
         unsigned failures = 0;
+        int told = -1;          /* what the last "Waiting for" line said, so it is said once per wait */
         while (!(o->cancel && atomic_load(o->cancel))) {
                 /* Wake on a pod change, every second while orphans wait, else at resync. */
                 unsigned wait_s = pass.orphans_waiting || pass.failed || failures ? 1 : resync;
+                int why = pass.orphans_waiting ? 0 : pass.failed || failures ? 1 : 2;
+                if (why != told) {
+                        if (why == 0)
+                                report(o, MK_LOG_INFO, "Waiting for %u orphan instance(s) to pass their grace period",
+                                       pass.orphans_waiting);
+                        else if (why == 1)
+                                report(o, MK_LOG_INFO, "Waiting 1 s to retry what failed");
+                        else
+                                report(o, MK_LOG_INFO, "Waiting for pod changes on node '%s' (a full pass every %u s)",
+                                       o->node, resync);
+                        told = why;
+                }
                 struct timespec ts;
                 clock_gettime(CLOCK_REALTIME, &ts);
                 int64_t deadline = ts.tv_sec + wait_s;

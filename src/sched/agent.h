@@ -51,8 +51,10 @@ struct mk_sched_agent_opts {
 /* What one pass did (for logs and tests). */
 struct mk_sched_agent_pass {
         unsigned created, destroyed, pods_patched, failed;
-        bool inventory_published;
+        bool inventory_published;       /* changed and written this pass */
         unsigned orphans_waiting;
+        unsigned inventory_gpus, inventory_instances;   /* what the inventory lists */
+        size_t inventory_bytes;         /* its annotation value's size */
 };
 
 /* Runs passes until cancelled (-ECANCELED) or, with `once`, one pass.
