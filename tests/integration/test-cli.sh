@@ -65,37 +65,11 @@ done
 # (/proc/net/tcp: local address 0100007F:<port in hex>, state 0A LISTEN).
 "$MIGKIT_BIN" scheduler serve --help >"$tmp/help" 2>&1
 grep -q 'listen on (127.0.0.1' "$tmp/help" || fail "scheduler serve's default address is not 127.0.0.1"
-# The extender lists nodes and pods before it listens: a stub apiserver
-# answers every GET with an empty list, and holds watches (an answer that
-# is no event would fail the informers, and the extender would exit).
-python3 -u - >"$tmp/api.port" 2>/dev/null <<'EOF' &
-import http.server, json, time
-class H(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        if "watch=" in self.path:
-            time.sleep(600)
-        body = json.dumps({"kind": "List", "metadata": {"resourceVersion": "1"}, "items": []}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-    def log_message(self, *a):
-        pass
-srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
-print(srv.server_address[1])
-srv.serve_forever()
-EOF
-api_pid=$!
-for ((i = 0; i < 100; i++)); do [ -s "$tmp/api.port" ] && break; sleep 0.1; done
-cat >"$tmp/kubeconfig" <<EOF
-apiVersion: v1
-kind: Config
-clusters: [{name: c, cluster: {server: "http://127.0.0.1:$(cat "$tmp/api.port")"}}]
-users: [{name: u, user: {token: t}}]
-contexts: [{name: x, context: {cluster: c, user: u}}]
-current-context: x
-EOF
+# The extender lists nodes and pods before it listens: a stub apiserver.
+# shellcheck source=tests/integration/stub-apiserver.sh
+. "$MIGKIT_SOURCE_DIR/tests/integration/stub-apiserver.sh"
+stub_apiserver_start "$tmp"
+api_pid=$stub_api_pid
 : >"$tmp/serve.out"
 "$MIGKIT_BIN" scheduler serve --kubeconfig "$tmp/kubeconfig" --port 0 >>"$tmp/serve.out" 2>"$tmp/serve.err" &
 serve_pid=$!

@@ -4,7 +4,7 @@
 # --indent; `scheduler node --once` says what it published and the agent
 # says once what it waits for; migkit-sim commands say what changed.
 set -euo pipefail
-: "${MIGKIT_BIN:?}" "${MIGKIT_SIM_BIN:?}"
+: "${MIGKIT_BIN:?}" "${MIGKIT_SIM_BIN:?}" "${MIGKIT_SOURCE_DIR:?}"
 tmp=$(mktemp -d "${MIGKIT_TEST_TMP:-/tmp}/test-output.XXXXXX" 2>/dev/null || mktemp -d)
 api_pid=
 cleanup() {
@@ -16,13 +16,7 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 unset MIG_PARTED_OUTPUT_FORMAT MIG_PARTED_CONFIG_FILE MIG_PARTED_SELECTED_CONFIG NODE_NAME KUBECONFIG
 export MIGKIT_SIM_STATE=$tmp/sim.json
 mk() { "$MIGKIT_BIN" --simulate dgx-a100 "$@"; }
-cat >"$tmp/config.yaml" <<'YAML'
-version: v1
-mig-configs:
-  all-disabled:
-    - devices: all
-      mig-enabled: false
-YAML
+cp "$MIGKIT_SOURCE_DIR/examples/config.yaml" "$tmp/config.yaml"
 
 # -o: each command, a value it refuses, and the accepted values it names.
 check_o() {  # WANT COMMAND...
@@ -47,7 +41,7 @@ mk export --output json >/dev/null || fail "export --output json"
 mk generate-config --output json >/dev/null || fail "generate-config --output json"
 mk labels --output-format json >/dev/null || fail "labels --output-format json"
 mk labels -o text >/dev/null || fail "labels -o text (the old name of table)"
-mk plan -f "$tmp/config.yaml" --output-format json >/dev/null || fail "plan --output-format json"
+mk plan -f "$tmp/config.yaml" -c all-disabled --output-format json >/dev/null || fail "plan --output-format json"
 
 # scheduler inventory: the annotation's bytes, one line; --indent to read.
 mk scheduler inventory --no-kube >"$tmp/inv"
@@ -68,41 +62,11 @@ pid=$(sim process add --gpu 0)
 [ "$(sim process remove "$pid")" = "Process $pid ended" ] || fail "process remove"
 sim reboot | grep -q '^Machine rebooted' || fail "reboot says nothing"
 
-# The node agent against a stub apiserver: GETs answer empty lists,
-# watches hang, PATCHes echo {}.
-python3 -u - >"$tmp/api.port" 2>/dev/null <<'PY' &
-import http.server, json, time
-class H(http.server.BaseHTTPRequestHandler):
-    def reply(self, obj):
-        body = json.dumps(obj).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-    def do_GET(self):
-        if "watch=" in self.path:
-            time.sleep(600)
-        self.reply({"kind": "List", "metadata": {"resourceVersion": "1"}, "items": []})
-    def do_PATCH(self):
-        self.rfile.read(int(self.headers.get("Content-Length", "0")))
-        self.reply({"kind": "Node", "metadata": {"name": "n1"}})
-    def log_message(self, *a):
-        pass
-srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
-print(srv.server_address[1])
-srv.serve_forever()
-PY
-api_pid=$!
-for ((i = 0; i < 100; i++)); do [ -s "$tmp/api.port" ] && break; sleep 0.1; done
-cat >"$tmp/kubeconfig" <<KC
-apiVersion: v1
-kind: Config
-clusters: [{name: c, cluster: {server: "http://127.0.0.1:$(cat "$tmp/api.port")"}}]
-users: [{name: u, user: {token: t}}]
-contexts: [{name: x, context: {cluster: c, user: u}}]
-current-context: x
-KC
+# The node agent against a stub apiserver.
+# shellcheck source=tests/integration/stub-apiserver.sh
+. "$MIGKIT_SOURCE_DIR/tests/integration/stub-apiserver.sh"
+stub_apiserver_start "$tmp"
+api_pid=$stub_api_pid
 mk scheduler node -n n1 --kubeconfig "$tmp/kubeconfig" --once >"$tmp/once.out" 2>&1 ||
   fail "node --once: $(cat "$tmp/once.out")"
 grep -q "Published the inventory of node 'n1' (annotation migkit.io/mig-inventory, [0-9]* bytes): 8 MIG-capable GPUs, 0 instances; 0 instances created, 0 destroyed, 0 pods annotated$" \
