@@ -34,6 +34,10 @@ ok "cpack -G DEB made $(basename "$deb") ($(du -h "$deb" | cut -f1), $((SECONDS 
 dpkg-deb -c "$deb" | awk '{print $6}' | grep -E 'sim|nvidia-smi|libnvidia-ml' && fail "the .deb holds the simulator"
 dpkg-deb -f "$deb" Depends | grep -q 'libgrpc29' || fail "Depends lacks the computed shared library packages"
 dpkg-deb -c "$deb" | awk '{print $6}' | grep -x './usr/bin/config-manager' && fail "the .deb puts config-manager on the host's PATH"
+for f in ./usr/share/man/man1/migkit.1.gz ./usr/share/bash-completion/completions/migkit; do
+  dpkg-deb -c "$deb" | awk '{print $6}' | grep -qx "$f" || fail "the .deb lacks $f"
+done
+ok "the .deb holds migkit(1) and the bash completion"
 ok "no simulator in the .deb; Depends: $(dpkg-deb -f "$deb" Depends)"
 
 if command -v lintian >/dev/null; then
