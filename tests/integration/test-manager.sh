@@ -183,6 +183,17 @@ mk export | diff -u "$tmp/before.yaml" - || fail "impossible config touched the 
 expect_restored failed "after impossible"
 [ "$(grep -c 'Paused GPU components' "$tmp/mgr.log")" = "$n_paused" ] || fail "paused for an impossible config"
 events | grep -x MigConfigFailed >/dev/null || fail "no MigConfigFailed event"
+# The reason where `kubectl get node -o yaml` shows it, next to the state label.
+failure() { kc get node "$node" -o jsonpath='{.metadata.annotations.migkit\.io/mig\.config\.failure}'; }
+[[ $(failure) == "MIG config 'impossible' failed: "* ]] || fail "failure annotation: '$(failure)'"
+# Events carry the kubelet's involvedObject (uid = node name), which the
+# kubectl of the test env (1.20) needs to show them in `describe node`.
+ev=$(kc get events -n default -o name \
+  --field-selector "involvedObject.name=$node,involvedObject.uid=$node,reason=MigConfigFailed")
+[ -n "$ev" ] || fail "MigConfigFailed event without involvedObject.uid=$node: $(kc get events -n default -o yaml)"
+kc describe node "$node" >"$tmp/describe.txt"
+grep -q 'MigConfigFailed.*impossible' "$tmp/describe.txt" ||
+  fail "kubectl describe node shows no MigConfigFailed: $(sed -n '/^Events:/,$p' "$tmp/describe.txt")"
 
 step "unknown config name: failed"
 select_config no-such-config
@@ -252,6 +263,7 @@ mk assert -f "$cfg" -c all-balanced >/dev/null || fail "layout changed although 
 kc delete pod cuda-job -n default --grace-period=0 --force >/dev/null 2>&1
 wait_for success 60
 mk assert -f "$cfg" -c all-3g >/dev/null || fail "all-3g not applied after the retry (the user pod must not block)"
+[ -z "$(failure)" ] || fail "failure annotation left after success: '$(failure)'"
 expect_restored success "after the retry"
 kc delete pod cuda-user -n default --grace-period=0 --force >/dev/null 2>&1
 grep -q 'Will retry MIG config' "$tmp/mgr.log" || fail "no retry logged"
