@@ -30,7 +30,7 @@ fi
 commands=$("$MIGKIT_BIN" --help | sed -n '/^Commands:/,/^$/s/^  \([a-z][a-z-]*\) .*/\1/p')
 [ "$(wc -w <<<"$commands")" -ge 10 ] || fail "few commands in migkit --help: $commands"
 for c in $commands; do
-  usage=$("$MIGKIT_BIN" "$c" --help 2>&1 | head -n 1)
+  usage=$("$MIGKIT_BIN" "$c" --help 2>&1 | sed -n 1p)  # sed reads it all: no SIGPIPE
   grep -qF -- "$usage" "$tmp/page.txt" || fail "the page lacks '$usage'"
 done
 grep -q 'migkit - partition NVIDIA GPUs' "$tmp/page.txt" || fail "NAME line: $(head -5 "$tmp/page.txt")"
