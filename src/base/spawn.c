@@ -293,7 +293,15 @@ struct run {
         uint64_t start;
         struct mk_buf out;
         bool timed_out, truncated;
+        int stopped_by;
 };
+
+/* The signal received while a stop_on_signal child runs (one at a time). */
+static volatile sig_atomic_t stop_signal;
+
+static void on_stop_signal(int sig) {
+        stop_signal = sig;
+}
 
 /* Opens the child's stdin, output and error pipe. */
 static int run_open_fds(struct run *x, struct mk_error *e) {
@@ -412,7 +420,7 @@ static int run_wait_exit(struct run *x, struct mk_error *e) {
                          * id, cannot be reused yet, so this kill cannot hit
                          * a stranger. It takes down what the timed-out
                          * command left in its group. */
-                        if (x->timed_out)
+                        if (x->timed_out || x->stopped_by)
                                 kill_group(x->pid, SIGKILL);
                         if (fds[FD_OUT_R] >= 0) {
                                 size_t budget = MK_SPAWN_DRAIN_MAX;
@@ -422,6 +430,14 @@ static int run_wait_exit(struct run *x, struct mk_error *e) {
                 }
 
                 uint64_t now = now_ms();
+                if (sent == 0 && o->stop_on_signal && stop_signal) {
+                        x->stopped_by = stop_signal;
+                        log_debug_area("spawn", "Signal %d: terminating the process group of '%s'", (int) stop_signal,
+                                       x->cmd);
+                        kill_group(x->pid, SIGTERM);
+                        sent = SIGTERM;
+                        kill_at = now + MK_SPAWN_KILL_GRACE_MS;
+                }
                 if (sent == 0 && now >= deadline) {
                         x->timed_out = true;
                         log_debug_area("spawn", "'%s' ran past %d ms, terminating its process group", x->cmd,
@@ -438,7 +454,7 @@ static int run_wait_exit(struct run *x, struct mk_error *e) {
 
                 uint64_t next = sent == 0 ? deadline : sent == SIGTERM ? kill_at : UINT64_MAX;
                 int wait_ms = next == UINT64_MAX ? -1 : (int) MIN(next - now, (uint64_t) INT_MAX);
-                if (x->pidfd < 0)
+                if (x->pidfd < 0 || (o->stop_on_signal && sent == 0)) /* a signal just before poll: seen soon */
                         wait_ms = wait_ms < 0 ? MK_SPAWN_POLL_FALLBACK_MS : MIN(wait_ms, MK_SPAWN_POLL_FALLBACK_MS);
 
                 struct pollfd pfd[2];
@@ -471,6 +487,7 @@ static int run_finish(struct run *x, struct mk_spawn_result *ret, struct mk_erro
                 .exit_status = WIFEXITED(status) ? WEXITSTATUS(status)
                                : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 255,
                 .timed_out = x->timed_out,
+                .stopped_by = x->stopped_by,
                 .output_truncated = x->truncated,
         };
         if (x->o->capture) {
@@ -523,12 +540,23 @@ int mk_spawn(const struct mk_spawn_opts *o, struct mk_spawn_result *ret, struct 
                 .out = {.cap = o->output_cap},
         };
         r = run_open_fds(&x, e);
+        struct sigaction old[2], sa = {.sa_handler = on_stop_signal}; /* no SA_RESTART: poll returns */
+        sigemptyset(&sa.sa_mask);
+        if (o->stop_on_signal) {
+                stop_signal = 0;
+                (void) sigaction(SIGTERM, &sa, &old[0]);
+                (void) sigaction(SIGINT, &sa, &old[1]);
+        }
         if (r >= 0)
                 r = run_start(&x, candidates, e);
         if (r >= 0)
                 r = run_wait_exit(&x, e);
         if (r >= 0)
                 r = run_finish(&x, ret, e);
+        if (o->stop_on_signal) {
+                (void) sigaction(SIGTERM, &old[0], NULL);
+                (void) sigaction(SIGINT, &old[1], NULL);
+        }
         return r;
 }
 

@@ -27,11 +27,16 @@ struct mk_spawn_opts {
         bool capture;                   /* stdout+stderr together into the result */
         size_t output_cap;              /* bytes kept when capturing (> 0); the rest is read and dropped */
         bool forward_output;            /* not capturing: child's stdout/stderr are ours; else /dev/null */
+        /* While it runs, SIGTERM and SIGINT of ours stop the child: its group
+         * gets SIGTERM, SIGKILL after the grace, it is reaped, and
+         * stopped_by says which signal came (the old handlers are back). */
+        bool stop_on_signal;
 };
 
 struct mk_spawn_result {
         int exit_status;        /* exit code, or 128 + signal number */
         bool timed_out;         /* killed because timeout_ms passed */
+        int stopped_by;         /* stop_on_signal: the signal of ours that killed it, else 0 */
         char *output;           /* capture: malloc'd, NUL-terminated; else NULL */
         size_t output_len;
         bool output_truncated;  /* more than output_cap bytes came */

@@ -1,5 +1,6 @@
 /* External commands of the engine: hooks and GPU resets. */
 #include <errno.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -82,6 +83,7 @@ int mk_engine_run_hook(const struct mk_hooks *h, enum mk_hook which, const char 
                         .capture = !(o && o->hook_output),
                         .output_cap = MK_HOOK_OUTPUT_CAP,
                         .forward_output = o && o->hook_output,
+                        .stop_on_signal = true,
                 };
                 struct mk_spawn_result res = {0};
                 struct mk_error se = {0};
@@ -97,9 +99,14 @@ int mk_engine_run_hook(const struct mk_hooks *h, enum mk_hook which, const char 
                                                                              .gpu = -1, .hook = name,
                                                                              .command = x->command,
                                                                              .output = res.output});
-                        int st = res.exit_status;
+                        int st = res.exit_status, sig = res.stopped_by;
                         bool to = res.timed_out;
                         mk_spawn_result_done(&res);
+                        if (sig)
+                                return mk_error_set(e, -EINTR,
+                                                    "%s hook '%s' stopped by %s: its process group was killed, "
+                                                    "apply stopped",
+                                                    name, x->command, sig == SIGINT ? "SIGINT" : "SIGTERM");
                         if (to)
                                 return mk_error_set(e, -ETIMEDOUT, "%s hook '%s' timed out after %d ms", name,
                                                     x->command, o->hook_timeout_ms);
