@@ -1,4 +1,5 @@
 /* `migkit labels`: GPU feature discovery labels for this node (docs/labels.md). */
+#include <errno.h>
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
@@ -6,6 +7,7 @@
 
 #include "base/dynbuf.h"
 #include "base/fileio.h"
+#include "base/host.h"
 #include "base/macro.h"
 #include "base/parse.h"
 #include "cli/cli.h"
@@ -105,8 +107,18 @@ int cli_labels(int argc, char **argv) {
         if (!s)
                 return MK_EXIT_FAILURE;
 
+        /* gpu.mode and vgpu.* from sysfs (MIGKIT_SYSFS_ROOT; the simulator's host tree under --simulate). */
+        struct mk_host host = {0};
+        struct mk_labels_host facts = {.vgpu_present = -1};
+        if (mk_host_init_from_env(&host) < 0) {
+                mk_error_set(&e, -ENOMEM, "Out of memory");
+                return cli_fail(&e);
+        }
+        mk_labels_host_read(&host, s, &facts);
+        mk_host_done(&host);
         struct mk_labels_input in = {
                 .snapshot = s,
+                .host = &facts,
                 .strategy = strategy,
                 .config = cfg,
                 .cuda_driver_version = s->cuda_driver_version,

@@ -1000,8 +1000,12 @@ static void labels_refresh(struct dp_daemon *d) {
         struct mk_error me = {0};
         if (!d->o->machine_type_file || mk_read_sysfs_attr(d->o->machine_type_file, &machine, &me) < 0)
                 machine = NULL;
+        struct mk_labels_host host = {.vgpu_present = -1};
+        if (d->dp.host)
+                mk_labels_host_read(d->dp.host, d->snapshot, &host);
         struct mk_labels_input in = {
                 .snapshot = d->snapshot,
+                .host = &host,
                 .strategy = d->dp.mig_strategy,
                 .config = d->dp.config,
                 .cuda_driver_version = d->snapshot->cuda_driver_version,
@@ -1081,6 +1085,8 @@ static int plugin_start(struct dp_daemon *d, bool reload, struct mk_error *e) {
                 else
                         log_info("%zu GPU(s), MIG strategy %s: %zu resource(s)", d->snapshot->n_gpus,
                                  mk_mig_strategy_to_string(d->dp.mig_strategy), d->resources->n);
+                if (d->resources->warning)
+                        log_warning("%s", d->resources->warning);
         }
         if (d->resources->n == 0)
                 log_warning("No devices found. Waiting indefinitely.");

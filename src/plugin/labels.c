@@ -333,7 +333,13 @@ static int full_gpu_labels(struct builder *b, const struct mk_labels_input *in, 
         if (mk_labels_sanitise(g->name, product, sizeof(product)) < 0)
                 return mk_error_set(e, -EINVAL, "GPU %u: name '%s' too long", g->index, g->name);
         struct sharing sh = sharing_of(in->config, PREFIX "gpu");
-        bool without = in->strategy != MK_MIG_STRATEGY_NONE && g->mig_current == MK_MIG_ENABLED;
+        /* GFD gives MIG-enabled GPUs a labeler without sharing under every
+         * strategy (replicas 0); a MIG-disabled GPU of the same model
+         * overrides it. */
+        bool without = true;
+        for (size_t i = 0; i < s->n_gpus && without; i++)
+                if (streq(s->gpus[i].name, g->name))
+                        without = s->gpus[i].mig_current == MK_MIG_ENABLED;
         int r = set_sharing_labels(b, PREFIX "gpu", product, &sh, without);
         if (r >= 0)
                 r = set_res(b, PREFIX "gpu", "count", "%zu", count);
@@ -388,7 +394,15 @@ static int single_labels(struct builder *b, const struct mk_labels_input *in, st
         if (mk_labels_sanitise(g->name, model, sizeof(model)) < 0)
                 return mk_error_set(e, -EINVAL, "GPU %u: name '%s' too long", g->index, g->name);
         if (invalid) {
-                /* GFD's invalid-single labels (k8s-device-plugin v0.20.0 cmd/gpu-feature-discovery and internal/lm). */
+                /* GFD's invalid-single labels (k8s-device-plugin v0.20.0 cmd/gpu-feature-discovery and internal/lm),
+                 * named after the first MIG-enabled GPU as GFD names them. */
+                for (size_t i = 0; i < s->n_gpus; i++)
+                        if (s->gpus[i].mig_current == MK_MIG_ENABLED) {
+                                g = &s->gpus[i];
+                                break;
+                        }
+                if (mk_labels_sanitise(g->name, model, sizeof(model)) < 0)
+                        return mk_error_set(e, -EINVAL, "GPU %u: name '%s' too long", g->index, g->name);
                 snprintf(product, sizeof(product), "%s-MIG-INVALID", model);
                 r = set_res(b, PREFIX "gpu", "product", "%s", product);
                 if (r >= 0)
@@ -411,6 +425,11 @@ static int single_labels(struct builder *b, const struct mk_labels_input *in, st
         return r < 0 ? mk_error_set(e, r, "Failed to build the MIG labels") : 0;
 }
 
+/* Mixed (GFD's newMigStrategyMixedLabeler): one group per MIG device name,
+ * the CI profile's ("1g.10gb", "1c.3g.20gb"); `count` is every device of that
+ * name on the node, whatever the model, and the other labels describe the
+ * first such device in GPU order, as GFD does. MIG-enabled GPUs without MIG
+ * devices add nothing. */
 static int mixed_labels(struct builder *b, const struct mk_labels_input *in, struct mk_error *e) {
         const struct mk_snapshot *s = in->snapshot;
         _cleanup_free_ struct mig_dev *d = NULL;
@@ -418,35 +437,16 @@ static int mixed_labels(struct builder *b, const struct mk_labels_input *in, str
         int r = collect_mig(s, &d, &n);
         if (r < 0)
                 return mk_error_set(e, r, "Out of memory");
-        for (size_t i = 0; i < n; i++)
-                if (d[i].c != d[i].g)
-                        return mk_error_set(e, -EINVAL,
-                                            "GPU %u: MIG profile '%s' does not match any resource patterns (the "
-                                            "mixed strategy names resources by GPU instance profiles only)",
-                                            s->gpus[d[i].gpu].index, d[i].ci->name);
-        _cleanup_free_ size_t *gpu_of = calloc(n ? n : 1, sizeof(size_t));
-        if (!gpu_of)
-                return mk_error_set(e, -ENOMEM, "Out of memory");
         for (size_t i = 0; i < n; i++) {
                 bool seen = false;
                 for (size_t j = 0; j < i && !seen; j++)
                         seen = streq(d[j].ci->name, d[i].ci->name);
                 if (seen)
                         continue;
-                /* Devices of this profile, then the model among them. */
-                size_t m = 0;
-                for (size_t j = i; j < n; j++)
-                        if (streq(d[j].ci->name, d[i].ci->name))
-                                gpu_of[m++] = j;
-                size_t *gpus = calloc(m, sizeof(size_t));
-                if (!gpus)
-                        return mk_error_set(e, -ENOMEM, "Out of memory");
-                for (size_t j = 0; j < m; j++)
-                        gpus[j] = d[gpu_of[j]].gpu;
                 size_t count = 0;
-                size_t k = pick_model(s, gpus, m, &count);
-                free(gpus);
-                const struct mig_dev *rep = &d[gpu_of[k]];
+                for (size_t j = i; j < n; j++)
+                        count += streq(d[j].ci->name, d[i].ci->name);
+                const struct mig_dev *rep = &d[i];
                 const struct mk_gpu *g = &s->gpus[rep->gpu];
                 char res[128], model[MK_GPU_NAME_MAX], product[MK_GPU_NAME_MAX + MK_PROFILE_NAME_MAX + 16];
                 if (mk_labels_sanitise(g->name, model, sizeof(model)) < 0)
@@ -554,6 +554,16 @@ static int node_labels(struct builder *b, const struct mk_labels_input *in, stru
                 r = set(b, PREFIX "mps.capable", "%s", mps ? "true" : "false");
         if (r >= 0 && in->strategy != MK_MIG_STRATEGY_NONE)
                 r = set(b, PREFIX "mig.strategy", "%s", mk_mig_strategy_to_string(in->strategy));
+        const struct mk_labels_host *h = in->host;
+        if (r >= 0 && h && h->gpu_mode)
+                r = set(b, PREFIX "gpu.mode", "%s", h->gpu_mode);
+        if (r >= 0 && h && h->vgpu_present >= 0)
+                r = set(b, PREFIX "vgpu.present", "%s", h->vgpu_present ? "true" : "false");
+        if (r >= 0 && h && h->vgpu_present > 0 && *h->vgpu_host_driver_version) {
+                r = set(b, PREFIX "vgpu.host-driver-version", "%s", h->vgpu_host_driver_version);
+                if (r >= 0)
+                        r = set(b, PREFIX "vgpu.host-driver-branch", "%s", h->vgpu_host_driver_branch);
+        }
         return r < 0 ? mk_error_set(e, r, "Failed to build the node labels") : 0;
 }
 

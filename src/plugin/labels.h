@@ -4,9 +4,10 @@
  * list of key=value labels out. Pure: no I/O, no clock.
  *
  * Deviation from upstream (gfd#66): when several GPU models share a node,
- * `nvidia.com/gpu.*` (and each `nvidia.com/mig-<profile>.*` group) describes
- * the model with the most devices of that resource, ties going to the model
- * of the lowest-index GPU; `count` is that model's count. Never a random one.
+ * `nvidia.com/gpu.*` describes the model with the most GPUs, ties going to
+ * the model of the lowest-index GPU; `count` is that model's count. Never a
+ * random one. Under mixed, `nvidia.com/mig-<profile>.count` counts every
+ * device of that name and the group describes the first one, as GFD.
  * docs/labels.md lists every label. */
 #pragma once
 
@@ -16,6 +17,7 @@
 #include "base/error.h"
 #include "base/macro.h"
 #include "mig/gpu.h"
+#include "plugin/labels-host.h"
 #include "spec/plugin-config.h"
 
 #define MK_MAX_LABELS 4096u /* labels of one node; far above what 16 GPUs give */
@@ -37,12 +39,12 @@ struct mk_labels_input {
         unsigned cuda_driver_version;          /* nvmlSystemGetCudaDriverVersion (12040); 0: unknown, labels left out */
         const char *machine_type;              /* DMI product name, raw; NULL: no gpu.machine label */
         uint64_t timestamp;                    /* unix seconds; 0: no gfd.timestamp label */
+        const struct mk_labels_host *host;     /* gpu.mode, vgpu.* (mk_labels_host_read()); NULL: left out */
 };
 
 /* Computes the labels. Errors (-EINVAL, message in `e`): a driver version
  * that is not X.Y[.Z] in digits; MPS sharing with a MIG-enabled GPU; with
- * the mixed strategy, a MIG device whose compute instance is smaller than its
- * GPU instance (`1c.2g.10gb` names no resource). The invalid single-strategy
+ * The invalid single-strategy
  * layouts are not errors: they give GFD's `-MIG-INVALID` labels. A node
  * without GPUs gives an empty list. *ret is owned by the caller. */
 int mk_labels_compute(const struct mk_labels_input *in, struct mk_labels **ret, struct mk_error *e) _wur_;

@@ -13,6 +13,7 @@
 #include "base/log.h"
 #include "base/macro.h"
 #include "base/parse.h"
+#include "plugin/labels-host.h"
 #include "plugin/resources.h"
 
 #define PREFIX "nvidia.com/"
@@ -199,26 +200,10 @@ static int cap_lookup(const struct cap_table *t, unsigned minor, unsigned gi, un
 /* ---- NUMA node from sysfs (k8s-device-plugin v0.20.0 internal/rm) ---- */
 
 static int numa_node_of(const struct mk_host *h, const char *nvml_bus_id) {
-        if (!h || !*nvml_bus_id)
-                return -1;
-        /* NVML writes an 8-digit domain, sysfs a 4-digit one. */
-        char bus[MK_BUS_ID_MAX];
-        const char *colon = strchr(nvml_bus_id, ':');
-        const char *src = colon && colon - nvml_bus_id == 8 ? nvml_bus_id + 4 : nvml_bus_id;
-        size_t i = 0;
-        for (; src[i] && i + 1 < sizeof(bus); i++) {
-                char ch = (char) tolower((unsigned char) src[i]);
-                if (!isxdigit((unsigned char) ch) && ch != ':' && ch != '.')
-                        return -1;
-                bus[i] = ch;
-        }
-        bus[i] = 0;
-        _cleanup_free_ char *rel = NULL, *path = NULL, *v = NULL;
-        if (asprintf(&rel, "bus/pci/devices/%s/numa_node", bus) < 0 ||
-            mk_host_path(h, MK_HOST_SYSFS, rel, &path) < 0 || mk_read_sysfs_attr(path, &v, NULL) < 0)
-                return -1;
+        _cleanup_free_ char *v = NULL;
         int node;
-        if (mk_parse_int(v, &node) < 0 || node < 0)
+        if (!h || !*nvml_bus_id || mk_pci_attr_by_bus_id(h, nvml_bus_id, "numa_node", &v) < 0 ||
+            mk_parse_int(v, &node) < 0 || node < 0)
                 return -1;
         return node;
 }
@@ -285,8 +270,8 @@ static unsigned mig_device_count(const struct mk_gpu *g) {
         return n;
 }
 
-/* The MIG devices of GPU i, named "nvidia.com/mig-<profile>" ('+' -> '.') or,
- * with `as_gpu`, "nvidia.com/gpu". Mixed: a CI smaller than its GI is an error. */
+/* The MIG devices of GPU i, named "nvidia.com/mig-<GI profile>" ('+' -> '.')
+ * or, with `as_gpu`, "nvidia.com/gpu". */
 static int add_mig(struct cands *c, const struct mk_snapshot *s, size_t i, int numa, const struct cap_table *caps,
                    bool as_gpu, struct mk_error *e) {
         const struct mk_gpu *g = &s->gpus[i];
@@ -303,12 +288,10 @@ static int add_mig(struct cands *c, const struct mk_snapshot *s, size_t i, int n
                                                     "GPU %u: MIG device '%s' has GPU instance profile %u, which the "
                                                     "GPU does not list",
                                                     g->index, ci->uuid, gi->profile_id);
-                        if (!as_gpu && ci->slices != gp->slices)
-                                return mk_error_set(e, -EINVAL,
-                                                    "GPU %u: MIG profile '%s' does not match any resource patterns "
-                                                    "(the mixed strategy names resources by GPU instance profiles "
-                                                    "only; compute instances must fill their GPU instance)",
-                                                    g->index, ci->name);
+                        /* Mixed: the GPU instance profile names the resource, so a
+                         * 1c.3g.20gb device is nvidia.com/mig-3g.20gb, as every
+                         * upstream plugin version registers it. */
+                        const char *rname = ci->slices != gp->slices && gp->named ? gp->name : ci->name;
                         struct cand *x = cands_add(c);
                         if (!x)
                                 return mk_error_set(e, -ENOMEM, "Out of memory");
@@ -331,11 +314,11 @@ static int add_mig(struct cands *c, const struct mk_snapshot *s, size_t i, int n
                                 snprintf(x->resource, sizeof(x->resource), PREFIX "gpu");
                                 continue;
                         }
-                        int w = snprintf(x->resource, sizeof(x->resource), PREFIX "mig-%s", ci->name);
+                        int w = snprintf(x->resource, sizeof(x->resource), PREFIX "mig-%s", rname);
                         if (w < 0 || (size_t) w > MK_MAX_RESOURCE_NAME)
                                 return mk_error_set(e, -EINVAL, "GPU %u: MIG profile '%s' gives a resource name "
                                                     "longer than %u characters",
-                                                    g->index, ci->name, MK_MAX_RESOURCE_NAME);
+                                                    g->index, rname, MK_MAX_RESOURCE_NAME);
                         for (char *p = x->resource; *p; p++)
                                 if (*p == '+')
                                         *p = '.';
@@ -486,6 +469,7 @@ struct mk_dp_resources *mk_dp_resources_free(struct mk_dp_resources *rs) {
         for (size_t i = 0; i < rs->n; i++)
                 resource_done(&rs->r[i]);
         free(rs->r);
+        free(rs->warning);
         free(rs);
         return NULL;
 }
@@ -586,6 +570,8 @@ int mk_dp_resources_build(const struct mk_snapshot *s, const struct mk_dp_option
                 return mk_error_set(e, -EINVAL, "MPS sharing is not supported with MIG devices");
 
         _cleanup_(cands_done) struct cands c = {0};
+        _cleanup_buf_done_ struct mk_buf empty; /* MIG-enabled GPUs without MIG devices: "0, 3" */
+        mk_buf_init(&empty, 4096);
         struct cap_table caps = {0};
         int r = cap_table_load(o->host, &caps);
         if (r < 0)
@@ -604,9 +590,9 @@ int mk_dp_resources_build(const struct mk_snapshot *s, const struct mk_dp_option
                 if (strat == MK_MIG_STRATEGY_NONE || g->mig_current != MK_MIG_ENABLED)
                         r = add_gpu(&c, s, i, numa, e);
                 else {
-                        if (mig_device_count(g) == 0)
-                                log_debug_area("plugin", "GPU %u has MIG enabled but no MIG devices, ignoring",
-                                               g->index);
+                        if (mig_device_count(g) == 0 &&
+                            mk_buf_printf(&empty, "%s%u", empty.len ? ", " : "", g->index) < 0)
+                                log_debug_area("plugin", "GPU %u has MIG enabled but no MIG devices", g->index);
                         r = add_mig(&c, s, i, numa, &caps, strat == MK_MIG_STRATEGY_SINGLE, e);
                 }
         }
@@ -639,6 +625,16 @@ out:
                 if (r < 0)
                         return r;
         }
+        /* Upstream's plugin calls this an invalid configuration; the GPUs are
+         * then neither full GPUs nor MIG devices, so nothing of them is
+         * advertised. One line naming them all. */
+        if (empty.len &&
+            asprintf(&rs->warning,
+                     "Invalid configuration for mig-strategy=mixed: GPU %s %s MIG enabled but no MIG devices; "
+                     "%s not advertised (create MIG devices, or disable MIG)",
+                     mk_buf_str(&empty), strchr(mk_buf_str(&empty), ',') ? "have" : "has",
+                     strchr(mk_buf_str(&empty), ',') ? "they are" : "it is") < 0)
+                return mk_error_set(e, -ENOMEM, "Out of memory");
         *ret = TAKE_PTR(rs);
         return 0;
 }

@@ -99,6 +99,8 @@ struct mk_dp_resource {
 struct mk_dp_resources {
         struct mk_dp_resource *r;    /* sorted by name */
         size_t n;
+        char *warning;               /* what is wrong with a layout that still builds (mixed: MIG-enabled GPUs
+                                      * without MIG devices), for the daemon to log once; NULL when nothing */
 };
 
 /* Builds the resources of a snapshot by the MIG strategy (k8s-device-plugin v0.20.0 internal/rm): none: every
@@ -110,7 +112,7 @@ struct mk_dp_resources {
  * split into a shared and a whole part. Resources with no device are left out.
  * Errors -EINVAL naming the GPU and the rule (single: MIG-enabled GPU
  * without MIG devices, several MIG device types, MIG and non-MIG GPUs mixed;
- * mixed: a CI smaller than its GI; MPS with MIG; a `devices` entry that
+ * MPS with MIG; a `devices` entry that
  * matches nothing; two sharing entries taking one device; a name over 63
  * characters), -E2BIG over MK_DP_MAX_DEVICES, -ENOMEM. A missing mig-minors
  * file is not an error here (gi_cap/ci_cap stay -1; Allocate with device

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "base/dynbuf.h"
 #include "base/error.h"
@@ -43,7 +44,8 @@ static const struct model models[] = {
          {{"1g.5gb", 19, 1, 4864, 14, 1, 0, 0, 0, 0},
           {"2g.10gb", 14, 2, 9856, 28, 2, 1, 0, 0, 0},
           {"3g.20gb", 9, 3, 19968, 42, 3, 2, 0, 0, 0},
-          {"7g.40gb", 0, 7, 40192, 98, 7, 5, 0, 1, 1}}},
+          {"7g.40gb", 0, 7, 40192, 98, 7, 5, 0, 1, 1},
+          {"1g.10gb", 15, 1, 9856, 14, 1, 1, 0, 0, 0}}},
         {"a100-80", "NVIDIA A100-SXM4-80GB", 81920, 8, 0, true,
          {{"1g.10gb", 19, 1, 9728, 14, 1, 0, 0, 0, 0}, {"7g.80gb", 0, 7, 80384, 98, 7, 5, 0, 1, 1}}},
         {"h100", "NVIDIA H100 80GB HBM3", 81559, 9, 0, true,
@@ -192,11 +194,17 @@ static const struct label_case cases[] = {
          "nvidia.com/mps.capable=false\n",
          "nvidia.com/mig.strategy\nnvidia.com/gfd.timestamp\nnvidia.com/cuda.runtime.major\n"
          "nvidia.com/gpu.multiprocessors\n"},
-        {"none on A100 with MIG on: MIG devices hidden",
+        /* Issue 16 parity case 1, upstream GFD v0.16.2: MIG-enabled GPUs get a
+         * labeler without sharing under every strategy: gpu.replicas=0. */
+        {"none on A100 with MIG on: MIG devices hidden, replicas 0 as upstream",
          {A100X8(ON, "1g.5gb*7")},
-         MK_MIG_STRATEGY_NONE, NULL, 0, 0,
-         "nvidia.com/gpu.product=NVIDIA-A100-SXM4-40GB\nnvidia.com/gpu.count=8\nnvidia.com/gpu.replicas=1\n",
-         "nvidia.com/mig-1g.5gb.count\nnvidia.com/gpu.slices.gi\n"},
+         MK_MIG_STRATEGY_NONE, ts_shared, 0, 0,
+         "nvidia.com/gpu.product=NVIDIA-A100-SXM4-40GB\nnvidia.com/gpu.count=8\nnvidia.com/gpu.replicas=0\n"
+         "nvidia.com/gpu.sharing-strategy=none\n",
+         "nvidia.com/mig-1g.5gb.count\nnvidia.com/gpu.slices.gi\nnvidia.com/mig.strategy\n"},
+        {"none, one model with MIG on and off: the MIG-disabled GPU's sharing wins",
+         {A100(ON, "1g.5gb*7"), A100(OFF, NULL)},
+         MK_MIG_STRATEGY_NONE, NULL, 0, 0, "nvidia.com/gpu.count=2\nnvidia.com/gpu.replicas=1\n", NULL},
         {"none on H100",
          {{"h100", OFF, NULL}, {"h100", OFF, NULL}},
          MK_MIG_STRATEGY_NONE, NULL, 12040, 0,
@@ -258,9 +266,35 @@ static const struct label_case cases[] = {
          "nvidia.com/mig-7g.40gb.engines.jpeg=1\nnvidia.com/mig-7g.40gb.engines.ofa=1\n"
          "nvidia.com/mig-7g.40gb.multiprocessors=98\n",
          NULL},
-        {"mixed, CI smaller than GI: no resource name",
-         {A100(ON, "1c.3g.20gb*2")},
-         MK_MIG_STRATEGY_MIXED, NULL, 0, -EINVAL, "'1c.3g.20gb' does not match any resource patterns", NULL},
+        /* Issue 16 parity case 2, upstream GFD v0.16.2: GPU instances with a
+         * smaller compute instance are labelled by the CI profile's name. */
+        {"mixed, CI smaller than GI: labelled by the CI profile, as upstream",
+         {A100X8(ON, "1c.3g.20gb*2")},
+         MK_MIG_STRATEGY_MIXED, NULL, 0, 0,
+         "nvidia.com/mig-1c.3g.20gb.count=16\nnvidia.com/mig-1c.3g.20gb.product=NVIDIA-A100-SXM4-40GB-MIG-1c.3g.20gb\n"
+         "nvidia.com/mig-1c.3g.20gb.slices.gi=3\nnvidia.com/mig-1c.3g.20gb.slices.ci=1\n"
+         "nvidia.com/mig-1c.3g.20gb.memory=19968\nnvidia.com/mig-1c.3g.20gb.multiprocessors=14\n"
+         "nvidia.com/mig-1c.3g.20gb.replicas=1\nnvidia.com/gpu.replicas=0\n",
+         "nvidia.com/mig-3g.20gb.count\n"},
+        /* Issue 16 parity case 3, upstream GFD v0.16.2 on a node with A100 40GB
+         * and 80GB, 1g.10gb on both: every 1g.10gb device of the node (4x4 + 4x7). */
+        {"mixed, two models with one profile name: count of the node, as upstream",
+         {A100(ON, "1g.10gb*4"), A100(ON, "1g.10gb*4"), A100(ON, "1g.10gb*4"), A100(ON, "1g.10gb*4"),
+          {"a100-80", ON, "1g.10gb*7"}, {"a100-80", ON, "1g.10gb*7"}, {"a100-80", ON, "1g.10gb*7"},
+          {"a100-80", ON, "1g.10gb*7"}},
+         MK_MIG_STRATEGY_MIXED, NULL, 0, 0,
+         "nvidia.com/mig-1g.10gb.count=44\nnvidia.com/mig-1g.10gb.product=NVIDIA-A100-SXM4-40GB-MIG-1g.10gb\n"
+         "nvidia.com/mig-1g.10gb.memory=9856\n",
+         NULL},
+        /* ... and under single: upstream's plugin refuses the layout (two
+         * device types) and so do we with MIG-INVALID; upstream GFD differs
+         * (docs/labels.md). */
+        {"single, two models with one profile name: invalid, as upstream's plugin",
+         {A100(ON, "1g.10gb*4"), A100(ON, "1g.10gb*4"), A100(ON, "1g.10gb*4"), A100(ON, "1g.10gb*4"),
+          {"a100-80", ON, "1g.10gb*7"}, {"a100-80", ON, "1g.10gb*7"}, {"a100-80", ON, "1g.10gb*7"},
+          {"a100-80", ON, "1g.10gb*7"}},
+         MK_MIG_STRATEGY_SINGLE, NULL, 0, 0,
+         "nvidia.com/gpu.product=NVIDIA-A100-SXM4-40GB-MIG-INVALID\nnvidia.com/gpu.count=0\n", NULL},
         {"single, CI smaller than GI: named by the CI, SMs by share",
          {A100(ON, "1c.3g.20gb*2")},
          MK_MIG_STRATEGY_SINGLE, NULL, 0, 0,
@@ -311,12 +345,12 @@ static const struct label_case cases[] = {
          {{"t4", OFF, NULL}, A100(OFF, NULL), A100(OFF, NULL), {"t4", OFF, NULL}},
          MK_MIG_STRATEGY_NONE, NULL, 0, 0,
          "nvidia.com/gpu.product=Tesla-T4\nnvidia.com/gpu.count=2\nnvidia.com/gpu.family=turing\n", NULL},
-        {"two models, mixed: each profile by its majority model",
-         {A100(ON, "1g.5gb*7"), {"a100-80", ON, "1g.10gb*7"}, {"a100-80", ON, "1g.10gb*7"},
-          {"h100", ON, "1g.10gb*7"}},
+        {"two models, mixed: each profile by its first device, counted over the node",
+         {A100(ON, "1g.5gb*7"), {"h100", ON, "1g.10gb*7"}, {"a100-80", ON, "1g.10gb*7"},
+          {"a100-80", ON, "1g.10gb*7"}},
          MK_MIG_STRATEGY_MIXED, NULL, 0, 0,
-         "nvidia.com/mig-1g.10gb.product=NVIDIA-A100-SXM4-80GB-MIG-1g.10gb\nnvidia.com/mig-1g.10gb.count=14\n"
-         "nvidia.com/mig-1g.10gb.memory=9728\nnvidia.com/mig-1g.5gb.count=7\n"
+         "nvidia.com/mig-1g.10gb.product=NVIDIA-H100-80GB-HBM3-MIG-1g.10gb\nnvidia.com/mig-1g.10gb.count=21\n"
+         "nvidia.com/mig-1g.10gb.memory=9984\nnvidia.com/mig-1g.5gb.count=7\n"
          "nvidia.com/gpu.product=NVIDIA-A100-SXM4-80GB\nnvidia.com/gpu.count=2\n",
          NULL},
         {"two models, single: same profile name, different attributes: invalid",
@@ -502,12 +536,139 @@ static void test_helpers(void **state) {
         }
 }
 
+/* ---- issue 16 parity case 4: gpu.mode and vgpu.* from sysfs ---- */
+
+static char sys_root[] = "/tmp/test-labels-sys.XXXXXX";
+
+static void put(const char *rel, const void *data, size_t len) {
+        char path[512];
+        snprintf(path, sizeof(path), "%s/%s", sys_root, rel);
+        for (char *p = path + strlen(sys_root) + 1; *p; p++)
+                if (*p == '/') {
+                        *p = 0;
+                        (void) mkdir(path, 0755);
+                        *p = '/';
+                }
+        FILE *f = fopen(path, "w");
+        assert_non_null(f);
+        assert_int_equal(fwrite(data, 1, len, f), len);
+        assert_int_equal(fclose(f), 0);
+}
+
+static void put_str(const char *rel, const char *text) {
+        put(rel, text, strlen(text));
+}
+
+/* A 256-byte configuration space: capability list at 0x40, one vendor-
+ * specific capability; with `vgpu`, NVIDIA's "VF" signature and a record 0
+ * (host driver version, branch) as a vGPU guest sees them. */
+static void config_space(unsigned char cfg[256], bool vgpu) {
+        memset(cfg, 0, 256);
+        cfg[0] = 0xde;
+        cfg[1] = 0x10;
+        cfg[0x06] = 0x10; /* status: capability list */
+        cfg[0x34] = 0x40;
+        cfg[0x40] = 0x01; /* power management, next 0x50 */
+        cfg[0x41] = 0x50;
+        cfg[0x50] = 0x09; /* vendor specific, last */
+        cfg[0x51] = 0x00;
+        cfg[0x52] = 0x20;
+        if (!vgpu)
+                return;
+        cfg[0x53] = 0x56;
+        cfg[0x54] = 0x46;
+        cfg[0x55] = 0x00; /* record 0 at offset 5 */
+        cfg[0x56] = 0x16;
+        memcpy(cfg + 0x57, "535.54.06", 9);
+        memcpy(cfg + 0x61, "r535_00", 7);
+}
+
+static struct mk_labels *labels_on(const struct mk_snapshot *s, struct mk_labels_host *facts) {
+        struct mk_host h = {.sysfs_root = sys_root, .proc_root = (char *) "/nonexistent", .dev_root = (char *) "/dev"};
+        mk_labels_host_read(&h, s, facts);
+        struct mk_labels_input in = {.snapshot = s, .strategy = MK_MIG_STRATEGY_NONE, .host = facts};
+        struct mk_labels *l = NULL;
+        struct mk_error e = {0};
+        assert_int_equal(mk_labels_compute(&in, &l, &e), 0);
+        return l;
+}
+
+static void test_host_facts(void **state) {
+        assert_non_null(mkdtemp(sys_root));
+        static const struct gpu_spec two[] = {A100(OFF, NULL), A100(OFF, NULL), {NULL, 0, NULL}};
+        _cleanup_(mk_snapshot_freep) struct mk_snapshot *s = build(two);
+        snprintf(s->gpus[0].bus_id, sizeof(s->gpus[0].bus_id), "00000000:07:00.0");
+        snprintf(s->gpus[1].bus_id, sizeof(s->gpus[1].bus_id), "00000000:B7:00.0");
+        unsigned char cfg[256];
+        config_space(cfg, false);
+        put_str("bus/pci/devices/0000:07:00.0/class", "0x030200\n");
+        put_str("bus/pci/devices/0000:07:00.0/vendor", "0x10de\n");
+        put("bus/pci/devices/0000:07:00.0/config", cfg, sizeof(cfg));
+        put_str("bus/pci/devices/0000:b7:00.0/class", "0x030200\n");
+        put_str("bus/pci/devices/0000:b7:00.0/vendor", "0x10de\n");
+        put("bus/pci/devices/0000:b7:00.0/config", cfg, sizeof(cfg));
+        put_str("bus/pci/devices/0000:00:1f.0/vendor", "0x8086\n"); /* not NVIDIA: never read further */
+
+        /* Data-center GPUs are 3D controllers: upstream GFD v0.16.2 labels
+         * gpu.mode=compute; no vGPU capability: vgpu.present=false. */
+        struct mk_labels_host facts;
+        _cleanup_(mk_labels_freep) struct mk_labels *l = labels_on(s, &facts);
+        assert_string_equal(mk_labels_get(l, "nvidia.com/gpu.mode"), "compute");
+        assert_string_equal(mk_labels_get(l, "nvidia.com/vgpu.present"), "false");
+        assert_null(mk_labels_get(l, "nvidia.com/vgpu.host-driver-version"));
+
+        /* One VGA controller beside a 3D one: classes differ, "unknown" upstream. */
+        put_str("bus/pci/devices/0000:b7:00.0/class", "0x030000\n");
+        _cleanup_(mk_labels_freep) struct mk_labels *l2 = labels_on(s, &facts);
+        assert_string_equal(mk_labels_get(l2, "nvidia.com/gpu.mode"), "unknown");
+        /* Both VGA: graphics. */
+        put_str("bus/pci/devices/0000:07:00.0/class", "0x030000\n");
+        _cleanup_(mk_labels_freep) struct mk_labels *l3 = labels_on(s, &facts);
+        assert_string_equal(mk_labels_get(l3, "nvidia.com/gpu.mode"), "graphics");
+        /* A class that cannot be read: unknown (upstream logs and says unknown). */
+        snprintf(s->gpus[1].bus_id, sizeof(s->gpus[1].bus_id), "00000000:C7:00.0");
+        _cleanup_(mk_labels_freep) struct mk_labels *l4 = labels_on(s, &facts);
+        assert_string_equal(mk_labels_get(l4, "nvidia.com/gpu.mode"), "unknown");
+
+        /* A vGPU guest: the "VF" capability, and its host driver record. */
+        config_space(cfg, true);
+        put("bus/pci/devices/0000:b7:00.0/config", cfg, sizeof(cfg));
+        _cleanup_(mk_labels_freep) struct mk_labels *l5 = labels_on(s, &facts);
+        assert_string_equal(mk_labels_get(l5, "nvidia.com/vgpu.present"), "true");
+        assert_string_equal(mk_labels_get(l5, "nvidia.com/vgpu.host-driver-version"), "535.54.06");
+        assert_string_equal(mk_labels_get(l5, "nvidia.com/vgpu.host-driver-branch"), "r535_00");
+
+        /* An unprivileged read (64 bytes) of the only NVIDIA config: not known, no label. */
+        put("bus/pci/devices/0000:b7:00.0/config", cfg, 64);
+        put("bus/pci/devices/0000:07:00.0/config", cfg, 64);
+        _cleanup_(mk_labels_freep) struct mk_labels *l6 = labels_on(s, &facts);
+        assert_null(mk_labels_get(l6, "nvidia.com/vgpu.present"));
+        char v[16], b[16];
+        assert_int_equal(mk_pci_config_vgpu(cfg, 64, v, b), -ENODATA);
+        /* A capability chain that loops ends. */
+        config_space(cfg, false);
+        cfg[0x41] = 0x40;
+        assert_int_equal(mk_pci_config_vgpu(cfg, 256, v, b), 0);
+
+        /* No host facts: neither label. */
+        struct mk_labels_input in = {.snapshot = s, .strategy = MK_MIG_STRATEGY_NONE};
+        _cleanup_(mk_labels_freep) struct mk_labels *l7 = NULL;
+        struct mk_error e = {0};
+        assert_int_equal(mk_labels_compute(&in, &l7, &e), 0);
+        assert_null(mk_labels_get(l7, "nvidia.com/gpu.mode"));
+        assert_null(mk_labels_get(l7, "nvidia.com/vgpu.present"));
+        char cmd[128];
+        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", sys_root);
+        assert_int_equal(system(cmd), 0);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_cases),
                 cmocka_unit_test(test_exact),
                 cmocka_unit_test(test_edges),
                 cmocka_unit_test(test_helpers),
+                cmocka_unit_test(test_host_facts),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

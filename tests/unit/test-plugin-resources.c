@@ -87,8 +87,9 @@ static const struct rcase cases[] = {
          "nvidia.com/mig-1g.10gb: 0:1 | nvidia.com/mig-1g.10gb.me: 0:0"},
         {"mixed: MIG GPU without devices only warns", {{"a100", MIG, ""}, {"a100", OFF, NULL}}, MK_MIG_STRATEGY_MIXED,
          NULL, "nvidia.com/gpu: 1"},
-        {"mixed: CI smaller than GI", {{"a100", MIG, "1g.5gb"}, {"a100", MIG, "1c.3g.20gb"}},
-         MK_MIG_STRATEGY_MIXED, NULL, "error: GPU 1: MIG profile '1c.3g.20gb' does not match any resource patterns"},
+        {"mixed: CI smaller than GI: named by its GPU instance profile",
+         {{"a100", MIG, "1g.5gb"}, {"a100", MIG, "1c.3g.20gb,3g.20gb"}}, MK_MIG_STRATEGY_MIXED, NULL,
+         "nvidia.com/mig-1g.5gb: 0:0 | nvidia.com/mig-3g.20gb: 1:0 1:1"},
         {"time-slicing replicas", {{"a100", OFF, NULL}, {"a100", OFF, NULL}}, MK_MIG_STRATEGY_NONE,
          "sharing:\n  timeSlicing:\n    resources:\n    - {name: nvidia.com/gpu, replicas: 3}\n",
          "nvidia.com/gpu: 0::0 0::1 0::2 1::0 1::1 1::2"},
@@ -505,6 +506,70 @@ static void test_simulator(void **state) {
         assert_int_equal(nftw(state_dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS), 0);
 }
 
+/* Issue 16: the cases where upstream differed, with upstream's answers
+ * (nvidia-device-plugin v0.14.5, v0.15.1, v0.16.2 on the same layouts). */
+static struct mk_dp_resources *build_with(const struct snap_gpu *gpus, enum mk_mig_strategy strategy,
+                                          struct mk_error *e) {
+        _cleanup_(mk_snapshot_freep) struct mk_snapshot *s = snap_build(gpus);
+        assert_non_null(s);
+        struct mk_dp_options o;
+        mk_dp_options_init(&o);
+        o.mig_strategy = strategy;
+        struct mk_dp_resources *rs = NULL;
+        return mk_dp_resources_build(s, &o, &rs, e) < 0 ? NULL : rs;
+}
+
+static void test_upstream_parity(void **state) {
+        struct mk_error e = {0};
+        /* Case 2: two 1c.3g.20gb per GPU on 8 A100: 16 devices of nvidia.com/mig-3g.20gb. */
+        static const struct snap_gpu c2[] = {
+                {"a100", MIG, "1c.3g.20gb*2"}, {"a100", MIG, "1c.3g.20gb*2"}, {"a100", MIG, "1c.3g.20gb*2"},
+                {"a100", MIG, "1c.3g.20gb*2"}, {"a100", MIG, "1c.3g.20gb*2"}, {"a100", MIG, "1c.3g.20gb*2"},
+                {"a100", MIG, "1c.3g.20gb*2"}, {"a100", MIG, "1c.3g.20gb*2"}, {NULL, 0, NULL}};
+        _cleanup_(mk_dp_resources_freep) struct mk_dp_resources *r2 = build_with(c2, MK_MIG_STRATEGY_MIXED, &e);
+        if (!r2)
+                fail_msg("%s", e.msg);
+        assert_int_equal(r2->n, 1);
+        assert_string_equal(r2->r[0].name, "nvidia.com/mig-3g.20gb");
+        assert_int_equal(r2->r[0].n_devices, 16);
+        assert_null(r2->warning);
+
+        /* Case 3: A100 40GB (1g.10gb x4) and 80GB (1g.10gb x7): 44 devices of nvidia.com/mig-1g.10gb. */
+        static const struct snap_gpu c3[] = {
+                {"a100", MIG, "1g.10gb*4"}, {"a100", MIG, "1g.10gb*4"}, {"a100", MIG, "1g.10gb*4"},
+                {"a100", MIG, "1g.10gb*4"}, {"a100-80", MIG, "1g.10gb*7"}, {"a100-80", MIG, "1g.10gb*7"},
+                {"a100-80", MIG, "1g.10gb*7"}, {"a100-80", MIG, "1g.10gb*7"}, {NULL, 0, NULL}};
+        _cleanup_(mk_dp_resources_freep) struct mk_dp_resources *r3 = build_with(c3, MK_MIG_STRATEGY_MIXED, &e);
+        if (!r3)
+                fail_msg("%s", e.msg);
+        assert_int_equal(r3->n, 1);
+        assert_string_equal(r3->r[0].name, "nvidia.com/mig-1g.10gb");
+        assert_int_equal(r3->r[0].n_devices, 44);
+        /* ... single: upstream's plugin refuses two device types; so do we. */
+        assert_null(build_with(c3, MK_MIG_STRATEGY_SINGLE, &e));
+        assert_non_null(strstr(e.msg, "more than one MIG device type present on node"));
+
+        /* Case 5: mixed, MIG-enabled GPUs without instances: built, with one warning naming them. */
+        static const struct snap_gpu c5[] = {
+                {"a100", MIG, ""}, {"a100", OFF, NULL}, {"a100", MIG, ""}, {"a100", MIG, "1g.5gb"}, {NULL, 0, NULL}};
+        _cleanup_(mk_dp_resources_freep) struct mk_dp_resources *r5 = build_with(c5, MK_MIG_STRATEGY_MIXED, &e);
+        if (!r5)
+                fail_msg("%s", e.msg);
+        assert_non_null(r5->warning);
+        assert_string_equal(r5->warning, "Invalid configuration for mig-strategy=mixed: GPU 0, 2 have MIG enabled "
+                                         "but no MIG devices; they are not advertised (create MIG devices, or "
+                                         "disable MIG)");
+        static const struct snap_gpu c5b[] = {{"a100", MIG, ""}, {NULL, 0, NULL}};
+        _cleanup_(mk_dp_resources_freep) struct mk_dp_resources *r5b = build_with(c5b, MK_MIG_STRATEGY_MIXED, &e);
+        assert_non_null(r5b);
+        assert_int_equal(r5b->n, 0);
+        assert_non_null(strstr(r5b->warning, "GPU 0 has MIG enabled but no MIG devices; it is not advertised"));
+        /* Under none nothing is wrong. */
+        _cleanup_(mk_dp_resources_freep) struct mk_dp_resources *r5c = build_with(c5b, MK_MIG_STRATEGY_NONE, &e);
+        assert_non_null(r5c);
+        assert_null(r5c->warning);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_cases),
@@ -515,6 +580,7 @@ int main(void) {
                 cmocka_unit_test(test_bad_snapshots),
                 cmocka_unit_test(test_device_cap),
                 cmocka_unit_test(test_simulator),
+                cmocka_unit_test(test_upstream_parity),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
