@@ -4,7 +4,10 @@
  * reads the nvidia.com/mig-1g.10gb device list from ListAndWatch, makes N
  * Allocate calls (one device each, round robin) through the gRPC client
  * (mk_grpc_client_call) and prints the median and p99 latency, and the
- * plugin's VmRSS idle (after start) and after the run.
+ * plugin's VmRSS idle (after start) and after the run, with where the idle
+ * RSS goes: /proc/PID/smaps summed per mapping (each shared library's text
+ * and data, the heap, thread stacks, other anonymous memory), largest first,
+ * RssAnon/RssFile/RssShmem and the thread count from /proc/PID/status.
  *
  * Usage: bench-device-plugin [CALLS]   (default 10000)
  * Needs MIGKIT_BIN (the migkit binary; default <this dir>/../migkit). The
@@ -43,6 +46,65 @@ static double now_us(void) {
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
         return (double) ts.tv_sec * 1e6 + (double) ts.tv_nsec / 1e3;
+}
+
+/* One line of the breakdown: a mapping's name and its Rss in KiB. */
+struct rss_part {
+        char name[96];
+        unsigned long kib;
+};
+
+static int cmp_part(const void *a, const void *b) {
+        const struct rss_part *x = a, *y = b;
+        return x->kib < y->kib ? 1 : x->kib > y->kib ? -1 : 0;
+}
+
+/* Prints /proc/PID/smaps summed per mapping name (library basename, [heap],
+ * [stack], "anon" for unnamed mappings: thread stacks and arenas), largest
+ * first, then the status counters. */
+static void rss_breakdown(pid_t pid) {
+        char path[64], line[512], cur[96] = "anon";
+        struct rss_part parts[256];
+        size_t n = 0;
+        snprintf(path, sizeof(path), "/proc/%d/smaps", (int) pid);
+        _cleanup_fclose_ FILE *f = fopen(path, "re");
+        while (f && fgets(line, sizeof(line), f)) {
+                unsigned long kib;
+                if (sscanf(line, "Rss: %lu kB", &kib) == 1) {
+                        size_t i = 0;
+                        while (i < n && !streq(parts[i].name, cur))
+                                i++;
+                        if (i == n && n < ELEMENTSOF(parts)) {
+                                snprintf(parts[n].name, sizeof(parts[n].name), "%s", cur);
+                                parts[n++].kib = 0;
+                        }
+                        if (i < n)
+                                parts[i].kib += kib;
+                        continue;
+                }
+                /* A mapping header: "start-end perms offset dev inode [path]". */
+                char range[64], perms[8], off[16], dev[16];
+                unsigned long inode;
+                int used = 0;
+                if (sscanf(line, "%63s %7s %15s %15s %lu %n", range, perms, off, dev, &inode, &used) == 5 &&
+                    strchr(range, '-')) {
+                        char *name = line + used;
+                        name[strcspn(name, "\n")] = 0;
+                        const char *base = strrchr(name, '/');
+                        base = base ? base + 1 : name;
+                        snprintf(cur, sizeof(cur), "%s", *base ? base : "anon (thread stacks, arenas)");
+                }
+        }
+        qsort(parts, n, sizeof(*parts), cmp_part);
+        printf("idle RSS by mapping (KiB):\n");
+        for (size_t i = 0; i < n && parts[i].kib > 0; i++)
+                printf("  %7lu  %s\n", parts[i].kib, parts[i].name);
+        snprintf(path, sizeof(path), "/proc/%d/status", (int) pid);
+        _cleanup_fclose_ FILE *s = fopen(path, "re");
+        while (s && fgets(line, sizeof(line), s))
+                if (strneq(line, "RssAnon:", 8) || strneq(line, "RssFile:", 8) || strneq(line, "RssShmem:", 9) ||
+                    strneq(line, "Threads:", 8))
+                        printf("  %s", line);
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -179,6 +241,7 @@ int main(int argc, char **argv) {
         law = mk_grpc_stream_close(law);
         usleep(500 * 1000);
         unsigned long rss_idle = rss_kib(pid);
+        rss_breakdown(pid);
 
         for (unsigned i = 0; i < calls; i++) {
                 V1beta1__ContainerAllocateRequest creq = V1BETA1__CONTAINER_ALLOCATE_REQUEST__INIT;

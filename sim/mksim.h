@@ -50,6 +50,12 @@ MKSIM_EXPORT int mksim_create_machine(const char *machine, unsigned flags);
  * derived fields: profile names, model names). *ret_json is malloc'ed. */
 MKSIM_EXPORT int mksim_describe(char **ret_json);
 
+/* The simulated host tree of the current machine ("<state file>.host", with
+ * sys/bus/pci/devices/<address>/{vendor,device,subsystem_*,class,numa_node,
+ * config} and proc/driver/nvidia-caps/mig-minors; docs/simulator.md), written
+ * when missing. *ret_path is malloc'ed. */
+MKSIM_EXPORT int mksim_host_root(char **ret_path);
+
 /* Number of GPUs of the current machine. */
 MKSIM_EXPORT int mksim_gpu_count(unsigned *ret_count);
 

@@ -4,6 +4,7 @@
 
 #include "lib/catalog.h"
 #include "lib/mig.h"
+#include "lib/host.h"
 #include "lib/state.h"
 #include "lib/util.h"
 #include "mksim.h"
@@ -94,6 +95,25 @@ int mksim_describe(char **ret_json) {
         if (!text)
                 return sim_error(-ENOMEM, "out of memory");
         *ret_json = text;
+        return 0;
+}
+
+int mksim_host_root(char **ret_path) {
+        struct sim_session s;
+
+        if (!ret_path)
+                return sim_error(-EINVAL, "no output pointer");
+        int r = begin(&s, false);
+        if (r < 0)
+                return r;
+        char *root = sim_host_root(s.path);
+        r = root ? sim_host_write(s.path, s.state, false) : sim_error(-ENOMEM, "out of memory");
+        sim_session_end(&s);
+        if (r < 0) {
+                free(root);
+                return r;
+        }
+        *ret_path = root;
         return 0;
 }
 

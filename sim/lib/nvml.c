@@ -11,6 +11,7 @@
  * Facts: NVML API reference / nvml.h doc comments (CUDA 12.2 and 13.0
  * headers), summarised in docs/simulator.md; model tables in catalog.c. */
 #include <pthread.h>
+#include <sys/mman.h>
 #include <strings.h>
 #include <time.h>
 
@@ -257,6 +258,7 @@ struct call {
         struct sim_state *st;
         char *path;
         bool mutating;
+        struct sim_live *live; /* the live region, when this call read it */
 };
 
 static void report(const char *msg) {
@@ -364,6 +366,13 @@ static nvmlReturn_t call_end(struct call *c, nvmlReturn_t r) {
         sim_session_end(&c->ss);
         free(c->path);
         c->path = NULL;
+        /* Drop this process's page-table entries of the live region (the
+         * shared file pages stay in the page cache): a scan of its slots
+         * would otherwise leave tens of MB in the caller's RSS, which is not
+         * what an NVML client holds on a real machine. */
+        if (c->live)
+                (void) madvise(c->live, sizeof(*c->live), MADV_DONTNEED);
+        c->live = NULL;
         if (crash) {
                 /* As if killed by SIGKILL right after the driver call returned. */
                 fflush(NULL);
@@ -813,10 +822,30 @@ nvmlReturn_t nvmlDeviceGetMinorNumber(nvmlDevice_t device, unsigned int *minorNu
         return call_end(&c, r);
 }
 
+/* Every simulated model is a data-center part, which current drivers report
+ * as NVML_BRAND_NVIDIA ("Product Brand : NVIDIA" in nvidia-smi -q; the T4
+ * said Tesla on older drivers: UNVERIFIED for it). A MIG device handle
+ * answers its parent's brand (UNVERIFIED). */
+nvmlReturn_t nvmlDeviceGetBrand(nvmlDevice_t device, nvmlBrandType_t *type) {
+        struct call c;
+        struct dev d;
+
+        CALL_BEGIN(&c, false);
+        nvmlReturn_t r = resolve_device(&c, device, &d);
+        if (r == NVML_SUCCESS && !type)
+                r = NVML_ERROR_INVALID_ARGUMENT;
+        if (r == NVML_SUCCESS)
+                *type = NVML_BRAND_NVIDIA;
+        return call_end(&c, r);
+}
+
 /* The live region (CUDA processes of the CUDA driver simulator); NULL when it cannot be mapped. */
 static struct sim_live *live_get(struct call *c) {
         struct sim_live *l;
-        return sim_live_open(c->path, &l) == 0 ? l : NULL;
+        if (sim_live_open(c->path, &l) < 0)
+                return NULL;
+        c->live = l;
+        return l;
 }
 
 nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory) {

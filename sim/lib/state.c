@@ -7,6 +7,7 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 
+#include "lib/host.h"
 #include "lib/state.h"
 #include "lib/util.h"
 #include "nvml/nvml-abi.h"
@@ -899,6 +900,8 @@ int sim_session_begin(struct sim_session *s, const char *path, bool exclusive, b
                         cache_drop();
                         goto fail;
                 }
+                /* A state file from before the host tree existed gets one (best effort). */
+                (void) sim_host_write(path, cache.state, false);
         }
         s->state = cache.state;
         return 0;
@@ -934,6 +937,8 @@ int sim_session_replace(struct sim_session *s, struct sim_state *st) {
         int r = sim_session_save(s);
         if (r < 0)
                 cache_drop();
+        else
+                (void) sim_host_write(s->path, st, true); /* a new machine: its own host tree */
         return r;
 }
 

@@ -27,6 +27,8 @@ static const char usage_text[] =
         "  create MACHINE [--force]      create the machine (a catalog name, a list such as\n"
         "                                'a100-40gb*4,h100-80gb*2,t4', or a JSON file path)\n"
         "  show [--json]                 GPUs, MIG modes, instances, MIG UUIDs, processes\n"
+        "  host-root                     print the simulated host tree (sysfs PCI entries,\n"
+        "                                /proc/driver/nvidia-caps/mig-minors) of the machine\n"
         "  machines                      list the catalog machines\n"
         "  models                        list the catalog GPU models\n"
         "  process add --gpu I [--gi ID --ci ID] [--pid P] [--memory MIB]\n"
@@ -215,6 +217,20 @@ static int cmd_create(int argc, char **argv) {
         unsigned n = 0;
         (void) mksim_gpu_count(&n);
         printf("Created machine '%s' with %u GPU(s) in %s\n", machine, n, mksim_state_path());
+        return EXIT_SUCCESS;
+}
+
+static int cmd_host_root(int argc, char **argv) {
+        char *root = NULL;
+
+        if (argc > 1)
+                return usage_error("host-root: unexpected argument '%s'", argv[1]);
+        if (mksim_host_root(&root) < 0) {
+                fprintf(stderr, "migkit-sim: %s\n", mksim_last_error());
+                return EXIT_FAILURE;
+        }
+        printf("%s\n", root);
+        free(root);
         return EXIT_SUCCESS;
 }
 
@@ -530,7 +546,7 @@ int main(int argc, char **argv) {
                 const char *name;
                 int (*fn)(int argc, char **argv);
         } commands[] = {
-                { "create", cmd_create }, { "show", cmd_show },       { "machines", cmd_machines },
+                { "create", cmd_create }, { "show", cmd_show },       { "machines", cmd_machines }, { "host-root", cmd_host_root },
                 { "models", cmd_models }, { "process", cmd_process }, { "xid", cmd_xid },
                 { "fault", cmd_fault },   { "reset", cmd_reset },     { "reboot", cmd_reboot },
                 { "lose", cmd_lost },     { "recover", cmd_lost },

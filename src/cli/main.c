@@ -257,6 +257,19 @@ static int setup_simulation(const char *machine) {
                 if (n > 0 && (size_t) n < sizeof(smi) && access(smi, X_OK) == 0 && setenv("MIGKIT_NVIDIA_SMI", smi, 1) < 0)
                         return -errno;
         }
+        /* The simulated machine's host tree (sysfs PCI entries, mig-minors,
+         * written by the simulator beside its state: docs/simulator.md) stands
+         * in for /sys and /proc, unless the caller chose other roots. */
+        static const struct {
+                const char *var, *sub;
+        } roots[] = {{"MIGKIT_SYSFS_ROOT", "sys"}, {"MIGKIT_PROC_ROOT", "proc"}};
+        for (size_t i = 0; i < ELEMENTSOF(roots); i++) {
+                const char *cur = secure_getenv(roots[i].var);
+                char root[PATH_MAX + 16];
+                int n = snprintf(root, sizeof(root), "%s.host/%s", state, roots[i].sub);
+                if ((!cur || !*cur) && n > 0 && (size_t) n < sizeof(root) && setenv(roots[i].var, root, 1) < 0)
+                        return -errno;
+        }
         log_debug("Simulating '%s' with '%s', state in '%s'", machine, lib, state);
         return sim_prepare(lib, state, machine, env_state && *env_state);
 }

@@ -137,6 +137,29 @@ typedef enum nvmlEnableState_enum {
         NVML_FEATURE_ENABLED = 1
 } nvmlEnableState_t;
 
+/* nvmlDeviceGetBrand (NVML API reference, nvmlBrandType_t). */
+typedef enum nvmlBrandType_enum {
+        NVML_BRAND_UNKNOWN = 0,
+        NVML_BRAND_QUADRO = 1,
+        NVML_BRAND_TESLA = 2,
+        NVML_BRAND_NVS = 3,
+        NVML_BRAND_GRID = 4, /* deprecated */
+        NVML_BRAND_GEFORCE = 5,
+        NVML_BRAND_TITAN = 6,
+        NVML_BRAND_NVIDIA_VAPPS = 7,
+        NVML_BRAND_NVIDIA_VPC = 8,
+        NVML_BRAND_NVIDIA_VCS = 9,
+        NVML_BRAND_NVIDIA_VWS = 10,
+        NVML_BRAND_NVIDIA_CLOUD_GAMING = 11,
+        NVML_BRAND_NVIDIA_VGAMING = NVML_BRAND_NVIDIA_CLOUD_GAMING, /* deprecated */
+        NVML_BRAND_QUADRO_RTX = 12,
+        NVML_BRAND_NVIDIA_RTX = 13,
+        NVML_BRAND_NVIDIA = 14,
+        NVML_BRAND_GEFORCE_RTX = 15,
+        NVML_BRAND_TITAN_RTX = 16,
+        NVML_BRAND_COUNT = 18
+} nvmlBrandType_t;
+
 /* Highest NvLink count of any GPU: the link argument of the NvLink queries
  * runs 0..NVML_NVLINK_MAX_LINKS-1 (nvml.h of CUDA 12.x: 18; CUDA 11: 12).
  * Links a GPU lacks answer NVML_ERROR_NOT_SUPPORTED (what go-gpuallocator's
@@ -348,6 +371,7 @@ _Static_assert(nvmlComputeInstanceProfileInfo_v2 == 0x02000088, "CI info v2 vers
 _Static_assert(nvmlComputeInstanceProfileInfo_v3 == 0x0300008C, "CI info v3 version word");
 _Static_assert(sizeof(nvmlComputeInstanceInfo_t) == 32, "nvmlComputeInstanceInfo_t size");
 _Static_assert(sizeof(nvmlEnableState_t) == 4, "nvmlEnableState_t size");
+_Static_assert(sizeof(nvmlBrandType_t) == 4, "nvmlBrandType_t size");
 _Static_assert(sizeof(nvmlIntNvLinkDeviceType_t) == 4, "nvmlIntNvLinkDeviceType_t size");
 _Static_assert(sizeof(nvmlGpuTopologyLevel_t) == 4, "nvmlGpuTopologyLevel_t size");
 _Static_assert(offsetof(nvmlEventData_t, eventData) == 16, "nvmlEventData_t.eventData");
@@ -372,6 +396,7 @@ _Static_assert(offsetof(nvmlEventData_t, gpuInstanceId) == 24, "nvmlEventData_t.
         X(nvmlDeviceGetUUID, nvmlReturn_t, (nvmlDevice_t device, char *uuid, unsigned int length))             \
         X(nvmlDeviceGetPciInfo_v3, nvmlReturn_t, (nvmlDevice_t device, nvmlPciInfo_t *pci))                    \
         X(nvmlDeviceGetMinorNumber, nvmlReturn_t, (nvmlDevice_t device, unsigned int *minorNumber))            \
+        X(nvmlDeviceGetBrand, nvmlReturn_t, (nvmlDevice_t device, nvmlBrandType_t *type))                      \
         X(nvmlDeviceGetMemoryInfo, nvmlReturn_t, (nvmlDevice_t device, nvmlMemory_t *memory))                  \
         X(nvmlDeviceGetCudaComputeCapability, nvmlReturn_t, (nvmlDevice_t device, int *major, int *minor))    \
         X(nvmlDeviceGetArchitecture, nvmlReturn_t, (nvmlDevice_t device, nvmlDeviceArchitecture_t *arch))     \

@@ -32,6 +32,7 @@ static const char *const optional_symbols[] = {
         "nvmlInitWithFlags",
         "nvmlSystemGetCudaDriverVersion",
         "nvmlDeviceGetArchitecture",
+        "nvmlDeviceGetBrand", /* in the table for the simulator's exports; migkit does not call it */
         "nvmlDeviceGetGpuInstanceProfileInfoV",
         "nvmlGpuInstanceGetComputeInstanceProfileInfoV",
         "nvmlGpuInstanceGetComputeInstancePossiblePlacements",

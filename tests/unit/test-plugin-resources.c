@@ -464,10 +464,18 @@ static void test_simulator(void **state) {
         _cleanup_(mk_snapshot_freep) struct mk_snapshot *s = NULL;
         assert_int_equal(mk_nvml_snapshot(n, &s, &e), 0);
         n = mk_nvml_close(n);
+        /* The simulator's own host tree (mig-minors, sysfs), no fixture files. */
+        int (*host_root)(char **) = (int (*)(char **)) dlsym(dl, "mksim_host_root");
+        assert_non_null(host_root);
+        char *root = NULL;
+        assert_int_equal(host_root(&root), 0);
         dlclose(dl);
 
-        _cleanup_(mk_host_done) struct mk_host h;
-        host_init(&h);
+        _cleanup_(mk_host_done) struct mk_host h = {0};
+        assert_true(asprintf(&h.sysfs_root, "%s/sys", root) > 0);
+        assert_true(asprintf(&h.proc_root, "%s/proc", root) > 0);
+        h.dev_root = strdup("/dev");
+        free(root);
         struct mk_dp_options o;
         mk_dp_options_init(&o);
         o.mig_strategy = MK_MIG_STRATEGY_MIXED;
@@ -485,7 +493,10 @@ static void test_simulator(void **state) {
                 assert_string_equal(d->gpu_uuid, s->gpus[0].uuid);
                 assert_string_equal(d->id, s->gpus[0].gis[i].cis[0].uuid);
                 assert_int_equal(d->gi_id, s->gpus[0].gis[i].id);
-                assert_true(d->gi_cap > 0 && d->ci_cap > d->gi_cap);
+                /* The driver's numbering (gpu0/gi<g>/access = 3 + 9g, its ci<c> = that + 1 + c). */
+                assert_int_equal(d->gi_cap, 3 + 9 * (int) d->gi_id);
+                assert_int_equal(d->ci_cap, d->gi_cap + 1 + (int) d->ci_id);
+                assert_int_equal(d->numa_node, 0);
         }
         /* Single fails on this layout, naming the rule. */
         o.mig_strategy = MK_MIG_STRATEGY_SINGLE;

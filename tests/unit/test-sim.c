@@ -28,6 +28,9 @@
 
 #include "nvml/nvml-abi.h"
 #include "../../sim/mksim.h"
+#include "base/error.h"
+#include "base/host.h"
+#include "pci/pci.h"
 
 /* ---- the library, by dlsym ---- */
 
@@ -50,7 +53,8 @@ MK_NVML_FUNCTIONS(X)
         Y(mksim_fault_clear)              \
         Y(mksim_reset_gpu)                \
         Y(mksim_reboot)                   \
-        Y(mksim_gpu_set_lost)
+        Y(mksim_gpu_set_lost)             \
+        Y(mksim_host_root)
 
 #define Y(name) static typeof(name) *p_##name;
 MKSIM_FUNCTIONS(Y)
@@ -384,6 +388,77 @@ static void test_non_mig_gpu(void **state) {
         OK(p_nvmlDeviceGetMaxMigDeviceCount(gpu(0), &count));
         assert_int_equal(count, 0);
         OK(p_nvmlShutdown());
+}
+
+/* nvmlDeviceGetBrand: data-center parts are NVML_BRAND_NVIDIA (14 in nvmlBrandType_t). */
+static void test_brand(void **state) {
+        nvmlBrandType_t b = NVML_BRAND_UNKNOWN;
+
+        use_machine("dgx-a100");
+        OK(p_nvmlInit_v2());
+        OK(p_nvmlDeviceGetBrand(gpu(0), &b));
+        assert_int_equal(b, 14);
+        EXPECT(NVML_ERROR_INVALID_ARGUMENT, p_nvmlDeviceGetBrand(gpu(0), NULL));
+        EXPECT(NVML_ERROR_INVALID_ARGUMENT, p_nvmlDeviceGetBrand((nvmlDevice_t) &b, &b));
+        OK(p_nvmlShutdown());
+}
+
+static char *slurp(const char *root, const char *rel) {
+        char path[1024];
+        snprintf(path, sizeof(path), "%s/%s", root, rel);
+        FILE *f = fopen(path, "r");
+        if (!f)
+                fail_msg("cannot open %s", path);
+        static char buf[1 << 16];
+        size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+        fclose(f);
+        buf[n] = 0;
+        return buf;
+}
+
+/* The host tree: what our pci/ enumerates and the plugin reads for MIG device specs. */
+static void test_host_tree(void **state) {
+        const char *st = use_machine("mixed-a100");
+        char *root = NULL;
+        assert_int_equal(p_mksim_host_root(&root), 0);
+        char want[800];
+        snprintf(want, sizeof(want), "%s.host", st);
+        assert_string_equal(root, want);
+
+        assert_string_equal(slurp(root, "sys/bus/pci/devices/0000:07:00.0/class"), "0x030200\n");
+        assert_string_equal(slurp(root, "sys/bus/pci/devices/0000:07:00.0/vendor"), "0x10de\n");
+        assert_string_equal(slurp(root, "sys/bus/pci/devices/0000:07:00.0/device"), "0x20b0\n");
+        assert_string_equal(slurp(root, "sys/bus/pci/devices/0000:87:00.0/device"), "0x20b2\n"); /* GPU 4: 80GB */
+        assert_string_equal(slurp(root, "sys/bus/pci/devices/0000:07:00.0/numa_node"), "0\n");
+        assert_string_equal(slurp(root, "sys/bus/pci/devices/0000:bd:00.0/numa_node"), "1\n");
+        /* The driver's numbering: config 1, monitor 2, then 9 minors per GI, 15 GIs per GPU. */
+        const char *minors = slurp(root, "proc/driver/nvidia-caps/mig-minors");
+        assert_non_null(strstr(minors, "config 1\nmonitor 2\ngpu0/gi0/access 3\ngpu0/gi0/ci0/access 4\n"));
+        assert_non_null(strstr(minors, "\ngpu0/gi1/access 12\n"));
+        assert_non_null(strstr(minors, "\ngpu7/gi14/ci7/access 1082\n"));
+        assert_null(strstr(minors, "gpu8/"));
+
+        struct mk_host h = {0};
+        char sys[900], proc[900];
+        snprintf(sys, sizeof(sys), "%s/sys", root);
+        snprintf(proc, sizeof(proc), "%s/proc", root);
+        h.sysfs_root = sys;
+        h.proc_root = proc;
+        h.dev_root = (char *) "/dev";
+        struct mk_pci_gpu *g = NULL;
+        size_t n = 0;
+        struct mk_error e = {0};
+        if (mk_pci_enumerate(&h, &g, &n, &e) < 0)
+                fail_msg("%s", e.msg);
+        assert_int_equal(n, 8);
+        assert_string_equal(g[0].address, "0000:07:00.0");
+        assert_int_equal(g[0].vendor, 0x10de);
+        assert_int_equal(g[0].device, 0x20b0);
+        assert_int_equal(g[0].class_code, 0x030200);
+        assert_true(g[0].has_reset);
+        assert_true(mk_pci_driver_loaded(&h));
+        mk_pci_gpus_free(g, n);
+        free(root);
 }
 
 static void test_profiles_and_placements(void **state) {
@@ -1163,6 +1238,8 @@ int main(void) {
                 cmocka_unit_test(test_mig_mode_ampere),
                 cmocka_unit_test(test_mig_mode_hopper),
                 cmocka_unit_test(test_non_mig_gpu),
+                cmocka_unit_test(test_brand),
+                cmocka_unit_test(test_host_tree),
                 cmocka_unit_test(test_profiles_and_placements),
                 cmocka_unit_test(test_profile_names_all_models),
                 cmocka_unit_test(test_gpu_instances),
