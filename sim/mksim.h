@@ -126,6 +126,13 @@ struct mksim_cuda_process {
  * process and device. *ret is malloc'ed (NULL when none). */
 MKSIM_EXPORT int mksim_cuda_processes(unsigned window_ms, struct mksim_cuda_process **ret, size_t *ret_n);
 
+/* Records that the MPS control daemon stand-in (sim/mps) whose pipe
+ * directory is `pipe` was sent `command` (or did "start", "quit"), in the
+ * state file's "mps_commands" (the last 256 kept), so tests read what a
+ * device plugin or control daemon asked through `migkit-sim show --json`.
+ * -EINVAL for strings over 255 / 127 bytes. */
+MKSIM_EXPORT int mksim_mps_record(const char *pipe, const char *command);
+
 #ifdef __cplusplus
 }
 #endif

@@ -367,3 +367,24 @@ int mksim_nvml_error_from_string(const char *s, int *ret_nvml_error) {
 const char *mksim_nvml_error_to_string(int nvml_error) {
         return sim_nvml_error_name(nvml_error);
 }
+
+int mksim_mps_record(const char *pipe, const char *command) {
+        struct sim_session s;
+
+        if (!pipe || !command || strlen(pipe) >= SIM_MPS_PIPE_MAX || strlen(command) >= SIM_MPS_COMMAND_MAX)
+                return sim_error(-EINVAL, "MPS pipe directory or command too long");
+        int r = begin(&s, true);
+        if (r < 0)
+                return r;
+        struct sim_state *st = s.state;
+        if (!st->mps_log && !(st->mps_log = calloc(SIM_MAX_MPS_LOG, sizeof(*st->mps_log))))
+                return end(&s, sim_error(-ENOMEM, "out of memory"));
+        if (st->n_mps_log == SIM_MAX_MPS_LOG) {
+                memmove(st->mps_log, st->mps_log + 1, (SIM_MAX_MPS_LOG - 1) * sizeof(*st->mps_log));
+                st->n_mps_log--;
+        }
+        struct sim_mps_command *c = &st->mps_log[st->n_mps_log++];
+        snprintf(c->pipe, sizeof(c->pipe), "%s", pipe);
+        snprintf(c->command, sizeof(c->command), "%s", command);
+        return end(&s, 0);
+}

@@ -921,6 +921,36 @@ nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int *currentMode
         return call_end(&c, r);
 }
 
+/* Compute mode: kept per GPU in the state file (so nvidia-smi -c, the MPS
+ * control daemon and tests see one value); MIG device handles refuse it,
+ * as the driver does. */
+nvmlReturn_t nvmlDeviceGetComputeMode(nvmlDevice_t device, nvmlComputeMode_t *mode) {
+        struct call c;
+        struct dev d;
+
+        CALL_BEGIN(&c, false);
+        nvmlReturn_t r = resolve_gpu(&c, device, &d);
+        if (r == NVML_SUCCESS && !mode)
+                r = NVML_ERROR_INVALID_ARGUMENT;
+        if (r == NVML_SUCCESS)
+                *mode = (nvmlComputeMode_t) d.g->compute_mode;
+        return call_end(&c, r);
+}
+
+nvmlReturn_t nvmlDeviceSetComputeMode(nvmlDevice_t device, nvmlComputeMode_t mode) {
+        struct call c;
+        struct dev d;
+
+        CALL_BEGIN(&c, true);
+        nvmlReturn_t r = resolve_gpu(&c, device, &d);
+        if (r == NVML_SUCCESS && mode != NVML_COMPUTEMODE_DEFAULT && mode != NVML_COMPUTEMODE_PROHIBITED &&
+            mode != NVML_COMPUTEMODE_EXCLUSIVE_PROCESS)
+                r = NVML_ERROR_INVALID_ARGUMENT; /* EXCLUSIVE_THREAD is gone since CUDA 8 */
+        if (r == NVML_SUCCESS)
+                d.g->compute_mode = (unsigned) mode;
+        return call_end(&c, r);
+}
+
 nvmlReturn_t nvmlDeviceSetMigMode(nvmlDevice_t device, unsigned int mode, nvmlReturn_t *activationStatus) {
         struct call c;
         struct dev d;

@@ -51,6 +51,7 @@ struct sim_state *sim_state_free(struct sim_state *s) {
                 free(s->gpus[i].procs);
         free(s->gpus);
         free(s->machine);
+        free(s->mps_log);
         free(s);
         return NULL;
 }
@@ -139,6 +140,13 @@ json_t *sim_state_to_json(const struct sim_state *s, bool describe) {
                 json_array_append_new(events, o);
         }
         json_object_set_new(root, "events", events);
+        if (s->n_mps_log) { /* only when set: older state files stay valid */
+                json_t *mps = json_array();
+                for (size_t i = 0; i < s->n_mps_log; i++)
+                        json_array_append_new(mps, json_pack("{s:s,s:s}", "pipe", s->mps_log[i].pipe, "command",
+                                                             s->mps_log[i].command));
+                json_object_set_new(root, "mps_commands", mps);
+        }
 
         for (size_t i = 0; i < s->n_gpus; i++) {
                 const struct sim_gpu *g = &s->gpus[i];
@@ -158,6 +166,8 @@ json_t *sim_state_to_json(const struct sim_state *s, bool describe) {
                 json_object_set_new(o, "mig_pending", json_integer(g->mig_pending));
                 if (g->lost) /* only when set: older state files stay valid */
                         json_object_set_new(o, "lost", json_true());
+                if (g->compute_mode || describe) /* as "lost": absent means default */
+                        json_object_set_new(o, "compute_mode", json_integer(g->compute_mode));
                 for (unsigned j = 0; j < g->n_gis; j++) {
                         const struct sim_gi *gi = &g->gis[j];
                         const struct sim_gi_profile *p = sim_gi_profile_by_enum(m, gi->profile);
@@ -393,6 +403,11 @@ static int read_gpu(struct reader *rd, json_t *o, struct sim_gpu *g) {
         if (lost && !json_is_boolean(lost))
                 return bad(rd, "'lost' must be true or false");
         g->lost = lost && json_is_true(lost);
+        json_t *cm = json_object_get(o, "compute_mode");
+        if (cm && (!json_is_integer(cm) || json_integer_value(cm) < 0 || json_integer_value(cm) > 3 ||
+                   json_integer_value(cm) == 1))
+                return bad(rd, "'compute_mode' must be 0 (default), 2 (prohibited) or 3 (exclusive process)");
+        g->compute_mode = cm ? (unsigned) json_integer_value(cm) : 0;
 
         json_t *gis = json_object_get(o, "gpu_instances");
         if (!json_is_array(gis) || json_array_size(gis) > SIM_MAX_GI)
@@ -584,6 +599,33 @@ static int state_from_json(struct reader *rd, json_t *root, struct sim_state **r
                                                 r = bad(rd, "duplicate process id");
                                                 goto fail;
                                         }
+
+        json_t *mps = json_object_get(root, "mps_commands");
+        *rd->where = '\0';
+        if (mps && (!json_is_array(mps) || json_array_size(mps) > SIM_MAX_MPS_LOG)) {
+                r = bad(rd, "'mps_commands' must be an array of at most 256");
+                goto fail;
+        }
+        if (mps && json_array_size(mps) > 0) {
+                s->mps_log = calloc(SIM_MAX_MPS_LOG, sizeof(*s->mps_log));
+                if (!s->mps_log) {
+                        r = -ENOMEM;
+                        goto fail;
+                }
+                for (size_t i = 0; i < json_array_size(mps); i++) {
+                        json_t *mo = json_array_get(mps, i);
+                        const char *pp = json_string_value(json_object_get(mo, "pipe"));
+                        const char *cc = json_string_value(json_object_get(mo, "command"));
+                        if (!pp || !cc || strlen(pp) >= SIM_MPS_PIPE_MAX || strlen(cc) >= SIM_MPS_COMMAND_MAX) {
+                                snprintf(rd->where, sizeof(rd->where), "mps_commands[%zu]", i);
+                                r = bad(rd, "expected {\"pipe\": string, \"command\": string}");
+                                goto fail;
+                        }
+                        snprintf(s->mps_log[i].pipe, SIM_MPS_PIPE_MAX, "%s", pp);
+                        snprintf(s->mps_log[i].command, SIM_MPS_COMMAND_MAX, "%s", cc);
+                        s->n_mps_log++;
+                }
+        }
 
         json_t *events = json_object_get(root, "events");
         *rd->where = '\0';

@@ -23,6 +23,9 @@
 #define SIM_UUID_MAX 48                       /* "MIG-" + 36 + NUL, with room */
 #define SIM_FIRST_FAKE_PID 100000u
 #define SIM_ID_NONE 0xFFFFFFFFu
+#define SIM_MAX_MPS_LOG 256                   /* MPS control commands kept (oldest dropped) */
+#define SIM_MPS_PIPE_MAX 256
+#define SIM_MPS_COMMAND_MAX 128
 
 struct sim_ci {
         unsigned id;
@@ -53,6 +56,7 @@ struct sim_gpu {
         unsigned bus;
         unsigned mig_current, mig_pending;
         bool lost;               /* fallen off the bus: calls on it return GPU_IS_LOST */
+        unsigned compute_mode;   /* nvmlComputeMode_t: 0 default, 2 prohibited, 3 exclusive process (1 is deprecated) */
         struct sim_gi gis[SIM_MAX_GI];
         unsigned n_gis;          /* sorted by id */
         struct sim_process *procs;
@@ -65,6 +69,12 @@ struct sim_event {
         unsigned long long type;
         unsigned long long data;
         unsigned gi, ci;
+};
+
+/* A command an MPS control daemon stand-in (sim/mps) was sent. */
+struct sim_mps_command {
+        char pipe[SIM_MPS_PIPE_MAX];       /* its CUDA_MPS_PIPE_DIRECTORY */
+        char command[SIM_MPS_COMMAND_MAX]; /* "set_default_active_thread_percentage 25", "start", "quit" */
 };
 
 struct sim_fault {
@@ -83,6 +93,8 @@ struct sim_state {
         size_t n_faults;
         struct sim_event events[SIM_MAX_EVENTS];
         size_t n_events;
+        struct sim_mps_command *mps_log; /* SIM_MAX_MPS_LOG entries, oldest first; NULL when none */
+        size_t n_mps_log;
         struct sim_gpu *gpus;
         size_t n_gpus;
 };

@@ -307,7 +307,26 @@ static void on_stop_signal(int sig) {
 static int run_open_fds(struct run *x, struct mk_error *e) {
         const struct mk_spawn_opts *o = x->o;
         int *fds = x->fds, r = 0;
-        fds[FD_IN] = fd_move_above_stdio(open("/dev/null", O_RDONLY | O_CLOEXEC | O_NOCTTY));
+        if (o->input) {
+                size_t n = strlen(o->input);
+                int p[2];
+                if (n > MK_SPAWN_MAX_INPUT)
+                        return mk_error_set(e, -EINVAL, "Input for '%s' is over %u bytes", x->cmd, MK_SPAWN_MAX_INPUT);
+                if (pipe2(p, O_CLOEXEC) < 0) {
+                        int k = negative_errno();
+                        return mk_error_set(e, k, "Failed to create a pipe for '%s': %s", x->cmd, strerror(-k));
+                }
+                /* Fits the pipe's buffer: the write never waits for the child. */
+                ssize_t w = n ? write(p[1], o->input, n) : 0;
+                int werr = errno;
+                (void) close(p[1]);
+                if (w != (ssize_t) n) {
+                        (void) close(p[0]);
+                        return mk_error_set(e, w < 0 ? -werr : -EIO, "Failed to write the input of '%s'", x->cmd);
+                }
+                fds[FD_IN] = fd_move_above_stdio(p[0]);
+        } else
+                fds[FD_IN] = fd_move_above_stdio(open("/dev/null", O_RDONLY | O_CLOEXEC | O_NOCTTY));
         if (fds[FD_IN] < 0)
                 return mk_error_set(e, fds[FD_IN], "Failed to open /dev/null for '%s': %s", x->cmd,
                                     strerror(-fds[FD_IN]));

@@ -15,6 +15,8 @@ struct mk_error;
 
 /* After a timeout the group gets SIGTERM, then SIGKILL this much later. */
 #define MK_SPAWN_KILL_GRACE_MS 2000
+/* Bytes of mk_spawn_opts.input: what a pipe holds without a reader (POSIX PIPE_BUF minimum is 512; Linux holds 64 KiB). */
+#define MK_SPAWN_MAX_INPUT 4096
 
 struct mk_spawn_opts {
         /* argv[0] is the command; without '/', it is looked up in the PATH of
@@ -31,6 +33,8 @@ struct mk_spawn_opts {
          * gets SIGTERM, SIGKILL after the grace, it is reaped, and
          * stopped_by says which signal came (the old handlers are back). */
         bool stop_on_signal;
+        const char *input;              /* NULL: stdin is /dev/null; else the child reads these bytes, then EOF
+                                         * (at most MK_SPAWN_MAX_INPUT: written into the pipe before the fork) */
 };
 
 struct mk_spawn_result {

@@ -16,6 +16,7 @@
 #include "kube/kube.h"
 #include "plugin/cdi.h"
 #include "plugin/daemon.h"
+#include "plugin/mps.h"
 #include "plugin/resources.h"
 #include "spec/plugin-config.h"
 #include "spec/sched-config.h"
@@ -46,6 +47,8 @@ static void help(void) {
                "                              root) [NVIDIA_DEV_ROOT] (alias --nvidia-dev-root)\n"
                "  --cdi-annotation-prefix P   CDI annotation key prefix (default cdi.k8s.io/)\n"
                "                              [CDI_ANNOTATION_PREFIX]\n"
+               "  --mps-root DIR              MPS sharing: the control daemons' pipe, log and shm\n"
+               "                              directories (default " MK_MPS_DEFAULT_ROOT ") [MPS_ROOT]\n"
                "  --cdi-spec-dir DIR          with a cdi-* list strategy, where the CDI spec is written\n"
                "                              (default " MK_CDI_DEFAULT_SPEC_DIR ") [MIGKIT_CDI_SPEC_DIR]\n"
                "  --gds-enabled, --mofed-enabled, --gdrcopy-enabled [=BOOL]\n"
@@ -143,7 +146,8 @@ int cli_device_plugin(int argc, char **argv) {
                    *mofed = NULL, *gdrcopy = NULL, *config_file = NULL, *resource_config = NULL,
                    *plugin_path = NULL, *labels = NULL, *nfd_file = NULL, *node_name = NULL, *kubeconfig = NULL,
                    *machine_file = NULL, *dynamic = NULL, *kubelet_socket = NULL, *cdi_dir = NULL,
-                   *vgpu_root = NULL, *vgpu_library = NULL, *split_s = NULL, *sched_config = NULL;
+                   *vgpu_root = NULL, *vgpu_library = NULL, *split_s = NULL, *sched_config = NULL,
+                   *mps_root = NULL;
         const struct cli_option options[] = {
                 {"mig-strategy", 0, required_argument, "MIG_STRATEGY", &mig_strategy},
                 {"fail-on-init-error", 0, optional_argument, "FAIL_ON_INIT_ERROR", &fail_on_init},
@@ -156,6 +160,7 @@ int cli_device_plugin(int argc, char **argv) {
                 {"nvidia-dev-root", 0, required_argument, "NVIDIA_DEV_ROOT", &dev_root},
                 {"cdi-annotation-prefix", 0, required_argument, "CDI_ANNOTATION_PREFIX", &cdi_prefix},
                 {"cdi-spec-dir", 0, required_argument, "MIGKIT_CDI_SPEC_DIR", &cdi_dir},
+                {"mps-root", 0, required_argument, "MPS_ROOT", &mps_root},
                 {"gds-enabled", 0, optional_argument, "GDS_ENABLED", &gds},
                 {"mofed-enabled", 0, optional_argument, "MOFED_ENABLED", &mofed},
                 {"gdrcopy-enabled", 0, optional_argument, "GDRCOPY_ENABLED", &gdrcopy},
@@ -192,6 +197,7 @@ int cli_device_plugin(int argc, char **argv) {
                 .node_name = node_name,
                 .machine_type_file = machine_file ? machine_file : DEFAULT_MACHINE_TYPE_FILE,
                 .cdi_spec_dir = cdi_dir,
+                .mps_root = mps_root,
         };
         mk_dp_options_init(&o.dp);
         struct mk_error e = {0};

@@ -109,7 +109,7 @@ static const struct upstream_flag device_plugin_flags[] = {
          NULL, .ignored_why = "the CDI spec's driver files are looked up under --nvidia-driver-root"},
         {"cdi-feature-flags", FLAG_STRING, "CDI_FEATURE_FLAGS", NULL,
          .ignored_why = "migkit writes the CDI spec itself, not nvcdi"},
-        {"mps-root", FLAG_STRING, "MPS_ROOT", NULL, .ignored_why = "migkit starts no MPS control daemon"},
+        {"mps-root", FLAG_STRING, "MPS_ROOT", .to = "--mps-root"},
         {"device-discovery-strategy", FLAG_STRING, "DEVICE_DISCOVERY_STRATEGY", NULL,
          .ignored_why = "discovery is always through NVML"},
         {"imex-channel-ids", FLAG_STRING, "IMEX_CHANNEL_IDS", NULL, .ignored_why = "IMEX channels are not supported"},

@@ -160,6 +160,14 @@ typedef enum nvmlBrandType_enum {
         NVML_BRAND_COUNT = 18
 } nvmlBrandType_t;
 
+/* nvml.h nvmlComputeMode_t (NVML API reference, Device Enums). */
+typedef enum nvmlComputeMode_enum {
+        NVML_COMPUTEMODE_DEFAULT = 0,
+        NVML_COMPUTEMODE_EXCLUSIVE_THREAD = 1, /* deprecated */
+        NVML_COMPUTEMODE_PROHIBITED = 2,
+        NVML_COMPUTEMODE_EXCLUSIVE_PROCESS = 3,
+} nvmlComputeMode_t;
+
 /* Highest NvLink count of any GPU: the link argument of the NvLink queries
  * runs 0..NVML_NVLINK_MAX_LINKS-1 (nvml.h of CUDA 12.x: 18; CUDA 11: 12).
  * Links a GPU lacks answer NVML_ERROR_NOT_SUPPORTED (what go-gpuallocator's
@@ -477,7 +485,9 @@ _Static_assert(offsetof(nvmlEventData_t, gpuInstanceId) == 24, "nvmlEventData_t.
         X(nvmlDeviceGetNvLinkRemotePciInfo_v2, nvmlReturn_t, (nvmlDevice_t device, unsigned int link,         \
                                                               nvmlPciInfo_t *pci))                             \
         X(nvmlDeviceGetNvLinkRemoteDeviceType, nvmlReturn_t,                                                   \
-          (nvmlDevice_t device, unsigned int link, nvmlIntNvLinkDeviceType_t *pNvLinkDeviceType))
+          (nvmlDevice_t device, unsigned int link, nvmlIntNvLinkDeviceType_t *pNvLinkDeviceType))              \
+        X(nvmlDeviceGetComputeMode, nvmlReturn_t, (nvmlDevice_t device, nvmlComputeMode_t *mode))              \
+        X(nvmlDeviceSetComputeMode, nvmlReturn_t, (nvmlDevice_t device, nvmlComputeMode_t mode))
 
 #ifdef __cplusplus
 }

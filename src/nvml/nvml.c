@@ -49,6 +49,9 @@ static const char *const optional_symbols[] = {
         "nvmlDeviceGetNvLinkState",
         "nvmlDeviceGetNvLinkRemotePciInfo_v2",
         "nvmlDeviceGetNvLinkRemoteDeviceType",
+        /* Compute mode (MPS sharing only). */
+        "nvmlDeviceGetComputeMode",
+        "nvmlDeviceSetComputeMode",
 };
 
 static bool symbol_optional(const char *name) {
@@ -824,6 +827,27 @@ int mk_nvml_set_mig_mode(struct mk_nvml *n, unsigned gpu, bool enabled, bool *re
         log_debug_area("nvml", "GPU %u: set MIG mode %s: activation %s, current %u pending %u", gpu,
                        enabled ? "on" : "off", mk_nvml_return_name(activation), cur, pend);
         *ret_pending = pending;
+        return 0;
+}
+
+int mk_nvml_set_compute_mode(struct mk_nvml *n, unsigned gpu, unsigned mode, struct mk_error *e) {
+        if (!n->s.nvmlDeviceSetComputeMode || !n->s.nvmlDeviceGetComputeMode)
+                return mk_error_set(e, -EOPNOTSUPP, "GPU %u: NVML has no nvmlDeviceSetComputeMode", gpu);
+        nvmlDevice_t dev;
+        int q = get_device(n, gpu, &dev, e);
+        if (q < 0)
+                return q;
+        n->mutations++;
+        nvmlReturn_t r = n->s.nvmlDeviceSetComputeMode(dev, (nvmlComputeMode_t) mode);
+        if (r != NVML_SUCCESS)
+                return nvml_fail(n, e, r, "GPU %u: failed to set compute mode %u", gpu, mode);
+        nvmlComputeMode_t got = NVML_COMPUTEMODE_DEFAULT;
+        r = n->s.nvmlDeviceGetComputeMode(dev, &got);
+        if (r != NVML_SUCCESS)
+                return nvml_fail(n, e, r, "GPU %u: failed to read the compute mode", gpu);
+        if ((unsigned) got != mode)
+                return mk_error_set(e, -EIO, "GPU %u: compute mode is %u after setting %u", gpu, (unsigned) got, mode);
+        log_debug_area("nvml", "GPU %u: compute mode %u", gpu, mode);
         return 0;
 }
 

@@ -50,6 +50,12 @@ const char *mk_nvml_return_name(nvmlReturn_t r);
  * still differs). */
 int mk_nvml_set_mig_mode(struct mk_nvml *n, unsigned gpu, bool enabled, bool *ret_pending, struct mk_error *e);
 
+/* Sets the compute mode of GPU `gpu` (NVML_COMPUTEMODE_DEFAULT,
+ * _EXCLUSIVE_PROCESS, _PROHIBITED: MPS wants exclusive process, NVIDIA MPS
+ * documentation 2.3.1) and reads it back; -EOPNOTSUPP when the library lacks
+ * the call, -EIO when the mode read back differs. Needs root on a real GPU. */
+int mk_nvml_set_compute_mode(struct mk_nvml *n, unsigned gpu, unsigned mode, struct mk_error *e);
+
 /* Creates a GPU instance of driver profile `profile_id` at `placement`;
  * returns its id. */
 int mk_nvml_create_gi(struct mk_nvml *n, unsigned gpu, unsigned profile_id, struct mk_placement placement,

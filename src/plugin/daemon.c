@@ -30,6 +30,7 @@
 #include "base/fileio.h"
 #include "base/host.h"
 #include "base/log.h"
+#include "base/parse.h"
 #include "base/macro.h"
 #include "kube/kube.h"
 #include "kube/object.h"
@@ -41,6 +42,7 @@
 #include "plugin/grpc.h"
 #include "plugin/health.h"
 #include "plugin/labels.h"
+#include "plugin/mps.h"
 #include "plugin/preferred.h"
 #include "plugin/resources.h"
 #include "proto/deviceplugin.pb-c.h"
@@ -169,6 +171,9 @@ struct dp_daemon {
         size_t n_servers;
         struct mk_health *health;
         struct mk_cdi_file *cdi;        /* with a CDI list strategy: the spec file we keep */
+        struct mk_mps_plan *mps;        /* MPS sharing: the control daemons we run; NULL when none */
+        bool *mps_down;                 /* per daemon: found dead, devices marked Unhealthy */
+        uint64_t mps_check_at_ms;
 
         struct reg_ticket *ticket;      /* the running registration, NULL when none */
 
@@ -421,6 +426,10 @@ static int allocate_dynamic(struct dp_server *s, const V1beta1__AllocateRequest 
         return r;
 }
 
+static const char *mps_root(const struct dp_daemon *d) {
+        return d->o->mps_root && *d->o->mps_root ? d->o->mps_root : MK_MPS_DEFAULT_ROOT;
+}
+
 static int handle_allocate(struct dp_server *s, const uint8_t *req, size_t len, struct mk_buf *resp,
                            struct mk_error *e) {
         V1beta1__AllocateRequest *m = v1beta1__allocate_request__unpack(NULL, len, req);
@@ -449,6 +458,12 @@ static int handle_allocate(struct dp_server *s, const uint8_t *req, size_t len, 
                                    c->n_devices_ids, &d->dp, &out[done], e);
                 if (r < 0)
                         break;
+                if (mk_mps_plan_find(d->mps, s->name) &&
+                    (r = mk_mps_allocate(mps_root(d), s->name, &out[done])) < 0) {
+                        mk_dp_response_done(&out[done]);
+                        mk_error_set(e, r, "Allocate: cannot add the MPS directories of '%s'", s->name);
+                        break;
+                }
         }
         pthread_mutex_unlock(&d->lock);
         for (size_t i = 0; r >= 0 && i < n; i++) {
@@ -1041,11 +1056,117 @@ static void labels_refresh(struct dp_daemon *d) {
  * health monitor, last: joining it can take up to its NVML event wait
  * (MK_HEALTH_WAIT_MS), and the kubelet should see the streams end at once.
  * Kept over a kubelet restart. */
+/* ---- MPS control daemons (plugin/mps.h) ---- */
+
+#define MK_DP_MPS_CHECK_MS 5000 /* MIGKIT_MPS_CHECK_MS overrides (tests) */
+
+/* Quits every daemon we started, GPUs back to the default compute mode,
+ * <root>/.ready removed. */
+static void mps_stop(struct dp_daemon *d) {
+        if (!d->mps)
+                return;
+        _cleanup_free_ char *ready = NULL;
+        if (mk_mps_path(mps_root(d), NULL, MK_MPS_READY_FILE, &ready) >= 0)
+                (void) unlink(ready);
+        for (size_t i = 0; i < d->mps->n; i++) {
+                struct mk_error e = {0};
+                if (mk_mps_stop(d->nvml, mps_root(d), &d->mps->daemons[i], &e) < 0)
+                        log_warning("Stopping the MPS control daemon of '%s': %s, ignoring",
+                                    d->mps->daemons[i].resource, e.msg);
+        }
+        d->mps = mk_mps_plan_free(d->mps);
+        free(d->mps_down);
+        d->mps_down = NULL;
+}
+
+/* The daemons the resources need, started and configured before anything
+ * registers (upstream's plugin waits for them instead: here the plugin runs
+ * them, docs/device-plugin.md). A plan upstream rejects fails the start. */
+static int mps_start(struct dp_daemon *d, struct mk_error *e) {
+        _cleanup_(mk_mps_plan_freep) struct mk_mps_plan *plan = NULL;
+        if (d->o->dynamic_mig)
+                return 0; /* sharing does not apply */
+        int r = mk_mps_plan_build(d->snapshot, d->resources, d->dp.config, &plan, e);
+        if (r < 0 || plan->n == 0)
+                return r;
+        d->mps_down = calloc(plan->n, sizeof(*d->mps_down));
+        if (!d->mps_down)
+                return mk_error_set(e, -ENOMEM, "out of memory");
+        d->mps = TAKE_PTR(plan);
+        for (size_t i = 0; i < d->mps->n; i++) {
+                const struct mk_mps_daemon *m = &d->mps->daemons[i];
+                r = mk_mps_start(d->nvml, mps_root(d), m, e);
+                if (r < 0)
+                        return r;
+                log_info("Started the MPS control daemon of '%s' (%zu GPU(s), active thread percentage %u) in '%s'",
+                         m->resource, m->n_gpus, m->thread_percentage, mps_root(d));
+        }
+        _cleanup_free_ char *ready = NULL;
+        if (mk_mps_path(mps_root(d), NULL, MK_MPS_READY_FILE, &ready) < 0)
+                return mk_error_set(e, -ENOMEM, "out of memory");
+        d->mps_check_at_ms = now_ms();
+        return mk_write_file_atomic(ready, "", 0, 0644, e);
+}
+
+/* Marks every device of daemon i's resource, re-sends its list. */
+static void mps_mark(struct dp_daemon *d, size_t i, bool healthy) {
+        const struct mk_mps_daemon *m = &d->mps->daemons[i];
+        pthread_mutex_lock(&d->lock);
+        for (size_t k = 0; k < d->resources->n; k++) {
+                struct mk_dp_resource *res = &d->resources->r[k];
+                if (!streq(res->name, m->resource))
+                        continue;
+                for (size_t j = 0; j < res->n_devices; j++)
+                        res->devices[j].healthy = healthy;
+        }
+        for (size_t k = 0; k < d->n_servers; k++)
+                if (streq(d->servers[k].name, m->resource) && d->servers[k].grpc)
+                        (void) publish(&d->servers[k]);
+        pthread_mutex_unlock(&d->lock);
+}
+
+/* Every check period: a daemon that does not answer has its devices marked
+ * Unhealthy and is started again; once it answers again they are Healthy. */
+static void mps_check(struct dp_daemon *d) {
+        if (!d->mps || now_ms() < d->mps_check_at_ms)
+                return;
+        for (size_t i = 0; i < d->mps->n; i++) {
+                const struct mk_mps_daemon *m = &d->mps->daemons[i];
+                struct mk_error e = {0};
+                int r = mk_mps_check(mps_root(d), m, &e);
+                if (r >= 0 && d->mps_down[i]) {
+                        d->mps_down[i] = false;
+                        mps_mark(d, i, true);
+                        log_info("The MPS control daemon of '%s' answers again: its devices are Healthy", m->resource);
+                }
+                if (r >= 0)
+                        continue;
+                if (!d->mps_down[i]) {
+                        d->mps_down[i] = true;
+                        mps_mark(d, i, false);
+                        log_warning("The MPS control daemon of '%s' does not answer (%s): its devices are Unhealthy, "
+                                    "restarting it",
+                                    m->resource, e.msg);
+                }
+                mk_error_clear(&e);
+                if (mk_mps_start(d->nvml, mps_root(d), m, &e) < 0)
+                        log_warning("Restarting the MPS control daemon of '%s' failed: %s; retrying", m->resource,
+                                    e.msg);
+        }
+        const char *env = secure_getenv("MIGKIT_MPS_CHECK_MS");
+        unsigned ms = MK_DP_MPS_CHECK_MS;
+        if (env && mk_parse_u32(env, &ms) < 0)
+                ms = MK_DP_MPS_CHECK_MS;
+        d->mps_check_at_ms = now_ms() + ms;
+}
+
 static void plugin_stop(struct dp_daemon *d, bool health) {
         registrar_stop(d);
         servers_stop(d);
-        if (health)
+        if (health) {
                 d->health = mk_health_stop(d->health);
+                mps_stop(d);
+        }
         d->up = false;
 }
 
@@ -1054,7 +1175,8 @@ static void plugin_stop(struct dp_daemon *d, bool health) {
  * the registration are redone (a kubelet restart); health states stay. */
 static int plugin_start(struct dp_daemon *d, bool reload, struct mk_error *e) {
         int r;
-        if (reload || !d->resources) {
+        bool fresh = reload || !d->resources;
+        if (fresh) {
                 r = load_config(d, e);
                 if (r < 0)
                         return r;
@@ -1087,6 +1209,14 @@ static int plugin_start(struct dp_daemon *d, bool reload, struct mk_error *e) {
                                  mk_mig_strategy_to_string(d->dp.mig_strategy), d->resources->n);
                 if (d->resources->warning)
                         log_warning("%s", d->resources->warning);
+        }
+        if (fresh) {
+                mps_stop(d);
+                r = mps_start(d, e);
+                if (r < 0) {
+                        mk_error_prefix(e, "MPS");
+                        return r;
+                }
         }
         if (d->resources->n == 0)
                 log_warning("No devices found. Waiting indefinitely.");
@@ -1269,6 +1399,7 @@ static int daemon_loop(struct dp_daemon *d, int sfd, int ifd, struct mk_error *e
                 }
                 if (d->labels_retry_at_ms && now >= d->labels_retry_at_ms)
                         labels_refresh(d);
+                mps_check(d);
         }
 }
 

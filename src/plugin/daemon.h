@@ -72,6 +72,8 @@ struct mk_dp_daemon_options {
          * per-container directory under soft.root. */
         struct mk_dp_soft_options soft;
         const char *machine_type_file;  /* nvidia.com/gpu.machine; NULL: none */
+        const char *mps_root;           /* MPS sharing: pipe, log, shm directories (plugin/mps.h); NULL:
+                                         * MK_MPS_DEFAULT_ROOT */
         const char *cdi_spec_dir;       /* with a CDI list strategy, where the CDI spec goes (plugin/cdi.h);
                                          * NULL: MK_CDI_DEFAULT_SPEC_DIR */
         int register_timeout_ms;        /* <= 0: MK_DP_REGISTER_TIMEOUT_MS */

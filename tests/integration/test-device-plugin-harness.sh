@@ -20,16 +20,8 @@ fail() {
 unset MIG_STRATEGY FAIL_ON_INIT_ERROR PASS_DEVICE_SPECS DEVICE_LIST_STRATEGY DEVICE_ID_STRATEGY CONFIG_FILE \
   NVIDIA_DRIVER_RESOURCE_CONFIG DEVICE_PLUGIN_PATH MIGKIT_LABELS DP_DISABLE_HEALTHCHECKS DP_ENABLE_HEALTHCHECKS
 
-harness=${MIGKIT_KUBELET_HARNESS:-}
-if [ -z "$harness" ] && [ -n "${MIGKIT_K8S_TESTENV:-}" ]; then
-  cache=$("$MIGKIT_K8S_TESTENV" path 2>/dev/null || true)
-  [ -n "$cache" ] && harness=$cache/bin/kubelet-harness
-fi
-if [ -z "$harness" ] || [ ! -x "$harness" ]; then
-  [ "${CI:-}" = true ] && fail "kubelet-harness not found ('${harness:-unset}'): run scripts/k8s-testenv build"
-  echo "SKIP: kubelet-harness not built ('${harness:-unset}'; scripts/k8s-testenv build)"
-  exit 0
-fi
+# shellcheck source=harness-lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/harness-lib.sh"
 PY=python3
 command -v "$PY" >/dev/null || PY=/usr/bin/python3
 

@@ -1145,6 +1145,21 @@ static void test_spawn_capture(void **state) {
         assert_string_equal(res.output, "");
         assert_int_equal(res.output_len, 0);
         mk_spawn_result_done(&res);
+
+        /* Given input: the child reads it, then EOF (the MPS control client's commands). */
+        o.input = "get_default_active_thread_percentage\nquit\n";
+        assert_int_equal(run(cat, &o, &res, NULL), 0);
+        assert_string_equal(res.output, "get_default_active_thread_percentage\nquit\n");
+        mk_spawn_result_done(&res);
+        char big[MK_SPAWN_MAX_INPUT + 2];
+        memset(big, 'x', sizeof(big) - 1);
+        big[sizeof(big) - 1] = 0;
+        o.input = big;
+        struct mk_error e = {0};
+        struct mk_spawn_opts o2 = o;
+        o2.argv = cat;
+        assert_int_equal(mk_spawn(&o2, &res, &e), -EINVAL);
+        assert_non_null(strstr(e.msg, "over 4096 bytes"));
 }
 
 /* The last line of an output, for a message. */
