@@ -305,9 +305,11 @@ _printf_(4, 5) static enum MHD_Result refuse(struct mk_sched_server *srv, struct
         char msg[256];
         va_list ap;
         va_start(ap, fmt);
-        vsnprintf(msg, sizeof(msg) - 1, fmt, ap);
+        int n = vsnprintf(msg, sizeof(msg) - 1, fmt, ap);
         va_end(ap);
-        strcat(msg, "\n");
+        size_t len = n < 0 ? 0 : MIN((size_t) n, sizeof(msg) - 2);
+        msg[len] = '\n';
+        msg[len + 1] = 0;
         if (respond(conn, status, "text/plain", strdup(msg)) == MHD_YES)
                 return MHD_YES;
         return MHD_NO; /* libmicrohttpd cannot answer now: the connection is closed */
