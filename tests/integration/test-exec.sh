@@ -54,13 +54,16 @@ set -e
 [ "$rc" -eq 1 ] || fail "missing migkit-manager: exit $rc"
 grep -q "runs in the executable migkit-manager" <<<"$err" || fail "missing migkit-manager: $err"
 grep -q "MIGKIT_LIBEXEC_DIR" <<<"$err" || fail "missing migkit-manager does not name MIGKIT_LIBEXEC_DIR: $err"
-MIGKIT_LIBEXEC_DIR=$bindir "$tmp/migkit" scheduler --help | grep -q '^Usage: migkit scheduler' \
-  || fail "MIGKIT_LIBEXEC_DIR not honoured"
+# (Help read whole, then matched: grep -q exits at its match and a help over
+# one stdio buffer would end in SIGPIPE under pipefail.)
+out=$(MIGKIT_LIBEXEC_DIR=$bindir "$tmp/migkit" scheduler --help) || true
+grep -q '^Usage: migkit scheduler' <<<"$out" || fail "MIGKIT_LIBEXEC_DIR not honoured"
 # The installed layout: <prefix>/bin/migkit finds <prefix>/lib/migkit/migkit-<command>.
 mkdir -p "$tmp/prefix/bin" "$tmp/prefix/lib/migkit"
 cp "$MIGKIT_BIN" "$tmp/prefix/bin/migkit"
 ln -s "$bindir/migkit-device-plugin" "$tmp/prefix/lib/migkit/migkit-device-plugin"
-"$tmp/prefix/bin/migkit" device-plugin --help | grep -q '^Usage: migkit device-plugin' \
+out=$("$tmp/prefix/bin/migkit" device-plugin --help) || true
+grep -q '^Usage: migkit device-plugin' <<<"$out" \
   || fail "installed layout: bin/migkit does not find lib/migkit/migkit-device-plugin"
 # A small address space: apply and assert of all-balanced on 8 simulated
 # A100s under ulimit -v 16000 (KiB); 4 MB is enough today, the limit leaves

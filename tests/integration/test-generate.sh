@@ -77,8 +77,11 @@ set -e
 [ "$rc" -eq 1 ] || fail "no MIG GPU: exit $rc"
 [ ! -s "$tmp/out" ] || fail "no MIG GPU: wrote $(cat "$tmp/out")"
 grep -q '^Error: No MIG-capable GPU found' "$tmp/err" || fail "no MIG GPU message: $(cat "$tmp/err")"
-"$MIGKIT_BIN" generate-config --help | grep -q '^Usage: migkit generate-config' || fail "generate-config --help"
-"$MIGKIT_BIN" --help | grep -q '^  generate-config ' || fail "--help lacks generate-config"
+# Help read whole, then matched (grep -q's early exit is a SIGPIPE under pipefail).
+out=$("$MIGKIT_BIN" generate-config --help) || true
+grep -q '^Usage: migkit generate-config' <<<"$out" || fail "generate-config --help"
+out=$("$MIGKIT_BIN" --help) || true
+grep -q '^  generate-config ' <<<"$out" || fail "--help lacks generate-config"
 
 # --- mixed node: filters everywhere but all-disabled/all-enabled ---
 mk mixed-a100 generate-config >"$tmp/mixed.yaml"

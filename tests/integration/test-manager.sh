@@ -300,8 +300,11 @@ for try in 1 2 3 4 5; do
 done
 "$MIGKIT_K8S_TESTENV" restart "$tmp/k8s" kube-apiserver --kill >/dev/null || fail "apiserver restart failed"
 select_config all-disabled
-wait_for success 60
+# The state still says success for the previous config until the manager,
+# relisting, sees the new label: wait for the layout, then for the state.
+for _ in $(seq 300); do mk assert -f "$cfg" -c all-disabled >/dev/null 2>&1 && break; sleep 0.2; done
 mk assert -f "$cfg" -c all-disabled >/dev/null || fail "all-disabled not applied after the apiserver restart"
+wait_for success 60
 grep -q "version too old, relisting" "$tmp/mgr.log" || fail "no relist after 410 Gone"
 expect_restored success "after the apiserver restart"
 kill -0 "$mgr_pid" || fail "manager exited"
