@@ -141,6 +141,9 @@ static void test_inventory(void **state) {
 static void test_inventory_shared(void **state) {
         (void) state;
         struct mk_snapshot *s = snapshot_one_gpu();
+        free(s->gpus[0].gis[0].cis); /* GPU 0 without instances: its GI's CIs freed here */
+        s->gpus[0].gis[0].cis = NULL;
+        s->gpus[0].gis[0].n_cis = 0;
         s->gpus[0].n_gis = 0;
         s->gpus = realloc(s->gpus, 3 * sizeof(*s->gpus));
         s->n_gpus = 3;
