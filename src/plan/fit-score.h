@@ -94,18 +94,26 @@ static inline int fit_cand_compare(const struct fit_cand *a, const struct fit_ca
         return a->gpu < b->gpu ? -1 : a->gpu > b->gpu;
 }
 
+/* Puts the best `k` of the `n` elements of array `arr` first, in order: a
+ * partial selection sort (n is at most a node's GPUs), for any candidate
+ * type; `cmp(a, b, policy)` < 0 when *a is better than *b. */
+#define FIT_SELECT_BEST(arr, n, k, cmp, policy)                                       \
+        do {                                                                           \
+                for (size_t k_ = 0; k_ < (size_t) (k) && k_ < (size_t) (n); k_++) {    \
+                        size_t b_ = k_;                                                \
+                        for (size_t i_ = k_ + 1; i_ < (size_t) (n); i_++)              \
+                                if (cmp(&(arr)[i_], &(arr)[b_], (policy)) < 0)         \
+                                        b_ = i_;                                       \
+                        typeof((arr)[0]) t_ = (arr)[k_];                               \
+                        (arr)[k_] = (arr)[b_];                                         \
+                        (arr)[b_] = t_;                                                \
+                }                                                                      \
+        } while (0)
+
 /* Puts the best `gpus` of the n_cands candidates first, in order. */
 static inline void fit_cands_select(struct fit_cand *cands, size_t n_cands, unsigned gpus,
                                     enum mk_fit_policy gpu_policy) {
-        for (size_t k = 0; k < gpus && k < n_cands; k++) {
-                size_t bi = k;
-                for (size_t i = k + 1; i < n_cands; i++)
-                        if (fit_cand_compare(&cands[i], &cands[bi], gpu_policy) < 0)
-                                bi = i;
-                struct fit_cand t = cands[k];
-                cands[k] = cands[bi];
-                cands[bi] = t;
-        }
+        FIT_SELECT_BEST(cands, n_cands, gpus, fit_cand_compare, gpu_policy);
 }
 
 /* --- the node: its score ------------------------------------------------------------ */

@@ -150,15 +150,7 @@ int mk_fit_soft_node(const struct mk_fit_soft_node *node, const struct mk_fit_re
         }
         if (n_cands < req->gpus)
                 return soft_no_room(node, req, n_cands, e);
-        for (size_t k = 0; k < req->gpus; k++) {
-                size_t bi = k;
-                for (size_t i = k + 1; i < n_cands; i++)
-                        if (soft_cand_compare(&cands[i], &cands[bi], gpu_policy) < 0)
-                                bi = i;
-                struct soft_cand t = cands[k];
-                cands[k] = cands[bi];
-                cands[bi] = t;
-        }
+        FIT_SELECT_BEST(cands, n_cands, req->gpus, soft_cand_compare, gpu_policy);
 
         /* The chosen GPUs after their slices. What a slice destroys of whole
          * GPUs: a GPU nobody used is lost whole (no whole-GPU pod can have
