@@ -917,6 +917,42 @@ static long http(unsigned port, const char *path, const char *body, size_t len, 
         return code;
 }
 
+static char *node_metrics(void *userdata) {
+        return userdata ? strdup(userdata) : NULL;
+}
+
+/* The node agent's endpoint (sched NULL): GETs only; a POST to an extender
+ * route, even one a limit would refuse, is 404 and touches no scheduler. */
+static void test_http_node_endpoint(void **state) {
+        (void) state;
+        char text[] = "migkit_node_up 1\n";
+        struct mk_sched_server_opts o = {.address = "127.0.0.1", .max_request = 4096, .metrics = node_metrics,
+                                         .metrics_userdata = text};
+        struct mk_sched_server *srv = NULL;
+        assert_int_equal(mk_sched_server_start(&o, &srv, NULL), 0);
+        unsigned port = mk_sched_server_port(srv);
+        char *out = NULL;
+        assert_int_equal(http(port, "/metrics", NULL, 0, &out), 200);
+        assert_string_equal(out, text);
+        free(out);
+        assert_int_equal(http(port, "/healthz", NULL, 0, &out), 200);
+        free(out);
+        assert_int_equal(http(port, "/filter", NULL, 0, &out), 404);
+        free(out);
+        assert_int_equal(http(port, "/bind", "{}", 2, &out), 404);
+        free(out);
+        char big[5000];
+        memset(big, ' ', sizeof(big));
+        assert_int_equal(http(port, "/filter", big, sizeof(big), &out), 404); /* over max_request */
+        free(out);
+        srv = mk_sched_server_stop(srv);
+        o.metrics_userdata = NULL; /* metrics() fails: 500 */
+        assert_int_equal(mk_sched_server_start(&o, &srv, NULL), 0);
+        assert_int_equal(http(mk_sched_server_port(srv), "/metrics", NULL, 0, &out), 500);
+        free(out);
+        mk_sched_server_stop(srv);
+}
+
 static void test_http(void **state) {
         struct fixture *f = *state;
         struct mk_sched_server_opts o = {.address = "127.0.0.1", .sched = f->s, .max_request = 4096};
@@ -1036,6 +1072,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_text_escaping, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_node_resources, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_http, setup, teardown),
+                cmocka_unit_test(test_http_node_endpoint),
         };
         int r = cmocka_run_group_tests(tests, NULL, NULL);
         curl_global_cleanup();
