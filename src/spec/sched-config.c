@@ -156,6 +156,24 @@ static int get_count(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, const 
         return 0;
 }
 
+struct geometry_entry {
+        struct mk_sched_model *m;
+        bool have_name;
+};
+
+static int geometry_field(struct mk_yaml_ctx *c, const struct mk_yaml_pair *p, void *userdata) {
+        struct geometry_entry *g = userdata;
+        if (streq(p->name, "name")) {
+                g->have_name = true;
+                return add_profile(c, p->value, g->m);
+        }
+        if (streq(p->name, "memory"))
+                return get_count(c, p->value, "memory", 0, 1u << 24, NULL);
+        if (streq(p->name, "count"))
+                return get_count(c, p->value, "count", 0, 64, NULL);
+        return get_count(c, p->value, "core", 0, 100, NULL);
+}
+
 /* One template of allowedGeometries: [{name, memory, count, core}]. */
 static int get_geometry(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, struct mk_sched_model *m) {
         static const char *const known[] = {"name", "memory", "count", "core", NULL};
@@ -164,32 +182,24 @@ static int get_geometry(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, str
                 return r;
         for (size_t i = 0; i < n->n_items; i++) {
                 size_t old = mk_yaml_path_push_index(c, i);
-                _cleanup_yaml_map_done_ struct mk_yaml_map mm = {0};
-                r = mk_yaml_map_load_known(c, n->items[i], "a geometry entry", known, true, &mm);
+                struct geometry_entry g = {.m = m};
+                r = mk_yaml_walk_known(c, n->items[i], "a geometry entry", known, true, geometry_field, &g);
                 if (r < 0)
                         return r;
-                bool have_name = false;
-                for (size_t k = 0; k < mm.n; k++) {
-                        const char *key = mm.pairs[k].name;
-                        size_t o2 = mk_yaml_path_push_key(c, key);
-                        if (streq(key, "name")) {
-                                r = add_profile(c, mm.pairs[k].value, m);
-                                have_name = true;
-                        } else if (streq(key, "memory"))
-                                r = get_count(c, mm.pairs[k].value, "memory", 0, 1u << 24, NULL);
-                        else if (streq(key, "count"))
-                                r = get_count(c, mm.pairs[k].value, "count", 0, 64, NULL);
-                        else
-                                r = get_count(c, mm.pairs[k].value, "core", 0, 100, NULL);
-                        if (r < 0)
-                                return r;
-                        mk_yaml_path_pop(c, o2);
-                }
-                if (!have_name)
+                if (!g.have_name)
                         return mk_yaml_error(c, n->items[i], "a geometry entry needs a name");
                 mk_yaml_path_pop(c, old);
         }
         return 0;
+}
+
+/* A Volcano geometry group's field: its name (checked, unused) or its templates. */
+static int group_field(struct mk_yaml_ctx *c, const struct mk_yaml_pair *p, void *userdata) {
+        if (streq(p->name, "group")) {
+                _cleanup_free_ char *g = NULL;
+                return get_str(c, p->value, "group", &g);
+        }
+        return get_geometry(c, p->value, userdata);
 }
 
 /* allowedGeometries: HAMi's list of templates, or Volcano's named groups
@@ -202,26 +212,29 @@ static int get_geometries(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, s
         for (size_t i = 0; i < n->n_items; i++) {
                 const struct mk_yaml_node *t = n->items[i];
                 size_t old = mk_yaml_path_push_index(c, i);
-                if (t->kind == MK_YAML_MAPPING) {
-                        _cleanup_yaml_map_done_ struct mk_yaml_map mm = {0};
-                        r = mk_yaml_map_load_known(c, t, "a geometry group", group_known, true, &mm);
-                        for (size_t k = 0; r >= 0 && k < mm.n; k++) {
-                                size_t o2 = mk_yaml_path_push_key(c, mm.pairs[k].name);
-                                if (streq(mm.pairs[k].name, "group")) {
-                                        _cleanup_free_ char *g = NULL;
-                                        r = get_str(c, mm.pairs[k].value, "group", &g);
-                                } else
-                                        r = get_geometry(c, mm.pairs[k].value, m);
-                                if (r >= 0)
-                                        mk_yaml_path_pop(c, o2);
-                        }
-                } else
-                        r = get_geometry(c, t, m);
+                r = t->kind == MK_YAML_MAPPING
+                            ? mk_yaml_walk_known(c, t, "a geometry group", group_known, true, group_field, m)
+                            : get_geometry(c, t, m);
                 if (r < 0)
                         return r;
                 mk_yaml_path_pop(c, old);
         }
         return 0;
+}
+
+struct model_entry {
+        struct mk_sched_model *m;
+        bool have_profiles;
+};
+
+static int model_field(struct mk_yaml_ctx *c, const struct mk_yaml_pair *p, void *userdata) {
+        struct model_entry *me = userdata;
+        if (streq(p->name, "models"))
+                return get_models(c, p->value, me->m);
+        me->have_profiles = true;
+        if (streq(p->name, "profiles"))
+                return get_profiles(c, p->value, me->m);
+        return get_geometries(c, p->value, me->m);
 }
 
 /* A list of model entries; `geometries` selects HAMi's legacy form. */
@@ -242,34 +255,17 @@ static int get_model_list(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, b
         for (size_t i = 0; i < n->n_items; i++) {
                 const struct mk_yaml_node *it = n->items[i];
                 size_t old = mk_yaml_path_push_index(c, i);
-                _cleanup_yaml_map_done_ struct mk_yaml_map mm = {0};
-                r = mk_yaml_map_load_known(c, it, "a model entry", geometries ? known_geometries : known_profiles,
-                                           true, &mm);
-                if (r < 0)
-                        return r;
                 struct mk_sched_model *m = &cfg->models[cfg->n_models];
                 *m = (struct mk_sched_model) {.line = it->line};
                 cfg->n_models++; /* owned by cfg from here, freed with it on failure */
-                bool have_profiles = false;
-                for (size_t k = 0; k < mm.n; k++) {
-                        const char *key = mm.pairs[k].name;
-                        size_t o2 = mk_yaml_path_push_key(c, key);
-                        if (streq(key, "models"))
-                                r = get_models(c, mm.pairs[k].value, m);
-                        else if (streq(key, "profiles")) {
-                                r = get_profiles(c, mm.pairs[k].value, m);
-                                have_profiles = true;
-                        } else {
-                                r = get_geometries(c, mm.pairs[k].value, m);
-                                have_profiles = true;
-                        }
-                        if (r < 0)
-                                return r;
-                        mk_yaml_path_pop(c, o2);
-                }
+                struct model_entry me = {.m = m};
+                r = mk_yaml_walk_known(c, it, "a model entry", geometries ? known_geometries : known_profiles, true,
+                                       model_field, &me);
+                if (r < 0)
+                        return r;
                 if (!m->models)
                         return mk_yaml_error(c, it, "a model entry needs 'models'");
-                if (!have_profiles)
+                if (!me.have_profiles)
                         return mk_yaml_error(c, it, "a model entry needs '%s'",
                                              geometries ? "allowedGeometries" : "profiles");
                 mk_yaml_path_pop(c, old);
@@ -296,6 +292,13 @@ static int get_mode(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, const c
         return 0;
 }
 
+static int gpu_field(struct mk_yaml_ctx *c, const struct mk_yaml_pair *p, void *userdata) {
+        struct mk_sched_gpu_config *g = userdata;
+        if (streq(p->name, "index"))
+                return get_count(c, p->value, "index", 0, MK_MAX_SCHED_NODE_GPUS - 1, &g->index);
+        return get_mode(c, p->value, "mode", "mig, hami-core or disabled", true, &g->mode);
+}
+
 /* gpus: [{index, mode}] of a mixed node; an index at most once. */
 static int get_gpus(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, struct mk_sched_node_config *nc) {
         static const char *const known[] = {"index", "mode", NULL};
@@ -310,22 +313,10 @@ static int get_gpus(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, struct 
         for (size_t i = 0; i < n->n_items; i++) {
                 const struct mk_yaml_node *it = n->items[i];
                 size_t old = mk_yaml_path_push_index(c, i);
-                _cleanup_yaml_map_done_ struct mk_yaml_map mm = {0};
-                r = mk_yaml_map_load_known(c, it, "a gpus entry", known, true, &mm);
+                struct mk_sched_gpu_config g = {.index = UINT32_MAX, .mode = _MK_SCHED_MODE_INVALID};
+                r = mk_yaml_walk_known(c, it, "a gpus entry", known, true, gpu_field, &g);
                 if (r < 0)
                         return r;
-                struct mk_sched_gpu_config g = {.index = UINT32_MAX, .mode = _MK_SCHED_MODE_INVALID};
-                for (size_t k = 0; k < mm.n; k++) {
-                        size_t o2 = mk_yaml_path_push_key(c, mm.pairs[k].name);
-                        if (streq(mm.pairs[k].name, "index"))
-                                r = get_count(c, mm.pairs[k].value, "index", 0, MK_MAX_SCHED_NODE_GPUS - 1, &g.index);
-                        else
-                                r = get_mode(c, mm.pairs[k].value, "mode", "mig, hami-core or disabled", true,
-                                             &g.mode);
-                        if (r < 0)
-                                return r;
-                        mk_yaml_path_pop(c, o2);
-                }
                 if (g.index == UINT32_MAX || (int) g.mode < 0)
                         return mk_yaml_error(c, it, "a gpus entry needs an index and a mode");
                 for (size_t k = 0; k < nc->n_gpus; k++)
@@ -333,6 +324,48 @@ static int get_gpus(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, struct 
                                 return mk_yaml_error(c, it, "GPU %u is listed twice", g.index);
                 nc->gpus[nc->n_gpus++] = g;
                 mk_yaml_path_pop(c, old);
+        }
+        return 0;
+}
+
+/* A mapping whose keys are not all ours (HAMi's): "<what> must be a
+ * mapping" for anything else, then field() on each pair. */
+static int walk_map(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, const char *what, mk_yaml_field_fn field,
+                    void *userdata) {
+        if (n->kind != MK_YAML_MAPPING)
+                return mk_yaml_error(c, n, "%s must be a mapping", what);
+        _cleanup_yaml_map_done_ struct mk_yaml_map mm = {0};
+        int r = mk_yaml_map_load(c, n, &mm);
+        return r < 0 ? r : mk_yaml_map_each(c, &mm, field, userdata);
+}
+
+struct node_entry {
+        struct mk_sched_node_config *nc;
+        bool only_mixed; /* gpus or modeswitch, for the message */
+};
+
+static int node_field(struct mk_yaml_ctx *c, const struct mk_yaml_pair *p, void *userdata) {
+        struct node_entry *ne = userdata;
+        struct mk_sched_node_config *nc = ne->nc;
+        const char *key = p->name;
+        const struct mk_yaml_node *v = p->value;
+        if (streq(key, "name"))
+                return get_str(c, v, "name", &nc->name);
+        if (streq(key, "operatingmode"))
+                return get_mode(c, v, "operatingmode", "mig, hami-core, mixed or disabled", false, &nc->mode);
+        if (streq(key, "devicesplitcount"))
+                return get_split(c, v, key, &nc->split);
+        if (streq(key, "modeswitch")) {
+                ne->only_mixed = true;
+                _cleanup_free_ char *s = NULL;
+                int r = get_str(c, v, key, &s);
+                if (r >= 0 && (int) (nc->mode_switch = mk_sched_mode_switch_from_string(s)) < 0)
+                        r = mk_yaml_error(c, v, "unknown modeswitch '%s' (never or idle)", s);
+                return r;
+        }
+        if (streq(key, "gpus")) {
+                ne->only_mixed = true;
+                return get_gpus(c, v, nc);
         }
         return 0;
 }
@@ -350,47 +383,15 @@ static int get_nodes(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, struct
         for (size_t i = 0; i < n->n_items; i++) {
                 const struct mk_yaml_node *it = n->items[i];
                 size_t old = mk_yaml_path_push_index(c, i);
-                _cleanup_yaml_map_done_ struct mk_yaml_map mm = {0};
-                if (it->kind != MK_YAML_MAPPING)
-                        return mk_yaml_error(c, it, "a nodeconfig entry must be a mapping");
-                r = mk_yaml_map_load(c, it, &mm);
+                struct mk_sched_node_config *nc = &cfg->nodes[cfg->n_nodes++];
+                nc->mode = MK_SCHED_MODE_HAMI_CORE; /* HAMi's default mode, without operatingmode */
+                struct node_entry ne = {.nc = nc};
+                r = walk_map(c, it, "a nodeconfig entry", node_field, &ne);
                 if (r < 0)
                         return r;
-                struct mk_sched_node_config *nc = &cfg->nodes[cfg->n_nodes++];
-                nc->mode = MK_SCHED_MODE_MIG;
-                bool have_mode = false;
-                const struct mk_yaml_node *only_mixed = NULL; /* gpus or modeswitch, for the message */
-                for (size_t k = 0; k < mm.n; k++) {
-                        const char *key = mm.pairs[k].name;
-                        const struct mk_yaml_node *v = mm.pairs[k].value;
-                        size_t o2 = mk_yaml_path_push_key(c, key);
-                        if (streq(key, "name"))
-                                r = get_str(c, v, "name", &nc->name);
-                        else if (streq(key, "operatingmode")) {
-                                r = get_mode(c, v, "operatingmode", "mig, hami-core, mixed or disabled", false,
-                                             &nc->mode);
-                                have_mode = true;
-                        } else if (streq(key, "devicesplitcount"))
-                                r = get_split(c, v, key, &nc->split);
-                        else if (streq(key, "modeswitch")) {
-                                _cleanup_free_ char *s = NULL;
-                                r = get_str(c, v, key, &s);
-                                if (r >= 0 && (int) (nc->mode_switch = mk_sched_mode_switch_from_string(s)) < 0)
-                                        r = mk_yaml_error(c, v, "unknown modeswitch '%s' (never or idle)", s);
-                                only_mixed = it;
-                        } else if (streq(key, "gpus")) {
-                                r = get_gpus(c, v, nc);
-                                only_mixed = it;
-                        }
-                        if (r < 0)
-                                return r;
-                        mk_yaml_path_pop(c, o2);
-                }
                 if (!nc->name)
                         return mk_yaml_error(c, it, "a nodeconfig entry needs a name");
-                if (!have_mode)
-                        nc->mode = MK_SCHED_MODE_HAMI_CORE; /* HAMi's default mode */
-                if (only_mixed && nc->mode != MK_SCHED_MODE_MIXED)
+                if (ne.only_mixed && nc->mode != MK_SCHED_MODE_MIXED)
                         return mk_yaml_error(c, it, "gpus and modeswitch are for operatingmode mixed, not %s",
                                              mk_sched_mode_to_string(nc->mode));
                 for (size_t k = 0; k + 1 < cfg->n_nodes; k++)
@@ -412,79 +413,62 @@ static int set_str(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, const ch
 }
 
 /* HAMi's `nvidia:` block: the keys we use; its many others are ignored. */
-static int get_nvidia(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, struct mk_sched_config *cfg) {
-        if (n->kind != MK_YAML_MAPPING)
-                return mk_yaml_error(c, n, "nvidia must be a mapping");
-        _cleanup_yaml_map_done_ struct mk_yaml_map mm = {0};
-        int r = mk_yaml_map_load(c, n, &mm);
-        if (r < 0)
-                return r;
-        for (size_t k = 0; k < mm.n; k++) {
-                const char *key = mm.pairs[k].name;
-                const struct mk_yaml_node *v = mm.pairs[k].value;
-                size_t old = mk_yaml_path_push_key(c, key);
-                if (streq(key, "knownMigGeometries"))
-                        r = get_model_list(c, v, true, cfg);
-                else if (streq(key, "migProfileAllowlist"))
-                        r = get_model_list(c, v, false, cfg);
-                else if (streq(key, "resourceCountName"))
-                        r = set_str(c, v, key, &cfg->resource_count);
-                else if (streq(key, "resourceMemoryName"))
-                        r = set_str(c, v, key, &cfg->resource_memory);
-                else if (streq(key, "resourceMemoryPercentageName"))
-                        r = set_str(c, v, key, &cfg->resource_memory_percentage);
-                else if (streq(key, "resourceCoreName"))
-                        r = set_str(c, v, key, &cfg->resource_cores);
-                else if (streq(key, "deviceSplitCount"))
-                        r = get_split(c, v, key, &cfg->split);
-                if (r < 0)
-                        return r;
-                mk_yaml_path_pop(c, old);
-        }
+static int nvidia_field(struct mk_yaml_ctx *c, const struct mk_yaml_pair *p, void *userdata) {
+        struct mk_sched_config *cfg = userdata;
+        const char *key = p->name;
+        const struct mk_yaml_node *v = p->value;
+        if (streq(key, "knownMigGeometries"))
+                return get_model_list(c, v, true, cfg);
+        if (streq(key, "migProfileAllowlist"))
+                return get_model_list(c, v, false, cfg);
+        if (streq(key, "resourceCountName"))
+                return set_str(c, v, key, &cfg->resource_count);
+        if (streq(key, "resourceMemoryName"))
+                return set_str(c, v, key, &cfg->resource_memory);
+        if (streq(key, "resourceMemoryPercentageName"))
+                return set_str(c, v, key, &cfg->resource_memory_percentage);
+        if (streq(key, "resourceCoreName"))
+                return set_str(c, v, key, &cfg->resource_cores);
+        if (streq(key, "deviceSplitCount"))
+                return get_split(c, v, key, &cfg->split);
         return 0;
+}
+
+struct top {
+        struct mk_sched_config *cfg;
+        bool ours; /* our form (it has `version`): strict */
+};
+
+static int top_field(struct mk_yaml_ctx *c, const struct mk_yaml_pair *p, void *userdata) {
+        struct top *t = userdata;
+        const char *k = p->name;
+        const struct mk_yaml_node *v = p->value;
+        if (streq(k, "version"))
+                return mk_yaml_check_version(c, v, "v1");
+        if (streq(k, "allowedProfiles"))
+                return get_model_list(c, v, false, t->cfg);
+        if (streq(k, "nodeconfig"))
+                return get_nodes(c, v, t->cfg);
+        if (t->ours && streq(k, "deviceSplitCount"))
+                return get_split(c, v, k, &t->cfg->split);
+        if (streq(k, "nvidia") || streq(k, "resourceNames"))
+                return walk_map(c, v, "nvidia", nvidia_field, t->cfg);
+        return 0; /* HAMi form: other vendors' blocks are accepted and ignored. */
 }
 
 static int parse_top(struct mk_yaml_ctx *c, const struct mk_yaml_node *root, struct mk_sched_config *cfg) {
         static const char *const known[] = {"version",       "allowedProfiles",  "nodeconfig",
                                             "resourceNames", "deviceSplitCount", NULL};
-        if (!root)
-                return 0;
         if (root->kind != MK_YAML_MAPPING)
                 return mk_yaml_error(c, root, "the document must be a mapping");
         _cleanup_yaml_map_done_ struct mk_yaml_map m = {0};
         int r = mk_yaml_map_load(c, root, &m);
         if (r < 0)
                 return r;
-        bool ours = false;
-        for (size_t i = 0; i < m.n; i++)
-                if (streq(m.pairs[i].name, "version"))
-                        ours = true;
-        if (ours) {
-                mk_yaml_map_done(&m);
-                r = mk_yaml_map_load_known(c, root, "the document", known, true, &m);
-                if (r < 0)
-                        return r;
-        }
-        for (size_t i = 0; i < m.n; i++) {
-                const char *k = m.pairs[i].name;
-                const struct mk_yaml_node *v = m.pairs[i].value;
-                size_t old = mk_yaml_path_push_key(c, k);
-                if (streq(k, "version")) {
-                        r = mk_yaml_check_version(c, v, "v1");
-                } else if (streq(k, "allowedProfiles"))
-                        r = get_model_list(c, v, false, cfg);
-                else if (streq(k, "nodeconfig"))
-                        r = get_nodes(c, v, cfg);
-                else if (ours && streq(k, "deviceSplitCount"))
-                        r = get_split(c, v, k, &cfg->split);
-                else if (streq(k, "nvidia") || streq(k, "resourceNames"))
-                        r = get_nvidia(c, v, cfg);
-                /* HAMi form: other vendors' blocks are accepted and ignored. */
-                if (r < 0)
-                        return r;
-                mk_yaml_path_pop(c, old);
-        }
-        return 0;
+        struct top t = {.cfg = cfg, .ours = mk_yaml_map_find(&m, "version") != NULL};
+        if (t.ours)
+                return mk_yaml_walk_known(c, root, "the document", known, true, top_field, &t);
+        return mk_yaml_map_each(c, &m, top_field, &t);
 }
 
 static int default_str(char **field, const char *def) {
@@ -494,13 +478,9 @@ static int default_str(char **field, const char *def) {
         return *field ? 0 : -ENOMEM;
 }
 
-/* The document into a new mk_sched_config (mk_yaml_parse_walk's walk). */
-static int walk(struct mk_yaml_ctx *c, const struct mk_yaml_node *root, void *userdata) {
-        struct mk_sched_config **ret = userdata;
-        _cleanup_(mk_sched_config_freep) struct mk_sched_config *cfg = calloc(1, sizeof(*cfg));
-        if (!cfg || !(cfg->file = strdup(c->file)))
-                return mk_yaml_error_code(c, -ENOMEM, NULL, "out of memory");
-        int r = parse_top(c, root, cfg);
+/* The document (NULL: empty), then the defaults. */
+static int parse_config(struct mk_yaml_ctx *c, const struct mk_yaml_node *root, struct mk_sched_config *cfg) {
+        int r = root ? parse_top(c, root, cfg) : 0;
         if (r < 0)
                 return r;
         if (cfg->split == 0)
@@ -510,9 +490,11 @@ static int walk(struct mk_yaml_ctx *c, const struct mk_yaml_node *root, void *us
             default_str(&cfg->resource_memory_percentage, "nvidia.com/gpumem-percentage") < 0 ||
             default_str(&cfg->resource_cores, "nvidia.com/gpucores") < 0)
                 return mk_yaml_error_code(c, -ENOMEM, NULL, "out of memory");
-        *ret = TAKE_PTR(cfg);
         return 0;
 }
+
+/* The document into a new mk_sched_config (mk_yaml_parse_walk's walk). */
+MK_YAML_DEFINE_WALK(walk, struct mk_sched_config, mk_sched_config_freep, parse_config)
 
 int mk_sched_config_parse(const char *data, size_t len, const char *file, struct mk_sched_config **ret,
                           struct mk_error *e) {
