@@ -96,7 +96,9 @@ else
 fi
 
 echo "--- an unwritable generated-config path: the reason, not 'Success'"
-printf 'apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]\nusers: [{name: u, user: {token: x}}]\ncontexts: [{name: c, context: {cluster: c, user: u}}]\ncurrent-context: c\n' >"$tmp/kubeconfig"
+# shellcheck source=tests/integration/stub-apiserver.sh
+. "$MIGKIT_SOURCE_DIR/tests/integration/stub-apiserver.sh"
+write_kubeconfig "$tmp/kubeconfig" https://127.0.0.1:1
 rc=0
 timeout 5 "$MIGKIT_BIN" --simulate dgx-a100 manager -n node-1 --kubeconfig "$tmp/kubeconfig" \
   --generated-config-file "$tmp/no/such/dir/config.yaml" >"$tmp/out" 2>"$tmp/err" || rc=$?

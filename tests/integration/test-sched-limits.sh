@@ -9,41 +9,21 @@ set -euo pipefail
 : "${MIGKIT_BIN:?}"
 command -v python3 >/dev/null || { echo "SKIP: no python3"; exit 77; }
 tmp=$(mktemp -d "${MIGKIT_TEST_TMP:-/tmp}/test-sched-limits.XXXXXX" 2>/dev/null || mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+# A stub apiserver: empty lists, watches held.
+# shellcheck source=tests/integration/stub-apiserver.sh
+. "$(dirname "$0")/stub-apiserver.sh"
+stub_api_pid=
+trap '[ -z "$stub_api_pid" ] || kill "$stub_api_pid" 2>/dev/null; rm -rf "$tmp"' EXIT
+stub_apiserver_start "$tmp" || exit 1
 sanitized=0
 readelf -d "$MIGKIT_BIN" 2>/dev/null | grep -q 'libasan' && sanitized=1
 MIGKIT_TEST_SANITIZED=$sanitized MIGKIT_BIN=$MIGKIT_BIN python3 -u - "$tmp" <<'EOF'
-import http.server, json, os, resource, socket, subprocess, sys, threading, time
+import json, os, resource, socket, subprocess, sys, threading, time
 tmp = sys.argv[1]
 def fail(msg):
     print("FAIL: " + msg, file=sys.stderr)
     srv.kill()
     sys.exit(1)
-
-# A stub apiserver: empty lists, watches held.
-class Api(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        if "watch=" in self.path:
-            time.sleep(600)
-        body = json.dumps({"kind": "List", "metadata": {"resourceVersion": "1"}, "items": []}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-    def log_message(self, *a):
-        pass
-api = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Api)
-api.daemon_threads = True
-threading.Thread(target=api.serve_forever, daemon=True).start()
-with open(tmp + "/kubeconfig", "w") as f:
-    f.write("""apiVersion: v1
-kind: Config
-clusters: [{name: c, cluster: {server: "http://127.0.0.1:%d"}}]
-users: [{name: u, user: {token: t}}]
-contexts: [{name: x, context: {cluster: c, user: u}}]
-current-context: x
-""" % api.server_address[1])
 
 soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
 resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))

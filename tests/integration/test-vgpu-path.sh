@@ -49,50 +49,12 @@ pod = {"metadata": {"namespace": "team-a", "name": "infer-0", "uid": "6c1f4a52-0
 json.dump({"kind": "PodList", "metadata": {"resourceVersion": "7"}, "items": [pod]}, open(sys.argv[1], "w"))
 EOF
 # A stub apiserver: the node's pods (from pods.json, re-read each time), every
-# PATCH recorded and answered with {} (the plugin's mig-allocated mark, the
-# agent's node inventory); the Node; watches held open.
-python3 -u - "$tmp" >"$tmp/api.port" 2>"$tmp/api.log" <<'EOF' &
-import http.server, json, sys, time
-d = sys.argv[1]
-class H(http.server.BaseHTTPRequestHandler):
-    def reply(self, obj):
-        body = json.dumps(obj).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-    def do_GET(self):
-        if "watch=" in self.path:
-            time.sleep(600)
-        if self.path.startswith("/api/v1/pods"):
-            return self.reply(json.load(open(d + "/pods.json")))
-        if self.path.startswith("/api/v1/nodes/"):
-            return self.reply({"kind": "Node", "metadata": {"name": "node-1", "resourceVersion": "1",
-                                                            "annotations": {}, "labels": {}}})
-        self.reply({"kind": "List", "metadata": {"resourceVersion": "1"}, "items": []})
-    def do_PATCH(self):
-        body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-        with open(d + "/patches.jsonl", "a") as f:
-            f.write(json.dumps({"path": self.path, "body": json.loads(body)}) + "\n")
-        self.reply({})
-    def log_message(self, fmt, *a):
-        sys.stderr.write((fmt % a) + "\n")
-srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
-print(srv.server_address[1])
-srv.serve_forever()
-EOF
-pids+=($!)
-for ((i = 0; i < 100; i++)); do [ -s "$tmp/api.port" ] && break; sleep 0.1; done
-[ -s "$tmp/api.port" ] || die "the stub apiserver did not start"
-cat >"$tmp/kubeconfig" <<EOF
-apiVersion: v1
-kind: Config
-clusters: [{name: c, cluster: {server: "http://127.0.0.1:$(cat "$tmp/api.port")"}}]
-users: [{name: u, user: {token: t}}]
-contexts: [{name: x, context: {cluster: c, user: u}}]
-current-context: x
-EOF
+# PATCH recorded (the plugin's mig-allocated mark, the agent's node
+# inventory); the Node; watches held open.
+. "$(dirname "$0")/stub-apiserver.sh"
+stub_apiserver_start "$tmp" --pods "$tmp/pods.json" --node node-1 --patches "$tmp/patches.jsonl" ||
+  die "the stub apiserver did not start"
+pids+=("$stub_api_pid")
 
 # The kubelet admits one pod asking nvidia.com/gpu: 1; the plugin answers.
 mkdir -p "$tmp/dp"
