@@ -5,8 +5,11 @@
 # first and the test env stopped), fail() (prints the last lines of each
 # file of fail_logs under $tmp), step(), port (the extender's) and hport,
 # writes $tmp/kube-scheduler.yaml (the extender at 127.0.0.1:$port, HAMi's
-# resources), and defines sched_start_k8s (then kc, api, sim, ann),
-# fake_gpu_node, wait_bound and wait_devices.
+# resources) and $tmp/sched-config.yaml (the extender's config: the A100
+# profiles allowed; a test appends its nodeconfig), sets mig_config
+# (examples/config.yaml: all-enabled, MIG on and no instances), and defines
+# sched_start_k8s (then kc, api, sim, ann), fake_gpu_node, wait_bound and
+# wait_devices.
 if [ -z "${MIGKIT_K8S_TESTENV:-}" ]; then
   echo "SKIP: MIGKIT_K8S_TESTENV is unset (no test kube-apiserver)"
   exit 0
@@ -73,6 +76,14 @@ extenders:
   - name: nvidia.com/gpucores
     ignoredByScheduler: true
 EOF
+
+cat >"$tmp/sched-config.yaml" <<EOF
+version: v1
+allowedProfiles:
+  - models: ["A100-SXM4-40GB"]
+    profiles: ["1g.5gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb"]
+EOF
+mig_config=$MIGKIT_SOURCE_DIR/examples/config.yaml
 
 sched_start_k8s() {
   "$MIGKIT_K8S_TESTENV" build >/dev/null || fail "k8s-testenv build failed"

@@ -4,20 +4,13 @@
 # and the apply fails naming the hook; SIGTERM/SIGINT of apply during a hook
 # kills the hook's group and exits 1 saying so; a bad duration is a usage error.
 set -euo pipefail
-: "${MIGKIT_BIN:?}"
+: "${MIGKIT_BIN:?}" "${MIGKIT_SOURCE_DIR:?}"
 tmp=$(mktemp -d "${MIGKIT_TEST_TMP:-/tmp}/test-hook-timeout.XXXXXX" 2>/dev/null || mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
 unset MIG_PARTED_CONFIG_FILE MIG_PARTED_SELECTED_CONFIG MIG_PARTED_HOOKS_FILE MIG_PARTED_DEBUG MIGKIT_HOOK_TIMEOUT
 mk() { "$MIGKIT_BIN" -q --simulate dgx-a100 "$@"; }
-cat >"$tmp/config.yaml" <<'YAML'
-version: v1
-mig-configs:
-  all-enabled:
-    - devices: all
-      mig-enabled: true
-      mig-devices: {}
-YAML
+cfg=$MIGKIT_SOURCE_DIR/examples/config.yaml  # all-enabled: MIG on, no instances
 # The hook starts a grandchild that would outlive it, then hangs.
 cat >"$tmp/hang.sh" <<EOF
 #!/bin/sh
@@ -37,9 +30,9 @@ for how in flag env; do
   start=$(date +%s)
   set +e
   if [ "$how" = flag ]; then
-    mk apply -f "$tmp/config.yaml" -c all-enabled -k "$tmp/hooks.yaml" --hook-timeout 1s >"$tmp/out" 2>&1
+    mk apply -f "$cfg" -c all-enabled -k "$tmp/hooks.yaml" --hook-timeout 1s >"$tmp/out" 2>&1
   else
-    MIGKIT_HOOK_TIMEOUT=1s mk apply -f "$tmp/config.yaml" -c all-enabled -k "$tmp/hooks.yaml" >"$tmp/out" 2>&1
+    MIGKIT_HOOK_TIMEOUT=1s mk apply -f "$cfg" -c all-enabled -k "$tmp/hooks.yaml" >"$tmp/out" 2>&1
   fi
   rc=$?
   set -e
@@ -55,7 +48,7 @@ done
 # reaped, apply exits 1 saying so, nothing of the hook is left.
 for sig in TERM INT; do
   rm -f "$tmp/grandchild.pid"
-  "$MIGKIT_BIN" -q --simulate dgx-a100 apply -f "$tmp/config.yaml" -c all-enabled -k "$tmp/hooks.yaml" >"$tmp/out" 2>&1 &
+  "$MIGKIT_BIN" -q --simulate dgx-a100 apply -f "$cfg" -c all-enabled -k "$tmp/hooks.yaml" >"$tmp/out" 2>&1 &
   apply_pid=$!
   for ((i = 0; i < 200; i++)); do [ -s "$tmp/grandchild.pid" ] && break; sleep 0.05; done
   [ -s "$tmp/grandchild.pid" ] || { kill "$apply_pid"; fail "SIG$sig: the hook did not start"; }
@@ -72,7 +65,7 @@ for sig in TERM INT; do
   ! pgrep -f "$tmp/hang.sh" >/dev/null || fail "SIG$sig: the hook itself outlived apply"
 done
 set +e
-mk apply -f "$tmp/config.yaml" -c all-enabled --hook-timeout soon >/dev/null 2>"$tmp/err"; rc=$?
+mk apply -f "$cfg" -c all-enabled --hook-timeout soon >/dev/null 2>"$tmp/err"; rc=$?
 set -e
 [ "$rc" -eq 2 ] || fail "--hook-timeout soon: exit $rc"
 grep -q "invalid hook timeout 'soon'" "$tmp/err" || fail "--hook-timeout soon: $(cat "$tmp/err")"

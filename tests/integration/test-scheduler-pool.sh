@@ -20,11 +20,7 @@ set -euo pipefail
 . "$(dirname "$0")/sched-lib.sh"
 fail_logs=(ext.log ag-mig.log ag-soft.log ag-mixed.log k8s/kube-scheduler.log)
 
-cat >"$tmp/sched-config.yaml" <<'EOF'
-version: v1
-allowedProfiles:
-  - models: ["A100-SXM4-40GB"]
-    profiles: ["1g.5gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb"]
+cat >>"$tmp/sched-config.yaml" <<'EOF'
 nodeconfig:
   - name: pool-mig
     operatingmode: mig
@@ -51,10 +47,6 @@ step "three fake GPU nodes: MIG on every GPU (mig), on none (soft), on GPUs 0-3 
 cat >"$tmp/mig.yaml" <<'EOF'
 version: v1
 mig-configs:
-  all-enabled:
-    - devices: all
-      mig-enabled: true
-      mig-devices: {}
   half:
     - devices: [0, 1, 2, 3]
       mig-enabled: true
@@ -62,7 +54,7 @@ mig-configs:
     - devices: [4, 5, 6, 7]
       mig-enabled: false
 EOF
-sim mig apply -f "$tmp/mig.yaml" -c all-enabled >/dev/null || fail "enabling MIG on pool-mig failed"
+sim mig apply -f "$mig_config" -c all-enabled >/dev/null || fail "enabling MIG on pool-mig failed"
 sim mixed apply -f "$tmp/mig.yaml" -c half >/dev/null || fail "enabling MIG on half of pool-mixed failed"
 for n in mig soft mixed; do
   fake_gpu_node "pool-$n" 80

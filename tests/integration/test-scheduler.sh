@@ -27,27 +27,13 @@ sched_cleanup_hook() {
   [ -z "$dptmp" ] || rm -rf "$dptmp"
 }
 
-cat >"$tmp/sched-config.yaml" <<'EOF'
-version: v1
-allowedProfiles:
-  - models: ["A100-SXM4-40GB"]
-    profiles: ["1g.5gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb"]
-EOF
 "$MIGKIT_BIN" scheduler check "$tmp/sched-config.yaml" >/dev/null || fail "config check failed"
 
 sched_start_k8s
 
 step "two fake GPU nodes, MIG enabled on their simulated GPUs"
-cat >"$tmp/mig.yaml" <<'EOF'
-version: v1
-mig-configs:
-  all-enabled:
-    - devices: all
-      mig-enabled: true
-      mig-devices: {}
-EOF
 for n in 1 2; do
-  sim $n apply -f "$tmp/mig.yaml" -c all-enabled >/dev/null || fail "enabling MIG on machine $n failed"
+  sim $n apply -f "$mig_config" -c all-enabled >/dev/null || fail "enabling MIG on machine $n failed"
   fake_gpu_node "gpu-node-$n" 56
 done
 
