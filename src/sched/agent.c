@@ -355,32 +355,21 @@ static void prune_vgpu(struct agent *a, const struct pod_claim *pcs, size_t n, i
                 report(a->o, MK_LOG_WARNING, "%u soft slice director(ies) of gone pods could not be removed", failed);
 }
 
-static int pass_run(struct agent *a, struct mk_sched_agent_pass *pass, struct mk_error *e) {
-        *pass = (struct mk_sched_agent_pass) {0};
-        struct pod_claim *pcs = NULL;
-        size_t n = 0;
-        int r = list_claims(a, &pcs, &n, e);
-        if (r < 0)
-                return r;
-        if (a->o->kube)
-                prune_vgpu(a, pcs, n, now_s());
-        struct mk_snapshot *s = NULL;
-        r = mk_nvml_snapshot(a->nvml, &s, e);
-        if (r < 0)
-                goto out;
-        /* Create what is reserved and missing. */
-        bool changed = false;
+/* Creates the reserved MIG instances that are missing; *sp is re-read
+ * after each creation (later ones must see it). */
+static int create_reserved(struct agent *a, const struct pod_claim *pcs, size_t n, struct mk_snapshot **sp,
+                           struct mk_sched_agent_pass *pass, bool *changed, struct mk_error *e) {
         for (size_t c = 0; c < n; c++) {
                 if (!pcs[c].claim.active)
                         continue;
                 for (size_t d = 0; d < pcs[c].claim.n_devices; d++) {
                         const struct mk_claim_device *cd = &pcs[c].claim.devices[d];
-                        const struct mk_gpu *g = gpu_by_uuid(s, cd->gpu);
+                        const struct mk_gpu *g = gpu_by_uuid(*sp, cd->gpu);
                         struct mk_error ce = {0};
                         if (!g) {
                                 report(a->o, MK_LOG_WARNING,
                                        "Pod %s/%s reserves GPU '%s', which this node does not have",
-                                            pcs[c].claim.namespace, pcs[c].claim.name, cd->gpu);
+                                       pcs[c].claim.namespace, pcs[c].claim.name, cd->gpu);
                                 pass->failed++;
                                 continue;
                         }
@@ -388,21 +377,27 @@ static int pass_run(struct agent *a, struct mk_sched_agent_pass *pass, struct mk
                                 continue;
                         if (create_instance(a, g, cd, &ce) < 0) {
                                 report(a->o, MK_LOG_WARNING, "Pod %s/%s: cannot create %s at %u:%u on GPU %u: %s",
-                                            pcs[c].claim.namespace, pcs[c].claim.name, cd->profile,
-                                            cd->placement.start, cd->placement.size, g->index, ce.msg);
+                                       pcs[c].claim.namespace, pcs[c].claim.name, cd->profile,
+                                       cd->placement.start, cd->placement.size, g->index, ce.msg);
                                 pass->failed++;
                                 continue;
                         }
                         pass->created++;
-                        changed = true;
-                        /* Later creations must see this one. */
-                        mk_snapshot_free(s);
-                        s = NULL;
-                        if ((r = mk_nvml_snapshot(a->nvml, &s, e)) < 0)
-                                goto out;
+                        *changed = true;
+                        mk_snapshot_free(*sp);
+                        *sp = NULL;
+                        int r = mk_nvml_snapshot(a->nvml, sp, e);
+                        if (r < 0)
+                                return r;
                 }
         }
-        /* Destroy orphans after the grace period. */
+        return 0;
+}
+
+/* Destroys the GPU instances no reservation holds once they have been
+ * orphans for the grace period; forgets orphans no longer seen. */
+static int destroy_orphans(struct agent *a, const struct mk_snapshot *s, const struct pod_claim *pcs, size_t n,
+                           struct mk_sched_agent_pass *pass, bool *changed) {
         int64_t now = now_s();
         for (size_t i = 0; i < a->n_orphans; i++)
                 a->orphans[i].seen = false;
@@ -414,8 +409,9 @@ static int pass_run(struct agent *a, struct mk_sched_agent_pass *pass, struct mk
                                 continue;
                         struct orphan *o = orphan_find(a, g->uuid, gi);
                         if (!o) {
-                                if ((r = orphan_add(a, g->uuid, gi, now)) < 0)
-                                        goto out;
+                                int r = orphan_add(a, g->uuid, gi, now);
+                                if (r < 0)
+                                        return r;
                                 o = &a->orphans[a->n_orphans - 1];
                         }
                         o->seen = true;
@@ -426,14 +422,13 @@ static int pass_run(struct agent *a, struct mk_sched_agent_pass *pass, struct mk
                         struct mk_error de = {0};
                         if (destroy_instance(a, g, gi, &de) < 0) {
                                 report(a->o, MK_LOG_WARNING, "GPU %u: cannot destroy orphan GPU instance %u: %s",
-                                       g->index, gi->id,
-                                            de.msg);
+                                       g->index, gi->id, de.msg);
                                 pass->failed++;
                                 continue;
                         }
                         o->seen = false;
                         pass->destroyed++;
-                        changed = true;
+                        *changed = true;
                 }
         }
         size_t k = 0;
@@ -441,6 +436,24 @@ static int pass_run(struct agent *a, struct mk_sched_agent_pass *pass, struct mk
                 if (a->orphans[i].seen)
                         a->orphans[k++] = a->orphans[i];
         a->n_orphans = k;
+        return 0;
+}
+
+static int pass_run(struct agent *a, struct mk_sched_agent_pass *pass, struct mk_error *e) {
+        *pass = (struct mk_sched_agent_pass) {0};
+        struct pod_claim *pcs = NULL;
+        size_t n = 0;
+        int r = list_claims(a, &pcs, &n, e);
+        if (r < 0)
+                return r;
+        if (a->o->kube)
+                prune_vgpu(a, pcs, n, now_s());
+        struct mk_snapshot *s = NULL;
+        bool changed = false;
+        if ((r = mk_nvml_snapshot(a->nvml, &s, e)) < 0 || (r = create_reserved(a, pcs, n, &s, pass, &changed, e)) < 0)
+                goto out;
+        if ((r = destroy_orphans(a, s, pcs, n, pass, &changed)) < 0)
+                goto out;
         if (changed) {
                 mk_snapshot_free(s);
                 s = NULL;
