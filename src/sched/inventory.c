@@ -75,31 +75,9 @@ static int soft_from_claims(const struct mk_gpu *sg, const char *node, const str
         return 0;
 }
 
-static int gpu_from_snapshot(const struct mk_gpu *sg, const struct mk_sched_config *cfg, const char *node,
-                             enum mk_sched_mode mode, const struct mk_claim *claims, size_t n_claims,
-                             struct mk_inv_gpu *g, struct mk_error *e) {
-        g->index = sg->index;
-        snprintf(g->uuid, sizeof(g->uuid), "%s", sg->uuid);
-        snprintf(g->model, sizeof(g->model), "%s", sg->name);
-        g->memory_mib = sg->memory_total_bytes >> 20;
-        g->memory_units = sg->memory_units;
-        g->mig_enabled = sg->mig_current == MK_MIG_ENABLED;
-        for (size_t i = 0; i < sg->n_profiles; i++) {
-                g->slices = MAX(g->slices, sg->profiles[i].slices);
-                g->multiprocessors = MAX(g->multiprocessors, sg->profiles[i].multiprocessors);
-        }
-        g->profiles = calloc(MK_MAX_INVENTORY_PROFILES, sizeof(*g->profiles));
-        g->instances = calloc(MK_MAX_INVENTORY_INSTANCES, sizeof(*g->instances));
-        if (!g->profiles || !g->instances)
-                return -ENOMEM;
-        if (mode == MK_SCHED_MODE_HAMI_CORE) {
-                g->mode = MK_CLAIM_SOFT;
-                g->split = mk_sched_config_split(cfg, node);
-                g->soft = calloc(MK_MAX_INVENTORY_SOFT, sizeof(*g->soft));
-                if (!g->soft)
-                        return -ENOMEM;
-                return soft_from_claims(sg, node, claims, n_claims, g, e);
-        }
+/* The GPU's named profiles the config allows, with their placements. */
+static int copy_profiles(const struct mk_gpu *sg, const struct mk_sched_config *cfg, struct mk_inv_gpu *g,
+                         struct mk_error *e) {
         for (size_t i = 0; i < sg->n_profiles; i++) {
                 const struct mk_gi_profile *p = &sg->profiles[i];
                 if (!p->named || !mk_sched_config_allows(cfg, sg->name, &p->pname))
@@ -117,8 +95,15 @@ static int gpu_from_snapshot(const struct mk_gpu *sg, const struct mk_sched_conf
                         return -ENOMEM;
                 memcpy(q->placements, p->placements, q->n_placements * sizeof(*q->placements));
         }
-        /* Existing GPU instances, each matched to the claim reserving it. */
-        bool *matched = calloc(n_claims * MK_MAX_CLAIM_DEVICES + 1, sizeof(bool));
+        return 0;
+}
+
+/* The GPU's instances: the existing GPU instances, each matched to the
+ * claim reserving it (else an orphan), then the reservations of this
+ * node's active claims not created yet. */
+static int mig_instances(const struct mk_gpu *sg, const char *node, const struct mk_claim *claims, size_t n_claims,
+                         struct mk_inv_gpu *g, struct mk_error *e) {
+        _cleanup_free_ bool *matched = calloc(n_claims * MK_MAX_CLAIM_DEVICES + 1, sizeof(bool));
         if (!matched)
                 return -ENOMEM;
         int r = 0;
@@ -152,7 +137,6 @@ static int gpu_from_snapshot(const struct mk_gpu *sg, const struct mk_sched_conf
                 }
                 r = add_instance(g, &in, e);
         }
-        /* Reservations not created yet. */
         for (size_t c = 0; c < n_claims && r >= 0; c++) {
                 if (!claims[c].active || !streq(claims[c].node, node))
                         continue;
@@ -173,8 +157,36 @@ static int gpu_from_snapshot(const struct mk_gpu *sg, const struct mk_sched_conf
                         r = add_instance(g, &in, e);
                 }
         }
-        free(matched);
         return r;
+}
+
+static int gpu_from_snapshot(const struct mk_gpu *sg, const struct mk_sched_config *cfg, const char *node,
+                             enum mk_sched_mode mode, const struct mk_claim *claims, size_t n_claims,
+                             struct mk_inv_gpu *g, struct mk_error *e) {
+        g->index = sg->index;
+        snprintf(g->uuid, sizeof(g->uuid), "%s", sg->uuid);
+        snprintf(g->model, sizeof(g->model), "%s", sg->name);
+        g->memory_mib = sg->memory_total_bytes >> 20;
+        g->memory_units = sg->memory_units;
+        g->mig_enabled = sg->mig_current == MK_MIG_ENABLED;
+        for (size_t i = 0; i < sg->n_profiles; i++) {
+                g->slices = MAX(g->slices, sg->profiles[i].slices);
+                g->multiprocessors = MAX(g->multiprocessors, sg->profiles[i].multiprocessors);
+        }
+        g->profiles = calloc(MK_MAX_INVENTORY_PROFILES, sizeof(*g->profiles));
+        g->instances = calloc(MK_MAX_INVENTORY_INSTANCES, sizeof(*g->instances));
+        if (!g->profiles || !g->instances)
+                return -ENOMEM;
+        if (mode == MK_SCHED_MODE_HAMI_CORE) {
+                g->mode = MK_CLAIM_SOFT;
+                g->split = mk_sched_config_split(cfg, node);
+                g->soft = calloc(MK_MAX_INVENTORY_SOFT, sizeof(*g->soft));
+                if (!g->soft)
+                        return -ENOMEM;
+                return soft_from_claims(sg, node, claims, n_claims, g, e);
+        }
+        int r = copy_profiles(sg, cfg, g, e);
+        return r < 0 ? r : mig_instances(sg, node, claims, n_claims, g, e);
 }
 
 int mk_inventory_from_snapshot(const struct mk_snapshot *s, const struct mk_sched_config *cfg, const char *node,
