@@ -239,6 +239,13 @@ static bool claim_fits_counts(const struct mk_claim *c, const unsigned *counts, 
         return k == n_counts;
 }
 
+bool mk_claim_ready(const struct mk_claim *c) {
+        for (size_t d = 0; d < c->n_devices; d++)
+                if (c->devices[d].mode == MK_CLAIM_MIG && !c->devices[d].mig_uuid[0])
+                        return false;
+        return true;
+}
+
 int mk_claim_match_allocate(const struct mk_claim *claims, size_t n, const char *node, const unsigned *counts,
                             size_t n_counts) {
         int best = -ENOENT;
@@ -246,11 +253,7 @@ int mk_claim_match_allocate(const struct mk_claim *claims, size_t n, const char 
                 const struct mk_claim *c = &claims[i];
                 if (!c->active || c->allocated || !streq(c->node, node) || c->n_devices == 0)
                         continue;
-                bool created = true;
-                for (size_t d = 0; d < c->n_devices; d++)
-                        if (c->devices[d].mode == MK_CLAIM_MIG && !c->devices[d].mig_uuid[0])
-                                created = false;
-                if (!created || !claim_fits_counts(c, counts, n_counts))
+                if (!mk_claim_ready(c) || !claim_fits_counts(c, counts, n_counts))
                         continue;
                 if (best >= 0) {
                         const struct mk_claim *b = &claims[best];

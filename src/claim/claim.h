@@ -106,13 +106,17 @@ int mk_claim_devices_parse(const char *s, struct mk_claim *c, struct mk_error *e
  * annotation (the reason in `e`). */
 int mk_claim_from_pod(const json_t *pod, struct mk_claim *ret, struct mk_error *e) _nonnull_(1, 2) _wur_;
 
+/* Whether every device of c is there for an Allocate: a MIG device once the
+ * node agent created it (mig_uuid set), a SOFT device at once (it needs
+ * nothing created). */
+bool mk_claim_ready(const struct mk_claim *c) _nonnull_(1);
+
 /* The device plugin's question: which reservation does this Allocate
  * serve? The kubelet's AllocateRequest carries only device ids, one
  * ContainerAllocateRequest per container asking for the resource, in
  * container order; kubelet admits pods one at a time. Among `claims` (the
  * node's pods with reservations), a candidate is active, not yet allocated,
- * reserved on `node`, has every MIG UUID created (a SOFT device needs
- * nothing created: it is ready at once), and has one container per
+ * reserved on `node`, is ready (mk_claim_ready()), and has one container per
  * request entry in order with exactly counts[i] devices. The chosen one is
  * the earliest reservation (time), ties by namespace/name. Returns the
  * index in `claims`, -ENOENT when none matches (the plugin fails the

@@ -129,12 +129,8 @@ int mk_dp_dynamic_pick(const json_t *list, const char *node, const unsigned *cou
                         continue;
                 if (claims[m].allocated)
                         allocated++;
-                else
-                        for (size_t d = 0; d < claims[m].n_devices; d++)
-                                if (claims[m].devices[d].mode == MK_CLAIM_MIG && !claims[m].devices[d].mig_uuid[0]) {
-                                        waiting++;
-                                        break;
-                                }
+                else if (!mk_claim_ready(&claims[m]))
+                        waiting++;
                 pods[m++] = pod;
         }
         int k = mk_claim_match_allocate(claims, m, node, counts, n_counts);
