@@ -140,109 +140,134 @@ static int connect_kube(const char *kubeconfig, struct mk_kube **ret, struct mk_
         return cli_kube_connect(kubeconfig, &ko, ret, e);
 }
 
-int cli_device_plugin(int argc, char **argv) {
-        const char *mig_strategy = NULL, *fail_on_init = NULL, *pass_specs = NULL, *list_strategy = NULL,
-                   *id_strategy = NULL, *driver_root = NULL, *dev_root = NULL, *cdi_prefix = NULL, *gds = NULL,
-                   *mofed = NULL, *gdrcopy = NULL, *config_file = NULL, *resource_config = NULL,
-                   *plugin_path = NULL, *labels = NULL, *nfd_file = NULL, *node_name = NULL, *kubeconfig = NULL,
-                   *machine_file = NULL, *dynamic = NULL, *kubelet_socket = NULL, *cdi_dir = NULL,
-                   *vgpu_root = NULL, *vgpu_library = NULL, *split_s = NULL, *sched_config = NULL,
-                   *mps_root = NULL;
-        const struct cli_option options[] = {
-                {"mig-strategy", 0, required_argument, "MIG_STRATEGY", &mig_strategy},
-                {"fail-on-init-error", 0, optional_argument, "FAIL_ON_INIT_ERROR", &fail_on_init},
-                {"pass-device-specs", 0, optional_argument, "PASS_DEVICE_SPECS", &pass_specs},
-                {"device-list-strategy", 0, required_argument, "DEVICE_LIST_STRATEGY", &list_strategy},
-                {"device-id-strategy", 0, required_argument, "DEVICE_ID_STRATEGY", &id_strategy},
-                {"nvidia-driver-root", 0, required_argument, "NVIDIA_DRIVER_ROOT", &driver_root},
-                {"driver-root", 0, required_argument, NULL, &driver_root},
-                {"dev-root", 0, required_argument, NULL, &dev_root},
-                {"nvidia-dev-root", 0, required_argument, "NVIDIA_DEV_ROOT", &dev_root},
-                {"cdi-annotation-prefix", 0, required_argument, "CDI_ANNOTATION_PREFIX", &cdi_prefix},
-                {"cdi-spec-dir", 0, required_argument, "MIGKIT_CDI_SPEC_DIR", &cdi_dir},
-                {"mps-root", 0, required_argument, "MPS_ROOT", &mps_root},
-                {"gds-enabled", 0, optional_argument, "GDS_ENABLED", &gds},
-                {"mofed-enabled", 0, optional_argument, "MOFED_ENABLED", &mofed},
-                {"gdrcopy-enabled", 0, optional_argument, "GDRCOPY_ENABLED", &gdrcopy},
-                {"config-file", 0, required_argument, "CONFIG_FILE", &config_file},
-                {"resource-config", 0, required_argument, "NVIDIA_DRIVER_RESOURCE_CONFIG", &resource_config},
-                {"device-plugin-path", 0, required_argument, "DEVICE_PLUGIN_PATH", &plugin_path},
-                {"kubelet-socket", 0, required_argument, NULL, &kubelet_socket},
-                {"labels", 0, required_argument, "MIGKIT_LABELS", &labels},
-                {"nfd-features-file", 0, required_argument, "GFD_OUTPUT_FILE", &nfd_file},
-                {"node-name", 0, required_argument, "NODE_NAME", &node_name},
-                {"kubeconfig", 0, required_argument, "KUBECONFIG", &kubeconfig},
-                {"machine-type-file", 0, required_argument, "GFD_MACHINE_TYPE_FILE", &machine_file},
-                {"dynamic-mig", 0, optional_argument, "MIGKIT_DYNAMIC_MIG", &dynamic},
-                {"vgpu-root", 0, required_argument, "MIGKIT_VGPU_ROOT", &vgpu_root},
-                {"vgpu-library", 0, required_argument, "MIGKIT_VGPU_LIBRARY", &vgpu_library},
-                {"device-split-count", 0, required_argument, "DEVICE_SPLIT_COUNT", &split_s},
-                {"scheduler-config", 0, required_argument, "MIGKIT_SCHEDULER_CONFIG", &sched_config},
-                {},
-        };
-        /* Set but empty means "do not register", so not through the table's
-         * rule (set and non-empty). */
-        kubelet_socket = secure_getenv("KUBELET_SOCKET");
-        int r = cli_options_parse(argc, argv, options, help);
-        if (r != CLI_CONTINUE)
-                return r;
-
-        struct mk_dp_daemon_options o = {
-                .fail_on_init_error = true,
-                .config_file = config_file,
-                .resource_config = resource_config,
-                .plugin_dir = plugin_path,
-                .kubelet_socket = kubelet_socket,
-                .nfd_features_file = nfd_file,
-                .node_name = node_name,
-                .machine_type_file = machine_file ? machine_file : DEFAULT_MACHINE_TYPE_FILE,
-                .cdi_spec_dir = cdi_dir,
-                .mps_root = mps_root,
-        };
-        mk_dp_options_init(&o.dp);
-        struct mk_error e = {0};
-        if (parse_modes(mig_strategy, list_strategy, id_strategy, labels, &o) < 0 ||
-            cli_option_bool("--fail-on-init-error", fail_on_init, &o.fail_on_init_error) < 0 ||
-            cli_option_bool("--pass-device-specs", pass_specs, &o.dp.pass_device_specs) < 0 ||
-            cli_option_bool("--gds-enabled", gds, &o.dp.gds_enabled) < 0 ||
-            cli_option_bool("--mofed-enabled", mofed, &o.dp.mofed_enabled) < 0 ||
-            cli_option_bool("--gdrcopy-enabled", gdrcopy, &o.dp.gdrcopy_enabled) < 0 ||
-            cli_option_bool("--dynamic-mig", dynamic, &o.dynamic_mig) < 0)
-                return MK_EXIT_USAGE;
-        o.soft = (struct mk_dp_soft_options) {.root = vgpu_root, .library = vgpu_library};
+/* The soft slices' ids per shared GPU into *ret: --device-split-count, else
+ * the node's devicesplitcount in --scheduler-config (as the scheduler counts
+ * sharers), else left 0 (the default). MK_EXIT_OK, or the exit code after
+ * printing the error. */
+static int parse_split(const char *split_s, const char *sched_config, const char *node_name, unsigned *ret) {
         if (split_s) {
                 uint32_t v;
                 if (mk_parse_u32(split_s, &v) < 0 || v < 1 || v > MK_DP_MAX_SPLIT) {
                         fprintf(stderr, "Error: invalid --device-split-count '%s' (1..%u)\n", split_s, MK_DP_MAX_SPLIT);
                         return MK_EXIT_USAGE;
                 }
-                o.soft.split = v;
+                *ret = v;
         } else if (sched_config && node_name) {
-                /* The node's devicesplitcount, as the scheduler counts sharers. */
                 _cleanup_(mk_sched_config_freep) struct mk_sched_config *sc = NULL;
-                struct mk_error ce = {0};
-                if (mk_sched_config_load(sched_config, &sc, &ce) < 0)
-                        return cli_fail(&ce);
-                o.soft.split = mk_sched_config_split(sc, node_name);
+                struct mk_error e = {0};
+                if (mk_sched_config_load(sched_config, &sc, &e) < 0)
+                        return cli_fail(&e);
+                *ret = mk_sched_config_split(sc, node_name);
         }
-        if (driver_root)
-                o.dp.driver_root = driver_root;
-        if (dev_root)
-                o.dp.dev_root = dev_root;
-        if (cdi_prefix)
-                o.dp.cdi_annotation_prefix = cdi_prefix;
+        return MK_EXIT_OK;
+}
+
+/* The command line's values, each a flag or its environment variable. */
+struct dp_args {
+        const char *mig_strategy, *fail_on_init, *pass_specs, *list_strategy, *id_strategy, *driver_root,
+                *dev_root, *cdi_prefix, *gds, *mofed, *gdrcopy, *config_file, *resource_config, *plugin_path,
+                *labels, *nfd_file, *node_name, *kubeconfig, *machine_file, *dynamic, *kubelet_socket, *cdi_dir,
+                *vgpu_root, *vgpu_library, *split_s, *sched_config, *mps_root;
+};
+
+/* Flags and environment into *a, as cli_options_parse() returns. */
+static int parse_args(int argc, char **argv, struct dp_args *a) {
+        const struct cli_option options[] = {
+                {"mig-strategy", 0, required_argument, "MIG_STRATEGY", &a->mig_strategy},
+                {"fail-on-init-error", 0, optional_argument, "FAIL_ON_INIT_ERROR", &a->fail_on_init},
+                {"pass-device-specs", 0, optional_argument, "PASS_DEVICE_SPECS", &a->pass_specs},
+                {"device-list-strategy", 0, required_argument, "DEVICE_LIST_STRATEGY", &a->list_strategy},
+                {"device-id-strategy", 0, required_argument, "DEVICE_ID_STRATEGY", &a->id_strategy},
+                {"nvidia-driver-root", 0, required_argument, "NVIDIA_DRIVER_ROOT", &a->driver_root},
+                {"driver-root", 0, required_argument, NULL, &a->driver_root},
+                {"dev-root", 0, required_argument, NULL, &a->dev_root},
+                {"nvidia-dev-root", 0, required_argument, "NVIDIA_DEV_ROOT", &a->dev_root},
+                {"cdi-annotation-prefix", 0, required_argument, "CDI_ANNOTATION_PREFIX", &a->cdi_prefix},
+                {"cdi-spec-dir", 0, required_argument, "MIGKIT_CDI_SPEC_DIR", &a->cdi_dir},
+                {"mps-root", 0, required_argument, "MPS_ROOT", &a->mps_root},
+                {"gds-enabled", 0, optional_argument, "GDS_ENABLED", &a->gds},
+                {"mofed-enabled", 0, optional_argument, "MOFED_ENABLED", &a->mofed},
+                {"gdrcopy-enabled", 0, optional_argument, "GDRCOPY_ENABLED", &a->gdrcopy},
+                {"config-file", 0, required_argument, "CONFIG_FILE", &a->config_file},
+                {"resource-config", 0, required_argument, "NVIDIA_DRIVER_RESOURCE_CONFIG", &a->resource_config},
+                {"device-plugin-path", 0, required_argument, "DEVICE_PLUGIN_PATH", &a->plugin_path},
+                {"kubelet-socket", 0, required_argument, NULL, &a->kubelet_socket},
+                {"labels", 0, required_argument, "MIGKIT_LABELS", &a->labels},
+                {"nfd-features-file", 0, required_argument, "GFD_OUTPUT_FILE", &a->nfd_file},
+                {"node-name", 0, required_argument, "NODE_NAME", &a->node_name},
+                {"kubeconfig", 0, required_argument, "KUBECONFIG", &a->kubeconfig},
+                {"machine-type-file", 0, required_argument, "GFD_MACHINE_TYPE_FILE", &a->machine_file},
+                {"dynamic-mig", 0, optional_argument, "MIGKIT_DYNAMIC_MIG", &a->dynamic},
+                {"vgpu-root", 0, required_argument, "MIGKIT_VGPU_ROOT", &a->vgpu_root},
+                {"vgpu-library", 0, required_argument, "MIGKIT_VGPU_LIBRARY", &a->vgpu_library},
+                {"device-split-count", 0, required_argument, "DEVICE_SPLIT_COUNT", &a->split_s},
+                {"scheduler-config", 0, required_argument, "MIGKIT_SCHEDULER_CONFIG", &a->sched_config},
+                {},
+        };
+        /* Set but empty means "do not register", so not through the table's
+         * rule (set and non-empty). */
+        a->kubelet_socket = secure_getenv("KUBELET_SOCKET");
+        return cli_options_parse(argc, argv, options, help);
+}
+
+/* The daemon's options from a (no apiserver client yet): MK_EXIT_OK, or the
+ * exit code after printing the error. */
+static int daemon_options(const struct dp_args *a, struct mk_dp_daemon_options *o) {
+        *o = (struct mk_dp_daemon_options) {
+                .fail_on_init_error = true,
+                .config_file = a->config_file,
+                .resource_config = a->resource_config,
+                .plugin_dir = a->plugin_path,
+                .kubelet_socket = a->kubelet_socket,
+                .nfd_features_file = a->nfd_file,
+                .node_name = a->node_name,
+                .machine_type_file = a->machine_file ? a->machine_file : DEFAULT_MACHINE_TYPE_FILE,
+                .cdi_spec_dir = a->cdi_dir,
+                .mps_root = a->mps_root,
+                .soft = {.root = a->vgpu_root, .library = a->vgpu_library},
+        };
+        mk_dp_options_init(&o->dp);
+        if (parse_modes(a->mig_strategy, a->list_strategy, a->id_strategy, a->labels, o) < 0 ||
+            cli_option_bool("--fail-on-init-error", a->fail_on_init, &o->fail_on_init_error) < 0 ||
+            cli_option_bool("--pass-device-specs", a->pass_specs, &o->dp.pass_device_specs) < 0 ||
+            cli_option_bool("--gds-enabled", a->gds, &o->dp.gds_enabled) < 0 ||
+            cli_option_bool("--mofed-enabled", a->mofed, &o->dp.mofed_enabled) < 0 ||
+            cli_option_bool("--gdrcopy-enabled", a->gdrcopy, &o->dp.gdrcopy_enabled) < 0 ||
+            cli_option_bool("--dynamic-mig", a->dynamic, &o->dynamic_mig) < 0)
+                return MK_EXIT_USAGE;
+        int r = parse_split(a->split_s, a->sched_config, a->node_name, &o->soft.split);
+        if (r != MK_EXIT_OK)
+                return r;
+        if (a->driver_root)
+                o->dp.driver_root = a->driver_root;
+        if (a->dev_root)
+                o->dp.dev_root = a->dev_root;
+        if (a->cdi_prefix)
+                o->dp.cdi_annotation_prefix = a->cdi_prefix;
+        return MK_EXIT_OK;
+}
+
+int cli_device_plugin(int argc, char **argv) {
+        struct dp_args a = {0};
+        int r = parse_args(argc, argv, &a);
+        if (r != CLI_CONTINUE)
+                return r;
+        struct mk_dp_daemon_options o;
+        r = daemon_options(&a, &o);
+        if (r != MK_EXIT_OK)
+                return r;
+        struct mk_error e = {0};
         _cleanup_kube_free_ struct mk_kube *k = NULL;
         if (o.labels == MK_DP_LABELS_NODE || o.dynamic_mig) {
-                if (!node_name) {
+                if (!a.node_name) {
                         fprintf(stderr, "Error: %s needs --node-name or NODE_NAME\n",
                                 o.dynamic_mig ? "--dynamic-mig" : "--labels node");
                         return MK_EXIT_USAGE;
                 }
-                if (connect_kube(kubeconfig, &k, &e) < 0)
+                if (connect_kube(a.kubeconfig, &k, &e) < 0)
                         return cli_fail(&e);
                 o.kube = k;
         }
-
         r = mk_dp_daemon_run(&o, &e);
         if (r < 0)
                 return cli_fail(&e);
