@@ -84,6 +84,10 @@ struct mk_claim {
         bool allocated;                 /* migkit.io/mig-allocated is set */
         struct mk_claim_device devices[MK_MAX_CLAIM_DEVICES];
         size_t n_devices;
+        /* Reserve only, never encoded: why the mode choice chose the
+         * devices' mode (static text, mk_fit_mode_result.why) for a pod
+         * that named none; NULL otherwise. */
+        const char *mode_why;
 };
 
 /* Encodes the reservation annotation value of `c` (node, time, devices; no

@@ -224,6 +224,7 @@ int mk_sched_decide_reserve(const struct mk_sched_config *cfg, struct mk_sched_c
         if (strlen(node) >= sizeof(claim->node))
                 return mk_error_set(e, -EINVAL, "node name too long");
         claim->n_devices = 0;
+        claim->mode_why = NULL;
         claim->time = now;
         claim->active = true;
         claim->allocated = false;

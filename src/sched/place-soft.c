@@ -153,8 +153,10 @@ int mk_sched_place_pool(struct mk_sched_scratch **scp, const struct mk_sched_pla
                         take_soft(sc, inv, &mr.soft, rc->index, p->claim, &n_dev);
                 }
         }
-        if (p->claim)
+        if (p->claim) {
                 p->claim->n_devices = MIN(n_dev, (size_t) MK_MAX_CLAIM_DEVICES);
+                p->claim->mode_why = scored ? mr.why : NULL;
+        }
         *ret_score = score;
         return 0;
 }

@@ -61,15 +61,13 @@ static const char *claim_mode(const struct mk_claim *c) {
         return mk_claim_mode_to_string(c->n_devices > 0 ? c->devices[0].mode : MK_CLAIM_MIG);
 }
 
-/* Tells a pod without nvidia.com/vgpu-mode which mode it got (an Event;
- * failures are only logged). */
+/* Tells a pod without nvidia.com/vgpu-mode which mode it got and why (an
+ * Event; failures are only logged). */
 static void post_mode_chosen(struct mk_kube *k, const struct mk_bind_args *a, const struct mk_claim *c) {
         char msg[512], path[MK_K8S_PATH_MAX];
-        bool soft = c->devices[0].mode == MK_CLAIM_SOFT;
-        snprintf(msg, sizeof(msg),
-                 "nvidia.com/vgpu-mode not set: migkit chose %s on node %s (%s)", claim_mode(c), a->node,
-                 soft ? "a soft slice of a shared GPU keeps MIG space and whole GPUs free"
-                      : "a MIG instance served the request at less cost to the pool, or it asks for isolation");
+        /* Without the mode choice's reason: a mig node's MIG fit placed it. */
+        snprintf(msg, sizeof(msg), "nvidia.com/vgpu-mode not set: migkit chose %s on node %s (%s)", claim_mode(c),
+                 a->node, c->mode_why ? c->mode_why : "the node places MIG instances only");
         json_t *ev = mk_kube_event_new(a->pod_namespace, "Pod", a->pod_name, a->pod_uid, false, "VGPUModeChosen",
                                        msg, MK_SCHED_EVENT_COMPONENT, a->node);
         struct mk_error e = {0};

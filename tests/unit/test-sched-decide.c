@@ -258,6 +258,7 @@ static void test_pool(void **state) {
         assert_string_equal(c.devices[0].gpu, "GPU-m1");
         assert_int_equal(c.devices[0].memory_mib, 8000);
         assert_int_equal(c.devices[0].cores, 20);
+        assert_null(c.mode_why); /* the pod named its mode: nothing chosen */
         /* The pending slice counts: 2960 MiB left and the split (2) reached on GPU-m1. */
         json_t *soft2 = pool_pod("s2", "2000", 10, "hami-core");
         decide_pool(f, soft2, a, sizeof(a));
@@ -288,6 +289,9 @@ static void test_pool(void **state) {
         assert_int_equal(c.n_devices, 1);
         assert_int_equal(c.devices[0].mode, MK_CLAIM_SOFT);
         assert_string_equal(c.devices[0].gpu, "GPU-s0");
+        /* The mode choice's reason, for bind's VGPUModeChosen Event. */
+        if (!c.mode_why || !strstr(c.mode_why, "an empty shared GPU"))
+                fail_msg("mode_why: '%s'", c.mode_why ? c.mode_why : "(null)");
         json_decref(soft);
         json_decref(soft2);
         json_decref(mig);
