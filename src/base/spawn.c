@@ -573,8 +573,13 @@ int mk_spawn(const struct mk_spawn_opts *o, struct mk_spawn_result *ret, struct 
         if (r >= 0)
                 r = run_finish(&x, ret, e);
         if (o->stop_on_signal) {
+                /* A signal that stopped no child (it came before the start or
+                 * after the exit) goes to the handler it was meant for. */
+                int missed = x.stopped_by ? 0 : stop_signal;
                 (void) sigaction(SIGTERM, &old[0], NULL);
                 (void) sigaction(SIGINT, &old[1], NULL);
+                if (missed)
+                        (void) raise(missed);
         }
         return r;
 }

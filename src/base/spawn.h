@@ -31,7 +31,9 @@ struct mk_spawn_opts {
         bool forward_output;            /* not capturing: child's stdout/stderr are ours; else /dev/null */
         /* While it runs, SIGTERM and SIGINT of ours stop the child: its group
          * gets SIGTERM, SIGKILL after the grace, it is reaped, and
-         * stopped_by says which signal came (the old handlers are back). */
+         * stopped_by says which signal came (the old handlers are back).
+         * One that came when no child ran (before the start, after the
+         * exit) is raised again once the old handlers are back. */
         bool stop_on_signal;
         const char *input;              /* NULL: stdin is /dev/null; else the child reads these bytes, then EOF
                                          * (at most MK_SPAWN_MAX_INPUT: written into the pipe before the fork) */

@@ -1126,6 +1126,37 @@ static void test_spawn_exit_codes(void **state) {
         }
 }
 
+static volatile sig_atomic_t test_sigterms;
+
+static void count_sigterm(int sig) {
+        (void) sig;
+        test_sigterms++;
+}
+
+/* stop_on_signal: a SIGTERM that comes as the child exits is either the
+ * child's stop (stopped_by) or, when the child was already gone, raised
+ * again for the handler of before: never lost. */
+static void test_spawn_stop_signal_not_lost(void **state) {
+        const char *argv[] = {"sh", "-c", "kill -TERM $PPID", NULL};
+        struct sigaction sa = {.sa_handler = count_sigterm}, old;
+        sigemptyset(&sa.sa_mask);
+        assert_int_equal(sigaction(SIGTERM, &sa, &old), 0);
+        for (int i = 0; i < 20; i++) {
+                struct mk_spawn_opts o = {.stop_on_signal = true, .timeout_ms = 20000};
+                struct mk_spawn_result res;
+                struct mk_error e = {};
+                test_sigterms = 0;
+                if (run(argv, &o, &res, &e) != 0)
+                        fail_msg("run %d: %s", i, e.msg);
+                int stopped = res.stopped_by;
+                mk_spawn_result_done(&res);
+                if ((stopped == SIGTERM) + test_sigterms != 1)
+                        fail_msg("run %d: stopped_by=%d, SIGTERMs to the old handler: %d", i, stopped,
+                                 (int) test_sigterms);
+        }
+        assert_int_equal(sigaction(SIGTERM, &old, NULL), 0);
+}
+
 static void test_spawn_capture(void **state) {
         const char *argv[] = {"sh", "-c", "echo out; echo err >&2; printf 'no newline'", NULL};
         struct mk_spawn_opts o = {.capture = true, .output_cap = 4096};
@@ -1668,6 +1699,7 @@ int main(void) {
                 cmocka_unit_test(test_spawn_exit_codes),
                 cmocka_unit_test(test_spawn_capture),
                 cmocka_unit_test(test_spawn_output_last_line),
+                cmocka_unit_test(test_spawn_stop_signal_not_lost),
                 cmocka_unit_test(test_spawn_capture_truncated),
                 cmocka_unit_test(test_spawn_env),
                 cmocka_unit_test(test_spawn_path_lookup),
