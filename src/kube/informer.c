@@ -187,7 +187,11 @@ int mk_kube_informer_run(struct mk_kube *k, const char *path, const struct mk_ku
                         }
                 }
                 if (r >= 0) {
+                        bool progressed = false;
+                        wo.progressed = &progressed;
                         r = mk_kube_watch(k, path, &wo, &rv, on_event, &in, e);
+                        if (progressed)
+                                failures = 0; /* a watch that worked a while: its break starts the backoff anew */
                         if (in.fn_result != 0)
                                 break;
                         if (r == 0)

@@ -1117,6 +1117,8 @@ int mk_kube_watch(struct mk_kube *k, const char *path, const struct mk_kube_watc
                                 return 0;
                         if (w.events > 0 || now_ms() - t0 >= WATCH_MIN_STREAM_MS) {
                                 failures = 0;
+                                if (o->progressed)
+                                        *o->progressed = true;
                                 continue; /* the server's timeout: resume */
                         }
                         r = mk_error_set(e, -ECONNRESET, "WATCH %s: the stream ended at once", path);
@@ -1126,8 +1128,11 @@ int mk_kube_watch(struct mk_kube *k, const char *path, const struct mk_kube_watc
                         return r;
                 if (!retryable)
                         return r;
-                if (w.events > 0)
+                if (w.events > 0) {
                         failures = 0; /* it broke after making progress */
+                        if (o->progressed)
+                                *o->progressed = true;
+                }
                 failures++;
                 if (failures >= k->o.attempts) {
                         note_attempts(e, failures);

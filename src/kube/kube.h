@@ -171,7 +171,8 @@ struct mk_kube_watch_opts {
         bool allow_bookmarks;
         bool once;                      /* return 0 when the first stream ends instead of resuming */
         atomic_bool *cancel;            /* NULL, or set from any thread or a signal handler to end the
-                                         * watch with -ECANCELED within about a second */
+                                         * watch with -ECANCELED within about a second */        bool *progressed;               /* NULL, or set true when a stream delivered an event or ran its
+                                         * course (the connection worked), whatever the return */
 };
 
 /* WATCH `path` (a collection; select one object with a field selector

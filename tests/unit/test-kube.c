@@ -1159,6 +1159,36 @@ static void test_informer(void **state) {
         server_finish(s);
 }
 
+/* A watch that broke after making progress does not raise the informer's
+ * backoff: six breaks in a row, each after an event, wait about the initial
+ * backoff each (< 1.2 s in all), not 0.4, 0.8, ... 12.8 s (>= 6.3 s). */
+static void test_informer_backoff_after_progress(void **state) {
+        static const struct mk_kube_options one_attempt = {
+                .attempts = 1,
+                .backoff_initial_ms = 200,
+                .backoff_max_ms = 60000,
+                .request_timeout_ms = 10000,
+                .connect_timeout_ms = 2000,
+        };
+        struct server *s = server_start("informer-backoff.txt");
+        _cleanup_kube_free_ struct mk_kube *k = client_opts(s->port, &one_attempt);
+        struct mk_error e = {};
+        struct informer_rec r = {};
+        mk_buf_init(&r.log, 1u << 16);
+        struct mk_kube_informer_opts io = {.watch_timeout_seconds = 60};
+        uint64_t t0 = now_ms();
+        check_rc(mk_kube_informer_run(k, "/api/v1/nodes", &io, on_informer, &r, &e), 0, &e);
+        uint64_t dt = now_ms() - t0;
+        assert_string_equal(mk_buf_str(&r.log), "ADDED n1@8|ADDED n3@9|MODIFIED n1@11 was 8|MODIFIED n1@12 was 11|"
+                                                "MODIFIED n1@13 was 12|MODIFIED n1@14 was 13|MODIFIED n1@15 was 14|"
+                                                "MODIFIED n1@16 was 15|DELETED n3@17 was 9|");
+        if (dt > 5000)
+                fail_msg("six breaks after progress took %" PRIu64 " ms: the backoff grew", dt);
+        mk_buf_done(&r.log);
+        k = mk_kube_free(k);
+        server_finish(s);
+}
+
 static void *cancel_later(void *userdata) {
         sleep_ms(300);
         atomic_store((atomic_bool *) userdata, true);
@@ -1548,6 +1578,7 @@ int main(void) {
                 cmocka_unit_test(test_patch),
                 cmocka_unit_test(test_verbs),
                 cmocka_unit_test(test_informer),
+                cmocka_unit_test(test_informer_backoff_after_progress),
                 cmocka_unit_test(test_watch_cancel),
                 cmocka_unit_test(test_threads),
                 cmocka_unit_test(test_kubeconfig_contexts),
