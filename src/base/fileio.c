@@ -20,19 +20,17 @@
 #define MK_TEMP_NAME_TRIES 16
 
 int mk_read_file(const char *path, size_t cap, char **ret_data, size_t *ret_len, struct mk_error *e) {
-        _cleanup_close_ int fd_owned = -1;
-        int fd;
-
         if (streq(path, "-"))
-                fd = STDIN_FILENO;
-        else {
-                fd = fd_owned = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-                if (fd < 0) {
-                        int r = negative_errno();
-                        return mk_error_set(e, r, "Failed to open '%s': %s", path, strerror(-r));
-                }
+                return mk_read_fd(STDIN_FILENO, path, cap, ret_data, ret_len, e);
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        if (fd < 0) {
+                int r = negative_errno();
+                return mk_error_set(e, r, "Failed to open '%s': %s", path, strerror(-r));
         }
+        return mk_read_fd(fd, path, cap, ret_data, ret_len, e);
+}
 
+int mk_read_fd(int fd, const char *path, size_t cap, char **ret_data, size_t *ret_len, struct mk_error *e) {
         _cleanup_buf_done_ struct mk_buf b = { .cap = cap };
         char chunk[MK_READ_CHUNK];
         for (;;) {

@@ -22,6 +22,11 @@ struct mk_error;
 int mk_read_file(const char *path, size_t cap, char **ret_data, size_t *ret_len, struct mk_error *e)
         _nonnull_(1, 3) _wur_;
 
+/* mk_read_file() of an open fd, from its current offset to its end; `name`
+ * stands for it in the error messages. The fd stays open. */
+int mk_read_fd(int fd, const char *name, size_t cap, char **ret_data, size_t *ret_len, struct mk_error *e)
+        _nonnull_(2, 4) _wur_;
+
 /* Reads a sysfs attribute (at most MK_MAX_SYSFS_BYTES) and strips trailing
  * newlines and blanks. Returns a malloc'd string in *ret_value; errors as
  * mk_read_file(). */

@@ -12,16 +12,18 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <libgen.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "base/error.h"
+#include "base/fileio.h"
 #include "base/log.h"
 #include "base/macro.h"
 #include "base/parse.h"
@@ -30,6 +32,7 @@
 
 #define MAX_ARGS 128
 #define MAX_FLAGS 32
+#define MAX_LABELS_BYTES (1024 * 1024) /* gpu-feature-discovery's output file */
 
 enum flag_kind { FLAG_STRING, FLAG_BOOL };
 
@@ -364,9 +367,9 @@ static int translate(const struct upstream_program *p, int argc, char **argv, st
         return apply_values(p, out, values);
 }
 
-/* One labelling: `migkit labels` with stdout on `output` (written to a
- * temporary file in its directory, then renamed over it) or on stdout when
- * output is empty. */
+/* One labelling: `migkit labels` with stdout on `output` (caught in memory,
+ * then written with mk_write_file_atomic()) or on stdout when output is
+ * empty. */
 static int gfd_label(struct argv_buf *cmd, const char *output) {
         char *argv[MAX_ARGS + 1];
         memcpy(argv, cmd->items, sizeof(char *) * (cmd->n + 1));
@@ -375,43 +378,29 @@ static int gfd_label(struct argv_buf *cmd, const char *output) {
                 fflush(stdout);
                 return r;
         }
-        char tmp[PATH_MAX];
-        _cleanup_free_ char *copy = strdup(output);
-        if (!copy)
-                return MK_EXIT_FAILURE;
-        int n = snprintf(tmp, sizeof(tmp), "%s/.gfd-XXXXXX", dirname(copy));
-        if (n < 0 || (size_t) n >= sizeof(tmp))
-                return MK_EXIT_FAILURE;
-        int fd = mkostemp(tmp, O_CLOEXEC);
-        if (fd < 0) {
-                log_error("gpu-feature-discovery: cannot create a temporary file for '%s': %m", output);
-                return MK_EXIT_FAILURE;
-        }
-        (void) fchmod(fd, 0644);
+        _cleanup_close_ int fd = memfd_create("gfd-labels", MFD_CLOEXEC);
         fflush(stdout);
-        int saved = dup(STDOUT_FILENO);
+        _cleanup_close_ int saved = fd < 0 ? -1 : dup(STDOUT_FILENO);
         if (saved < 0 || dup2(fd, STDOUT_FILENO) < 0) {
                 log_error("gpu-feature-discovery: cannot redirect the labels: %m");
-                close(fd);
-                unlink(tmp);
-                if (saved >= 0)
-                        close(saved);
                 return MK_EXIT_FAILURE;
         }
-        close(fd);
         int r = cli_main((int) cmd->n, argv);
-        bool flushed = fflush(stdout) == 0 && fsync(STDOUT_FILENO) == 0;
+        bool flushed = fflush(stdout) == 0;
         (void) dup2(saved, STDOUT_FILENO);
-        close(saved);
-        if (r == MK_EXIT_OK && !flushed)
-                r = MK_EXIT_FAILURE;
-        if (r == MK_EXIT_OK && rename(tmp, output) < 0) {
-                log_error("gpu-feature-discovery: cannot write '%s': %m", output);
-                r = MK_EXIT_FAILURE;
-        }
-        if (r != MK_EXIT_OK)
-                unlink(tmp);
-        return r;
+        if (r != MK_EXIT_OK || !flushed)
+                return r != MK_EXIT_OK ? r : MK_EXIT_FAILURE;
+        _cleanup_free_ char *data = NULL;
+        size_t len = 0;
+        char buf[MK_ERROR_MSG_MAX + 2 * MK_ERROR_LOC_MAX];
+        struct mk_error e = {0};
+        if (lseek(fd, 0, SEEK_SET) < 0)
+                mk_error_set(&e, negative_errno(), "Cannot read the labels back: %s", strerror(errno));
+        else if (mk_read_fd(fd, "the labels", MAX_LABELS_BYTES, &data, &len, &e) >= 0 &&
+                 mk_write_file_atomic(output, data, len, 0644, &e) >= 0)
+                return MK_EXIT_OK;
+        log_error("gpu-feature-discovery: cannot write '%s': %s", output, mk_error_format(&e, buf, sizeof(buf)));
+        return MK_EXIT_FAILURE;
 }
 
 #define GFD_DEFAULT_OUTPUT "/etc/kubernetes/node-feature-discovery/features.d/gfd"
