@@ -2008,19 +2008,25 @@ static void registry_free(struct registry *r) {
         *r = (struct registry) { 0 };
 }
 
-/* Handles die with the library (dlclose): free them for leak checkers. */
-/* At unload (dlclose, or exit with another thread still calling): later
- * calls answer NVML_ERROR_UNINITIALIZED instead of reading freed state. */
+/* Handles die with the library (dlclose, exit): freed for leak checkers.
+ * Calls that begin later answer NVML_ERROR_UNINITIALIZED (init_count 0) and
+ * the registries are emptied under lib_mutex, so known() never reads a
+ * half-freed one. The rule, as for any library: no thread may be inside an
+ * NVML call when the library unloads (a call past call_begin() still reads
+ * its handle after known()). migkit keeps it: its background NVML callers
+ * are joined before exit (the vgpu utilisation watcher by an atexit handler
+ * that runs before the destructors, src/vgpu/hook.c watcher_stop(); the
+ * device plugin's health thread when the plugin stops). */
 static void __attribute__((destructor)) nvml_unload(void) {
         pthread_mutex_lock(&lib_mutex);
         init_count = 0;
-        pthread_mutex_unlock(&lib_mutex);
         registry_free(&devices);
         registry_free(&gpu_instances);
         registry_free(&compute_instances);
         registry_free(&event_sets);
         free(state_path);
         state_path = NULL;
+        pthread_mutex_unlock(&lib_mutex);
 }
 
 /* ---- utilisation and older process queries (not in the product's NVML ABI list) ----

@@ -31,6 +31,7 @@
 
 #define MAX_COMMAND 127
 #define MAX_DEVICES 64
+#define MAX_VALUE 32 /* a command's argument, and a value the daemon keeps */
 
 static const char *pipe_dir(void) {
         const char *p = getenv("CUDA_MPS_PIPE_DIRECTORY");
@@ -82,20 +83,14 @@ static void record(const char *command) {
                         mksim_last_error());
 }
 
+/* Values are kept as the client sent them, as text: an argument is already
+ * cut to MAX_VALUE - 1 bytes, so it is copied whole. */
 struct settings {
-        char thread_percentage[16];
-        char pinned[MAX_DEVICES][32];
+        char thread_percentage[MAX_VALUE];
+        char pinned[MAX_DEVICES][MAX_VALUE];
 };
 
 /* One command; the answer into out. Returns 1 for quit. */
-
-/* src cut to size - 1 bytes (a value the control sent, kept as text; the
- * %s snprintf form draws -Wformat-truncation at -O0). */
-static void copy_cut(char *dst, size_t size, const char *src) {
-        size_t n = strnlen(src, size - 1);
-        memcpy(dst, src, n);
-        dst[n] = 0;
-}
 static int handle(struct settings *st, char *cmd, FILE *out) {
         size_t n = strlen(cmd);
         while (n && (cmd[n - 1] == '\n' || cmd[n - 1] == '\r' || cmd[n - 1] == ' '))
@@ -104,7 +99,7 @@ static int handle(struct settings *st, char *cmd, FILE *out) {
                 return 0;
         record(cmd);
         log_line(cmd);
-        char verb[64] = "", a[32] = "", b[32] = "";
+        char verb[64] = "", a[MAX_VALUE] = "", b[MAX_VALUE] = "";
         char *w[3] = {verb, a, b};
         size_t cap[3] = {sizeof(verb), sizeof(a), sizeof(b)};
         int k = 0;
@@ -129,12 +124,12 @@ static int handle(struct settings *st, char *cmd, FILE *out) {
                 fprintf(out, "Quitting\n");
                 return 1;
         } else if (!strcmp(verb, "set_default_active_thread_percentage") && k == 2) {
-                copy_cut(st->thread_percentage, sizeof(st->thread_percentage), a);
+                memcpy(st->thread_percentage, a, MAX_VALUE);
                 fprintf(out, "%s\n", a);
         } else if (!strcmp(verb, "get_default_active_thread_percentage") && k == 1) {
                 fprintf(out, "%s\n", st->thread_percentage);
         } else if (!strcmp(verb, "set_default_device_pinned_mem_limit") && k == 3 && dev < MAX_DEVICES) {
-                copy_cut(st->pinned[dev], sizeof(st->pinned[dev]), b);
+                memcpy(st->pinned[dev], b, MAX_VALUE);
         } else if (!strcmp(verb, "get_default_device_pinned_mem_limit") && k == 2 && dev < MAX_DEVICES) {
                 fprintf(out, "%s\n", *st->pinned[dev] ? st->pinned[dev] : "0");
         } else {

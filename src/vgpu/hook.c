@@ -925,14 +925,8 @@ static bool pid_in_region(unsigned pid) {
 
 /* Sleeps ms; true when the process is exiting (watcher_stop). */
 static bool watcher_sleep(unsigned ms) {
-        struct timespec until;
-        clock_gettime(CLOCK_MONOTONIC, &until);
-        until.tv_sec += ms / 1000;
-        until.tv_nsec += (long) (ms % 1000) * 1000000l;
-        if (until.tv_nsec >= 1000000000l) {
-                until.tv_sec++;
-                until.tv_nsec -= 1000000000l;
-        }
+        uint64_t t = now_ns() + (uint64_t) ms * 1000000ull; /* watch_cond waits on CLOCK_MONOTONIC */
+        struct timespec until = { (time_t) (t / 1000000000ull), (long) (t % 1000000000ull) };
         pthread_mutex_lock(&watch_lock);
         while (!watch_stop && pthread_cond_timedwait(&watch_cond, &watch_lock, &until) == 0)
                 ;
