@@ -18,6 +18,7 @@
 #include "cli/cli.h"
 #include "cli/kube-connect.h"
 #include "cli/options.h"
+#include "engine/engine.h"
 #include "kube/kube.h"
 #include "sched/agent.h"
 #include "sched/extender.h"
@@ -62,7 +63,8 @@ static void help(void) {
                "      --max-request-values N JSON values in one body (250000: 413 over it)\n"
                "  node, inventory:\n"
                "  -n, --node-name NAME       This node [NODE_NAME], required for node\n"
-               "      --grace DURATION       Orphan instances live this long before destruction (30s)\n"
+               "      --grace DURATION       Orphan instances live this long before destruction, and an idle GPU\n"
+               "                             this long before it may switch mode (modeswitch: idle) (30s)\n"
                "      --resync DURATION      Full pass at least this often (30s)\n"
                "      --once                 One pass, then exit\n"
                "      --no-kube              inventory: do not read pods from the apiserver\n"
@@ -167,6 +169,13 @@ static int parse_host_port(const char *v, char host[64], unsigned *ret_port) {
         return 0;
 }
 
+/* The idle mode switch's GPU reset (the agent has no engine/ edge). */
+static int agent_reset_gpu(void *userdata, const char *bus_id, struct mk_error *e) {
+        (void) userdata;
+        bool reboot = false;
+        return mk_engine_reset_gpus(&bus_id, 1, &reboot, e);
+}
+
 static int do_node(struct mk_sched_config *cfg, const char *kubeconfig, const char *node, unsigned grace,
                    unsigned resync, bool once, const char *metrics_address, const char *vgpu_root) {
         char host[64];
@@ -189,7 +198,7 @@ static int do_node(struct mk_sched_config *cfg, const char *kubeconfig, const ch
         }
         struct mk_sched_agent_opts o = {.node = node, .kube = k, .cfg = cfg, .grace_s = grace, .resync_s = resync,
                                         .cancel = &sched_cancel, .once = once, .report = agent_report,
-                                        .vgpu_root = vgpu_root};
+                                        .reset_gpu = agent_reset_gpu, .vgpu_root = vgpu_root};
         struct mk_sched_agent_pass pass = {0};
         struct mk_error e = {0};
         log_info("Node agent for '%s' starting (grace %us)", node, grace);

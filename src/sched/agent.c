@@ -31,6 +31,12 @@ struct orphan {
         bool seen;
 };
 
+/* An idle GPU that may change mode, and when it was first seen idle. */
+struct idle_gpu {
+        char gpu[MK_UUID_MAX];
+        int64_t since;
+};
+
 /* A pod of this node with a reservation, and what it currently records. */
 struct pod_claim {
         struct mk_claim claim;
@@ -46,6 +52,8 @@ struct agent {
         struct orphan *orphans;
         size_t n_orphans;
         char *published;        /* the inventory value last published */
+        struct idle_gpu *idle;  /* switchable GPUs and since when they are idle */
+        size_t n_idle;
         char *fail_msg;
 };
 
@@ -286,16 +294,53 @@ static int record_devices(struct agent *a, const struct mk_snapshot *s, struct p
         return 0;
 }
 
-static int publish(struct agent *a, const struct mk_snapshot *s, const struct pod_claim *pcs, size_t n,
-                   struct mk_sched_agent_pass *pass, struct mk_error *e) {
+static int inventory_of(struct agent *a, const struct mk_snapshot *s, const struct pod_claim *pcs, size_t n,
+                        struct mk_inventory **ret, struct mk_error *e) {
         struct mk_claim *claims = calloc(n + 1, sizeof(*claims));
         if (!claims)
                 return -ENOMEM;
         for (size_t i = 0; i < n; i++)
                 claims[i] = pcs[i].claim;
-        struct mk_inventory *inv = NULL;
-        int r = mk_inventory_from_snapshot(s, a->o->cfg, a->o->node, claims, n, &inv, e);
+        int r = mk_inventory_from_snapshot(s, a->o->cfg, a->o->node, claims, n, ret, e);
         free(claims);
+        return r;
+}
+
+/* The hysteresis of the idle mode switch: a GPU is listed switchable only
+ * once it has been idle for the grace period (a GPU just freed keeps its
+ * mode for pods of that mode; a restart starts the wait again). */
+static int hold_idle(struct agent *a, struct mk_inventory *inv, int64_t now, struct mk_sched_agent_pass *pass) {
+        struct idle_gpu *keep = calloc(inv->n_gpus + 1, sizeof(*keep));
+        if (!keep)
+                return -ENOMEM;
+        size_t k = 0;
+        for (size_t i = 0; i < inv->n_gpus; i++) {
+                const struct mk_inv_gpu *g = &inv->gpus[i];
+                if (!g->switchable)
+                        continue;
+                int64_t since = now;
+                for (size_t j = 0; j < a->n_idle; j++)
+                        if (streq(a->idle[j].gpu, g->uuid))
+                                since = a->idle[j].since;
+                keep[k] = (struct idle_gpu) {.since = since};
+                snprintf(keep[k++].gpu, sizeof(keep->gpu), "%s", g->uuid);
+                if (now - since < (int64_t) a->o->grace_s) {
+                        mk_inventory_hold_mode(inv, i);
+                        pass->switch_held++;
+                }
+        }
+        free(a->idle);
+        a->idle = keep;
+        a->n_idle = k;
+        return 0;
+}
+
+static int publish(struct agent *a, const struct mk_snapshot *s, const struct pod_claim *pcs, size_t n,
+                   struct mk_sched_agent_pass *pass, struct mk_error *e) {
+        struct mk_inventory *inv = NULL;
+        int r = inventory_of(a, s, pcs, n, &inv, e);
+        if (r >= 0 && (r = hold_idle(a, inv, now_s(), pass)) < 0)
+                mk_inventory_free(inv);
         if (r < 0)
                 return r;
         char *v = NULL;
@@ -353,6 +398,74 @@ static void prune_vgpu(struct agent *a, const struct pod_claim *pcs, size_t n, i
                 report(a->o, MK_LOG_INFO, "Removed the soft slice directories of %d container(s) of gone pods", r);
         if (failed)
                 report(a->o, MK_LOG_WARNING, "%u soft slice director(ies) of gone pods could not be removed", failed);
+}
+
+/* Changes GPU g's MIG mode; a change that waits for a reset gets one
+ * (the agent's NVML session closed meanwhile). */
+static int set_mig_mode(struct agent *a, const struct mk_gpu *g, bool enable, struct mk_error *e) {
+        bool pending = false;
+        int r = mk_nvml_set_mig_mode(a->nvml, g->index, enable, &pending, e);
+        if (r < 0 || !pending)
+                return r;
+        if (!a->o->reset_gpu)
+                return mk_error_set(e, -EOPNOTSUPP, "GPU %u: the MIG mode change needs a GPU reset", g->index);
+        _cleanup_free_ char *lib = strdup(mk_nvml_path(a->nvml));
+        if (!lib)
+                return -ENOMEM;
+        char bus_id[sizeof(g->bus_id)];
+        snprintf(bus_id, sizeof(bus_id), "%s", g->bus_id);
+        a->nvml = mk_nvml_close(a->nvml);
+        r = a->o->reset_gpu(a->o->userdata, bus_id, e);
+        struct mk_error oe = {0};
+        int q = mk_nvml_open(lib, &a->nvml, &oe);
+        if (q < 0) {
+                if (r >= 0 && e)
+                        *e = oe;
+                return r < 0 ? r : q;
+        }
+        return r;
+}
+
+/* The idle mode switch: a GPU that may switch (mixed node, modeswitch:
+ * idle, no gpus entry) whose reservations all ask the mode it is not in
+ * and that has no GPU instance (the inventory's rule) gets that mode. A
+ * GPU anything else holds is never touched: the reservation waits. */
+static int switch_modes(struct agent *a, const struct pod_claim *pcs, size_t n, struct mk_snapshot **sp,
+                        struct mk_sched_agent_pass *pass, struct mk_error *e) {
+        _cleanup_(mk_inventory_freep) struct mk_inventory *inv = NULL;
+        int r = inventory_of(a, *sp, pcs, n, &inv, e);
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < inv->n_gpus; i++) {
+                const struct mk_inv_gpu *ig = &inv->gpus[i];
+                const struct mk_gpu *g = gpu_by_uuid(*sp, ig->uuid);
+                bool want_mig = ig->mode == MK_CLAIM_MIG;
+                if (!g || !g->mig_capable || want_mig == (g->mig_current == MK_MIG_ENABLED) ||
+                    !mk_sched_config_may_switch(a->o->cfg, a->o->node, g->index))
+                        continue;
+                if (g->n_gis > 0) /* the inventory's rule already; never with an instance on it */
+                        continue;
+                struct mk_error se = {0};
+                unsigned index = g->index;
+                if (set_mig_mode(a, g, want_mig, &se) < 0) {
+                        report(a->o, MK_LOG_WARNING, "GPU %u: cannot turn MIG %s for a waiting pod: %s", index,
+                               want_mig ? "on" : "off", se.msg);
+                        pass->failed++;
+                } else {
+                        report(a->o, MK_LOG_INFO, "GPU %u: idle, turned MIG %s for a waiting pod", index,
+                               want_mig ? "on" : "off");
+                        pass->switched++;
+                }
+                if (!a->nvml)
+                        return mk_error_set(e, -EIO, "NVML could not be reopened after a GPU reset");
+                /* The snapshot may be stale (a reset reopens NVML): read it again. */
+                mk_snapshot_free(*sp);
+                *sp = NULL;
+                if ((r = mk_nvml_snapshot(a->nvml, sp, e)) < 0)
+                        return r;
+                break; /* the inventory was of the old snapshot: the next pass sees the rest */
+        }
+        return 0;
 }
 
 /* Creates the reserved MIG instances that are missing; *sp is re-read
@@ -450,7 +563,8 @@ static int pass_run(struct agent *a, struct mk_sched_agent_pass *pass, struct mk
                 prune_vgpu(a, pcs, n, now_s());
         struct mk_snapshot *s = NULL;
         bool changed = false;
-        if ((r = mk_nvml_snapshot(a->nvml, &s, e)) < 0 || (r = create_reserved(a, pcs, n, &s, pass, &changed, e)) < 0)
+        if ((r = mk_nvml_snapshot(a->nvml, &s, e)) < 0 || (r = switch_modes(a, pcs, n, &s, pass, e)) < 0 ||
+            (r = create_reserved(a, pcs, n, &s, pass, &changed, e)) < 0)
                 goto out;
         if ((r = destroy_orphans(a, s, pcs, n, pass, &changed)) < 0)
                 goto out;
@@ -504,6 +618,7 @@ static int agent_open(struct agent *a, const struct mk_sched_agent_opts *o, stru
 static void agent_close(struct agent *a) {
         a->nvml = mk_nvml_close(a->nvml);
         free(a->orphans);
+        free(a->idle);
         free(a->published);
         pthread_mutex_destroy(&a->lock);
         pthread_cond_destroy(&a->cond);
@@ -532,14 +647,20 @@ int mk_sched_agent_run(const struct mk_sched_agent_opts *o, struct mk_sched_agen
         int told = -1;          /* what the last "Waiting for" line said, so it is said once per wait */
         while (!(o->cancel && atomic_load(o->cancel))) {
                 /* Wake on a pod change, every second while orphans wait, else at resync. */
-                unsigned wait_s = pass.orphans_waiting || pass.failed || failures ? 1 : resync;
-                int why = pass.orphans_waiting ? 0 : pass.failed || failures ? 1 : 2;
+                unsigned wait_s = pass.orphans_waiting || pass.switch_held || pass.switched || pass.failed || failures
+                                          ? 1
+                                          : resync;
+                int why = pass.orphans_waiting ? 0 : pass.failed || failures ? 1 : pass.switch_held ? 3 : 2;
                 if (why != told) {
                         if (why == 0)
                                 report(o, MK_LOG_INFO, "Waiting for %u orphan instance(s) to pass their grace period",
                                        pass.orphans_waiting);
                         else if (why == 1)
                                 report(o, MK_LOG_INFO, "Waiting 1 s to retry what failed");
+                        else if (why == 3)
+                                report(o, MK_LOG_INFO,
+                                       "Waiting for %u idle GPU(s) to pass their grace period before they may switch mode",
+                                       pass.switch_held);
                         else
                                 report(o, MK_LOG_INFO, "Waiting for pod changes on node '%s' (a full pass every %u s)",
                                        o->node, resync);

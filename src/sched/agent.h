@@ -8,7 +8,11 @@
  *     for the grace period (pods deleted, Succeeded or Failed);
  *   - publishes the inventory (inventory.h) on its Node when it changes;
  *   - removes the soft slice directories of pods no longer on the node
- *     (mk_vgpu_prune, after a complete pod list only).
+ *     (mk_vgpu_prune, after a complete pod list only);
+ *   - on a mixed node with modeswitch: idle, turns MIG on or off on a GPU
+ *     that nothing holds when reservations ask the other mode, and lists an
+ *     idle GPU as switchable only once it has been idle for the grace
+ *     period (docs/scheduler.md "Unified pool").
  * It owns every MIG instance on the node's MIG-enabled GPUs (do not run the
  * MIG manager on the same node). State lives only in the apiserver and NVML:
  * a restarted agent rebuilds it (orphan timers restart, so nothing is
@@ -45,6 +49,11 @@ struct mk_sched_agent_opts {
          * failures that are retried, MK_LOG_ERROR for ones that are not.
          * NULL: debug lines only. Called from the agent's threads. */
         void (*report)(void *userdata, int level, const char *msg);
+        /* Resets the GPU with this NVML bus id (the unified pool's idle mode
+         * switch on a GPU whose MIG mode changes at reset, e.g. an A100);
+         * called with the agent's NVML session closed. NULL: such a switch
+         * fails (reported, retried). */
+        int (*reset_gpu)(void *userdata, const char *bus_id, struct mk_error *e);
         void *userdata;
 };
 
@@ -53,6 +62,8 @@ struct mk_sched_agent_pass {
         unsigned created, destroyed, pods_patched, failed;
         bool inventory_published;       /* changed and written this pass */
         unsigned orphans_waiting;
+        unsigned switched;              /* GPUs whose MIG mode this pass changed (idle mode switch) */
+        unsigned switch_held;           /* idle switchable GPUs held in their mode for the grace period */
         unsigned inventory_gpus, inventory_instances;   /* what the inventory lists */
         size_t inventory_bytes;         /* its annotation value's size */
 };

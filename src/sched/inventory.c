@@ -160,15 +160,30 @@ static int mig_instances(const struct mk_gpu *sg, const char *node, const struct
         return r;
 }
 
+/* Which modes the node's active claims reserve on GPU `uuid`: bit 0 mig,
+ * bit 1 hami-core. */
+static unsigned claimed_modes(const char *uuid, const char *node, const struct mk_claim *claims, size_t n_claims) {
+        unsigned m = 0;
+        for (size_t c = 0; c < n_claims; c++) {
+                if (!claims[c].active || !streq(claims[c].node, node))
+                        continue;
+                for (size_t d = 0; d < claims[c].n_devices; d++)
+                        if (streq(claims[c].devices[d].gpu, uuid))
+                                m |= claims[c].devices[d].mode == MK_CLAIM_SOFT ? 2u : 1u;
+        }
+        return m;
+}
+
 static int gpu_from_snapshot(const struct mk_gpu *sg, const struct mk_sched_config *cfg, const char *node,
-                             enum mk_sched_mode mode, const struct mk_claim *claims, size_t n_claims,
-                             struct mk_inv_gpu *g, struct mk_error *e) {
+                             enum mk_sched_mode mode, bool switchable, const struct mk_claim *claims,
+                             size_t n_claims, struct mk_inv_gpu *g, struct mk_error *e) {
         g->index = sg->index;
         snprintf(g->uuid, sizeof(g->uuid), "%s", sg->uuid);
         snprintf(g->model, sizeof(g->model), "%s", sg->name);
         g->memory_mib = sg->memory_total_bytes >> 20;
         g->memory_units = sg->memory_units;
         g->mig_enabled = sg->mig_current == MK_MIG_ENABLED;
+        g->switchable = switchable;
         for (size_t i = 0; i < sg->n_profiles; i++) {
                 g->slices = MAX(g->slices, sg->profiles[i].slices);
                 g->multiprocessors = MAX(g->multiprocessors, sg->profiles[i].multiprocessors);
@@ -183,8 +198,11 @@ static int gpu_from_snapshot(const struct mk_gpu *sg, const struct mk_sched_conf
                 g->soft = calloc(MK_MAX_INVENTORY_SOFT, sizeof(*g->soft));
                 if (!g->soft)
                         return -ENOMEM;
-                return soft_from_claims(sg, node, claims, n_claims, g, e);
+                int r = switchable ? copy_profiles(sg, cfg, g, e) : 0; /* what it would offer as MIG */
+                return r < 0 ? r : soft_from_claims(sg, node, claims, n_claims, g, e);
         }
+        if (switchable)
+                g->split = mk_sched_config_split(cfg, node); /* what it would offer shared */
         int r = copy_profiles(sg, cfg, g, e);
         return r < 0 ? r : mig_instances(sg, node, claims, n_claims, g, e);
 }
@@ -205,16 +223,40 @@ int mk_inventory_from_snapshot(const struct mk_snapshot *s, const struct mk_sche
                 const struct mk_gpu *sg = &s->gpus[i];
                 enum mk_sched_mode mode =
                         mk_sched_config_gpu_mode(cfg, node, sg->index, sg->mig_current == MK_MIG_ENABLED);
+                bool switchable = false;
+                if (sg->mig_capable && sg->n_gis == 0 && mk_sched_config_may_switch(cfg, node, sg->index)) {
+                        /* The idle mode-switch rule: reservations of one mode on an empty GPU give it that
+                         * mode (the agent switches it); none at all leave it switchable. */
+                        unsigned m = claimed_modes(sg->uuid, node, claims, n_claims);
+                        switchable = m == 0;
+                        if (m == 1u || m == 2u)
+                                mode = m == 1u ? MK_SCHED_MODE_MIG : MK_SCHED_MODE_HAMI_CORE;
+                }
                 if (mode == MK_SCHED_MODE_DISABLED || (mode == MK_SCHED_MODE_MIG && !sg->mig_capable))
                         continue;
                 if (inv->n_gpus >= MK_MAX_INVENTORY_GPUS)
                         return mk_error_set(e, -E2BIG, "more than %u GPUs", MK_MAX_INVENTORY_GPUS);
-                int r = gpu_from_snapshot(sg, cfg, node, mode, claims, n_claims, &inv->gpus[inv->n_gpus++], e);
+                int r = gpu_from_snapshot(sg, cfg, node, mode, switchable, claims, n_claims,
+                                          &inv->gpus[inv->n_gpus++], e);
                 if (r < 0)
                         return r;
         }
         *ret = TAKE_PTR(inv);
         return 0;
+}
+
+void mk_inventory_hold_mode(struct mk_inventory *inv, size_t i) {
+        struct mk_inv_gpu *g = &inv->gpus[i];
+        if (!g->switchable)
+                return;
+        g->switchable = false;
+        if (g->mode == MK_CLAIM_MIG) {
+                g->split = 0;
+                return;
+        }
+        for (size_t k = 0; k < g->n_profiles; k++)
+                free(g->profiles[k].placements);
+        g->n_profiles = 0;
 }
 
 static json_t *placement_json(struct mk_placement p) {
@@ -256,8 +298,13 @@ static json_t *gpu_json(const struct mk_inv_gpu *g) {
                     (in->uid[0] && json_object_set_new(io, "uid", json_string(in->uid)) < 0))
                         goto fail;
         }
-        if (g->mode == MK_CLAIM_MIG)
-                return o; /* the version-1 form, unchanged */
+        if (g->switchable && json_object_set_new(o, "switchable", json_true()) < 0)
+                goto fail;
+        if (g->mode == MK_CLAIM_MIG) {
+                if (g->switchable && json_object_set_new(o, "split", json_integer(g->split)) < 0)
+                        goto fail;
+                return o; /* the version-1 form, unchanged unless switchable */
+        }
         json_t *soft = json_array();
         if (json_object_set_new(o, "mode", json_string(mk_claim_mode_to_string(g->mode))) < 0 ||
             json_object_set_new(o, "split", json_integer(g->split)) < 0 ||
@@ -404,8 +451,9 @@ static int parse_soft(const json_t *o, const char *f, struct mk_inv_soft *s, str
         return 0;
 }
 
-/* The unified pool's optional fields: mode (default mig), and for a
- * hami-core GPU split (default 10) and softSlices. */
+/* The unified pool's optional fields: mode (default mig), switchable, and
+ * for a hami-core or switchable GPU split (default 10), for a hami-core one
+ * softSlices. */
 static int parse_shared(const json_t *o, const char *f, struct mk_inv_gpu *g, struct mk_error *e) {
         char mode[16];
         uint64_t v;
@@ -414,17 +462,23 @@ static int parse_shared(const json_t *o, const char *f, struct mk_inv_gpu *g, st
                 return r;
         if (r > 0 && (int) (g->mode = mk_claim_mode_from_string(mode)) < 0)
                 return mk_error_set_field(e, -EINVAL, f, "mode: unknown '%s' (want mig or hami-core)", mode);
+        const json_t *sw = json_object_get(o, "switchable");
+        if (sw && !json_is_boolean(sw))
+                return mk_error_set_field(e, -EINVAL, f, "switchable: must be true or false");
+        g->switchable = json_is_true(sw);
         const json_t *soft = json_object_get(o, "softSlices");
-        if (g->mode == MK_CLAIM_MIG) {
-                if (soft || json_object_get(o, "split"))
-                        return mk_error_set_field(e, -EINVAL, f, "split and softSlices are for a hami-core GPU");
+        if (g->mode == MK_CLAIM_MIG && (soft || (json_object_get(o, "split") && !g->switchable)))
+                return mk_error_set_field(e, -EINVAL, f,
+                                          "split and softSlices are for a hami-core GPU (split also a switchable one)");
+        if (g->mode == MK_CLAIM_MIG && !g->switchable)
                 return 0;
-        }
         if ((r = mk_json_get_u64(o, "split", f, MK_MAX_INVENTORY_SOFT, false, &v, e)) < 0)
                 return r;
         g->split = r > 0 ? (unsigned) v : MK_SCHED_DEFAULT_SPLIT;
         if (g->split == 0)
                 return mk_error_set_field(e, -EINVAL, f, "split: must be at least 1");
+        if (g->mode == MK_CLAIM_MIG)
+                return 0;
         if (soft && (!json_is_array(soft) || json_array_size(soft) > MK_MAX_INVENTORY_SOFT))
                 return mk_error_set_field(e, -EINVAL, f, "softSlices: must be an array of at most %u",
                                           MK_MAX_INVENTORY_SOFT);
@@ -444,7 +498,7 @@ static int parse_shared(const json_t *o, const char *f, struct mk_inv_gpu *g, st
 static int parse_gpu(const json_t *o, const char *f, struct mk_inv_gpu *g, struct mk_error *e) {
         static const char *const known[] = {"index", "uuid",     "model",     "memoryMiB", "units",
                                             "slices", "sms",     "mig",       "profiles",  "instances",
-                                            "mode",  "split",    "softSlices", NULL};
+                                            "mode",  "split",    "softSlices", "switchable", NULL};
         int r = mk_json_check_keys(o, f, known, e);
         if (r < 0)
                 return r;
@@ -496,7 +550,11 @@ static int parse_gpu(const json_t *o, const char *f, struct mk_inv_gpu *g, struc
                         return r;
                 g->n_instances++;
         }
-        return parse_shared(o, f, g, e);
+        if ((r = parse_shared(o, f, g, e)) < 0)
+                return r;
+        if (g->switchable && (g->n_instances > 0 || g->n_soft > 0))
+                return mk_error_set_field(e, -EINVAL, f, "switchable: a GPU with instances or soft slices is not idle");
+        return 0;
 }
 
 int mk_inventory_parse(const char *data, size_t len, struct mk_inventory **ret, struct mk_error *e) {

@@ -77,6 +77,10 @@ struct mk_inv_gpu {
         unsigned split;                 /* hami-core: most sharers; 0 for a mig GPU */
         struct mk_inv_soft *soft;       /* hami-core: its soft slices */
         size_t n_soft;
+        /* Idle and allowed to change mode (mk_sched_config_may_switch, no
+         * instance, no reservation, held idle for the agent's grace): a
+         * hami-core GPU then lists its MIG profiles, a mig GPU its split. */
+        bool switchable;
 };
 
 struct mk_inventory {
@@ -89,7 +93,12 @@ struct mk_inventory *mk_inventory_free(struct mk_inventory *inv);
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct mk_inventory *, mk_inventory_free);
 
 /* Builds the inventory of `node` from a snapshot. Each GPU's mode comes
- * from `cfg` (mk_sched_config_gpu_mode): a mig GPU is listed when it is
+ * from `cfg` (mk_sched_config_gpu_mode); a GPU that may switch
+ * (mk_sched_config_may_switch) takes the mode of the reservations on it
+ * when they all ask the other mode and it has no instance (a switch the
+ * agent has still to make; such a mig GPU is listed with "mig": false until
+ * it is made), and is `switchable` when idle: no instance, no active
+ * claim's device on it. A mig GPU is listed when it is
  * MIG-capable, with the profiles the GPU reports, named, and allowed by
  * `cfg` for its model, and instances from the GPU instances, matched to
  * the active claims by GPU and placement (unmatched ones are orphans);
@@ -101,6 +110,10 @@ int mk_inventory_from_snapshot(const struct mk_snapshot *s, const struct mk_sche
                                const struct mk_claim *claims, size_t n_claims, struct mk_inventory **ret,
                                struct mk_error *e) _nonnull_(1, 2, 3, 6) _wur_;
 
+/* The agent's hysteresis: GPU `i` stays in its mode for now (not
+ * switchable; the data listed only for a switch is dropped). */
+void mk_inventory_hold_mode(struct mk_inventory *inv, size_t i) _nonnull_(1);
+
 /* The annotation value (compact JSON, keys in a fixed order, so an
  * unchanged inventory gives the same bytes). -E2BIG over
  * MK_MAX_INVENTORY_BYTES. */
@@ -108,7 +121,8 @@ int mk_inventory_format(const struct mk_inventory *inv, char **ret, struct mk_er
 
 /* Parses an annotation value strictly (version, known fields, ranges,
  * caps, placements inside the GPU, profile names that parse). "mode",
- * "split" and "softSlices" are optional (an older agent's GPU is mig).
+ * "split", "softSlices" and "switchable" are optional (an older agent's GPU
+ * is mig; a mig GPU has a split only when switchable).
  * -EINVAL with the field path in `e`, -E2BIG. */
 int mk_inventory_parse(const char *data, size_t len, struct mk_inventory **ret, struct mk_error *e)
         _nonnull_(3) _wur_;

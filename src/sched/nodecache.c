@@ -98,6 +98,21 @@ int mk_sched_add_used(struct mk_fit_gpu *fg, struct mk_fit_instance *arr, unsign
         return 0;
 }
 
+enum mk_claim_mode mk_sched_gpu_mode(const struct mk_inv_gpu *ig, struct mk_sched_pod *const *claims, size_t n_claims,
+                                     const char *skip_uid, int64_t now, bool *ret_switchable) {
+        unsigned m = 0;
+        for (size_t c = 0; ig->switchable && c < n_claims; c++) {
+                const struct mk_sched_pod *p = claims[c];
+                if (!p->claim.active || (skip_uid && streq(p->claim.uid, skip_uid)) || mk_sched_pod_expired(p, now))
+                        continue;
+                for (size_t d = 0; d < p->claim.n_devices; d++)
+                        if (streq(p->claim.devices[d].gpu, ig->uuid))
+                                m |= p->claim.devices[d].mode == MK_CLAIM_SOFT ? 2u : 1u;
+        }
+        *ret_switchable = ig->switchable && m == 0;
+        return m == 1u ? MK_CLAIM_MIG : m == 2u ? MK_CLAIM_SOFT : ig->mode;
+}
+
 int mk_sched_fill_gpus(struct mk_fit_gpu *gpus, struct mk_fit_instance *used, const struct mk_inventory *inv,
                        struct mk_fit_tables *const *tables, const uint16_t *reps, struct mk_sched_pod *const *claims,
                        size_t n_claims, const struct mk_pod_request *req, const char *skip_uid, int64_t now) {
@@ -106,6 +121,8 @@ int mk_sched_fill_gpus(struct mk_fit_gpu *gpus, struct mk_fit_instance *used, co
                 const struct mk_inv_gpu *ig = &inv->gpus[g];
                 size_t rep = reps ? reps[g] : gpu_rep(inv, g);
                 struct mk_fit_instance *u = used + g * MK_FIT_MAX_INSTANCES;
+                bool sw;
+                enum mk_claim_mode mode = mk_sched_gpu_mode(ig, claims, n_claims, skip_uid, now, &sw);
                 gpus[g] = (struct mk_fit_gpu) {
                         .profiles = inv->gpus[rep].profiles,
                         .n_profiles = ig->n_profiles,
@@ -115,8 +132,9 @@ int mk_sched_fill_gpus(struct mk_fit_gpu *gpus, struct mk_fit_instance *used, co
                         .multiprocessors = ig->multiprocessors,
                         .used = u,
                         .tables = tables ? tables[rep] : NULL,
-                        .unavailable = !ig->mig_enabled || ig->mode != MK_CLAIM_MIG ||
+                        .unavailable = !(sw || (mode == MK_CLAIM_MIG && (ig->mig_enabled || ig->switchable))) ||
                                        (req && !mk_pod_request_gpu_type_ok(req, ig->model)),
+                        .switchable = sw && ig->mode != MK_CLAIM_MIG,
                 };
                 for (size_t i = 0; i < ig->n_instances && r >= 0; i++) {
                         const struct mk_inv_instance *in = &ig->instances[i];

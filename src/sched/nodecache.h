@@ -29,6 +29,7 @@
 #include "sched/memo.h"
 
 struct mk_inventory;
+struct mk_inv_gpu;
 struct mk_pod_request;
 struct mk_sched_cand;
 
@@ -118,6 +119,14 @@ void mk_sched_cache_resolve(struct mk_sched_cache *c, const struct mk_sched_cand
 
 /* Nodes and pods with reservations (takes the read lock). */
 void mk_sched_cache_counts(struct mk_sched_cache *c, size_t *ret_nodes, size_t *ret_claims) _nonnull_(1, 2, 3);
+
+/* How the extender uses GPU `ig` (the unified pool's idle mode switch): a
+ * `switchable` GPU that active, unexpired reservations (but `skip_uid`'s)
+ * hold in one mode has that mode (a switch reserved, not made yet); else
+ * its inventory mode. *ret_switchable: switchable and nothing reserved on
+ * it, so either mode may take it. */
+enum mk_claim_mode mk_sched_gpu_mode(const struct mk_inv_gpu *ig, struct mk_sched_pod *const *claims, size_t n_claims,
+                                     const char *skip_uid, int64_t now, bool *ret_switchable) _nonnull_(1, 6);
 
 /* The fit's view of a node from its inventory and active reservations into
  * gpus[g] / used[g * MK_FIT_MAX_INSTANCES], leaving out `skip_uid`'s own

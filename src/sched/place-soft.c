@@ -27,9 +27,10 @@ static int add_slice(struct mk_sched_scratch *sc, size_t k, uint64_t memory_mib,
         return 0;
 }
 
-/* The node's shared GPUs with every soft slice held or reserved there but
- * this pod's own; a shared GPU with MIG on, or of an unwanted type, is
- * unavailable. */
+/* The node's shared GPUs, and its idle MIG GPUs that may turn shared
+ * (switchable), with every soft slice held or reserved there but this
+ * pod's own; a shared GPU with MIG on (unless a switch turns it shared),
+ * or of an unwanted type, is unavailable (mk_sched_gpu_mode). */
 static int fill_soft(struct mk_sched_scratch *sc, const struct mk_sched_place *p, size_t *ret_n) {
         const struct mk_inventory *inv = p->inv;
         const struct mk_sched_node *n = p->node;
@@ -38,14 +39,19 @@ static int fill_soft(struct mk_sched_scratch *sc, const struct mk_sched_place *p
         int r = 0;
         for (size_t g = 0; g < inv->n_gpus && g < MK_FIT_MAX_NODE_GPUS && r >= 0; g++) {
                 const struct mk_inv_gpu *ig = &inv->gpus[g];
-                if (ig->mode != MK_CLAIM_SOFT)
+                if (ig->mode != MK_CLAIM_SOFT && !ig->switchable)
                         continue;
+                bool sw;
+                enum mk_claim_mode mode = mk_sched_gpu_mode(ig, n ? n->claims : NULL, own ? 0 : n->n_claims, p->uid,
+                                                            p->now, &sw);
                 sc->soft_inv[k] = (unsigned) g;
                 sc->soft_gpus[k] = (struct mk_fit_shared_gpu) {
                         .memory_mib = ig->memory_mib,
                         .split = ig->split,
                         .used = sc->soft_used[k],
-                        .unavailable = ig->mig_enabled || !mk_pod_request_gpu_type_ok(p->req, ig->model),
+                        .unavailable = !(sw || (mode == MK_CLAIM_SOFT && (!ig->mig_enabled || ig->switchable))) ||
+                                       !mk_pod_request_gpu_type_ok(p->req, ig->model),
+                        .switchable = sw && ig->mode != MK_CLAIM_SOFT,
                 };
                 for (size_t i = 0; i < ig->n_soft && r >= 0; i++)
                         if (!p->uid || !streq(ig->soft[i].uid, p->uid))
@@ -102,7 +108,7 @@ int mk_sched_place_pool(struct mk_sched_scratch **scp, const struct mk_sched_pla
         size_t n_soft = 0;
         bool any_mig = false;
         for (size_t g = 0; g < inv->n_gpus; g++)
-                any_mig |= inv->gpus[g].mode == MK_CLAIM_MIG;
+                any_mig |= inv->gpus[g].mode == MK_CLAIM_MIG || inv->gpus[g].switchable;
         int r = 0;
         if (req->allow_soft && (r = fill_soft(sc, p, &n_soft)) < 0) {
                 snprintf(reason, size, "a shared GPU has more than %u soft slices", MK_FIT_SOFT_MAX_SLICES);

@@ -212,9 +212,10 @@ static json_t *pool_pod(const char *uid, const char *mem, int cores, const char 
         return p;
 }
 
-/* decide() without its two-feasible check: the verdicts only. */
-static void decide_pool(struct fixture *f, const json_t *p, char *out, size_t size) {
-        static const char *const names[] = {"mixed", "shared"};
+/* decide() without its two-feasible check: the verdicts on nodes n0, n1 only. */
+static void decide_pool_nodes(struct fixture *f, const json_t *p, const char *n0, const char *n1, char *out,
+                              size_t size) {
+        const char *const names[] = {n0, n1};
         struct mk_pod_request req;
         assert_int_equal(mk_pod_request_parse(p, f->cfg, &req, NULL), 0);
         struct mk_sched_pod_ask ask = {
@@ -231,6 +232,10 @@ static void decide_pool(struct fixture *f, const json_t *p, char *out, size_t si
                 len += (size_t) snprintf(out + len, size - len, "%s%s:%d%s%s", i ? "|" : "", names[i], d.v[i].r,
                                          d.v[i].r < 0 ? ":" : "", d.v[i].r < 0 ? mk_sched_verdict_reason(&d, i) : "");
         mk_sched_decisions_done(&d);
+}
+
+static void decide_pool(struct fixture *f, const json_t *p, char *out, size_t size) {
+        decide_pool_nodes(f, p, "mixed", "shared", out, size);
 }
 
 static void reserve_pool(struct fixture *f, const json_t *p, const char *node, struct mk_claim *c, int want) {
@@ -300,11 +305,79 @@ static void test_pool(void **state) {
         json_decref(any);
 }
 
+/* The idle mode switch: node "sw" (mixed, modeswitch: idle) has a full
+ * MIG GPU and an idle shared GPU the agent lists switchable, with the MIG
+ * profiles it would offer; node "pin" the same without switchable. */
+#define SWITCH_INV(node, sw)                                                                                      \
+        "{\"version\":1,\"node\":\"" node "\",\"gpus\":[{\"index\":0,\"uuid\":\"GPU-" node "0\","               \
+        FIXTURE_INV_A100_PROFILES "\"instances\":[{\"state\":\"created\",\"profile\":\"7g.40gb\",\"id\":0,"     \
+        "\"slices\":7,\"placement\":[0,8],\"gi\":1,\"migUUID\":\"MIG-x\",\"pod\":\"ns/x\",\"uid\":\"x\"}]},"       \
+        "{\"index\":1,\"uuid\":\"GPU-" node "1\",\"model\":\"NVIDIA A100-SXM4-40GB\",\"memoryMiB\":40960,"       \
+        "\"units\":8,\"slices\":7,\"sms\":98,\"mig\":false,\"profiles\":[{\"name\":\"3g.20gb\",\"id\":9,"       \
+        "\"slices\":3,\"memoryMiB\":19968,\"maxCount\":2,\"sms\":42,\"placements\":[[0,4],[4,4]]}],"            \
+        "\"instances\":[],\"mode\":\"hami-core\",\"split\":4,\"softSlices\":[]" sw "}]}"
+
+static int setup_switch(void **state) {
+        struct fixture *f = calloc(1, sizeof(*f));
+        const char *y = "version: v1\nnodeconfig:\n  - name: sw\n    operatingmode: mixed\n    modeswitch: idle\n"
+                        "  - name: pin\n    operatingmode: mixed\n";
+        assert_int_equal(mk_sched_config_parse(y, strlen(y), "c", &f->cfg, NULL), 0);
+        assert_int_equal(mk_sched_cache_init(&f->cache), 0);
+        assert_int_equal(mk_sched_shapes_init(&f->shapes), 0);
+        static const char *const invs[][2] = {{"sw", SWITCH_INV("sw", ",\"switchable\":true")},
+                                              {"pin", SWITCH_INV("pin", "")}};
+        for (size_t i = 0; i < ELEMENTSOF(invs); i++) {
+                json_t *n = json_pack("{s:{s:s, s:{s:s}}}", "metadata", "name", invs[i][0], "annotations",
+                                      MK_ANN_INVENTORY, invs[i][1]);
+                assert_int_equal(mk_sched_cache_node_event(&f->cache, MK_KUBE_EVENT_ADDED, n), 0);
+                json_decref(n);
+        }
+        *state = f;
+        return 0;
+}
+
+static void test_pool_switch(void **state) {
+        struct fixture *f = *state;
+        char a[2048];
+        /* A MIG pod fits only after a switch: on "sw" only, on its shared GPU. */
+        json_t *m1 = pool_pod("m1", "19000", 0, "mig");
+        decide_pool_nodes(f, m1, "sw", "pin", a, sizeof(a));
+        if (strncmp(a, "sw:0|pin:-28:", 13) != 0)
+                fail_msg("mig pod: %s", a);
+        struct mk_claim c;
+        reserve_pool(f, m1, "sw", &c, 0); /* recorded as pending in the cache */
+        assert_int_equal(c.devices[0].mode, MK_CLAIM_MIG);
+        assert_string_equal(c.devices[0].gpu, "GPU-sw1");
+        assert_string_equal(c.devices[0].profile, "3g.20gb");
+        /* Its reservation turns the GPU MIG for the extender: a second MIG
+         * pod takes the other 3g there, a soft pod finds no shared GPU. */
+        json_t *s1 = pool_pod("s1", "2000", 0, "hami-core");
+        decide_pool_nodes(f, s1, "sw", "pin", a, sizeof(a));
+        if (strncmp(a, "sw:-28:", 7) != 0 || !strstr(a, "|pin:0"))
+                fail_msg("soft pod after the switch: %s", a);
+        json_t *m2 = pool_pod("m2", "19000", 0, "mig");
+        struct mk_claim c2;
+        reserve_pool(f, m2, "sw", &c2, 0);
+        assert_string_equal(c2.devices[0].gpu, "GPU-sw1");
+        assert_int_not_equal(c2.devices[0].placement.start, c.devices[0].placement.start);
+        /* A pod without a mode that fits a shared GPU takes "pin"'s shared
+         * GPU without a switch: a switch is the last resort. */
+        json_t *any = pool_pod("a1", "3000", 0, NULL);
+        struct mk_claim c3;
+        reserve_pool(f, any, "pin", &c3, 0);
+        assert_int_equal(c3.devices[0].mode, MK_CLAIM_SOFT);
+        json_decref(m1);
+        json_decref(s1);
+        json_decref(m2);
+        json_decref(any);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_decide, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_reserve, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_pool, setup_pool, teardown),
+                cmocka_unit_test_setup_teardown(test_pool_switch, setup_switch, teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

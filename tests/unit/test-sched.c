@@ -211,6 +211,113 @@ static void test_inventory_shared(void **state) {
         mk_snapshot_free(s);
 }
 
+/* The idle mode-switch rule (mk_sched_config_may_switch) as the inventory
+ * states it: on a mixed node with modeswitch: idle, GPU 0 (MIG on) and GPU
+ * 1 (MIG off) without gpus entries. */
+static void test_inventory_switch(void **state) {
+        (void) state;
+        struct mk_snapshot *s = snapshot_one_gpu();
+        s->gpus = realloc(s->gpus, 2 * sizeof(*s->gpus));
+        s->n_gpus = 2;
+        struct mk_gpu *g1 = &s->gpus[1];
+        *g1 = s->gpus[0];
+        g1->index = 1;
+        snprintf(g1->uuid, sizeof(g1->uuid), "GPU-bbbb");
+        g1->mig_current = MK_MIG_DISABLED;
+        g1->profiles = calloc(1, sizeof(*g1->profiles));
+        g1->n_profiles = 1;
+        static const unsigned s3[] = {0, 4};
+        set_profile(&g1->profiles[0], "3g.20gb", 9, 3, 19968, 2, 42, 4, 2, s3);
+        g1->gis = NULL;
+        g1->n_gis = 0;
+        /* GPU 0 first without its instance */
+        s->gpus[0].n_gis = 0;
+        struct mk_sched_config *cfg = NULL;
+        const char *y = "version: v1\nnodeconfig:\n  - name: n1\n    operatingmode: mixed\n    modeswitch: idle\n"
+                        "    devicesplitcount: 4\n";
+        assert_int_equal(mk_sched_config_parse(y, strlen(y), "c", &cfg, NULL), 0);
+        /* Idle: both switchable, GPU 0 with its split, GPU 1 with its MIG profiles. */
+        struct mk_inventory *inv = NULL;
+        assert_int_equal(mk_inventory_from_snapshot(s, cfg, "n1", NULL, 0, &inv, NULL), 0);
+        assert_int_equal(inv->n_gpus, 2);
+        assert_int_equal(inv->gpus[0].mode, MK_CLAIM_MIG);
+        assert_true(inv->gpus[0].switchable);
+        assert_int_equal(inv->gpus[0].split, 4);
+        assert_int_equal(inv->gpus[1].mode, MK_CLAIM_SOFT);
+        assert_true(inv->gpus[1].switchable);
+        assert_int_equal(inv->gpus[1].n_profiles, 1);
+        char *v = NULL, *v2 = NULL;
+        assert_int_equal(mk_inventory_format(inv, &v, NULL), 0);
+        assert_non_null(strstr(v, "\"instances\":[],\"switchable\":true,\"split\":4}"));
+        assert_non_null(strstr(v, "\"switchable\":true,\"mode\":\"hami-core\",\"split\":4,\"softSlices\":[]}"));
+        struct mk_inventory *back = NULL;
+        assert_int_equal(mk_inventory_parse(v, strlen(v), &back, NULL), 0);
+        assert_true(back->gpus[0].switchable && back->gpus[1].switchable);
+        assert_int_equal(back->gpus[0].split, 4);
+        assert_int_equal(mk_inventory_format(back, &v2, NULL), 0);
+        assert_string_equal(v, v2);
+        free(v2);
+        mk_inventory_free(back);
+        /* The agent's hold: not switchable, the switch-only data gone (the plain forms). */
+        mk_inventory_hold_mode(inv, 0);
+        mk_inventory_hold_mode(inv, 1);
+        free(v);
+        assert_int_equal(mk_inventory_format(inv, &v, NULL), 0);
+        assert_null(strstr(v, "switchable"));
+        assert_non_null(strstr(v, "\"instances\":[]},{"));
+        assert_non_null(strstr(v, "\"mig\":false,\"profiles\":[],"));
+        free(v);
+        mk_inventory_free(inv);
+        /* Reservations of the other mode give an idle GPU that mode (the
+         * agent switches it); of its own mode they only hold it; of both
+         * modes it keeps its mode. */
+        struct mk_claim cl[3] = {make_claim("ns", "a", "u1", "n1", 1), make_claim("ns", "b", "u2", "n1", 2),
+                                 make_claim("ns", "c", "u3", "n1", 3)};
+        add_dev(&cl[0], 0, "GPU-bbbb", "3g.20gb", 9, 3, pl(0, 4), NULL);
+        add_soft(&cl[1], 0, "GPU-aaaa", 8000, 0, NULL);
+        assert_int_equal(mk_inventory_from_snapshot(s, cfg, "n1", cl, 2, &inv, NULL), 0);
+        assert_int_equal(inv->gpus[0].mode, MK_CLAIM_SOFT);
+        assert_false(inv->gpus[0].switchable);
+        assert_int_equal(inv->gpus[0].n_soft, 1);
+        assert_int_equal(inv->gpus[1].mode, MK_CLAIM_MIG);
+        assert_false(inv->gpus[1].switchable || inv->gpus[1].mig_enabled);
+        assert_int_equal(inv->gpus[1].n_instances, 1);
+        assert_int_equal(inv->gpus[1].instances[0].state, MK_INV_RESERVED);
+        mk_inventory_free(inv);
+        add_soft(&cl[2], 0, "GPU-bbbb", 1000, 0, NULL);
+        add_dev(&cl[1], 1, "GPU-aaaa", "3g.20gb", 9, 3, pl(4, 4), NULL);
+        assert_int_equal(mk_inventory_from_snapshot(s, cfg, "n1", cl, 3, &inv, NULL), 0);
+        assert_int_equal(inv->gpus[0].mode, MK_CLAIM_MIG);
+        assert_int_equal(inv->gpus[1].mode, MK_CLAIM_SOFT);
+        assert_false(inv->gpus[0].switchable || inv->gpus[1].switchable);
+        mk_inventory_free(inv);
+        /* A GPU instance (an orphan too) keeps GPU 0 MIG whatever is reserved. */
+        s->gpus[0].n_gis = 1;
+        assert_int_equal(mk_inventory_from_snapshot(s, cfg, "n1", cl + 1, 1, &inv, NULL), 0);
+        assert_int_equal(inv->gpus[0].mode, MK_CLAIM_MIG);
+        assert_false(inv->gpus[0].switchable);
+        mk_inventory_free(inv);
+        mk_sched_config_free(cfg);
+        /* modeswitch never, or a gpus entry: never switchable, never switched. */
+        static const char *const fixed[] = {
+                "version: v1\nnodeconfig:\n  - name: n1\n    operatingmode: mixed\n",
+                "version: v1\nnodeconfig:\n  - name: n1\n    operatingmode: mixed\n    modeswitch: idle\n"
+                "    gpus: [{index: 0, mode: mig}, {index: 1, mode: hami-core}]\n",
+        };
+        for (size_t i = 0; i < ELEMENTSOF(fixed); i++) {
+                assert_int_equal(mk_sched_config_parse(fixed[i], strlen(fixed[i]), "c", &cfg, NULL), 0);
+                s->gpus[0].n_gis = 0;
+                assert_int_equal(mk_inventory_from_snapshot(s, cfg, "n1", cl, 1, &inv, NULL), 0);
+                assert_int_equal(inv->gpus[0].mode, MK_CLAIM_MIG);
+                assert_int_equal(inv->gpus[1].mode, MK_CLAIM_SOFT);
+                assert_false(inv->gpus[0].switchable || inv->gpus[1].switchable);
+                mk_inventory_free(inv);
+                mk_sched_config_free(cfg);
+        }
+        s->gpus[0].n_gis = 1;
+        mk_snapshot_free(s);
+}
+
 #define SHARED_GPU(x)                                                                                              \
         "{\"version\":1,\"node\":\"n\",\"gpus\":[{\"index\":0,\"uuid\":\"G\",\"model\":\"m\",\"memoryMiB\":1," \
         "\"units\":0,\"slices\":0,\"mig\":false,\"profiles\":[],\"instances\":[]" x "}]}"
@@ -220,6 +327,11 @@ static const struct {
 } bad_inventories[] = {
         {"bad mode", SHARED_GPU(",\"mode\":\"mps\""), "mode: unknown 'mps'"},
         {"split on a mig GPU", SHARED_GPU(",\"split\":3"), "split and softSlices are for a hami-core GPU"},
+        {"switchable not a bool", SHARED_GPU(",\"switchable\":1"), "switchable: must be true or false"},
+        {"switchable with a soft slice",
+         SHARED_GPU(",\"switchable\":true,\"mode\":\"hami-core\",\"softSlices\":[{\"pod\":\"a/b\",\"uid\":\"u\","
+                    "\"container\":0,\"memoryMiB\":1,\"cores\":0}]"),
+         "switchable: a GPU with instances or soft slices is not idle"},
         {"split zero", SHARED_GPU(",\"mode\":\"hami-core\",\"split\":0"), "split: must be at least 1"},
         {"split too big", SHARED_GPU(",\"mode\":\"hami-core\",\"split\":65"), "split: must be an integer"},
         {"softSlices not a list", SHARED_GPU(",\"mode\":\"hami-core\",\"softSlices\":{}"), "softSlices: must be"},
@@ -1062,6 +1174,7 @@ int main(void) {
                 cmocka_unit_test(test_inventory),
                 cmocka_unit_test(test_inventory_invalid),
                 cmocka_unit_test(test_inventory_shared),
+                cmocka_unit_test(test_inventory_switch),
                 cmocka_unit_test_setup_teardown(test_filter, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_filter_nodes_form, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_names_cache, setup, teardown),
