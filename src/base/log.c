@@ -84,6 +84,45 @@ bool mk_log_area_enabled(const char *area) {
         return strstr(log_areas, key) != NULL;
 }
 
+size_t mk_log_escape(const char *s, char *buf, size_t size) {
+        static const char hex[] = "0123456789abcdef";
+        size_t i = 0, o = 0;
+        if (size == 0)
+                return 0;
+        for (; s[i]; i++) {
+                unsigned char c = (unsigned char) s[i];
+                unsigned char c1 = (unsigned char) s[i + 1];
+                char esc[7];
+                size_t k;
+                if (c == '\n' || c == '\r' || c == '\t') {
+                        esc[0] = '\\';
+                        esc[1] = c == '\n' ? 'n' : c == '\r' ? 'r' : 't';
+                        k = 2;
+                } else if (c < 0x20 || c == 0x7f) {
+                        memcpy(esc, "\\x", 2);
+                        esc[2] = hex[c >> 4];
+                        esc[3] = hex[c & 15];
+                        k = 4;
+                } else if (c == 0xc2 && c1 >= 0x80 && c1 <= 0x9f) { /* U+0080..U+009F, C1 controls (CSI...) */
+                        memcpy(esc, "\\u00", 4);
+                        esc[4] = hex[c1 >> 4];
+                        esc[5] = hex[c1 & 15];
+                        k = 6;
+                } else {
+                        esc[0] = (char) c;
+                        k = 1;
+                }
+                if (o + k >= size)
+                        break;
+                memcpy(buf + o, esc, k);
+                o += k;
+                if (k == 6)
+                        i++; /* the C1 control's second byte */
+        }
+        buf[o] = 0;
+        return i;
+}
+
 int mk_log_internal(enum mk_log_level level, const char *area, int error, const char *file, int line,
                     const char *fmt, ...) {
         if (level > log_level && !(level == MK_LOG_DEBUG && mk_log_area_enabled(area)))
@@ -99,23 +138,25 @@ int mk_log_internal(enum mk_log_level level, const char *area, int error, const 
         const char *base = strrchr(file, '/');
         base = base ? base + 1 : file;
 
-        char buf[MK_LOG_LINE_MAX];
+        char buf[MK_LOG_LINE_MAX], msg[MK_LOG_LINE_MAX];
         int n = snprintf(buf, sizeof(buf), "%c%02d%02d %02d:%02d:%02d.%06ld %7d %s:%d] ",
                          letters[level], tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
                          (long) tv.tv_usec, (int) getpid(), base, line);
-        if (n < 0)
+        if (n < 0 || (size_t) n >= sizeof(buf))
                 n = 0;
-        if ((size_t) n < sizeof(buf)) {
-                va_list ap;
-                errno = error < 0 ? -error : error;
-                va_start(ap, fmt);
-                int m = vsnprintf(buf + n, sizeof(buf) - n, fmt, ap);
-                va_end(ap);
-                if (m > 0)
-                        n += m;
+        va_list ap;
+        errno = error < 0 ? -error : error;
+        va_start(ap, fmt);
+        int m = vsnprintf(msg, sizeof(msg), fmt, ap);
+        va_end(ap);
+        bool cut = m >= (int) sizeof(msg);
+        if (m > 0) {
+                size_t k = mk_log_escape(msg, buf + n, sizeof(buf) - 1 - (size_t) n);
+                cut = cut || k < (size_t) m; /* not all of msg fit, escaped */
+                n += (int) strlen(buf + n);
         }
-        if ((size_t) n >= sizeof(buf) - 1) {
-                n = sizeof(buf) - 2;
+        if (cut) {
+                n = MAX(n, 3);
                 memcpy(buf + n - 3, "...", 3);
         }
         buf[n++] = '\n';

@@ -3,7 +3,9 @@
  * Levels error < warning < info < debug; debug lines can also be switched on
  * per area (nvml, k8s, plugin, sched, spawn...) with mk_log_parse_debug().
  * Library modules log at debug only; the caller that decides logs failures,
- * once (STYLE.md habits 14-15). Thread-safe: one write(2) per line. */
+ * once (STYLE.md habits 14-15). Thread-safe: one write(2) per line.
+ * A line is always one line: control characters in the message (from
+ * names, labels, hook output...) are escaped, see mk_log_escape(). */
 #pragma once
 
 #include <stdbool.h>
@@ -34,6 +36,14 @@ bool mk_log_area_enabled(const char *area);
 
 /* Where lines go: a file descriptor (default 2). For tests. */
 void mk_log_set_fd(int fd);
+
+/* Copies NUL-terminated s to buf (size bytes, always NUL-terminated when
+ * size > 0) with every control character escaped: \n \r \t, other C0
+ * bytes and DEL as \xHH, UTF-8 C1 controls (U+0080..U+009F) as \u00HH.
+ * Returns how many bytes of s were consumed (strlen(s) when all fit). Every
+ * log line goes through it, so a name carrying a newline or a terminal
+ * escape cannot forge a line or drive the terminal. */
+size_t mk_log_escape(const char *s, char *buf, size_t size) _nonnull_(1, 2);
 
 /* Logs and returns `error` (a negative errno, or 0); `%m` in fmt prints
  * strerror(-error). area may be NULL. */

@@ -365,6 +365,47 @@ static void test_log_long_line(void **state) {
         assert_string_equal(l + n - 4, "...\n");
 }
 
+/* A name carrying control characters cannot forge a second line or drive
+ * the terminal: the line comes out escaped, one line (issue 17). */
+static void test_log_escapes_controls(void **state) {
+        mk_log_set_level(MK_LOG_INFO);
+        (void) log_read();
+        log_info("Node '%s' has junk", "n1\nI1121 00:00:00.000000 1 forged.c:1] evil\r\x1b[31m\x7f\tx\xc2\x9by\x01");
+        const char *l = log_read();
+        assert_int_equal(l[0], 'I');
+        const char *nl = strchr(l, '\n');
+        assert_non_null(nl);
+        assert_int_equal(nl[1], 0); /* one line */
+        const char *tail = strstr(l, "] ");
+        assert_non_null(tail);
+        assert_string_equal(tail, "] Node 'n1\\nI1121 00:00:00.000000 1 forged.c:1] evil\\r\\x1b[31m\\x7f\\tx\\u009by"
+                                  "\\x01' has junk\n");
+        /* Plain UTF-8 stays as it is. */
+        log_info("pod '%s'", "caf\xc3\xa9 \xe2\x9c\x93");
+        assert_non_null(strstr(log_read(), "] pod 'caf\xc3\xa9 \xe2\x9c\x93'\n"));
+
+        /* Escapes never split at the buffer's end; the copy says what it took. */
+        char buf[8];
+        assert_int_equal(mk_log_escape("ab\ncd", buf, sizeof(buf)), 5);
+        assert_string_equal(buf, "ab\\ncd");
+        assert_int_equal(mk_log_escape("abcde\x1b", buf, sizeof(buf)), 5);
+        assert_string_equal(buf, "abcde");
+        assert_int_equal(mk_log_escape("x", buf, 0), 0);
+
+        /* A long line of newlines stays one line, cut with "...". */
+        char *big = malloc(5000);
+        assert_non_null(big);
+        memset(big, '\n', 4999);
+        big[4999] = 0;
+        log_info("%s", big);
+        free(big);
+        l = log_read();
+        size_t n = strlen(l);
+        assert_in_range(n, 4090, 4095); /* an escape that does not fit whole is left out */
+        assert_ptr_equal(strchr(l, '\n'), l + n - 1);
+        assert_string_equal(l + n - 4, "...\n");
+}
+
 /* ---- dynbuf ---- */
 
 static void test_buf_cap_boundary(void **state) {
@@ -1674,7 +1715,7 @@ int main(void) {
         const struct CMUnitTest log_tests[] = {
                 cmocka_unit_test(test_log_line_shape), cmocka_unit_test(test_log_levels),
                 cmocka_unit_test(test_log_areas),      cmocka_unit_test(test_log_errno),
-                cmocka_unit_test(test_log_long_line),
+                cmocka_unit_test(test_log_long_line),    cmocka_unit_test(test_log_escapes_controls),
         };
         const struct CMUnitTest buf_tests[] = {
                 cmocka_unit_test(test_buf_cap_boundary), cmocka_unit_test(test_buf_atomic),
