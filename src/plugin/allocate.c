@@ -219,13 +219,9 @@ int mk_dp_allocate(const struct mk_snapshot *s, const struct mk_dp_resource *r, 
         _cleanup_free_ const struct mk_dp_device **req = calloc(n_ids, sizeof(*req));
         if (!req)
                 return mk_error_set(e, -ENOMEM, "Out of memory");
-        for (size_t i = 0; i < n_ids; i++) {
-                const struct mk_dp_device *d = ids && ids[i] ? mk_dp_resource_find_device(r, ids[i]) : NULL;
-                if (!d)
-                        return mk_error_set(e, -EINVAL, "invalid allocation request for '%s': unknown device: '%.*s'",
-                                            r->name, 128, ids && ids[i] ? ids[i] : "(null)");
-                req[i] = d;
-        }
+        int q = mk_dp_resource_find_devices(r, ids, n_ids, "invalid allocation request", req, e);
+        if (q < 0)
+                return q;
         (void) s;
         return mk_dp_allocate_devices(req, n_ids, r->name, o, ret, e);
 }

@@ -37,8 +37,8 @@ struct mk_dp_response {
         size_t n_cdi_devices;
 };
 
-/* One container of an Allocate. Validates the ids (an unknown id or more
- * than MK_DP_MAX_REQUEST_IDS: -EINVAL naming it; a shared resource with
+/* One container of an Allocate. Validates the ids (an unknown id, an id
+ * listed twice or more than MK_DP_MAX_REQUEST_IDS: -EINVAL naming it; a shared resource with
  * failRequestsGreaterThanOne and more than one id: -EINVAL "maximum request
  * size for shared resources is 1; found N"), maps replicas to their base
  * devices (deduplicated, request order kept; with the index id strategy

@@ -400,11 +400,9 @@ static int allocate_dynamic(struct dp_server *s, const V1beta1__AllocateRequest 
                 if (c->n_devices_ids == 0 || c->n_devices_ids > MK_MAX_CLAIM_DEVICES)
                         r = mk_error_set(e, -EINVAL, "Allocate: container request %zu has %zu devices, 1 to %u", i,
                                          c->n_devices_ids, MK_MAX_CLAIM_DEVICES);
-                for (size_t j = 0; r >= 0 && j < c->n_devices_ids; j++)
-                        if (!c->devices_ids[j] || !mk_dp_resource_find_device(server_resource(s), c->devices_ids[j]))
-                                r = mk_error_set(e, -EINVAL,
-                                                 "invalid allocation request for '%s': unknown device: '%.*s'",
-                                                 s->name, 128, c->devices_ids[j] ? c->devices_ids[j] : "(null)");
+                if (r >= 0)
+                        r = mk_dp_resource_find_devices(server_resource(s), (const char *const *) c->devices_ids,
+                                                        c->n_devices_ids, "invalid allocation request", NULL, e);
                 counts[i] = (unsigned) c->n_devices_ids;
         }
         pthread_mutex_unlock(&d->lock);

@@ -346,17 +346,20 @@ int mk_dp_preferred(const struct mk_snapshot *s, const struct mk_dp_resource *r,
         _cleanup_free_ bool *is_must = calloc(r->n_devices ? r->n_devices : 1, sizeof(*is_must));
         _cleanup_free_ const struct mk_dp_device **cand = calloc(n_available + n_must + 1, sizeof(*cand));
         _cleanup_free_ const struct mk_dp_device **must = calloc(n_must + 1, sizeof(*must));
-        if (!taken || !is_must || !cand || !must)
+        _cleanup_free_ const struct mk_dp_device **avail = calloc(n_available + 1, sizeof(*avail));
+        if (!taken || !is_must || !cand || !must || !avail)
                 return mk_error_set(e, -ENOMEM, "Out of memory");
-        size_t nm = 0, nc = 0;
+        /* Each list names a device once (a repeat: -EINVAL); must_include
+         * ids are in available too, as the kubelet sends them. */
+        int q = mk_dp_resource_find_devices(r, must_include, n_must, "preferred allocation", must, e);
+        if (q < 0)
+                return q;
+        q = mk_dp_resource_find_devices(r, available, n_available, "preferred allocation", avail, e);
+        if (q < 0)
+                return q;
+        size_t nm = n_must, nc = 0;
         for (size_t i = 0; i < n_must; i++) {
-                const struct mk_dp_device *d = must_include[i] ? mk_dp_resource_find_device(r, must_include[i]) : NULL;
-                if (!d)
-                        return mk_error_set(e, -EINVAL, "preferred allocation for '%s': unknown device: '%.*s'",
-                                            r->name, 128, must_include[i] ? must_include[i] : "(null)");
-                size_t p = (size_t) (d - r->devices);
-                if (!is_must[p])
-                        must[nm++] = d;
+                size_t p = (size_t) (must[i] - r->devices);
                 is_must[p] = taken[p] = true;
         }
         if (nm > size)
@@ -366,10 +369,7 @@ int mk_dp_preferred(const struct mk_snapshot *s, const struct mk_dp_resource *r,
                                     r->name, nm, size);
         bool shared = false, all_whole = true;
         for (size_t i = 0; i < n_available; i++) {
-                const struct mk_dp_device *d = available[i] ? mk_dp_resource_find_device(r, available[i]) : NULL;
-                if (!d)
-                        return mk_error_set(e, -EINVAL, "preferred allocation for '%s': unknown device: '%.*s'",
-                                            r->name, 128, available[i] ? available[i] : "(null)");
+                const struct mk_dp_device *d = avail[i];
                 size_t p = (size_t) (d - r->devices);
                 if (taken[p])
                         continue;
@@ -394,7 +394,6 @@ int mk_dp_preferred(const struct mk_snapshot *s, const struct mk_dp_resource *r,
         if (!out)
                 return mk_error_set(e, -ENOMEM, "Out of memory");
         memcpy(out, must, nm * sizeof(*must));
-        int q = 0;
         if (needed > 0) {
                 if (shared)
                         q = pick_shared(cand, nc, must, nm, needed, out + nm, e);

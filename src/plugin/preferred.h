@@ -22,7 +22,8 @@
  * Ids are returned in ascending order (must_include ones included).
  * must_include ids missing from `available` are taken as available (the
  * kubelet sends them in both). -EINVAL when size is 0, there are fewer than
- * size ids, an id is unknown to r, or must_include has more than size ids. *ret_ids (NULL-terminated, strv_free) only on success. */
+ * size ids, an id is unknown to r or listed twice in one list, or
+ * must_include has more than size ids. *ret_ids (NULL-terminated, strv_free) only on success. */
 int mk_dp_preferred(const struct mk_snapshot *s, const struct mk_dp_resource *r, const char *const *available,
                     size_t n_available, const char *const *must_include, size_t n_must, unsigned size,
                     char ***ret_ids, struct mk_error *e) _nonnull_(2, 8) _wur_;

@@ -669,6 +669,27 @@ const struct mk_dp_device *mk_dp_resource_find_device(const struct mk_dp_resourc
         return NULL;
 }
 
+int mk_dp_resource_find_devices(const struct mk_dp_resource *r, const char *const *ids, size_t n, const char *what,
+                                const struct mk_dp_device **devs, struct mk_error *e) {
+        _cleanup_free_ bool *seen = calloc(r->n_devices ? r->n_devices : 1, sizeof(*seen));
+        if (!seen)
+                return mk_error_set(e, -ENOMEM, "Out of memory");
+        for (size_t i = 0; i < n; i++) {
+                const struct mk_dp_device *d = ids && ids[i] ? mk_dp_resource_find_device(r, ids[i]) : NULL;
+                if (!d)
+                        return mk_error_set(e, -EINVAL, "%s for '%s': unknown device: '%.*s'", what, r->name, 128,
+                                            ids && ids[i] ? ids[i] : "(null)");
+                size_t p = (size_t) (d - r->devices);
+                if (seen[p])
+                        return mk_error_set(e, -EINVAL, "%s for '%s': device '%s' is listed twice", what, r->name,
+                                            d->id);
+                seen[p] = true;
+                if (devs)
+                        devs[i] = d;
+        }
+        return 0;
+}
+
 unsigned mk_dp_resources_set_health(struct mk_dp_resources *rs, unsigned gpu, unsigned gi_id, unsigned ci_id,
                                     bool healthy) {
         unsigned changed = 0;

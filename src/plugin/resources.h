@@ -131,6 +131,17 @@ const struct mk_dp_resource *mk_dp_resources_find(const struct mk_dp_resources *
  * ids are sorted, linear otherwise). */
 const struct mk_dp_device *mk_dp_resource_find_device(const struct mk_dp_resource *r, const char *id);
 
+/* Looks up the n ids of one request (an Allocate container request, a
+ * GetPreferredAllocation list) in r: -EINVAL "<what> for '<resource>':
+ * unknown device: '<id>'" for an id r lacks (or a NULL one), and
+ * "<what> for '<resource>': device '<id>' is listed twice" for an id given
+ * again. The kubelet keeps device ids in sets and never repeats one;
+ * upstream k8s-device-plugin v0.17 accepts repeats, we refuse them
+ * (docs/device-plugin.md). devs (n entries, may be NULL), a scratch
+ * buffer of the caller's, gets the devices in request order. */
+int mk_dp_resource_find_devices(const struct mk_dp_resource *r, const char *const *ids, size_t n, const char *what,
+                                const struct mk_dp_device **devs, struct mk_error *e) _nonnull_(1, 4) _wur_;
+
 /* Health from the health monitor: marks every device (all replicas) of the
  * GPU at position `gpu` of the snapshot: the whole GPU and all its MIG
  * devices when gi_id == UINT32_MAX, else the MIG devices of GI gi_id (and CI

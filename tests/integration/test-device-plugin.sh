@@ -413,13 +413,19 @@ list=$(devices "$from" nvidia.com/gpu-shared)
 [ "$(jq_ "$list" "len(e['devices'])")" = 16 ] || fail "--resource-config: $list"
 stop_plugin
 
-echo "--- errors: an unknown id, a bad allocation size"
+echo "--- errors: an unknown id, an id listed twice, a bad allocation size"
 from=$(lines)
 start_plugin "$state_none" dgx-h100
 registered "$from" nvidia.com/gpu
 r=$(cmd allocate nvidia.com/gpu "GPU-00000000-0000-0000-0000-000000000000")
 [ "$(jq_ "$r" "e['ok']")" = False ] || fail "an unknown id was allocated: $r"
 [ "$(jq_ "$r" "e['code']")" = StatusCode.INVALID_ARGUMENT ] || fail "unknown id: want INVALID_ARGUMENT: $r"
+r=$(cmd allocate nvidia.com/gpu "${uuid[1]},${uuid[0]},${uuid[1]}")
+[ "$(jq_ "$r" "e['ok'] == False and e['code'] == 'StatusCode.INVALID_ARGUMENT' and \"'${uuid[1]}' is listed twice\" in e['error']")" = True ] \
+  || fail "a device id listed twice in one Allocate: want INVALID_ARGUMENT naming it: $r"
+r=$(cmd preferred nvidia.com/gpu "${uuid[0]},${uuid[1]},${uuid[0]}" - 1)
+[ "$(jq_ "$r" "e['ok'] == False and e['code'] == 'StatusCode.INVALID_ARGUMENT' and \"'${uuid[0]}' is listed twice\" in e['error']")" = True ] \
+  || fail "a device id listed twice in GetPreferredAllocation: want INVALID_ARGUMENT naming it: $r"
 r=$(cmd preferred nvidia.com/gpu "${uuid[0]},${uuid[1]}" - 0)
 [ "$(jq_ "$r" "e['ok']")" = False ] || fail "allocation_size 0 was answered: $r"
 r=$(cmd preferred nvidia.com/gpu "${uuid[0]},GPU-nope" - 1)

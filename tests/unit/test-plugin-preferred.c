@@ -217,6 +217,11 @@ static const struct pcase cases[] = {
          "error: 3 devices must be included, more than the 2 requested"},
         {"unknown id", FOUR, TOPO_NONE, 0, NULL, "nvidia.com/gpu", "0 GPU-nope", NULL, 1,
          "error: unknown device: 'GPU-nope'"},
+        {"an available id listed twice", FOUR, TOPO_NONE, 0, NULL, "nvidia.com/gpu", "0 1 2 1", NULL, 1,
+         "error: preferred allocation for 'nvidia.com/gpu': device 'GPU-00000001-0000-0000-0000-000000000000' is "
+         "listed twice"},
+        {"a must-include id listed twice", FOUR, TOPO_NONE, 0, NULL, "nvidia.com/gpu", "*", "2 2", 2,
+         "error: device 'GPU-00000002-0000-0000-0000-000000000000' is listed twice"},
 };
 
 static void run_case(const struct pcase *t) {
