@@ -129,6 +129,11 @@ static int eval_node(struct request *rq, const struct mk_sched_cand *c, struct m
                 snprintf(reason, size, "%s", n->reason);
                 return -ENOSPC;
         }
+        if (n && n->alloc_error) { /* CPU and memory cannot be judged: not called feasible */
+                snprintf(reason, size, "%s", n->alloc_error);
+                mk_inventory_free(own);
+                return -EINVAL;
+        }
         bool plain = !own && node_state_plain(n, rq->ask->uid, rq->own_node);
         int r;
         if (plain && rq->shape && mk_sched_memo_get(&n->memo, rq->shape, &r, priority, reason, size)) {
@@ -240,6 +245,8 @@ int mk_sched_decide_reserve(const struct mk_sched_config *cfg, struct mk_sched_c
                 r = mk_error_set(e, -ENOENT, "node '%s' is not in migkit's cache", node);
         else if (!n->inv)
                 r = mk_error_set(e, -ENOSPC, "node '%s': %s", node, n->reason);
+        else if (n->alloc_error)
+                r = mk_error_set(e, -EINVAL, "node '%s': %s", node, n->alloc_error);
         else if (req->n_containers == 0)
                 r = 0;
         else if (!(place = place_for(cfg, node, req, true, reason, sizeof(reason))))

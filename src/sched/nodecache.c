@@ -172,6 +172,7 @@ static void node_free(void *p) {
         free(n->fit_cache);
         mk_sched_memo_done(&n->memo);
         free(n->claims);
+        free(n->alloc_error);
         free(n->name);
         free(n);
 }
@@ -334,18 +335,39 @@ void mk_sched_cache_counts(struct mk_sched_cache *c, size_t *ret_nodes, size_t *
 
 /* --- informer events --- */
 
+/* status.allocatable[key] in milli-units into *ret (0 when absent:
+ * unknown, not checked). A value there that is not a string or not a valid
+ * quantity (junk, negative, out of range) is -EINVAL with `why` naming the
+ * field: the node cannot be judged, so it is refused rather than called
+ * feasible. */
+static int allocatable(const json_t *alloc, const char *key, uint64_t *ret, char *why, size_t size) {
+        const json_t *v = json_object_get(alloc, key);
+        *ret = 0;
+        if (!v)
+                return 0;
+        if (!json_is_string(v)) {
+                snprintf(why, size, "status.allocatable.%s is not a quantity string", key);
+                return -EINVAL;
+        }
+        const char *s = json_string_value(v);
+        int r = mk_quantity_parse_milli(s, ret);
+        if (r < 0)
+                snprintf(why, size, "status.allocatable.%s '%.64s'%s is %s", key, s, strlen(s) > 64 ? "..." : "",
+                         r == -ERANGE ? "out of range" : s[0] == '-' ? "negative" : "not a Kubernetes quantity");
+        return r < 0 ? -EINVAL : 0;
+}
+
 int mk_sched_cache_node_event(struct mk_sched_cache *c, enum mk_kube_event_type type, const json_t *node) {
         const char *name = mk_kube_meta(node, "name");
         if (!name)
                 return 0;
         const json_t *alloc = json_object_get(json_object_get(node, "status"), "allocatable");
         uint64_t cpu = 0, mem = 0;
-        if (json_is_string(json_object_get(alloc, "cpu")) &&
-            mk_quantity_parse_milli(json_string_value(json_object_get(alloc, "cpu")), &cpu) < 0)
-                cpu = 0;
-        if (json_is_string(json_object_get(alloc, "memory")) &&
-            mk_quantity_parse_milli(json_string_value(json_object_get(alloc, "memory")), &mem) < 0)
-                mem = 0;
+        char why[192] = "";
+        bool bad = type != MK_KUBE_EVENT_DELETED &&
+                   (allocatable(alloc, "cpu", &cpu, why, sizeof(why)) < 0 ||
+                    allocatable(alloc, "memory", &mem, why, sizeof(why)) < 0);
+        int said = 0; /* 1: a new allocatable error to log, -1: it went away */
         struct mk_inventory *inv = NULL;
         struct mk_fit_tables **tables = NULL;
         uint16_t *reps = NULL;
@@ -382,10 +404,17 @@ int mk_sched_cache_node_event(struct mk_sched_cache *c, enum mk_kube_event_type 
                         n->tables = TAKE_PTR(tables);
                         n->reps = TAKE_PTR(reps);
                         n->inv = TAKE_PTR(inv);
-                        n->res.cpu_allocatable_milli = cpu;
-                        n->res.memory_allocatable_bytes = mem / 1000;
+                        n->res.cpu_allocatable_milli = bad ? 0 : cpu;
+                        n->res.memory_allocatable_bytes = bad ? 0 : mem / 1000;
                         if (!n->inv)
                                 snprintf(n->reason, sizeof(n->reason), "%s", reason);
+                        if (bad != !!n->alloc_error || (bad && !streq(n->alloc_error, why))) {
+                                said = bad ? 1 : -1;
+                                free(n->alloc_error);
+                                n->alloc_error = bad ? strdup(why) : NULL;
+                                if (bad && !n->alloc_error)
+                                        r = -ENOMEM;
+                        }
                         node_refit(n);
                 }
         }
@@ -395,6 +424,10 @@ int mk_sched_cache_node_event(struct mk_sched_cache *c, enum mk_kube_event_type 
         mk_inventory_free(inv);
         if (r < 0)
                 log_debug_area("sched", "Node '%s': out of memory", name);
+        else if (said > 0)
+                log_warning("Node '%s': %s; refusing pods there until it is fixed", name, why);
+        else if (said < 0)
+                log_info("Node '%s': status.allocatable CPU and memory are valid again", name);
         return r;
 }
 

@@ -57,6 +57,8 @@ struct mk_sched_node {
         struct mk_fit_tables **tables;  /* per GPU of inv (entries may be NULL): the fit's accelerator */
         uint16_t *reps;                 /* per GPU of inv: the first GPU of its kind (NULL: per call) */
         char reason[MK_ERROR_MSG_MAX];  /* why inv is NULL */
+        char *alloc_error;              /* status.allocatable CPU or memory present but not a quantity,
+                                         * naming the field: the node is refused (NULL: fine or absent) */
         struct mk_sched_pod **claims;   /* reservations on this node (borrowed from the pod map) */
         size_t n_claims, alloc_claims;
         /* The fit's view of the node with every active reservation. */
@@ -91,7 +93,11 @@ int mk_sched_cache_init(struct mk_sched_cache *c) _nonnull_(1) _wur_;
 void mk_sched_cache_done(struct mk_sched_cache *c) _nonnull_(1);
 
 /* Informer events (take the write lock). A Node with a malformed inventory
- * is kept with the error as its reason. -ENOMEM. */
+ * is kept with the error as its reason. A Node whose status.allocatable
+ * cpu or memory is there but not a valid quantity (junk, negative, out of
+ * range) is kept with alloc_error set (the filter and bind refuse it); a
+ * warning is logged when that error appears or changes, once, not per
+ * request. -ENOMEM. */
 int mk_sched_cache_node_event(struct mk_sched_cache *c, enum mk_kube_event_type type, const json_t *node)
         _nonnull_(1, 3);
 int mk_sched_cache_pod_event(struct mk_sched_cache *c, enum mk_kube_event_type type, const json_t *pod)

@@ -2,7 +2,8 @@
  * there is none, allocatable CPU and memory), reservations observed and
  * pending (linked to their node, reflected in the kept fit view, the memo
  * forgotten on each change), bound pods' CPU and memory, deleted nodes,
- * the NodeNames resolution kept between requests, and pending expiry. */
+ * the NodeNames resolution kept between requests, pending expiry, and junk
+ * allocatable refused with its field named, logged once. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,12 +12,15 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <jansson.h>
 
+#include "base/log.h"
 #include "base/macro.h"
 #include "claim/claim.h"
 #include "sched/inventory.h"
@@ -99,7 +103,10 @@ static void test_nodes(void **state) {
         n = mk_sched_cache_node(&c, "broken");
         assert_null(n->inv);
         assert_non_null(strstr(n->reason, "malformed migkit.io/mig-inventory annotation"));
-        assert_int_equal(n->res.cpu_allocatable_milli, 0); /* unparseable: unknown */
+        assert_int_equal(n->res.cpu_allocatable_milli, 0); /* unparseable: refused, named */
+        assert_non_null(n->alloc_error);
+        assert_string_equal(n->alloc_error, "status.allocatable.cpu 'x' is not a Kubernetes quantity");
+        assert_null(mk_sched_cache_node(&c, "n1")->alloc_error);
         size_t nn, nc;
         mk_sched_cache_counts(&c, &nn, &nc);
         assert_int_equal(nn, 3);
@@ -209,11 +216,81 @@ static void test_resolve(void **state) {
         mk_sched_cache_done(&c);
 }
 
+/* Junk allocatable CPU or memory (issue 17): the node keeps an error naming
+ * the field (no longer "none, so feasible"); the warning is logged when the
+ * error appears or changes, not on every update; a fixed node is cleared. */
+static void test_junk_allocatable(void **state) {
+        (void) state;
+        static const struct {
+                const char *cpu, *memory, *want; /* want NULL: fine */
+        } cases[] = {
+                {"8", "64Gi", NULL},
+                {"abc", "64Gi", "status.allocatable.cpu 'abc' is not a Kubernetes quantity"},
+                {"8", "12Qi", "status.allocatable.memory '12Qi' is not a Kubernetes quantity"},
+                {"-4", "64Gi", "status.allocatable.cpu '-4' is negative"},
+                {"8", "-1Gi", "status.allocatable.memory '-1Gi' is negative"},
+                {"99999999999999999999", "64Gi", "status.allocatable.cpu '99999999999999999999' is out of range"},
+                {"8", "100Pi", "status.allocatable.memory '100Pi' is out of range"},
+                {"", "64Gi", "status.allocatable.cpu '' is not a Kubernetes quantity"},
+                {"8 ", "64Gi", "status.allocatable.cpu '8 ' is not a Kubernetes quantity"},
+                {"1.5", "1e9", NULL},
+                {NULL, "64Gi", NULL}, /* absent: unknown, not checked */
+                {"4", NULL, NULL},
+                {"7", "", "status.allocatable.memory '' is not a Kubernetes quantity"},
+        };
+        int p[2];
+        assert_int_equal(pipe2(p, O_CLOEXEC | O_NONBLOCK), 0);
+        mk_log_set_fd(p[1]);
+        struct mk_sched_cache c;
+        assert_int_equal(mk_sched_cache_init(&c), 0);
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                json_t *n = node("j", true, "1");
+                json_t *alloc = json_object_get(json_object_get(n, "status"), "allocatable");
+                json_object_clear(alloc);
+                if (cases[i].cpu)
+                        json_object_set_new(alloc, "cpu", json_string(cases[i].cpu));
+                if (cases[i].memory)
+                        json_object_set_new(alloc, "memory", json_string(cases[i].memory));
+                for (int twice = 0; twice < 2; twice++)
+                        assert_int_equal(mk_sched_cache_node_event(&c, MK_KUBE_EVENT_MODIFIED, n), 0);
+                json_decref(n);
+                const struct mk_sched_node *e = mk_sched_cache_node(&c, "j");
+                char log[4096] = "";
+                ssize_t k = read(p[0], log, sizeof(log) - 1);
+                log[k > 0 ? k : 0] = 0;
+                if (!cases[i].want) {
+                        if (e->alloc_error)
+                                fail_msg("case %zu: got '%s', want none", i, e->alloc_error);
+                        continue;
+                }
+                if (!e->alloc_error || !streq(e->alloc_error, cases[i].want))
+                        fail_msg("case %zu: got '%s', want '%s'", i, e->alloc_error ? e->alloc_error : "(none)",
+                                 cases[i].want);
+                assert_int_equal(e->res.cpu_allocatable_milli, 0);
+                /* Two identical updates, one warning naming the node and the field. */
+                const char *w = strstr(log, "] Node 'j': ");
+                if (!w || !strstr(w, cases[i].want) || strstr(w + 1, "] Node 'j': "))
+                        fail_msg("case %zu: want one warning, got:\n%s", i, log);
+                assert_int_equal(log[0], 'W');
+        }
+        /* A number where a quantity string belongs. */
+        json_t *n = node("j", true, "1");
+        json_object_set_new(json_object_get(json_object_get(n, "status"), "allocatable"), "cpu", json_integer(8));
+        assert_int_equal(mk_sched_cache_node_event(&c, MK_KUBE_EVENT_MODIFIED, n), 0);
+        json_decref(n);
+        assert_string_equal(mk_sched_cache_node(&c, "j")->alloc_error, "status.allocatable.cpu is not a quantity string");
+        mk_sched_cache_done(&c);
+        mk_log_set_fd(STDERR_FILENO);
+        close(p[0]);
+        close(p[1]);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_nodes),
                 cmocka_unit_test(test_claims_and_usage),
                 cmocka_unit_test(test_resolve),
+                cmocka_unit_test(test_junk_allocatable),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -996,6 +996,47 @@ static void test_node_resources(void **state) {
         json_decref(r);
 }
 
+/* Junk allocatable CPU or memory (issue 17): the node is in FailedNodes with
+ * the field at fault, not called feasible; the others are decided; a bind
+ * there is refused too. */
+static void test_node_junk_allocatable(void **state) {
+        struct fixture *f = *state;
+        json_t *n = node_json("n1", f->inv);
+        json_object_set_new(n, "status", json_pack("{s:{s:s, s:s}}", "allocatable", "cpu", "abc", "memory", "8Gi"));
+        assert_int_equal(mk_sched_node_event(f->s, MK_KUBE_EVENT_MODIFIED, n), 0);
+        json_decref(n);
+        n = node_json("n3", f->inv);
+        json_object_set_new(n, "status", json_pack("{s:{s:s, s:s}}", "allocatable", "cpu", "8", "memory", "12Qi"));
+        assert_int_equal(mk_sched_node_event(f->s, MK_KUBE_EVENT_ADDED, n), 0);
+        json_decref(n);
+        static const char *const names[] = {"n1", "n2", "n3"};
+        const char *res = "{\"limits\":{\"nvidia.com/gpu\":1,\"nvidia.com/gpumem\":\"4000\"}}";
+        json_t *r = filter_own(f->s, args_names(pod_json("q", res, NULL), "Pod", names, 3));
+        assert_int_equal(json_array_size(json_object_get(r, "NodeNames")), 1);
+        assert_string_equal(json_string_value(json_array_get(json_object_get(r, "NodeNames"), 0)), "n2");
+        const char *why = json_string_value(json_object_get(json_object_get(r, "FailedNodes"), "n1"));
+        if (!why || !strstr(why, "status.allocatable.cpu 'abc' is not a Kubernetes quantity"))
+                fail_msg("n1's reason: '%s'", why ? why : "(none)");
+        why = json_string_value(json_object_get(json_object_get(r, "FailedNodes"), "n3"));
+        if (!why || !strstr(why, "status.allocatable.memory '12Qi' is not a Kubernetes quantity"))
+                fail_msg("n3's reason: '%s'", why ? why : "(none)");
+        json_decref(r);
+        json_t *pod = pod_json("q", res, NULL);
+        struct mk_claim c;
+        struct mk_error e = {0};
+        assert_int_equal(mk_sched_reserve(f->s, pod, "n1", (int64_t) time(NULL), &c, &e), -EINVAL);
+        assert_non_null(strstr(e.msg, "node 'n1': status.allocatable.cpu 'abc'"));
+        json_decref(pod);
+        /* Fixed: n1 fits again. */
+        n = node_json("n1", f->inv);
+        json_object_set_new(n, "status", json_pack("{s:{s:s, s:s}}", "allocatable", "cpu", "4", "memory", "8Gi"));
+        assert_int_equal(mk_sched_node_event(f->s, MK_KUBE_EVENT_MODIFIED, n), 0);
+        json_decref(n);
+        r = filter_own(f->s, args_names(pod_json("q", res, NULL), "Pod", names, 3));
+        assert_int_equal(json_array_size(json_object_get(r, "NodeNames")), 2);
+        json_decref(r);
+}
+
 /* --- HTTP --- */
 
 static size_t on_body(char *p, size_t size, size_t n, void *userdata) {
@@ -1184,6 +1225,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_memo_and_text_agree, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_text_escaping, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_node_resources, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_node_junk_allocatable, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_http, setup, teardown),
                 cmocka_unit_test(test_http_node_endpoint),
         };
