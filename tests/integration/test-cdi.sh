@@ -15,23 +15,15 @@ fail() { echo "FAIL: $*" >&2; [ -n "${plog:-}" ] && [ -f "$plog" ] && tail -n 20
 unset MIG_STRATEGY DEVICE_LIST_STRATEGY DEVICE_ID_STRATEGY NVIDIA_DRIVER_ROOT NVIDIA_DEV_ROOT CONFIG_FILE \
   MIGKIT_CDI_SPEC_DIR DEVICE_PLUGIN_PATH
 
+# shellcheck source=plugin-lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/plugin-lib.sh"
 cdi_src=/usr/share/gocode/src/github.com/container-orchestrated-devices/container-device-interface
-if ! command -v go >/dev/null || [ ! -d "$cdi_src" ]; then
-  [ "${CI:-}" = true ] && fail "golang-go or golang-github-container-orchestrated-devices-container-device-interface-dev missing (scripts/install-deps)"
-  echo "SKIP: Debian's Go or the CDI reference library is not installed"
-  exit 0
-fi
+command -v go >/dev/null && [ -d "$cdi_src" ] ||
+  missing "golang-go or golang-github-container-orchestrated-devices-container-device-interface-dev" scripts/install-deps
 
-tmp=$(mktemp -d /tmp/mk-cdi.XXXXXX)
-pids=()
+plugin_tmp mk-cdi
 podman_spec=
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  [ -n "$podman_spec" ] && rm -f "$podman_spec"
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
+plugin_cleanup_hook() { [ -z "$podman_spec" ] || rm -f "$podman_spec"; }
 
 # ---- the checker, built offline from Debian's Go packages ----
 checker=$MIGKIT_BUILD_DIR/test-tmp/cdi-check
@@ -66,28 +58,8 @@ done <"$MIGKIT_SOURCE_DIR/tests/fixtures/plugin/proc/driver/nvidia-caps/mig-mino
 [ -n "$nodes" ] || echo "NOTE: cannot create device nodes here (mknod refused): validation only, no injection"
 export MIGKIT_PROC_ROOT=$MIGKIT_SOURCE_DIR/tests/fixtures/plugin/proc
 
-cat >"$tmp/mig.yaml" <<'EOF'
-version: v1
-mig-configs:
-  mixed:
-    - devices: [0, 1]
-      mig-enabled: false
-    - devices: [2, 3, 4, 5, 6, 7]
-      mig-enabled: true
-      mig-devices:
-        "1g.10gb": 2
-        "3g.40gb": 1
-  more:
-    - devices: [0, 1]
-      mig-enabled: false
-    - devices: [2, 3, 4, 5, 6, 7]
-      mig-enabled: true
-      mig-devices:
-        "1g.10gb": 3
-        "3g.40gb": 1
-EOF
 state=$tmp/state.json
-MIGKIT_SIM_STATE=$state "$MIGKIT_BIN" -q --simulate dgx-h100 apply -f "$tmp/mig.yaml" -c mixed >/dev/null || fail "apply"
+MIGKIT_SIM_STATE=$state "$MIGKIT_BIN" -q --simulate dgx-h100 apply -f "$mig_configs" -c mixed-3 >/dev/null || fail "apply"
 
 cdi=$tmp/cdi
 spec=$cdi/k8s.device-plugin.nvidia.com-gpu.json
@@ -163,7 +135,7 @@ wait_for grep -q "Reloading" "$plog" || fail "no reload"
 wait_for grep -q "Serving 'nvidia.com/mig-3g.40gb'.*" "$plog" || fail "no restart after SIGHUP"
 sleep 0.5
 [ "$(stat -c %i "$spec")" = "$ino" ] || fail "the unchanged spec was rewritten"
-MIGKIT_SIM_STATE=$state "$MIGKIT_BIN" -q --simulate dgx-h100 apply -f "$tmp/mig.yaml" -c more >/dev/null || fail "apply more"
+MIGKIT_SIM_STATE=$state "$MIGKIT_BIN" -q --simulate dgx-h100 apply -f "$mig_configs" -c mixed-4 >/dev/null || fail "apply mixed-4"
 kill -HUP "$plugin_pid"
 wait_for grep -q "Wrote the CDI spec '$spec': 64 devices" "$plog" || fail "no rewrite after the new layout: $(grep -i cdi "$plog")"
 out=$("$checker" "$cdi") || fail "the rewritten spec is rejected: $out"
@@ -179,11 +151,7 @@ echo "ok: CDI spec written, validated by the CDI reference library, rewritten on
 # Podman 4.3 reads only /etc/cdi and /var/run/cdi: a copy of the spec goes
 # there under a kind of this test's own (no clash with a real spec), and is
 # removed at exit.
-if ! command -v podman >/dev/null; then
-  [ "${CI:-}" = true ] && fail "podman missing (scripts/install-deps)"
-  echo "SKIP (podman part): podman is not installed"
-  exit 0
-fi
+command -v podman >/dev/null || missing "podman (the podman part)" scripts/install-deps
 if ! mkdir -p /var/run/cdi 2>/dev/null || [ ! -w /var/run/cdi ]; then
   echo "SKIP (podman part): /var/run/cdi is not writable here (podman 4.3 reads specs only there and in /etc/cdi)"
   exit 0

@@ -20,55 +20,21 @@ fail() {
 unset MIG_STRATEGY FAIL_ON_INIT_ERROR PASS_DEVICE_SPECS DEVICE_LIST_STRATEGY DEVICE_ID_STRATEGY CONFIG_FILE \
   NVIDIA_DRIVER_RESOURCE_CONFIG DEVICE_PLUGIN_PATH MIGKIT_LABELS DP_DISABLE_HEALTHCHECKS DP_ENABLE_HEALTHCHECKS
 
-# shellcheck source=harness-lib.sh
-. "$(dirname "${BASH_SOURCE[0]}")/harness-lib.sh"
+# shellcheck source=plugin-lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/plugin-lib.sh"
+need_harness
 PY=python3
 command -v "$PY" >/dev/null || PY=/usr/bin/python3
 
-tmp=$(mktemp -d /tmp/mk-dph.XXXXXX)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
+plugin_tmp mk-dph
 export MIGKIT_HEALTH_RECHECK_MS=1000
 
 state_none=$tmp/none.json
 state_mixed=$tmp/mixed.json
-cat >"$tmp/mig.yaml" <<'EOF'
-version: v1
-mig-configs:
-  mixed:
-    - devices: [0, 1]
-      mig-enabled: false
-    - devices: [2, 3, 4, 5, 6, 7]
-      mig-enabled: true
-      mig-devices:
-        "1g.10gb": 2
-        "2g.20gb": 1
-        "3g.40gb": 1
-EOF
-MIGKIT_SIM_STATE=$state_mixed "$MIGKIT_BIN" -q --simulate dgx-h100 apply -f "$tmp/mig.yaml" -c mixed >/dev/null \
+MIGKIT_SIM_STATE=$state_mixed "$MIGKIT_BIN" -q --simulate dgx-h100 apply -f "$mig_configs" -c mixed >/dev/null \
   || fail "apply mixed"
 MIGKIT_SIM_STATE=$state_none "$MIGKIT_BIN" -q --simulate dgx-h100 profiles >/dev/null || fail "create dgx-h100"
 
-# jline FILE EXPR: the first JSON line of FILE for which EXPR (python, `e`) holds, or exit 1.
-jline() {
-  "$PY" - "$1" "$2" <<'PY'
-import json, sys
-for line in open(sys.argv[1]):
-    line = line.strip()
-    if not line.startswith("{"):
-        continue
-    e = json.loads(line)
-    if eval(sys.argv[2], {}, {"e": e}):
-        print(line)
-        sys.exit(0)
-sys.exit(1)
-PY
-}
 
 # run NAME STATE PLUGIN-ARGS -- HARNESS-ARGS: one harness run against one plugin, in a fresh directory.
 run() {

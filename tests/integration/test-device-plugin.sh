@@ -19,28 +19,18 @@ unset MIG_STRATEGY FAIL_ON_INIT_ERROR PASS_DEVICE_SPECS DEVICE_LIST_STRATEGY DEV
   NVIDIA_DEV_ROOT CONFIG_FILE NVIDIA_DRIVER_RESOURCE_CONFIG DEVICE_PLUGIN_PATH MIGKIT_LABELS GFD_OUTPUT_FILE \
   NODE_NAME CDI_ANNOTATION_PREFIX DP_DISABLE_HEALTHCHECKS DP_ENABLE_HEALTHCHECKS MIG_PARTED_DEBUG
 
+# shellcheck source=plugin-lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/plugin-lib.sh"
 # A python with grpcio: the image's python3 may be another interpreter than Debian's.
 PY=
 for p in python3 /usr/bin/python3; do
   if command -v "$p" >/dev/null && "$p" -c 'import grpc, google.protobuf' 2>/dev/null; then PY=$p; break; fi
 done
-if [ -z "$PY" ] || ! command -v protoc >/dev/null; then
-  [ "${CI:-}" = true ] && fail "python3-grpcio, python3-protobuf or protoc missing (scripts/install-deps)"
-  echo "SKIP: python3-grpcio / protoc not installed"
-  exit 0
-fi
+[ -n "$PY" ] && command -v protoc >/dev/null || missing "python3-grpcio, python3-protobuf or protoc" scripts/install-deps
 
-# Unix socket paths are short (108 bytes): the sockets go to a short temp dir.
-tmp=$(mktemp -d /tmp/mk-dp.XXXXXX)
-pids=()
+plugin_tmp mk-dp
 k8s_started=
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  if [ -n "$k8s_started" ]; then "$MIGKIT_K8S_TESTENV" stop "$tmp/k8s" >/dev/null 2>&1 || true; fi
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
+plugin_cleanup_hook() { [ -z "$k8s_started" ] || "$MIGKIT_K8S_TESTENV" stop "$tmp/k8s" >/dev/null 2>&1 || true; }
 dir=$tmp/dp
 mkdir -p "$dir"
 out=$tmp/events.jsonl
@@ -137,27 +127,9 @@ sim() { MIGKIT_SIM_STATE=$1 "$MIGKIT_SIM_BIN" "${@:2}"; }
 state_none=$tmp/h100-none.json
 state_mixed=$tmp/h100-mixed.json
 state_single=$tmp/h100-single.json
-cat >"$tmp/mig.yaml" <<'EOF'
-version: v1
-mig-configs:
-  mixed:
-    - devices: [0, 1]
-      mig-enabled: false
-    - devices: [2, 3, 4, 5, 6, 7]
-      mig-enabled: true
-      mig-devices:
-        "1g.10gb": 2
-        "2g.20gb": 1
-        "3g.40gb": 1
-  all-1g:
-    - devices: all
-      mig-enabled: true
-      mig-devices:
-        "1g.10gb": 7
-EOF
-MIGKIT_SIM_STATE=$state_mixed "$MIGKIT_BIN" -q --simulate dgx-h100 apply -f "$tmp/mig.yaml" -c mixed >/dev/null \
+MIGKIT_SIM_STATE=$state_mixed "$MIGKIT_BIN" -q --simulate dgx-h100 apply -f "$mig_configs" -c mixed >/dev/null \
   || fail "apply mixed"
-MIGKIT_SIM_STATE=$state_single "$MIGKIT_BIN" -q --simulate dgx-h100 apply -f "$tmp/mig.yaml" -c all-1g >/dev/null \
+MIGKIT_SIM_STATE=$state_single "$MIGKIT_BIN" -q --simulate dgx-h100 apply -f "$mig_configs" -c all-1g >/dev/null \
   || fail "apply all-1g"
 MIGKIT_SIM_STATE=$state_none "$MIGKIT_BIN" -q --simulate dgx-h100 profiles >/dev/null || fail "create dgx-h100"
 gpu_uuids=$(sim "$state_none" show --json | "$PY" -c 'import json,sys; print(",".join(g["uuid"] for g in json.load(sys.stdin)["gpus"]))')

@@ -19,8 +19,9 @@ fail() {
 }
 unset MIG_STRATEGY CONFIG_FILE DEVICE_LIST_STRATEGY MPS_ROOT CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
 
-# shellcheck source=harness-lib.sh
-. "$(dirname "${BASH_SOURCE[0]}")/harness-lib.sh"
+# shellcheck source=plugin-lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/plugin-lib.sh"
+need_harness
 PY=python3
 command -v "$PY" >/dev/null || PY=/usr/bin/python3
 # The stand-in, found by the plugin in PATH as the real one.
@@ -28,16 +29,10 @@ export PATH=$MIGKIT_BUILD_DIR/sim/bin:$PATH
 [ -x "$MIGKIT_BUILD_DIR/sim/bin/nvidia-cuda-mps-control" ] || fail "no nvidia-cuda-mps-control stand-in built"
 export MIGKIT_MPS_CHECK_MS=300
 
-tmp=$(mktemp -d /tmp/mk-mps.XXXXXX)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  # a stand-in daemon left by a failed run
+plugin_tmp mk-mps
+plugin_cleanup_hook() { # a stand-in daemon left by a failed run
   for f in "$tmp"/mps/*/*/pipe/nvidia-cuda-mps-control.pid; do [ -f "$f" ] && kill "$(cat "$f")" 2>/dev/null; done
-  wait 2>/dev/null || true
-  rm -rf "$tmp"
 }
-trap cleanup EXIT
 state=$tmp/state.json
 export MIGKIT_SIM_STATE=$state
 "$MIGKIT_BIN" -q --simulate dgx-h100 profiles >/dev/null || fail "create dgx-h100"
@@ -51,16 +46,7 @@ mps_yaml 49 >"$tmp/mps49.yaml"
 out=$("$MIGKIT_BIN" --simulate dgx-h100 device-plugin --device-plugin-path "$tmp" --kubelet-socket '' \
   --config-file "$tmp/mps49.yaml" --mps-root "$root" 2>&1) && fail "49 replicas accepted"
 echo "$out" | grep -q "maximum allowed replicas exceeded (48 MPS clients" || fail "49 replicas: $out"
-cat >"$tmp/mig.yaml" <<'EOF'
-version: v1
-mig-configs:
-  some:
-    - devices: [7]
-      mig-enabled: true
-      mig-devices:
-        "1g.10gb": 1
-EOF
-MIGKIT_SIM_STATE=$tmp/mig.json "$MIGKIT_BIN" -q --simulate dgx-h100 apply -f "$tmp/mig.yaml" -c some >/dev/null \
+MIGKIT_SIM_STATE=$tmp/mig.json "$MIGKIT_BIN" -q --simulate dgx-h100 apply -f "$mig_configs" -c gpu7-1g >/dev/null \
   || fail "apply"
 out=$(MIGKIT_SIM_STATE=$tmp/mig.json "$MIGKIT_BIN" --simulate dgx-h100 device-plugin --device-plugin-path "$tmp" \
   --kubelet-socket '' --config-file "$tmp/mps.yaml" --mps-root "$root" --mig-strategy mixed 2>&1) \
@@ -79,19 +65,6 @@ pids+=("$hpid")
   --mps-root "$root" 2>"$tmp/plugin.log" &
 ppid=$!
 pids+=("$ppid")
-jline() {
-  "$PY" - "$1" "$2" <<'PY'
-import json, sys
-for line in open(sys.argv[1]):
-    line = line.strip()
-    if line.startswith("{"):
-        e = json.loads(line)
-        if eval(sys.argv[2], {}, {"e": e}):
-            print(line)
-            sys.exit(0)
-sys.exit(1)
-PY
-}
 seen() { # seen FILE EXPR: within 30 s
   for _ in $(seq 1 300); do jline "$1" "$2" >/dev/null && return 0; sleep 0.1; done
   return 1

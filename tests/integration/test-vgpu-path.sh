@@ -15,16 +15,9 @@
 # without it, else skipped) and the CUDA driver simulator (77 without it).
 set -euo pipefail
 : "${MIGKIT_BIN:?}" "${MIGKIT_BUILD_DIR:?}" "${MIGKIT_TEST_PROG_VGPU:?}"
-harness=${MIGKIT_KUBELET_HARNESS:-}
-if [ -z "$harness" ] && [ -n "${MIGKIT_K8S_TESTENV:-}" ]; then
-  cache=$("$MIGKIT_K8S_TESTENV" path 2>/dev/null || true)
-  [ -n "$cache" ] && harness=$cache/bin/kubelet-harness
-fi
-if [ -z "$harness" ] || [ ! -x "$harness" ]; then
-  if [ "${CI:-}" = true ]; then echo "FAIL: kubelet-harness not found ('${harness:-unset}')" >&2; exit 1; fi
-  echo "SKIP: kubelet-harness not built ('${harness:-unset}'; scripts/k8s-testenv build)"
-  exit 0
-fi
+# shellcheck source=plugin-lib.sh
+. "$(dirname "$0")/plugin-lib.sh"
+need_harness
 . "$(dirname "$0")/vgpu-lib.sh"  # simlib, vgpu, prog, tmp, pids, fail, finish; 77 without the simulator
 unset NODE_NAME MIGKIT_VGPU_ROOT MIGKIT_VGPU_LIBRARY DEVICE_SPLIT_COUNT DEVICE_LIST_STRATEGY MIGKIT_SCHEDULER_CONFIG
 MIB=1048576
