@@ -38,7 +38,7 @@ plugin_tmp() {
 plugin_cleanup_hook() { :; }
 plugin_cleanup() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  plugin_cleanup_hook
+  plugin_cleanup_hook || true
   wait 2>/dev/null || true
   rm -rf "$tmp"
 }
