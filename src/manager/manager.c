@@ -190,6 +190,11 @@ struct mgr {
         struct stat cfg_st;              /* the config file when that failure happened */
         struct mk_config *reloaded;      /* the config file read again after it changed */
 
+        /* retries after a failed run (main thread only) */
+        unsigned failures;               /* failed runs in a row */
+        struct timespec retry_at;        /* CLOCK_MONOTONIC */
+        unsigned backoff_initial_s, backoff_max_s;
+
         /* per run */
         const char *run_config;
         char **stopped;                  /* host units stopped, for restarting */
@@ -722,13 +727,93 @@ static bool node_name_valid(const char *s) {
         return true;
 }
 
+/* A mistyped -n or a node not registered yet: say why nothing happens. */
+static void probe_node(struct mgr *m) {
+        json_t *probe = NULL;
+        struct mk_error e = {0};
+        if (get_node(m, &probe, &e) == -ENOENT)
+                log_info("Node '%s' does not exist yet: waiting for it (is -n the node's name?)", m->o->node);
+        json_decref(probe);
+}
+
+static bool retry_due(const struct mgr *m) {
+        if (m->failures == 0)
+                return false;
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        return now.tv_sec > m->retry_at.tv_sec ||
+               (now.tv_sec == m->retry_at.tv_sec && now.tv_nsec >= m->retry_at.tv_nsec);
+}
+
+/* Waits until a run is due: a new label value, a retry, or a changed config
+ * file after an unknown config. Returns false when the manager is to stop
+ * (cancelled, the watch ended, out of memory); else true with the label value
+ * to apply in *ret_name (NULL: no label). */
+static bool wait_for_run(struct mgr *m, char **ret_name) {
+        pthread_mutex_lock(&m->lock);
+        bool go = false;
+        while (!atomic_load(m->cancel) && !m->informer_done) {
+                if (m->seen_node && (m->changed || retry_due(m))) {
+                        go = true;
+                        break;
+                }
+                if (m->seen_node && m->no_retry && config_file_changed(m)) {
+                        m->changed = true;
+                        go = true;
+                        break;
+                }
+                struct timespec until;
+                clock_gettime(CLOCK_REALTIME, &until);
+                until.tv_nsec += 500 * 1000 * 1000;
+                if (until.tv_nsec >= 1000000000) {
+                        until.tv_sec++;
+                        until.tv_nsec -= 1000000000;
+                }
+                pthread_cond_timedwait(&m->cond, &m->lock, &until);
+        }
+        char *name = NULL;
+        if (go) {
+                if (m->changed)
+                        m->failures = 0; /* a new label value: a new run, not a retry */
+                m->changed = false;
+                name = m->desired ? strdup(m->desired) : NULL;
+                if (m->desired && !name)
+                        go = false;
+        }
+        pthread_mutex_unlock(&m->lock);
+        *ret_name = name;
+        return go;
+}
+
+/* After a run: schedule the retry of a failure, or say what comes next. */
+static void after_run(struct mgr *m, int r, const char *name) {
+        if (r < 0 && m->no_retry) {
+                m->failures = 0;
+                log_info("Not retrying MIG config '%s' until the %s label or the config file changes",
+                         name ? name : "", MK_MANAGER_CONFIG_LABEL);
+        } else if (r < 0) {
+                m->failures++;
+                unsigned b = mk_manager_backoff_s(m->failures, m->backoff_initial_s, m->backoff_max_s);
+                clock_gettime(CLOCK_MONOTONIC, &m->retry_at);
+                m->retry_at.tv_sec += b;
+                log_info("Will retry MIG config '%s' in %u s (failure %u in a row), or on a label change",
+                         name ? name : "", b, m->failures);
+        } else {
+                m->failures = 0;
+                log_info("Waiting for a change of %s on node '%s'", MK_MANAGER_CONFIG_LABEL, m->o->node);
+        }
+}
+
 int mk_manager_run(struct mk_kube *k, const struct mk_config *c, const struct mk_hooks *h,
                    const struct mk_gpu_clients *clients, const struct mk_manager_opts *o) {
         if (!o->node || !node_name_valid(o->node))
                 return log_error_errno(-EINVAL, "Invalid node name '%s'", o->node ? o->node : "");
         atomic_bool own_cancel = false;
         struct mgr m = {.k = k, .c = c, .h = h, .clients = clients, .o = o,
-                        .cancel = o->cancel ? o->cancel : &own_cancel};
+                        .cancel = o->cancel ? o->cancel : &own_cancel,
+                        .backoff_initial_s = o->backoff_initial_s ? o->backoff_initial_s
+                                                                  : MK_MANAGER_DEFAULT_BACKOFF_INITIAL_S,
+                        .backoff_max_s = o->backoff_max_s ? o->backoff_max_s : MK_MANAGER_DEFAULT_BACKOFF_MAX_S};
         snprintf(m.node_path, sizeof(m.node_path), "/api/v1/nodes/%s", o->node);
         snprintf(m.field_selector, sizeof(m.field_selector), "metadata.name=%s", o->node);
         const char *root = o->host_root && *o->host_root ? o->host_root : "/";
@@ -745,88 +830,25 @@ int mk_manager_run(struct mk_kube *k, const struct mk_config *c, const struct mk
                 return log_error_errno(r, "Cannot start the node watch: %m");
         }
         log_info("Watching node '%s' for %s", o->node, MK_MANAGER_CONFIG_LABEL);
-        {
-                /* A mistyped -n or a node not registered yet: say why nothing happens. */
-                json_t *probe = NULL;
-                struct mk_error pe = {0};
-                if (get_node(&m, &probe, &pe) == -ENOENT)
-                        log_info("Node '%s' does not exist yet: waiting for it (is -n the node's name?)", o->node);
-                json_decref(probe);
-        }
+        probe_node(&m);
 
-        unsigned initial = o->backoff_initial_s ? o->backoff_initial_s : MK_MANAGER_DEFAULT_BACKOFF_INITIAL_S;
-        unsigned maxb = o->backoff_max_s ? o->backoff_max_s : MK_MANAGER_DEFAULT_BACKOFF_MAX_S;
-        unsigned failures = 0;
-        struct timespec retry_at = {0};
-        int ret = 0;
-        for (;;) {
-                pthread_mutex_lock(&m.lock);
-                char *name = NULL;
-                bool go = false;
-                for (;;) {
-                        if (atomic_load(m.cancel) || m.informer_done)
-                                break;
-                        struct timespec now;
-                        clock_gettime(CLOCK_MONOTONIC, &now);
-                        bool retry_due = failures > 0 && (now.tv_sec > retry_at.tv_sec ||
-                                                          (now.tv_sec == retry_at.tv_sec &&
-                                                           now.tv_nsec >= retry_at.tv_nsec));
-                        if (m.seen_node && (m.changed || retry_due)) {
-                                go = true;
-                                break;
-                        }
-                        if (m.seen_node && m.no_retry && config_file_changed(&m)) {
-                                m.changed = true;
-                                go = true;
-                                break;
-                        }
-                        struct timespec until;
-                        clock_gettime(CLOCK_REALTIME, &until);
-                        until.tv_nsec += 500 * 1000 * 1000;
-                        if (until.tv_nsec >= 1000000000) {
-                                until.tv_sec++;
-                                until.tv_nsec -= 1000000000;
-                        }
-                        pthread_cond_timedwait(&m.cond, &m.lock, &until);
-                }
-                if (go) {
-                        if (m.changed)
-                                failures = 0; /* a new label value: a new run, not a retry */
-                        m.changed = false;
-                        name = m.desired ? strdup(m.desired) : NULL;
-                        if (m.desired && !name)
-                                go = false;
-                }
-                bool informer_done = m.informer_done;
-                pthread_mutex_unlock(&m.lock);
-                if (!go) {
-                        if (informer_done && !atomic_load(m.cancel)) {
-                                char buf[MK_ERROR_MSG_MAX + 2 * MK_ERROR_LOC_MAX];
-                                ret = log_error_errno(m.informer_r < 0 ? m.informer_r : -EIO,
-                                                      "Watch of node '%s' ended: %s", o->node,
-                                                      mk_error_format(&m.informer_e, buf, sizeof(buf)));
-                        }
-                        break;
-                }
+        char *name;
+        while (wait_for_run(&m, &name)) {
                 r = reconcile(&m, name);
                 restart_clients(&m); /* never left stopped, whatever the path */
                 m.run_config = NULL;
-                if (r < 0 && m.no_retry) {
-                        failures = 0;
-                        log_info("Not retrying MIG config '%s' until the %s label or the config file changes",
-                                 name ? name : "", MK_MANAGER_CONFIG_LABEL);
-                } else if (r < 0) {
-                        failures++;
-                        unsigned b = mk_manager_backoff_s(failures, initial, maxb);
-                        clock_gettime(CLOCK_MONOTONIC, &retry_at);
-                        retry_at.tv_sec += b;
-                        log_info("Will retry MIG config '%s' in %u s (failure %u in a row), or on a label change",
-                                 name ? name : "", b, failures);
-                } else {
-                        failures = 0;
-                        log_info("Waiting for a change of %s on node '%s'", MK_MANAGER_CONFIG_LABEL, o->node);
-                }
+                after_run(&m, r, name);
                 free(name);
+        }
+
+        int ret = 0;
+        pthread_mutex_lock(&m.lock);
+        bool informer_done = m.informer_done;
+        pthread_mutex_unlock(&m.lock);
+        if (informer_done && !atomic_load(m.cancel)) {
+                char buf[MK_ERROR_MSG_MAX + 2 * MK_ERROR_LOC_MAX];
+                ret = log_error_errno(m.informer_r < 0 ? m.informer_r : -EIO, "Watch of node '%s' ended: %s",
+                                      o->node, mk_error_format(&m.informer_e, buf, sizeof(buf)));
         }
         atomic_store(m.cancel, true);
         pthread_join(th, NULL);
