@@ -99,30 +99,33 @@ int mk_kube_core_path(const char *ns, const char *resource, const char *name, ch
 }
 
 int mk_quantity_parse_milli(const char *s, uint64_t *ret) {
+        /* apimachinery resource.Quantity: <sign><digits>[.<digits>]<suffix>, the suffix binary SI (Ki..Ei),
+         * decimal SI (m, "", k..E) or an exponent (e or E, then a signed integer). */
+        typedef unsigned __int128 u128;
         static const struct {
                 const char *suffix;
-                uint64_t mul;   /* per unit, in milli */
-                uint64_t div;
+                u128 mul; /* per unit, in milli */
         } suffixes[] = {
-                {"Ki", 1024ull * 1000, 1},
-                {"Mi", 1048576ull * 1000, 1},
-                {"Gi", 1073741824ull * 1000, 1},
-                {"Ti", 1099511627776ull * 1000, 1},
-                {"Pi", 1125899906842624ull * 1000, 1},
-                {"m", 1, 1},
-                {"k", 1000ull * 1000, 1},
-                {"M", 1000000ull * 1000, 1},
-                {"G", 1000000000ull * 1000, 1},
-                {"T", 1000000000000ull * 1000, 1},
-                {"P", 1000000000000000ull * 1000, 1},
-                {"", 1000, 1},
+                {"Ki", (u128) 1000 << 10},
+                {"Mi", (u128) 1000 << 20},
+                {"Gi", (u128) 1000 << 30},
+                {"Ti", (u128) 1000 << 40},
+                {"Pi", (u128) 1000 << 50},
+                {"Ei", (u128) 1000 << 60},
+                {"m", 1},
+                {"", 1000},
+                {"k", 1000ull * 1000},
+                {"M", 1000000ull * 1000},
+                {"G", 1000000000ull * 1000},
+                {"T", 1000000000000ull * 1000},
+                {"P", 1000000000000000ull * 1000},
+                {"E", (u128) 1000000000000000000ull * 1000},
         };
         size_t len = strlen(s);
         if (len == 0 || len > 64)
                 return -EINVAL;
-        /* digits [. digits] suffix; exponents ("1e3") are accepted as a plain suffix "eN". */
         size_t i = 0;
-        unsigned __int128 ip = 0, fp = 0, fscale = 1;
+        u128 ip = 0, fp = 0, fscale = 1;
         if (s[0] == '+')
                 i++;
         size_t start = i;
@@ -143,16 +146,22 @@ int mk_quantity_parse_milli(const char *s, uint64_t *ret) {
                 }
         }
         if (!digits)
-                return -EINVAL;
+                return -EINVAL; /* also a negative quantity: no count is negative */
         const char *suf = s + i;
-        unsigned __int128 mul = 0;
-        if ((suf[0] == 'e' || suf[0] == 'E') && suf[1]) {
-                uint32_t ex;
-                if (mk_parse_u32(suf + 1, &ex) < 0 || ex > 18)
+        u128 mul = 0, den = 1;
+        if ((suf[0] == 'e' || (suf[0] == 'E' && suf[1] != 'i')) && suf[1]) {
+                int ex;
+                if (mk_parse_int(suf + 1 + (suf[1] == '+' && suf[2] != '-'), &ex) < 0)
                         return -EINVAL;
+                if (ex > 18 || ex < -18)
+                        return -ERANGE;
                 mul = 1000;
-                for (uint32_t k = 0; k < ex; k++)
-                        mul *= 10;
+                for (int k = 0; k < (ex < 0 ? -ex : ex); k++) {
+                        if (ex > 0)
+                                mul *= 10;
+                        else
+                                den *= 10;
+                }
         } else {
                 for (size_t k = 0; k < ELEMENTSOF(suffixes); k++)
                         if (streq(suf, suffixes[k].suffix)) {
@@ -162,7 +171,14 @@ int mk_quantity_parse_milli(const char *s, uint64_t *ret) {
                 if (!mul)
                         return -EINVAL;
         }
-        unsigned __int128 v = ip * mul + (fp * mul + fscale - 1) / fscale;
+        /* ceil((ip + fp / fscale) * mul / den) without overflowing: mul is
+         * at most 1e21 (E), den at most 1e18, fscale at most 1e18. */
+        if (mul > UINT64_MAX && (ip > 0 || fp > (UINT64_MAX >> 6)))
+                return -ERANGE;
+        u128 hi = ip * mul;
+        u128 v = hi / den;
+        u128 frac = (hi % den) * fscale + fp * mul, frac_den = fscale * den;
+        v += (frac + frac_den - 1) / frac_den;
         if (v > UINT64_MAX)
                 return -ERANGE;
         *ret = (uint64_t) v;

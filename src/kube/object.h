@@ -50,9 +50,11 @@ const char *mk_kube_meta(const json_t *o, const char *key) _nonnull_(2);
 const char *mk_kube_annotation(const json_t *o, const char *key) _nonnull_(2);
 const char *mk_kube_label(const json_t *o, const char *key) _nonnull_(2);
 
-/* Parses a Kubernetes quantity ("500m", "2", "1Gi", "10M", "1e3") into
- * milli-units, rounding fractions up. -EINVAL, -ERANGE; *ret only on
- * success. */
+/* Parses a Kubernetes quantity ("500m", "2", "1Gi", "10M", "1e3", "5e-1",
+ * apimachinery resource.Quantity's grammar) into milli-units, rounding
+ * fractions up as its MilliValue() does. -EINVAL for anything else (a
+ * negative one included), -ERANGE over 2^64-1 milli or an exponent beyond
+ * +-18; *ret only on success. */
 int mk_quantity_parse_milli(const char *s, uint64_t *ret) _nonnull_(1, 2) _wur_;
 
 /* The pod's CPU (milli) and memory (bytes) requests as kube-scheduler

@@ -61,6 +61,15 @@ static void test_quantity(void **state) {
                 {"1Ki", 0, 1024000},  {"1Gi", 0, 1073741824000ull}, {"1e3", 0, 1000000}, {"0.0001", 0, 1},
                 {"", -EINVAL, 0},     {"abc", -EINVAL, 0},    {"1x", -EINVAL, 0}, {"-1", -EINVAL, 0},
                 {"99999999999999999999", -ERANGE, 0},         {".", -EINVAL, 0},
+                /* the rest of apimachinery's grammar: signed exponents, E and Ei, bare fractions */
+                {"5e-1", 0, 500},     {"1E3", 0, 1000000},    {"1e+3", 0, 1000000}, {"1e-3", 0, 1},
+                {"1e-4", 0, 1},       {"0e-18", 0, 0},        {"+2", 0, 2000},   {".5", 0, 500},
+                {"1.", 0, 1000},      {"123456789e-6", 0, 123457}, {"1e15", 0, 1000000000000000000ull},
+                {"1E", -ERANGE, 0},   {"1Ei", -ERANGE, 0},    {"0.001E", 0, 1000000000000000000ull},
+                {"0.000000000000000001Ei", 0, 1153},        {"1e18", -ERANGE, 0}, {"1e-19", -ERANGE, 0},
+                {"1e", -EINVAL, 0},   {"1e+", -EINVAL, 0},    {"1e+-3", -EINVAL, 0}, {"1e3.5", -EINVAL, 0},
+                {"1ei", -EINVAL, 0},  {"1 ", -EINVAL, 0},     {" 1", -EINVAL, 0}, {"1Qi", -EINVAL, 0},
+                {"-1Gi", -EINVAL, 0}, {"1KI", -EINVAL, 0},    {"1K", -EINVAL, 0},
         };
         for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
                 uint64_t v = 0;

@@ -234,6 +234,7 @@ static void test_junk_allocatable(void **state) {
                 {"", "64Gi", "status.allocatable.cpu '' is not a Kubernetes quantity"},
                 {"8 ", "64Gi", "status.allocatable.cpu '8 ' is not a Kubernetes quantity"},
                 {"1.5", "1e9", NULL},
+                {"5e-1", "1Ei", "status.allocatable.memory '1Ei' is out of range"},
                 {NULL, "64Gi", NULL}, /* absent: unknown, not checked */
                 {"4", NULL, NULL},
                 {"7", "", "status.allocatable.memory '' is not a Kubernetes quantity"},
