@@ -1,5 +1,6 @@
 /* State file of the NVML simulator: JSON form, validation, locking, cache;
  * see state.h. */
+#include <dirent.h>
 #include <fcntl.h>
 #include <jansson.h>
 #include <libgen.h>
@@ -786,6 +787,38 @@ static int write_all(int fd, const char *buf, size_t size) {
         return 0;
 }
 
+/* Removes the "<path>.tmp.XXXXXX" files (mkostemp's six characters) that a
+ * process killed between mkostemp() and rename() left beside the state file.
+ * Only called under the exclusive flock every writer holds while its
+ * temporary file exists, so none of them is a live writer's; once per
+ * process and path, at its first save. */
+static char *temps_removed_for; /* the state file cleaned so far (under state_mutex) */
+
+static void remove_stale_temps(const char *path) {
+        static const char infix[] = ".tmp.";
+        if (temps_removed_for && strcmp(temps_removed_for, path) == 0)
+                return; /* a directory scan per save is not free */
+        free(temps_removed_for);
+        temps_removed_for = strdup(path);
+        _cleanup_free_ char *dir_copy = strdup(path), *base_copy = strdup(path);
+        if (!dir_copy || !base_copy)
+                return;
+        const char *base = basename(base_copy);
+        size_t n = strlen(base);
+        DIR *d = opendir(dirname(dir_copy));
+        if (!d)
+                return;
+        for (struct dirent *de; (de = readdir(d));) {
+                if (strncmp(de->d_name, base, n) != 0 || strncmp(de->d_name + n, infix, strlen(infix)) != 0)
+                        continue;
+                const char *x = de->d_name + n + strlen(infix);
+                if (strlen(x) == 6 &&
+                    strspn(x, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789") == 6)
+                        (void) unlinkat(dirfd(d), de->d_name, 0);
+        }
+        closedir(d);
+}
+
 static int save_file(const char *path, const struct sim_state *s, int lock_fd) {
         json_t *root = sim_state_to_json(s, false);
         if (!root)
@@ -798,6 +831,7 @@ static int save_file(const char *path, const struct sim_state *s, int lock_fd) {
         if (len + 1 > SIM_MAX_STATE_BYTES)
                 return sim_error(-E2BIG, "state would exceed %d bytes", SIM_MAX_STATE_BYTES);
 
+        remove_stale_temps(path);
         _cleanup_free_ char *tmp = NULL;
         if (asprintf(&tmp, "%s.tmp.XXXXXX", path) < 0)
                 return sim_error(-ENOMEM, "out of memory");
@@ -999,4 +1033,5 @@ void sim_session_end(struct sim_session *s) {
  * cache so that leak checkers see nothing left behind. */
 static void __attribute__((destructor)) state_unload(void) {
         cache_drop();
+        free(temps_removed_for);
 }

@@ -1,4 +1,5 @@
 /* Whole files: bounded reads, atomic replaces (fileio.h). */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
@@ -7,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -195,4 +197,58 @@ int mk_write_file_atomic(const char *path, const void *data, size_t len, mode_t 
         if (r < 0)
                 return mk_error_set(e, r, "Failed to sync the directory of '%s': %s", path, strerror(-r));
         return 0;
+}
+
+/* Whether `name` is "<base>.tmp.<pid>.<8 hex>", the exact form of
+ * open_temp_beside(): nothing else (a person's "x.tmp.backup") is touched. */
+static bool is_temp_of(const char *name, const char *base) {
+        size_t n = strlen(base), infix = strlen(MK_TEMP_FILE_INFIX);
+        if (!strneq(name, base, n) || !strneq(name + n, MK_TEMP_FILE_INFIX, infix))
+                return false;
+        const char *s = name + n + infix;
+        size_t digits = strspn(s, "0123456789");
+        if (digits == 0 || s[digits] != '.')
+                return false;
+        s += digits + 1;
+        return strspn(s, "0123456789abcdef") == 8 && s[8] == 0;
+}
+
+static int remove_stale_temps(const char *path) {
+        _cleanup_free_ char *dir_copy = strdup(path), *base_copy = strdup(path);
+        if (!dir_copy || !base_copy)
+                return -ENOMEM;
+        const char *base = basename(base_copy);
+        DIR *d = opendir(dirname(dir_copy));
+        if (!d)
+                return negative_errno();
+        int removed = 0;
+        for (struct dirent *de; (de = readdir(d));)
+                if (is_temp_of(de->d_name, base) && unlinkat(dirfd(d), de->d_name, 0) == 0)
+                        removed++;
+        closedir(d);
+        return removed;
+}
+
+int mk_lock_for_write(const char *path, int *ret_fd, struct mk_error *e) {
+        _cleanup_free_ char *lock = NULL;
+        if (asprintf(&lock, "%s.lock", path) < 0)
+                return mk_error_set(e, -ENOMEM, "Out of memory");
+        _cleanup_close_ int fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC | O_NOCTTY, 0644);
+        if (fd < 0) {
+                int r = negative_errno();
+                return mk_error_set(e, r, "Failed to open the lock file '%s': %s", lock, strerror(-r));
+        }
+        while (flock(fd, LOCK_EX) < 0)
+                if (errno != EINTR) {
+                        int r = negative_errno();
+                        return mk_error_set(e, r, "Failed to lock '%s': %s", lock, strerror(-r));
+                }
+        /* Every writer of `path` holds this lock while its temporary file
+         * exists, so any temporary file seen now belongs to a dead one. */
+        int r = remove_stale_temps(path);
+        if (r < 0)
+                return mk_error_set(e, r, "Failed to remove the temporary files left beside '%s': %s", path,
+                                    strerror(-r));
+        *ret_fd = TAKE_FD(fd);
+        return r;
 }

@@ -39,8 +39,8 @@ int mk_read_sysfs_attr(const char *path, char **ret_value, struct mk_error *e) _
 int mk_read_text_file(const char *path, size_t cap, char **ret, struct mk_error *e) _nonnull_(1, 3) _wur_;
 
 /* Replaces `path` atomically: a temporary file beside it named
- * "<path>.tmp.<pid>.<8 hex digits>" (so a later start can recognise and
- * remove the ones a crash left), written, given `mode`, fsync'ed, renamed
+ * "<path>.tmp.<pid>.<8 hex digits>" (so that mk_lock_for_write() can
+ * recognise and remove the ones a crash left), written, given `mode`, fsync'ed, renamed
  * over `path`, then the directory fsync'ed. A reader sees the old content
  * or the new, never a part. On failure the temporary file is removed,
  * `path` is untouched and the message names the path and the step
@@ -52,6 +52,15 @@ int mk_write_file_atomic(const char *path, const void *data, size_t len, mode_t 
 
 /* The suffix mk_write_file_atomic() puts after the target's name. */
 #define MK_TEMP_FILE_INFIX ".tmp."
+
+/* For a file that only we write (a state file): takes the writers' lock, an
+ * exclusive flock on "<path>.lock" (created 0644 beside it), waiting for it,
+ * then removes the temporary files mk_write_file_atomic() left beside `path`
+ * when a writer died before its rename (SIGKILL): under the lock no live
+ * writer has one. Every writer of `path` must write it under this lock.
+ * Returns the number of files removed; the lock's descriptor in *ret_fd
+ * (closing it releases the lock), written only on success. */
+int mk_lock_for_write(const char *path, int *ret_fd, struct mk_error *e) _nonnull_(1, 2) _wur_;
 
 /* mkdir -p: creates the missing components of `dir` with `mode`. -ENOTDIR
  * when it exists but is not a directory; mkdir's errno otherwise. */

@@ -52,6 +52,10 @@ int mk_reboot_marker_create(const char *path, const char *text, struct mk_error 
         int r = mk_mkdir_parents(dirname(copy), 0755, e);
         if (r < 0)
                 return r;
+        _cleanup_close_ int lock = -1;
+        r = mk_lock_for_write(path, &lock, e);
+        if (r < 0)
+                return r;
         return mk_write_file_atomic(path, text, strlen(text), 0644, e);
 }
 

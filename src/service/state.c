@@ -115,6 +115,15 @@ int mk_service_selection_write(const struct mk_service_paths *p, const char *nam
         int r = mk_service_check_name(name, e);
         if (r < 0)
                 return r;
+        r = mk_mkdir_parents(p->state_dir, 0755, e);
+        if (r < 0)
+                return r;
+        /* Under the writers' lock, which also removes the temporary file of a
+         * `select` killed before its rename. */
+        _cleanup_close_ int lock = -1;
+        r = mk_lock_for_write(p->selection_file, &lock, e);
+        if (r < 0)
+                return r;
         _cleanup_free_ char *old = NULL;
         struct mk_error ignored = {0};
         if (mk_service_selection_read(p, &old, &ignored) >= 0 && streq(old, name)) {
@@ -122,9 +131,6 @@ int mk_service_selection_write(const struct mk_service_paths *p, const char *nam
                         *ret_changed = false;
                 return 0;
         }
-        r = mk_mkdir_parents(p->state_dir, 0755, e);
-        if (r < 0)
-                return r;
         _cleanup_free_ char *line = NULL;
         if (asprintf(&line, "%s\n", name) < 0)
                 return mk_error_set(e, -ENOMEM, "Out of memory");

@@ -108,7 +108,12 @@ expect_out "the boot applies 'all-disabled'" "status with no selection"
 expect_out "Reboot marker:    none" "status with no selection"
 
 # ---- (a) the selected config is applied at boot, and again after a reboot ----
+# A select killed by SIGKILL between its temporary file and the rename left
+# one: the next select removes it under the writers' lock.
+mkdir -p "$state"
+printf 'all-bal' >"$state/selected-config.tmp.4242.deadbeef"
 mk service select all-balanced >"$tmp/out" 2>&1 || fail "select: $(cat "$tmp/out")"
+[ ! -e "$state/selected-config.tmp.4242.deadbeef" ] || fail "select left a stale temporary file"
 [ "$(cat "$state/selected-config")" = all-balanced ] || fail "selected-config: $(cat "$state/selected-config")"
 set +e; mk service status >"$tmp/out" 2>&1; rc=$?; set -e
 expect_rc 1 "status before the boot applied it"

@@ -113,6 +113,11 @@ has out '^GPU 0: NVIDIA B200 ' "failed creates keep the machine"
 
 # --- processes ------------------------------------------------------------------
 run 0 create a100-40gb --force
+# A process killed between its temporary state file and the rename (SIGKILL)
+# left one: the next writer removes it under the state lock; a file that is
+# not of that exact form stays.
+printf 'half' >"$MIGKIT_SIM_STATE.tmp.Ab12Cd"
+printf 'keep' >"$MIGKIT_SIM_STATE.tmp.old-copy"
 run 0 process add --gpu 0 --memory 2048
 [ "$(cat "$tmp/out")" = 100000 ] || fail "first fake pid: $(cat "$tmp/out")"
 run 0 process add --gpu 0 --pid 4242
@@ -127,6 +132,8 @@ run 1 process add --gpu 0 --gi 1 --ci 0 || true
 has err 'no compute instance 0 in GPU instance 1' "process on a missing MIG device"
 run 0 show
 has out 'pid 100000 +2048 MiB +whole GPU' "show lists processes"
+[ ! -e "$MIGKIT_SIM_STATE.tmp.Ab12Cd" ] || fail "a stale temporary state file stayed after a save"
+[ -e "$MIGKIT_SIM_STATE.tmp.old-copy" ] || fail "a file not named as our temporary files was removed"
 
 # --- reset and reboot -----------------------------------------------------------------
 run 1 reset --gpu 0 || true

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -740,6 +741,57 @@ static void test_write_atomic_temp_name(void **state) {
         char names[256];
         dir_names(dir, names, sizeof(names));
         assert_string_equal(names, "f f.tmp.1.deadbeef ");
+}
+
+/* mk_lock_for_write(): under the writers' lock, the temporary files of dead
+ * writers of that file go (SIGKILL between create and rename leaves them);
+ * another file's, and names not of our exact form, stay. The lock is
+ * exclusive: a second taker would wait. */
+static void test_lock_for_write(void **state) {
+        _cleanup_free_ char *dir = tmp_path("lock-write");
+        assert_int_equal(mkdir(dir, 0755), 0);
+        _cleanup_free_ char *path = NULL, *stale1 = NULL, *stale2 = NULL, *other = NULL;
+        assert_int_equal(mk_path_join(dir, "f", &path), 0);
+        assert_true(asprintf(&stale1, "%s" MK_TEMP_FILE_INFIX "%d.%08x", path, 1, 0xdeadbeefu) > 0);
+        assert_true(asprintf(&stale2, "%s" MK_TEMP_FILE_INFIX "%d.%08x", path, 4242, 0x0123abcdu) > 0);
+        assert_true(asprintf(&other, "%s/g" MK_TEMP_FILE_INFIX "1.deadbeef", dir) > 0);
+        write_file(stale1, "stale", 5);
+        write_file(stale2, "stale", 5);
+        write_file(other, "other", 5);
+        static const char *const keep[] = {"f.tmp.backup", "f.tmp.1.deadbeef0", "f.tmp.1.DEADBEEF", "f.tmp..deadbeef"};
+        for (size_t i = 0; i < ELEMENTSOF(keep); i++) {
+                _cleanup_free_ char *k = NULL;
+                assert_int_equal(mk_path_join(dir, keep[i], &k), 0);
+                write_file(k, "k", 1);
+        }
+        struct mk_error e = {};
+        int fd = -1;
+        assert_int_equal(mk_lock_for_write(path, &fd, &e), 2);
+        assert_true(fd >= 0);
+        _cleanup_free_ char *lock = NULL;
+        assert_true(asprintf(&lock, "%s.lock", path) > 0);
+        _cleanup_close_ int second = open(lock, O_RDWR | O_CLOEXEC);
+        assert_true(second >= 0);
+        assert_int_equal(flock(second, LOCK_EX | LOCK_NB), -1);
+        assert_int_equal(errno, EWOULDBLOCK);
+        assert_int_equal(mk_write_file_atomic(path, "y", 1, 0644, &e), 0);
+        close(fd);
+        assert_int_equal(flock(second, LOCK_EX | LOCK_NB), 0);
+        assert_int_equal(flock(second, LOCK_UN), 0);
+        char names[512];
+        dir_names(dir, names, sizeof(names));
+        assert_string_equal(names, "f f.lock f.tmp..deadbeef f.tmp.1.DEADBEEF f.tmp.1.deadbeef0 f.tmp.backup "
+                                   "g.tmp.1.deadbeef ");
+        /* Nothing left: 0 removed. */
+        fd = -1;
+        assert_int_equal(mk_lock_for_write(path, &fd, &e), 0);
+        close(fd);
+        /* A directory that does not exist: the lock file cannot be made. */
+        _cleanup_free_ char *missing = NULL;
+        assert_int_equal(mk_path_join(dir, "no/such", &missing), 0);
+        e = (struct mk_error){};
+        assert_int_equal(mk_lock_for_write(missing, &fd, &e), -ENOENT);
+        assert_non_null(strstr(e.msg, "lock file"));
 }
 
 static void test_mkdir_parents(void **state) {
@@ -1724,7 +1776,8 @@ int main(void) {
                 cmocka_unit_test(test_read_file),        cmocka_unit_test(test_read_file_errors),
                 cmocka_unit_test(test_read_file_stdin),  cmocka_unit_test(test_read_sysfs_attr),
                 cmocka_unit_test(test_write_atomic),     cmocka_unit_test(test_write_atomic_failure),
-                cmocka_unit_test(test_write_atomic_temp_name), cmocka_unit_test(test_mkdir_parents),
+                cmocka_unit_test(test_write_atomic_temp_name), cmocka_unit_test(test_lock_for_write),
+                cmocka_unit_test(test_mkdir_parents),
         };
         const struct CMUnitTest parse_tests[] = {
                 cmocka_unit_test(test_parse_u32),      cmocka_unit_test(test_parse_u64),

@@ -314,6 +314,18 @@ static void test_marker(void **state) {
         assert_true(removed);
         assert_int_equal(access(marker, F_OK), -1);
         assert_int_equal(mk_reboot_marker_remove(marker, NULL, &e), 0);
+        /* A boot killed between the marker's temporary file and its rename
+         * left one: the next create, under the writers' lock, removes it. */
+        char stale[PATH_MAX + 96], lock[PATH_MAX + 96];
+        snprintf(stale, sizeof(stale), "%s.tmp.999999.0badf00d", marker);
+        snprintf(lock, sizeof(lock), "%s.lock", marker);
+        FILE *sf = fopen(stale, "we");
+        assert_non_null(sf);
+        assert_int_equal(fclose(sf), 0);
+        assert_int_equal(mk_reboot_marker_create(marker, "again", &e), 0);
+        assert_int_equal(access(stale, F_OK), -1);
+        assert_int_equal(mk_reboot_marker_remove(marker, NULL, &e), 0);
+        assert_int_equal(unlink(lock), 0);     /* the writers' lock file stays until then */
         assert_int_equal(rmdir(state_dir), 0); /* empty: no temporary file left */
         /* A NUL byte: corrupt. */
         assert_int_equal(mkdir(state_dir, 0755), 0);

@@ -436,14 +436,25 @@ static void test_selection(void **state) {
         assert_int_equal(stat(p.selection_file, &st), 0);
         assert_int_equal(st.st_ino, ino);
 
-        /* Another replaces it whole, by rename (a new inode), leaving no temp file. */
+        /* A `select` killed between its temporary file and the rename left one:
+         * the next select removes it, even when nothing changes. */
+        char stale[PATH_MAX];
+        snprintf(stale, sizeof(stale), "%s.tmp.999999.0badf00d", p.selection_file);
+        write_text(stale, "half");
+        assert_int_equal(mk_service_selection_write(&p, "all-balanced", &changed, &e), 0);
+        assert_false(changed);
+        assert_int_equal(access(stale, F_OK), -1);
+
+        /* Another replaces it whole, by rename (a new inode), leaving no temp
+         * file; the writers' lock file stays. */
+        write_text(stale, "half");
         assert_int_equal(mk_service_selection_write(&p, "custom config", &changed, &e), 0);
         assert_true(changed);
         assert_int_equal(stat(p.selection_file, &st), 0);
         assert_int_not_equal(st.st_ino, ino);
         char names[1024];
         list_dir(state_dir, names, sizeof(names));
-        assert_string_equal(names, "selected-config");
+        assert_string_equal(names, "selected-config,selected-config.lock");
         assert_int_equal(mk_service_selection_read(&p, &name, &e), 0);
         assert_string_equal(name, "custom config");
         free(name);
