@@ -37,10 +37,14 @@ static int parse_hook_timeout(const char *v, int *ret) {
         return 0;
 }
 
-static bool env_bool(const char *name) {
+/* A MIG_PARTED_* boolean, as upstream's urfave/cli v2 BoolFlag reads its
+ * EnvVars: unset or empty is false, a value that does not parse is an
+ * error naming the variable (upstream: "could not parse ... as bool value
+ * from env ..."). mk_parse_bool() also takes yes/no/on/off. */
+static int env_bool(const char *name, bool *ret) {
         const char *v = secure_getenv(name);
-        bool b = false;
-        return v && mk_parse_bool(v, &b) >= 0 && b;
+        *ret = false;
+        return cli_option_bool(name, v && *v ? v : NULL, ret);
 }
 
 static void help(enum cmd c) {
@@ -102,13 +106,15 @@ static int parse_args(enum cmd c, int argc, char **argv, struct args *a) {
                 .config_file = secure_getenv("MIG_PARTED_CONFIG_FILE"),
                 .selected = secure_getenv("MIG_PARTED_SELECTED_CONFIG"),
                 .hooks_file = secure_getenv("MIG_PARTED_HOOKS_FILE"),
-                .skip_reset = env_bool("MIG_PARTED_SKIP_RESET"),
-                .mode_only = env_bool("MIG_PARTED_MODE_CHANGE_ONLY"),
-                .valid_config = env_bool("MIG_PARTED_VALID_CONFIG"),
-                .debug = env_bool("MIG_PARTED_DEBUG"),
                 .fmt = MK_OUTPUT_TABLE,
                 .hook_timeout_ms = MK_APPLY_HOOK_TIMEOUT_MS,
         };
+        /* Each command reads the variables of its own flags, as upstream. */
+        if ((c == CMD_APPLY && env_bool("MIG_PARTED_SKIP_RESET", &a->skip_reset) < 0) ||
+            env_bool("MIG_PARTED_MODE_CHANGE_ONLY", &a->mode_only) < 0 ||
+            (c == CMD_ASSERT && env_bool("MIG_PARTED_VALID_CONFIG", &a->valid_config) < 0) ||
+            env_bool("MIG_PARTED_DEBUG", &a->debug) < 0)
+                return -EINVAL;
         const char *ht = secure_getenv("MIGKIT_HOOK_TIMEOUT");
         if (ht && *ht && parse_hook_timeout(ht, &a->hook_timeout_ms) < 0)
                 return -EINVAL;
@@ -364,6 +370,15 @@ static json_t *plan_json(const struct mk_snapshot *s, const struct mk_gpu_plan *
         return gpus;
 }
 
+/* What upstream accepts and we do too, said on stderr (apply says it as
+ * an engine warning). */
+static void warn_duplicate_device(const struct mk_config *c, const struct mk_named_config *nc) {
+        struct mk_error w = {0};
+        char buf[MK_ERROR_MSG_MAX + 2 * MK_ERROR_LOC_MAX];
+        if (mk_config_duplicate_device(c, nc, &w) > 0)
+                fprintf(stderr, "Warning: %s\n", mk_error_format(&w, buf, sizeof(buf)));
+}
+
 static int load(const struct args *a, struct mk_config **ret_c, struct mk_hooks **ret_h) {
         struct mk_error e = {0};
         if (mk_config_load(a->config_file, ret_c, &e) < 0)
@@ -386,6 +401,12 @@ int cli_plan(int argc, char **argv) {
         struct mk_gpu_plan *p = NULL;
         if (mk_engine_plan_selected(c, a.selected, &s, &p, &e) < 0)
                 return cli_fail(&e);
+        const struct mk_named_config *nc = NULL;
+        if (mk_config_select(c, a.selected, &nc, NULL) >= 0) {
+                warn_duplicate_device(c, nc);
+                if (mk_engine_check_selects(s, c, nc, &e) < 0)
+                        fprintf(stderr, "Warning: %s\n", e.msg);
+        }
         if (a.fmt == MK_OUTPUT_JSON) {
                 json_t *root = json_pack("{s:o}", "gpus", plan_json(s, p));
                 cli_print_json(stdout, root);
@@ -460,19 +481,34 @@ int cli_assert(int argc, char **argv) {
         char which[512] = "";
         differ += gpu_ranges(p, s->n_gpus, true, a.mode_only, "MIG mode of GPU ", which, sizeof(which));
         differ += gpu_ranges(p, s->n_gpus, false, a.mode_only, "MIG layout of GPU ", which, sizeof(which));
+        /* A config that selects no GPU: upstream's full assert fails (it
+         * matched none of the node's GPUs), its --mode-only one passes. */
+        struct mk_error none = {0};
+        const struct mk_named_config *nc = NULL;
+        bool selects_none = mk_config_select(c, a.selected, &nc, NULL) >= 0 &&
+                            mk_engine_check_selects(s, c, nc, &none) < 0;
+        if (nc)
+                warn_duplicate_device(c, nc);
+        bool applied = differ == 0 && (!selects_none || a.mode_only);
         if (a.fmt == MK_OUTPUT_JSON) {
-                json_t *root = json_pack("{s:b,s:o}", "applied", differ == 0, "gpus", plan_json(s, p));
+                json_t *root = json_pack("{s:b,s:o}", "applied", applied, "gpus", plan_json(s, p));
+                if (selects_none)
+                        json_object_set_new(root, "selects_no_gpu", json_string(none.msg));
                 cli_print_json(stdout, root);
                 json_decref(root);
-        } else if (differ == 0)
+        } else if (applied) {
+                if (selects_none)
+                        fprintf(stderr, "Warning: %s\n", none.msg);
                 printf(a.mode_only ? "Selected MIG mode settings from configuration currently applied\n"
                                    : "Selected MIG configuration currently applied\n");
+        } else if (differ == 0)
+                printf("Assertion failure: selected configuration not currently applied (%s)\n", none.msg);
         else
                 printf("Assertion failure: selected configuration not currently applied (%zu GPU%s differ%s: %s)\n",
                        differ, differ == 1 ? "" : "s", differ == 1 ? "s" : "", which);
         mk_gpu_plans_free(p, s->n_gpus);
         mk_snapshot_free(s);
-        return differ == 0 ? MK_EXIT_OK : MK_EXIT_NOT_APPLIED;
+        return applied ? MK_EXIT_OK : MK_EXIT_NOT_APPLIED;
 }
 
 /* ---- apply's output: the engine's progress events, rendered ---- */

@@ -455,6 +455,15 @@ static int run(struct apply_ctx *x, struct mk_error *e) {
         }
         emit(x, (struct mk_progress_event){.kind = MK_PROGRESS_PLANNED, .gpu = -1, .config = x->nc->name,
                                            .snapshot = v.s, .plans = v.p, .mode_only = x->mode_only});
+        /* Accepted as upstream does, said once. No GPU selected: nothing to
+         * change, and a success as upstream's apply. */
+        struct mk_error w = {0};
+        char wbuf[MK_ERROR_MSG_MAX + 2 * MK_ERROR_LOC_MAX];
+        if (mk_config_duplicate_device(x->c, x->nc, &w) > 0)
+                warn(x, mk_error_format(&w, wbuf, sizeof(wbuf)));
+        w = (struct mk_error){0};
+        if (mk_engine_check_selects(v.s, x->c, x->nc, &w) < 0)
+                warn(x, w.msg);
         x->rep->plans = TAKE_PTR(v.p);
         view_done(&v);
 

@@ -1,6 +1,8 @@
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "base/macro.h"
 #include "engine/desired.h"
@@ -72,6 +74,77 @@ int mk_engine_desired(const struct mk_snapshot *s, const struct mk_config *c, co
         }
         *ret = d;
         return 0;
+}
+
+/* Appends printf output to buf (NUL-terminated, `size` bytes), cutting it
+ * at the end: the message is capped by struct mk_error anyway. */
+static void append(char *buf, size_t size, const char *fmt, ...) _printf_(3, 4);
+static void append(char *buf, size_t size, const char *fmt, ...) {
+        size_t used = strlen(buf);
+        if (used + 1 >= size)
+                return;
+        va_list ap;
+        va_start(ap, fmt);
+        (void) vsnprintf(buf + used, size - used, fmt, ap);
+        va_end(ap);
+}
+
+/* "device-filter 0x20B010DE, devices [0, 1] (config.yaml:4:5)" */
+static void describe_entry(const struct mk_config *c, const struct mk_config_entry *x, char *buf, size_t size) {
+        if (x->n_filters > 0) {
+                append(buf, size, "device-filter ");
+                for (size_t f = 0; f < x->n_filters; f++) {
+                        append(buf, size, "%s0x%08X", f ? " or " : "", x->filters[f].device_vendor);
+                        if (x->filters[f].has_subsystem)
+                                append(buf, size, ":0x%08X", x->filters[f].subsystem);
+                }
+                append(buf, size, ", ");
+        }
+        if (x->all_devices)
+                append(buf, size, "devices all");
+        else {
+                append(buf, size, "devices [");
+                for (size_t j = 0; j < x->n_devices; j++)
+                        append(buf, size, "%s%u", j ? ", " : "", x->devices[j]);
+                append(buf, size, "]");
+        }
+        append(buf, size, " (%s:%u:%u)", c->file, x->pos.line, x->pos.column);
+}
+
+int mk_engine_check_selects(const struct mk_snapshot *s, const struct mk_config *c, const struct mk_named_config *nc,
+                            struct mk_error *e) {
+        for (size_t k = 0; k < nc->n_entries; k++)
+                for (size_t i = 0; i < s->n_gpus; i++)
+                        if (mk_config_entry_matches(&nc->entries[k], s->gpus[i].index, s->gpus[i].pci_device_id,
+                                                    s->gpus[i].pci_subsystem_id))
+                                return 0;
+        if (s->n_gpus == 0)
+                return 0;
+        char buf[MK_ERROR_MSG_MAX] = "";
+        append(buf, sizeof(buf), "MIG config '%s' selects no GPU of this node: ", nc->name);
+        if (nc->n_entries == 0)
+                append(buf, sizeof(buf), "it has no entries");
+        for (size_t k = 0; k < nc->n_entries; k++) {
+                if (k)
+                        append(buf, sizeof(buf), "; ");
+                describe_entry(c, &nc->entries[k], buf, sizeof(buf));
+        }
+        append(buf, sizeof(buf), "; GPUs present:");
+        /* Consecutive GPUs of one model once: "0-7 NVIDIA A100-SXM4-40GB (0x20B010DE)". */
+        for (size_t i = 0; i < s->n_gpus;) {
+                const struct mk_gpu *g = &s->gpus[i];
+                size_t j = i;
+                while (j + 1 < s->n_gpus && s->gpus[j + 1].index == s->gpus[j].index + 1 &&
+                       s->gpus[j + 1].pci_device_id == g->pci_device_id &&
+                       s->gpus[j + 1].pci_subsystem_id == g->pci_subsystem_id && streq(s->gpus[j + 1].name, g->name))
+                        j++;
+                append(buf, sizeof(buf), "%s %u", i ? "," : "", g->index);
+                if (j > i)
+                        append(buf, sizeof(buf), "-%u", s->gpus[j].index);
+                append(buf, sizeof(buf), " %s (0x%08X:0x%08X)", g->name, g->pci_device_id, g->pci_subsystem_id);
+                i = j + 1;
+        }
+        return mk_error_set(e, -ENODEV, "%s", buf);
 }
 
 int mk_engine_plan_all(const struct mk_snapshot *s, const struct mk_desired *d, bool modes_only,

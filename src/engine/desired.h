@@ -30,6 +30,15 @@ int mk_engine_desired(const struct mk_snapshot *s, const struct mk_config *c, co
                       struct mk_desired **ret, struct mk_error *e);
 void mk_desired_free(struct mk_desired *d, size_t n);
 
+/* Upstream's assert fails when the selected config selects no GPU of a node
+ * that has some (mig-parted's assert counts the GPUs it matched): -ENODEV
+ * with "MIG config 'x' selects no GPU of this node: <each entry's
+ * device-filter and devices, at file:line:column>; GPUs present: <index
+ * ranges, names and PCI ids>". 0 when some entry selects a GPU (MIG-capable
+ * or not), or when the node has none. */
+int mk_engine_check_selects(const struct mk_snapshot *s, const struct mk_config *c, const struct mk_named_config *nc,
+                            struct mk_error *e);
+
 /* Plans of every matched GPU; on the first GPU whose target cannot be
  * built, an error naming it (nothing is touched). `*ret` has s->n_gpus
  * entries (unmatched GPUs get empty plans with gpu_index set). With

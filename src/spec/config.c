@@ -16,6 +16,8 @@
  *   - a device-filter that does not parse (upstream ignores it at match time,
  *     so the entry silently matches nothing);
  *   - negative or null device indices, and indices above MK_MAX_DEVICE_INDEX;
+ *     (an index listed twice is accepted as upstream does: it selects its
+ *     GPU once; mk_config_duplicate_device() gives the warning);
  *   - duplicate keys anywhere (go-yaml v2 keeps the last one silently);
  *   - counts above MK_MAX_MIG_COUNT, and the other MK_MAX_* caps. */
 #include <errno.h>
@@ -129,6 +131,24 @@ bool mk_config_entry_matches(const struct mk_config_entry *x, unsigned index, ui
                 if (x->devices[i] == index)
                         return true;
         return false;
+}
+
+int mk_config_duplicate_device(const struct mk_config *c, const struct mk_named_config *nc, struct mk_error *w) {
+        for (size_t k = 0; k < nc->n_entries; k++) {
+                const struct mk_config_entry *x = &nc->entries[k];
+                if (x->dup_device_pos.line == 0)
+                        continue;
+                size_t j = 0;
+                while (j < x->n_devices && (x->device_pos[j].line != x->dup_device_pos.line ||
+                                            x->device_pos[j].column != x->dup_device_pos.column))
+                        j++;
+                mk_error_set_at(w, -EINVAL, c->file, x->dup_device_pos.line, x->dup_device_pos.column,
+                                "GPU index %u is listed twice in 'devices' of mig-configs.%s[%zu]: it is "
+                                "selected once (as mig-parted does)",
+                                j < x->n_devices ? x->devices[j] : 0, nc->name, k);
+                return 1;
+        }
+        return 0;
 }
 
 int mk_config_entry_layout(const struct mk_config_entry *x, struct mk_layout *ret) {
@@ -306,6 +326,7 @@ static int parse_devices(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, st
         x->device_pos = calloc(n->n_items, sizeof(*x->device_pos));
         if (!x->devices || !x->device_pos)
                 return mk_yaml_error_code(c, -ENOMEM, n, "out of memory");
+        uint64_t seen[(MK_MAX_DEVICE_INDEX + 64) / 64] = {0};
         for (size_t i = 0; i < n->n_items; i++) {
                 const struct mk_yaml_node *it = n->items[i];
                 size_t old = mk_yaml_path_push_index(c, i);
@@ -334,6 +355,11 @@ static int parse_devices(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, st
                         return mk_yaml_error(c, it, "invalid device index %" PRId64 ": must not be negative", idx);
                 x->devices[x->n_devices] = (unsigned) idx;
                 x->device_pos[x->n_devices] = pos_of(it);
+                if (seen[idx / 64] & (UINT64_C(1) << (idx % 64))) {
+                        if (x->dup_device_pos.line == 0)
+                                x->dup_device_pos = pos_of(it);
+                } else
+                        seen[idx / 64] |= UINT64_C(1) << (idx % 64);
                 x->n_devices++;
                 mk_yaml_path_pop(c, old);
         }

@@ -48,6 +48,7 @@ struct mk_config_entry {
         struct mk_pos *device_pos;       /* position of each index, for "index out of range" */
         size_t n_devices;
         struct mk_pos devices_pos;
+        struct mk_pos dup_device_pos;    /* of the first index listed twice; line 0: none */
         bool mig_enabled;
         struct mk_mig_device *mig_devices;
         size_t n_mig_devices;            /* zero counts kept as written */
@@ -104,6 +105,13 @@ bool mk_device_filter_match(const struct mk_device_filter *f, uint32_t pci_devic
  * matches all; several filters match any. */
 bool mk_config_entry_matches(const struct mk_config_entry *x, unsigned index, uint32_t pci_device_id,
                              uint32_t pci_subsystem_id);
+
+/* Upstream accepts a GPU index listed twice in one entry's `devices`
+ * (`[0, 0]`: the GPU is selected once), and so do we, with a warning: for
+ * the first entry of `nc` that has one, 1 and the warning in *w ("GPU
+ * index 0 is listed twice in 'devices' of mig-configs.x[0]: ...", at the
+ * second one's file:line:column); else 0. */
+int mk_config_duplicate_device(const struct mk_config *c, const struct mk_named_config *nc, struct mk_error *w);
 
 /* The entry's mig-devices as a canonical layout (zero counts dropped). */
 int mk_config_entry_layout(const struct mk_config_entry *x, struct mk_layout *ret);

@@ -1,6 +1,6 @@
 /* mig-parted hooks file v1 (mig-parted v0.15.0 api/hooks/v1/hooks.go).
  * Upstream decodes with sigs.k8s.io/yaml into typed structs without a custom
- * decoder, so: unknown keys are ignored, struct field names match
+ * decoder, so: unknown keys are ignored (but not unknown hook names, below), struct field names match
  * case-insensitively (`Command:`), and scalars bound for string fields are
  * turned into strings (`args: [1, yes]` is "1", "true"; YAML 1.1 typing as
  * in config.c). A wrong type (a list where a string goes) is an error. */
@@ -13,6 +13,7 @@
 #include "base/dynbuf.h"
 #include "base/fileio.h"
 #include "base/macro.h"
+#include "base/parse.h"
 #include "spec/config.h" /* MK_MAX_YAML_BYTES */
 #include "spec/hooks.h"
 #include "spec/yaml.h"
@@ -147,10 +148,8 @@ static int get_envs(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, char **
 enum { F_COMMAND, F_ARGS, F_ENVS, F_WORKDIR, _F_MAX };
 static const char *const entry_fields[_F_MAX] = {"command", "args", "envs", "workdir"};
 
-/* One HookSpec. `need_command`: false for entries of hooks we never run,
- * whose types are still checked as upstream's decoder does. */
-static int parse_entry(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, bool need_command,
-                       struct mk_hook_entry *ret) {
+/* One HookSpec. */
+static int parse_entry(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, struct mk_hook_entry *ret) {
         _cleanup_yaml_map_done_ struct mk_yaml_map m = {0};
         _cleanup_(entry_done) struct mk_hook_entry x = {0};
         int r = mk_yaml_get_map(c, n, "v1.HookSpec", &m);
@@ -175,7 +174,7 @@ static int parse_entry(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, bool
                 switch (f) {
                 case F_COMMAND:
                         r = get_string(c, val, "command", &x.command);
-                        if (r >= 0 && !*x.command && need_command)
+                        if (r >= 0 && !*x.command)
                                 r = mk_yaml_error(c, val, "invalid empty command");
                         break;
                 case F_ARGS:
@@ -197,7 +196,7 @@ static int parse_entry(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, bool
                 mk_yaml_path_pop(c, old);
         }
 
-        if (need_command && (!x.command || !*x.command)) {
+        if (!x.command || !*x.command) {
                 size_t old = mk_yaml_path_push_key(c, "command");
                 r = mk_yaml_error(c, n, "missing required field: command");
                 mk_yaml_path_pop(c, old);
@@ -224,37 +223,34 @@ static int parse_hook_list(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, 
         if (r < 0)
                 return r;
 
-        if (hook >= 0 && count > 0) {
+        if (count > 0) {
                 h->entries[hook] = calloc(count, sizeof(struct mk_hook_entry));
                 if (!h->entries[hook])
                         return mk_yaml_error_code(c, -ENOMEM, n, "out of memory");
         }
         for (size_t i = 0; i < count; i++) {
                 size_t old = mk_yaml_path_push_index(c, i);
-                if (hook >= 0) {
-                        r = parse_entry(c, n->items[i], true, &h->entries[hook][i]);
-                        if (r < 0)
-                                return r;
-                        h->n_entries[hook]++;
-                } else {
-                        struct mk_hook_entry x = {0};
-                        r = parse_entry(c, n->items[i], false, &x);
-                        if (r < 0)
-                                return r;
-                        entry_done(&x);
-                }
+                r = parse_entry(c, n->items[i], &h->entries[hook][i]);
+                if (r < 0)
+                        return r;
+                h->n_entries[hook]++;
                 mk_yaml_path_pop(c, old);
         }
         return 0;
 }
 
 static int hook_field(struct mk_yaml_ctx *c, const struct mk_yaml_pair *p, void *userdata) {
-        /* Exact match: upstream looks hooks up by their exact name. */
-        int hook = -1;
+        /* Exact match: upstream looks hooks up by their exact name. It
+         * ignores any other name, so a typo there is a hook that never
+         * runs: refused here. */
         for (int j = 0; j < _MK_HOOK_MAX; j++)
                 if (streq(p->name, hook_table[j]))
-                        hook = j;
-        return parse_hook_list(c, p->value, hook, userdata);
+                        return parse_hook_list(c, p->value, j, userdata);
+        const char *near = mk_closest_word(p->name, hook_table, _MK_HOOK_MAX);
+        if (near)
+                return mk_yaml_error(c, p->key, "unknown hook '%s' (did you mean '%s'?)", p->name, near);
+        return mk_yaml_error(c, p->key, "unknown hook '%s' (known: %s, %s, %s, %s)", p->name, hook_table[0],
+                             hook_table[1], hook_table[2], hook_table[3]);
 }
 
 static int parse_hooks_map(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, struct mk_hooks *h) {

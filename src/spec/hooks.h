@@ -1,6 +1,6 @@
 /* mig-parted hooks file v1 (mig-parted v0.15.0 api/hooks/v1): lenient as upstream (unknown
- * keys and hook names ignored, keys case-insensitive), but malformed YAML or
- * wrong types are errors with file:line:column. */
+ * keys ignored, keys case-insensitive), but malformed YAML, wrong types and
+ * unknown hook names are errors with file:line:column. */
 #pragma once
 
 #include <stddef.h>
@@ -46,7 +46,9 @@ struct mk_hooks {
  * with an empty one), an env name that is empty or holds '=', keys that
  * differ only in case (`command` and `Command`) and duplicate keys are
  * errors; caps MK_MAX_HOOK_*. Hook names are matched exactly, as upstream
- * looks them up (`Apply-Start` is an unknown hook, ignored). */
+ * looks them up; a name that is none of the four is an error with "did you
+ * mean" (`pre-apply-configg`, `Apply-Start`), where upstream ignores it and
+ * the hook never runs. */
 int mk_hooks_parse(const char *data, size_t len, const char *file, struct mk_hooks **ret, struct mk_error *e);
 /* Reads (path "-" = stdin, capped) and parses. A NULL or empty path gives
  * no hooks, as upstream does for an unset hooks file. */

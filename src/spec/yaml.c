@@ -347,10 +347,94 @@ static int parser_error(struct builder *b, yaml_parser_t *p, const char *data, s
         return build_error(b, &p->problem_mark, "invalid YAML: %s", problem);
 }
 
+#define MK_CONVERT_HINT "migkit reads YAML as UTF-8, or UTF-16 with a byte-order mark: convert it, e.g. with iconv -f %s -t UTF-8"
+
+static int encoding_error(struct mk_error *e, const char *file, unsigned line, unsigned column, const char *what,
+                          const char *encoding) {
+        return mk_error_set_at(e, -EINVAL, file, line, column, "%s; " MK_CONVERT_HINT, what, encoding);
+}
+
+/* One character of the text at line:column: a byte-order mark (U+FEFF) or
+ * a NUL there is an error. */
+static int check_char(uint32_t ch, unsigned line, unsigned column, const char *file, struct mk_error *e) {
+        if (ch == 0xFEFF)
+                return mk_error_set_at(e, -EINVAL, file, line, column,
+                                       "a byte-order mark (U+FEFF) inside the text: only one is allowed, at the very "
+                                       "start of the file (was it saved twice with one, or joined from two files?)");
+        if (ch == 0)
+                return mk_error_set_at(e, -EINVAL, file, line, column,
+                                       "a NUL character: YAML text cannot hold one (is the file binary, or in an "
+                                       "encoding such as UTF-16 without its byte-order mark?)");
+        return 0;
+}
+
+/* Input libyaml (and go-yaml, the same reader) would misread, refused with
+ * its position before parsing: UTF-32 (read as UTF-16 or as UTF-8), UTF-16
+ * or UTF-32 without a byte-order mark (read as UTF-8: NUL bytes), a
+ * byte-order mark after the start (a doubled one reads as an empty
+ * document: "selected mig-config not present"), and NUL characters.
+ * Accepted as libyaml reads them: UTF-8 with or without one leading BOM,
+ * UTF-16LE/BE with one leading BOM. The encoding is guessed from the first
+ * bytes as YAML 1.2 §5.2 says. Columns count characters, as libyaml's. */
+static int check_encoding(const char *data, size_t len, const char *file, struct mk_error *e) {
+        const unsigned char *u = (const unsigned char *) data;
+        if (len >= 4 && u[0] == 0 && u[1] == 0 && u[2] == 0xFE && u[3] == 0xFF)
+                return encoding_error(e, file, 1, 1, "the file is UTF-32BE (it starts with that byte-order mark)",
+                                      "UTF-32BE");
+        if (len >= 4 && u[0] == 0xFF && u[1] == 0xFE && u[2] == 0 && u[3] == 0)
+                return encoding_error(e, file, 1, 1, "the file is UTF-32LE (it starts with that byte-order mark)",
+                                      "UTF-32LE");
+        unsigned line = 1, column = 1;
+        if (len >= 2 && ((u[0] == 0xFF && u[1] == 0xFE) || (u[0] == 0xFE && u[1] == 0xFF))) {
+                bool le = u[0] == 0xFF;
+                for (size_t i = 2; i + 1 < len; i += 2) {
+                        uint32_t unit = le ? (uint32_t) u[i] | (uint32_t) u[i + 1] << 8
+                                           : (uint32_t) u[i] << 8 | (uint32_t) u[i + 1];
+                        int r = check_char(unit, line, column, file, e);
+                        if (r < 0)
+                                return r;
+                        if (unit == '\n') {
+                                line++;
+                                column = 1;
+                        } else if (unit < 0xDC00 || unit > 0xDFFF) /* a low surrogate ends its character */
+                                column++;
+                }
+                return 0;
+        }
+        if (len >= 4 && u[0] == 0 && u[1] == 0 && u[2] == 0 && u[3] != 0)
+                return encoding_error(e, file, 1, 1, "the file looks like UTF-32BE without a byte-order mark",
+                                      "UTF-32BE");
+        if (len >= 4 && u[0] != 0 && u[1] == 0 && u[2] == 0 && u[3] == 0)
+                return encoding_error(e, file, 1, 1, "the file looks like UTF-32LE without a byte-order mark",
+                                      "UTF-32LE");
+        if (len >= 2 && u[0] == 0 && u[1] != 0)
+                return encoding_error(e, file, 1, 1, "the file looks like UTF-16BE without a byte-order mark",
+                                      "UTF-16BE");
+        if (len >= 2 && u[0] != 0 && u[1] == 0)
+                return encoding_error(e, file, 1, 1, "the file looks like UTF-16LE without a byte-order mark",
+                                      "UTF-16LE");
+        for (size_t i = len >= 3 && u[0] == 0xEF && u[1] == 0xBB && u[2] == 0xBF ? 3 : 0; i < len; i++) {
+                uint32_t ch = u[i];
+                if (u[i] == 0xEF && i + 2 < len && u[i + 1] == 0xBB && u[i + 2] == 0xBF)
+                        ch = 0xFEFF;
+                int r = check_char(ch, line, column, file, e);
+                if (r < 0)
+                        return r;
+                if (u[i] == '\n') {
+                        line++;
+                        column = 1;
+                } else if ((u[i] & 0xC0) != 0x80) /* not a continuation byte */
+                        column++;
+        }
+        return 0;
+}
+
 int mk_yaml_parse(const char *data, size_t len, const char *file, struct mk_yaml_doc **ret, struct mk_error *e) {
         struct builder b = {.file = file, .e = e};
         yaml_parser_t parser;
-        int r = 0;
+        int r = check_encoding(data, len, file, e);
+        if (r < 0)
+                return r;
 
         b.doc = calloc(1, sizeof(*b.doc));
         if (!b.doc)

@@ -47,7 +47,11 @@ struct mk_yaml_doc {
 
 /* Parses the first document of `len` bytes. Errors: -EINVAL for malformed
  * YAML (the libyaml problem at its position), too deep a nesting, an unknown
- * anchor, or more than MK_YAML_MAX_NODES expanded nodes; -ENOMEM. */
+ * anchor, or more than MK_YAML_MAX_NODES expanded nodes; -ENOMEM. Input in
+ * an encoding libyaml would misread is -EINVAL at its position first: UTF-32,
+ * UTF-16 without a byte-order mark, a byte-order mark after the start, a NUL
+ * character (UTF-8, with or without one leading BOM, and UTF-16 with one
+ * leading BOM are read). */
 int mk_yaml_parse(const char *data, size_t len, const char *file, struct mk_yaml_doc **ret, struct mk_error *e);
 /* The same for a whole input file: -E2BIG ("'<file>' is larger than N
  * bytes") over `max_bytes`; NULL data is an empty document. */

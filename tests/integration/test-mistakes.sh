@@ -5,8 +5,10 @@
 # the command, a config name typo or a missing -c (the configs listed, the
 # closest named), an unknown key in config.yaml (the key, its position, the
 # likely one), an unknown --debug-areas area, an unwritable generated-config
-# path (the reason), plan after apply --skip-reset (the pending mode), and
-# examples/hooks.yaml on a host without systemd (exit 0).
+# path (the reason), plan after apply --skip-reset (the pending mode),
+# examples/hooks.yaml on a host without systemd (exit 0); and (issue 17) a
+# config selecting no GPU (upstream's exit codes), a GPU index listed twice
+# (a warning), a hook name typo and an unparsable MIG_PARTED_* boolean.
 set -euo pipefail
 : "${MIGKIT_BIN:?}" "${MIGKIT_SIM_BIN:?}" "${MIGKIT_SOURCE_DIR:?}"
 mkdir -p "${MIGKIT_TEST_TMP:-/tmp}"
@@ -77,6 +79,65 @@ run "$MIGKIT_BIN" -q --simulate dgx-a100 plan -f "$tmp/typo.yaml" -c mine
 has err "$tmp/typo.yaml:5:7" "the key's position"
 has err "unexpected field: mig-enable (did you mean 'mig-enabled'?)" "unknown key"
 ! grep -q 'missing required field' "$tmp/err" || fail "unknown key reported as a missing one: $(cat "$tmp/err")"
+
+echo "--- a config that selects no GPU of the node: assert fails as upstream's (exit 1), apply and"
+echo "    assert --mode-only pass as upstream's; each names the filters and the GPUs present"
+cat >"$tmp/h100-only.yaml" <<'YAML'
+version: v1
+mig-configs:
+  h100-only:
+    - device-filter: "0x233010DE"
+      devices: all
+      mig-enabled: true
+      mig-devices: {"1g.10gb": 7}
+YAML
+none="MIG config 'h100-only' selects no GPU of this node: device-filter 0x233010DE, devices all ($tmp/h100-only.yaml:4:7); GPUs present: 0-7 NVIDIA A100-SXM4-40GB (0x20B010DE"
+run "$MIGKIT_BIN" -q --simulate dgx-a100 assert -f "$tmp/h100-only.yaml"
+[ "$rc" -eq 1 ] || fail "assert of a config selecting no GPU: exit $rc, want 1 (as mig-parted): $(cat "$tmp/out" "$tmp/err")"
+has out "Assertion failure: selected configuration not currently applied ($none" "assert, no GPU selected"
+run "$MIGKIT_BIN" -q --simulate dgx-a100 assert -f "$tmp/h100-only.yaml" -o json
+[ "$rc" -eq 1 ] || fail "assert -o json of a config selecting no GPU: exit $rc"
+has out '"applied": false' "assert -o json, no GPU selected"; has out '"selects_no_gpu": "MIG config' "assert -o json"
+run "$MIGKIT_BIN" -q --simulate dgx-a100 assert -f "$tmp/h100-only.yaml" --mode-only
+[ "$rc" -eq 0 ] || fail "assert --mode-only of a config selecting no GPU: exit $rc, want 0 (as mig-parted)"
+has err "Warning: $none" "assert --mode-only, no GPU selected"
+run "$MIGKIT_BIN" -q --simulate dgx-a100 apply -f "$tmp/h100-only.yaml"
+[ "$rc" -eq 0 ] || fail "apply of a config selecting no GPU: exit $rc, want 0 (as mig-parted): $(cat "$tmp/err")"
+has err "Warning: $none" "apply, no GPU selected"
+
+echo "--- a GPU index listed twice: accepted as upstream, with one located warning"
+cat >"$tmp/twice.yaml" <<'YAML'
+version: v1
+mig-configs:
+  twice:
+    - devices: [0, 1, 0]
+      mig-enabled: false
+YAML
+run "$MIGKIT_BIN" -q --simulate dgx-a100 apply -f "$tmp/twice.yaml"
+[ "$rc" -eq 0 ] || fail "devices [0, 1, 0]: exit $rc: $(cat "$tmp/err")"
+has err "Warning: $tmp/twice.yaml:4:23: GPU index 0 is listed twice in 'devices' of mig-configs.twice[0]" "index twice"
+[ "$(grep -c 'listed twice' "$tmp/err")" -eq 1 ] || fail "index twice: not one warning: $(cat "$tmp/err")"
+
+echo "--- a hook name typo: refused at its position, with the likely name (upstream runs nothing)"
+cat >"$tmp/hooks-typo.yaml" <<'YAML'
+version: v1
+hooks:
+  pre-apply-configg:
+    - command: /bin/true
+YAML
+run "$MIGKIT_BIN" -q --simulate dgx-a100 apply -f "$cfg" -c all-disabled -k "$tmp/hooks-typo.yaml"
+[ "$rc" -eq 1 ] || fail "hook typo: exit $rc, want 1"
+has err "$tmp/hooks-typo.yaml:3:3: unknown hook 'pre-apply-configg' (did you mean 'pre-apply-config'?)" "hook typo"
+
+echo "--- an unparsable MIG_PARTED_* boolean: refused with its name and value (upstream: the same)"
+run env MIG_PARTED_SKIP_RESET=maybe "$MIGKIT_BIN" -q --simulate dgx-a100 apply -f "$cfg" -c all-disabled
+[ "$rc" -eq 2 ] || fail "MIG_PARTED_SKIP_RESET=maybe: exit $rc, want 2: $(cat "$tmp/err")"
+has err "invalid MIG_PARTED_SKIP_RESET 'maybe'" "bad boolean"
+run env MIG_PARTED_MODE_CHANGE_ONLY=2 "$MIGKIT_BIN" -q --simulate dgx-a100 assert -f "$cfg" -c all-disabled
+[ "$rc" -eq 2 ] || fail "MIG_PARTED_MODE_CHANGE_ONLY=2: exit $rc, want 2"
+has err "invalid MIG_PARTED_MODE_CHANGE_ONLY '2'" "bad boolean"
+run env MIG_PARTED_SKIP_RESET= MIG_PARTED_DEBUG=False "$MIGKIT_BIN" -q --simulate dgx-a100 assert -f "$cfg" -c all-disabled
+[ "$rc" -eq 0 ] || fail "empty and False booleans: exit $rc: $(cat "$tmp/err")"
 
 echo "--- plan after apply --skip-reset: the mode change is still pending"
 run "$MIGKIT_BIN" -q --simulate dgx-a100 apply -f "$cfg" -c all-enabled --mode-only --skip-reset

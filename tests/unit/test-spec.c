@@ -876,9 +876,8 @@ static void test_hooks_valid(void **state) {
                  NULL, "apply-exit[one] apply-exit[two]"},
                 {"case-insensitive keys", "Version: v2\nHOOKS:\n  apply-start:\n    - Command: /bin/true\n      ARGS: [x]\n      Envs: {K: v}\n      WorkDir: /\n",
                  "v2", "apply-start[/bin/true 'x' env:K=v wd:/]"},
-                {"unknown keys and hook names ignored",
-                 "version: v1\nextra: 1\nhooks:\n  apply-start:\n    - command: /bin/a\n      timeout: 5\n"
-                 "  Apply-Start:\n    - {}\n  post-apply:\n    - command: /bin/b\n",
+                {"unknown keys ignored",
+                 "version: v1\nextra: 1\nhooks:\n  apply-start:\n    - command: /bin/a\n      timeout: 5\n",
                  "v1", "apply-start[/bin/a]"},
                 {"null hook list", "hooks:\n  apply-start:\n", NULL, ""},
                 {"null hooks", "version: v1\nhooks:\n", "v1", ""},
@@ -941,8 +940,12 @@ static void test_hooks_invalid(void **state) {
                  "json: cannot unmarshal string into Go value of type v1.HookSpec"},
                 {"hooks a list", "hooks: []\n", 1, 8, "hooks", "json: cannot unmarshal array into Go value of type v1.HooksMap"},
                 {"top level a list", "- a\n", 1, 1, "", "json: cannot unmarshal array into Go value of type v1.Spec"},
-                {"types checked in unknown hooks too", "hooks:\n  later:\n    - command: [x]\n", 3, 16,
-                 "hooks.later[0].command", "json: cannot unmarshal array into Go value of type string"},
+                {"unknown hook: a typo", "hooks:\n  apply-start: []\n  pre-apply-configg:\n    - command: x\n", 3, 3,
+                 "hooks.pre-apply-configg", "unknown hook 'pre-apply-configg' (did you mean 'pre-apply-config'?)"},
+                {"unknown hook: case", "hooks:\n  Apply-Start:\n    - {}\n", 2, 3, "hooks.Apply-Start",
+                 "unknown hook 'Apply-Start' (did you mean 'apply-start'?)"},
+                {"unknown hook: none close", "hooks:\n  later:\n    - command: [x]\n", 2, 3, "hooks.later",
+                 "unknown hook 'later' (known: apply-start, pre-apply-mode, pre-apply-config, apply-exit)"},
                 {"keys equal but for case", "hooks:\n  apply-start:\n    - command: a\n      Command: b\n", 4, 7,
                  "hooks.apply-start[0].Command", "duplicate key: Command"},
                 {"duplicate hook", "hooks:\n  apply-exit: []\n  apply-exit: []\n", 3, 3, "hooks.apply-exit",
@@ -956,6 +959,92 @@ static void test_hooks_invalid(void **state) {
                 check_error(cases[i].name, r, &e, -EINVAL, FILE_NAME, cases[i].line, cases[i].column, cases[i].field,
                             cases[i].msg);
                 assert_null(h);
+        }
+}
+
+/* A GPU index listed twice is accepted (upstream selects the GPU once) and
+ * reported once, at the first repeat. */
+static void test_config_duplicate_device(void **state) {
+        static const char yaml[] = V1 "  a:\n    - devices: [3]\n      mig-enabled: false\n"
+                                      "    - devices: [0, 2, 0, 2]\n      mig-enabled: false\n";
+        _cleanup_(mk_config_freep) struct mk_config *c = NULL;
+        struct mk_error e = {0};
+        assert_int_equal(mk_config_parse(yaml, strlen(yaml), FILE_NAME, &c, &e), 0);
+        assert_int_equal(c->configs[0].entries[1].n_devices, 4);
+        struct mk_error w = {0};
+        assert_int_equal(mk_config_duplicate_device(c, &c->configs[0], &w), 1);
+        check_error("index twice", w.code, &w, -EINVAL, FILE_NAME, 6, 23, "",
+                    "GPU index 0 is listed twice in 'devices' of mig-configs.a[1]: it is selected once (as mig-parted "
+                    "does)");
+        static const char once[] = V1 "  a:\n    - devices: [0, 1]\n      mig-enabled: false\n"
+                                      "  b:\n    - devices: all\n      mig-enabled: false\n";
+        c = mk_config_free(c);
+        assert_int_equal(mk_config_parse(once, strlen(once), FILE_NAME, &c, &e), 0);
+        w = (struct mk_error){0};
+        assert_int_equal(mk_config_duplicate_device(c, &c->configs[0], &w), 0);
+        assert_int_equal(mk_config_duplicate_device(c, &c->configs[1], &w), 0);
+        assert_int_equal(w.code, 0);
+}
+
+/* ---- encodings: tests/fixtures/encoding/ ---- */
+
+/* What libyaml reads is read; what it would misread (a doubled BOM read as
+ * an empty document: "selected mig-config not present") is refused at its
+ * position, naming the encoding. Columns count characters. */
+static void test_encodings(void **state) {
+        static const struct {
+                const char *file;
+                bool hooks;
+                unsigned line, column; /* 0: parses */
+                const char *msg;
+        } cases[] = {
+                {"utf8.yaml", false, 0, 0, NULL},
+                {"utf8-bom.yaml", false, 0, 0, NULL},
+                {"utf16le-bom.yaml", false, 0, 0, NULL},
+                {"utf16be-bom.yaml", false, 0, 0, NULL},
+                {"hooks-utf16le-bom.yaml", true, 0, 0, NULL},
+                {"utf8-bom-twice.yaml", false, 1, 1, "a byte-order mark (U+FEFF) inside the text: only one is allowed*"},
+                {"utf8-bom-inside.yaml", false, 3, 3, "a byte-order mark (U+FEFF) inside the text*"},
+                {"utf16le-bom-twice.yaml", false, 1, 1, "a byte-order mark (U+FEFF) inside the text*"},
+                {"utf16be-bom-inside.yaml", false, 5, 7, "a byte-order mark (U+FEFF) inside the text*"},
+                {"hooks-utf16le-bom-twice.yaml", true, 1, 1, "a byte-order mark (U+FEFF) inside the text*"},
+                {"utf8-nul.yaml", false, 2, 5, "a NUL character: YAML text cannot hold one*"},
+                {"utf16le.yaml", false, 1, 1,
+                 "the file looks like UTF-16LE without a byte-order mark; migkit reads YAML as UTF-8, or UTF-16 with a "
+                 "byte-order mark: convert it, e.g. with iconv -f UTF-16LE -t UTF-8"},
+                {"utf16be.yaml", false, 1, 1, "the file looks like UTF-16BE without a byte-order mark;*"},
+                {"utf32le.yaml", false, 1, 1, "the file looks like UTF-32LE without a byte-order mark;*"},
+                {"utf32be.yaml", false, 1, 1, "the file looks like UTF-32BE without a byte-order mark;*"},
+                {"utf32le-bom.yaml", false, 1, 1,
+                 "the file is UTF-32LE (it starts with that byte-order mark); migkit reads YAML as UTF-8, or UTF-16 "
+                 "with a byte-order mark: convert it, e.g. with iconv -f UTF-32LE -t UTF-8"},
+                {"utf32be-bom.yaml", false, 1, 1, "the file is UTF-32BE (it starts with that byte-order mark);*"},
+        };
+        const char *src = getenv("MIGKIT_SOURCE_DIR");
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                _cleanup_free_ char *path = NULL;
+                assert_true(asprintf(&path, "%s/tests/fixtures/encoding/%s", src ? src : ".", cases[i].file) > 0);
+                struct mk_error e = {0};
+                int r;
+                if (cases[i].hooks) {
+                        _cleanup_(mk_hooks_freep) struct mk_hooks *h = NULL;
+                        r = mk_hooks_load(path, &h, &e);
+                        if (r >= 0 && (h->n_entries[MK_HOOK_APPLY_START] != 1 ||
+                                       !streq(h->entries[MK_HOOK_APPLY_START][0].command, "/bin/true")))
+                                fail_msg("%s: the apply-start hook was misread", cases[i].file);
+                } else {
+                        _cleanup_(mk_config_freep) struct mk_config *c = NULL;
+                        r = mk_config_load(path, &c, &e);
+                        if (r >= 0 && (c->n_configs != 1 || !streq(c->configs[0].name, "c") ||
+                                       c->configs[0].n_entries != 1 || !c->configs[0].entries[0].all_devices))
+                                fail_msg("%s: config 'c' was misread", cases[i].file);
+                }
+                if (!cases[i].msg) {
+                        if (r < 0)
+                                fail_msg("%s: r = %d: %u:%u: %s", cases[i].file, r, e.line, e.column, e.msg);
+                        continue;
+                }
+                check_error(cases[i].file, r, &e, -EINVAL, path, cases[i].line, cases[i].column, "", cases[i].msg);
         }
 }
 
@@ -1111,6 +1200,8 @@ int main(void) {
                 cmocka_unit_test(test_config_bool_forms),
                 cmocka_unit_test(test_config_empty),
                 cmocka_unit_test(test_config_invalid),
+                cmocka_unit_test(test_encodings),
+                cmocka_unit_test(test_config_duplicate_device),
                 cmocka_unit_test(test_config_caps),
                 cmocka_unit_test(test_config_positions),
                 cmocka_unit_test(test_config_select),
