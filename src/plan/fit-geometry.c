@@ -83,6 +83,7 @@ static void profset_init(struct fit_profset *ps, const struct mk_fit_gpu *g) {
         ps->slices_given = g->slices;
         ps->tables_given = g->tables;
         ps->adq_known = false;
+        ps->profiles_only = false;
         ps->tab = fit_tables_match(g->tables, g) ? g->tables : NULL;
         memset(ps->ideal_known, 0, sizeof ps->ideal_known);
         if (ps->tab) {
@@ -184,18 +185,25 @@ static unsigned profile_room(const struct mk_gi_profile *p, const struct fit_pin
         return m;
 }
 
-/* C(free) computed; `counts` NULL means none used. */
+/* C(free) computed (fit-geometry.h): the profiles' terms plus the usable
+ * units' term; `counts` NULL means none used. */
 unsigned fit_capacity_compute(const struct mk_fit_gpu *g, const struct fit_profset *ps, const unsigned *counts,
                                  size_t extra, uint32_t free, unsigned free_slices) {
         unsigned c = 0;
+        uint32_t usable = 0;
         for (size_t j = 0; j < g->n_profiles; j++) {
                 const struct fit_pinfo *pi = &ps->pi[j];
                 if (!pi->base)
                         continue;
                 unsigned count = (counts ? counts[j] : 0) + (j == extra);
-                c += pi->size * profile_room(&g->profiles[j], pi, count, free, free_slices);
+                unsigned m = profile_room(&g->profiles[j], pi, count, free, free_slices);
+                c += pi->size * m;
+                /* The units its free placements cover stay usable. */
+                uint32_t st = m > 0 ? fit_free_runs(free, pi->size) & pi->starts : 0;
+                for (unsigned k = 0; st && k < pi->size; k++)
+                        usable |= st << k;
         }
-        return c;
+        return ps->profiles_only ? c : c + FIT_USABLE_UNIT_WEIGHT * fit_popcount32(usable);
 }
 
 /* C(free) with the instance counts of the GPU's used list (+1 for `extra`). */

@@ -8,10 +8,15 @@
  * placement's units. The capacity value of a GPU's free space is
  *
  *     C(F) = sum over allowed attribute-free profiles p of  size(p) * M_p(F)
+ *            + FIT_USABLE_UNIT_WEIGHT * |U(F)|
  *
  * where M_p(F) is how many instances of p could still be created on their
  * own in the free units F (disjoint free placements, capped by the free
- * compute slices and p's remaining instance count).
+ * compute slices and p's remaining instance count) and U(F) the free units
+ * that some free placement of such a profile (M_p > 0) covers: a placement
+ * that leaves a free unit no instance can use any more (a 1g at unit 6 of
+ * an 8-unit GPU strands unit 7, which only 1g.20gb@6 and 7g reach) loses it
+ * for certain, where the profile terms only weigh what might be asked.
  *
  * Speed: C is looked up in mk_fit_tables when the caller built them (C for
  * every free mask and free slice count of an 8-unit GPU, 4.6 KiB), else
@@ -30,6 +35,12 @@
 #define FIT_TAB_UNITS 8u        /* tables cover GPUs of up to 8 memory units */
 #define FIT_TAB_SLICES 8u       /* ... and 8 compute slices */
 #define FIT_IDEAL_MAX 8u        /* per-call cache of the ideal capacity, n and fs <= 8 */
+/* The weight of a usable free unit in C: enough that a 1g on an empty
+ * A100-80GB goes to unit 5 rather than 6 (profile terms lost 17 and 15; at 6
+ * it also strands unit 7), small enough that the profile terms still lead
+ * between GPUs (docs/scheduler-fit.md §3 and §8: 8 made the `issue` mix need
+ * more GPUs). */
+#define FIT_USABLE_UNIT_WEIGHT 4u
 
 /* --- masks ---------------------------------------------------------------------- */
 
@@ -138,6 +149,7 @@ struct fit_profset {
         /* C of n free units from unit 0 with fs free slices, counts not considered. */
         uint16_t ideal[FIT_IDEAL_MAX + 1][FIT_IDEAL_MAX + 1];
         uint16_t ideal_known[FIT_IDEAL_MAX + 1];        /* bit fs of row n */
+        bool profiles_only;             /* C without the usable units' term (the engine's planner) */
         const struct fit_pinfo *pi;     /* the tables' or own */
         struct fit_pinfo own[MK_FIT_MAX_PROFILES];
 };

@@ -997,6 +997,9 @@ static struct plan_fit *plan_fit_new(const struct planner *p) {
                 .slices = p->slices,
         };
         f->ps.pi = f->ps.own;
+        /* The profile terms only: a layout is built whole, no unit is left
+         * for later requests to strand (docs/engine.md). */
+        f->ps.profiles_only = true;
         if (fit_pinfo_fill(&f->g, f->ps.own, &f->ps.max_slices, &f->ps.max_sms) < 0) {
                 free(f);
                 return NULL;

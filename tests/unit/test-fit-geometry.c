@@ -66,15 +66,18 @@ struct cap_case {
 };
 
 static const struct cap_case cap_cases[] = {
-        {"empty GPU: 7 + 8 + 6 + 8 + 4 + 8", 0xff, 7, 41},
-        {"upper half, 3 slices: 1g 3, 1g.20gb 2x2, 2g 2, 3g 4", 0xf0, 3, 13},
-        {"upper half, 4 slices: the same (4g starts at 0)", 0xf0, 4, 13},
-        {"upper half, 2 slices: no 3g; 1g capped at 2", 0xf0, 2, 2 + 4 + 2},
-        {"units 6-7: 1g at 6, 1g.20gb at 6", 0xc0, 2, 1 + 2},
-        {"unit 0 alone: one 1g", 0x01, 1, 1},
-        {"unit 7 alone: nothing starts there", 0x80, 1, 0},
+        /* + 4 (FIT_USABLE_UNIT_WEIGHT) per free unit some free placement covers */
+        {"empty GPU: 7 + 8 + 6 + 8 + 4 + 8, 8 usable units", 0xff, 7, 41 + 4 * 8},
+        {"upper half, 3 slices: 1g 3, 1g.20gb 2x2, 2g 2, 3g 4, 4 usable", 0xf0, 3, 13 + 4 * 4},
+        {"upper half, 4 slices: the same (4g starts at 0)", 0xf0, 4, 13 + 4 * 4},
+        {"upper half, 2 slices: no 3g; 1g capped at 2; 1g.20gb@6 reaches unit 7", 0xf0, 2, 2 + 4 + 2 + 4 * 4},
+        {"units 6-7: 1g at 6, 1g.20gb at 6", 0xc0, 2, 1 + 2 + 4 * 2},
+        {"unit 0 alone: one 1g", 0x01, 1, 1 + 4},
+        {"unit 7 alone: nothing starts there, not usable", 0x80, 1, 0},
         {"free units but no slices", 0xff, 0, 0},
-        {"lower half, 4 slices: 1g 4 (capped), 1g.20gb 2x2, 2g 2x2, 3g 4, 4g 4", 0x0f, 4, 4 + 4 + 4 + 4 + 4},
+        {"lower half, 4 slices: 1g 4 (capped), 1g.20gb 2x2, 2g 2x2, 3g 4, 4g 4", 0x0f, 4,
+         4 + 4 + 4 + 4 + 4 + 4 * 4},
+        {"units 0-6 free, 6 slices: 1g 6, 1g.20gb 3x2, 2g 3x2, 3g 4, 4g 4", 0x7f, 6, 6 + 3 * 2 + 3 * 2 + 4 + 4 + 4 * 7},
         {"nothing free", 0x00, 7, 0},
 };
 
@@ -119,8 +122,8 @@ static void test_capacity(void **state) {
         /* Instance counts bind without tables: one 1g.10gb+me, not counted
          * in C (it has an attribute), and 1g.10gb's limit of 7. */
         unsigned counts[MK_FIT_MAX_PROFILES] = {[0] = 6};
-        assert_int_equal(fit_capacity_compute(g, s.ps, counts, SIZE_MAX, 0xff, 7), 41 - 6);
-        assert_int_equal(fit_capacity_compute(g, s.ps, counts, 0, 0xff, 7), 41 - 7);
+        assert_int_equal(fit_capacity_compute(g, s.ps, counts, SIZE_MAX, 0xff, 7), 41 - 6 + 4 * 8);
+        assert_int_equal(fit_capacity_compute(g, s.ps, counts, 0, 0xff, 7), 41 - 7 + 4 * 8);
 }
 
 /* --- the tables' winning placement ------------------------------------------------------- */
@@ -155,7 +158,8 @@ struct best_case {
 };
 
 static const struct best_case best_cases[] = {
-        {"1g on an empty GPU: unit 6, whose block no 2g can use", "1g.10gb", 0xff, 7, 6},
+        {"1g on an empty GPU: unit 5, as at 6 it would strand unit 7", "1g.10gb", 0xff, 7, 5},
+        {"1g beside a 1g at 5: unit 4, keeping 6-7 for a 1g.20gb", "1g.10gb", 0xdf, 6, 4},
         {"1g beside a 1g at 6: unit 5", "1g.10gb", 0xbf, 6, 5},
         {"1g with the upper half full: unit 3", "1g.10gb", 0x0f, 4, 3},
         {"2g on an empty GPU: 4, keeping the 4g block", "2g.20gb", 0xff, 7, 4},

@@ -107,10 +107,10 @@ static const struct fit_case cases[] = {
          MK_FIT_BINPACK, "0:7g.80gb@0"},
 
         /* +me: only when asked, and one per GPU. */
-        {"+me asked: 1g.10gb+me at 6", &h100, NULL, {""}, 1, REQ(.mem_mib = GIB(9), .variant = "+me"),
-         MK_FIT_BINPACK, "0:1g.10gb+me@6"},
+        {"+me asked: 1g.10gb+me at 5 (at 6 it strands unit 7)", &h100, NULL, {""}, 1,
+         REQ(.mem_mib = GIB(9), .variant = "+me"), MK_FIT_BINPACK, "0:1g.10gb+me@5"},
         {"+me asked, one exists: the next GPU", &h100, NULL, {"1g.10gb+me@6", ""}, 2,
-         REQ(.mem_mib = GIB(9), .variant = "+me"), MK_FIT_BINPACK, "1:1g.10gb+me@6"},
+         REQ(.mem_mib = GIB(9), .variant = "+me"), MK_FIT_BINPACK, "1:1g.10gb+me@5"},
         {"+me asked, every GPU has one", &h100, NULL, {"1g.10gb+me@6"}, 1, REQ(.mem_mib = GIB(9), .variant = "+me"),
          MK_FIT_BINPACK, "ENOSPC"},
         {"+me asked, not allowed here", &h100, "1g.10gb 2g.20gb", {""}, 1, REQ(.mem_mib = GIB(9), .variant = "+me"),
@@ -141,10 +141,10 @@ static const struct fit_case cases[] = {
         {"binpack, 2 GPUs: the two least-loss GPUs", &a100, NULL, {"", "1g.10gb@6", "3g.40gb@4"}, 3,
          REQN(2, .mem_mib = GIB(9)), MK_FIT_BINPACK, "1:1g.10gb@5 2:1g.10gb@3"},
         {"spread: the emptiest GPU first", &a100, NULL, {"1g.10gb@6", "", "3g.40gb@4"}, 3, REQ(.mem_mib = GIB(9)),
-         MK_FIT_SPREAD, "1:1g.10gb@6"},
+         MK_FIT_SPREAD, "1:1g.10gb@5"},
         {"spread, 2 GPUs: emptiest two", &a100, NULL, {"1g.10gb@6", "", "3g.40gb@4"}, 3,
-         REQN(2, .mem_mib = GIB(9)), MK_FIT_SPREAD, "1:1g.10gb@6 0:1g.10gb@5"},
-        {"ties: lower GPU index", &a100, NULL, {"", ""}, 2, REQ(.mem_mib = GIB(9)), MK_FIT_BINPACK, "0:1g.10gb@6"},
+         REQN(2, .mem_mib = GIB(9)), MK_FIT_SPREAD, "1:1g.10gb@5 0:1g.10gb@5"},
+        {"ties: lower GPU index", &a100, NULL, {"", ""}, 2, REQ(.mem_mib = GIB(9)), MK_FIT_BINPACK, "0:1g.10gb@5"},
         {"used instances of profiles not allowed still hold space", &a100, "1g.10gb", {"7g.80gb@0", ""}, 2,
          REQ(.mem_mib = GIB(9)), MK_FIT_BINPACK, "1:1g.10gb@6"},
 
@@ -425,22 +425,23 @@ struct frag_case {
         double expect;
 };
 
-/* A100 without 1g.20gb/+me: capacity C = 1*M_1g + 2*M_2g + 4*M_3g + 4*M_4g + 8*M_7g. */
+/* A100 without 1g.20gb/+me: capacity C = 1*M_1g + 2*M_2g + 4*M_3g + 4*M_4g + 8*M_7g + 4*|usable units|. */
 static void test_fragmentation(void **state) {
         (void) state;
         static const struct frag_case fc[] = {
                 {"", 0},
                 {"7g.80gb@0", 0},
-                /* free 1-7: C = 6 + 2*2 + 4 = 14; ideal free 0-6: 6 + 6 + 4 + 4 = 20 */
-                {"1g.10gb@0", 1 - 14.0 / 20},
-                /* free 0-5: C = 6 + 6 + 4 + 4 = 20 = ideal */
-                {"1g.10gb@6", 0},
-                /* free 0-3: C = 4 + 4 + 4 + 4 = 16 = ideal */
+                /* free 1-7: C = 6 + 2*2 + 4 + 4*7 usable units = 42; ideal free 0-6: 6 + 6 + 4 + 4 + 4*7 = 48 */
+                {"1g.10gb@0", 1 - 42.0 / 48},
+                /* free 0-5 and 7: C = 6 + 6 + 4 + 4 + 4*6 = 44 (unit 7 stranded); ideal free 0-6: 48 */
+                {"1g.10gb@6", 1 - 44.0 / 48},
+                /* free 0-3: C = 4 + 4 + 4 + 4 + 4*4 = 32 = ideal */
                 {"3g.40gb@4", 0},
                 /* free 7 but no compute slice left: nothing usable either way */
                 {"1g.10gb@0 1g.10gb@1 1g.10gb@2 1g.10gb@3 1g.10gb@4 1g.10gb@5 1g.10gb@6", 0},
-                /* free 1, 2, 5, 6, 7 with 4 slices: C = 4 (1g only); ideal free 0-4: 4 + 2*2 + 4 + 4 = 16 */
-                {"1g.10gb@0 1g.10gb@3 1g.10gb@4", 1 - 4.0 / 16},
+                /* free 1, 2, 5, 6, 7 with 4 slices: C = 4 (1g only) + 4*4 (unit 7 stranded) = 20;
+                 * ideal free 0-4: 4 + 2*2 + 4 + 4 + 4*5 = 36 */
+                {"1g.10gb@0 1g.10gb@3 1g.10gb@4", 1 - 20.0 / 36},
         };
         for (size_t i = 0; i < sizeof fc / sizeof fc[0]; i++) {
                 struct node_buf b;
@@ -606,7 +607,7 @@ static void test_node_cache(void **state) {
         b2.gpus[0].tables = b2.gpus[1].tables = NULL;
         assert_int_equal(mk_fit_node(&other, &rq, MK_FIT_BINPACK, MK_FIT_BINPACK, &res, NULL), 0);
         assert_int_equal(res.choices[0].gpu, 0);
-        assert_int_equal(res.choices[0].placement.start, 6);
+        assert_int_equal(res.choices[0].placement.start, 5);
 
         /* Mixed descriptions: another SM count, another profile array. */
         b.gpus[1].multiprocessors = 100;

@@ -113,8 +113,8 @@ static void test_decide(void **state) {
         char a[1024], b[1024];
         unsigned long hits = 0;
         decide(f, p, names, 4, true, a, sizeof(a), &hits);
-        assert_string_equal(a, "n1:0:6|soft:-28:0:node is in operating mode 'disabled'|"
-                               "gone:-2:0:node is not in migkit's cache (not seen by its Node informer)|n2:0:6");
+        assert_string_equal(a, "n1:0:5|soft:-28:0:node is in operating mode 'disabled'|"
+                               "gone:-2:0:node is not in migkit's cache (not seen by its Node informer)|n2:0:5");
         assert_int_equal(hits, 0);
         /* The same shape again: n1 and n2 answered from their memo, the same verdicts. */
         decide(f, p, names, 4, true, b, sizeof(b), &hits);
