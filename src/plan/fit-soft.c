@@ -293,6 +293,11 @@ static double tier_score(enum mk_fit_tier t, double score) {
         return ((double) (_MK_FIT_TIER_MAX - 1 - t) * 100.0 + score) / _MK_FIT_TIER_MAX;
 }
 
+double mk_fit_mig_tier_score(const struct mk_fit_node *node, const struct mk_fit_request *req,
+                             const struct mk_fit_result *r) {
+        return tier_score(mig_tier(node, req, r), r->score);
+}
+
 /* Both fits, MIG first: the soft fit is skipped when the MIG placement is
  * of the best tier (nothing can beat it). Errors only when asked (formatting
  * a reason per rejected node would cost more than the fits). */

@@ -140,6 +140,13 @@ enum mk_fit_tier {
 bool mk_fit_mig_exact(const struct mk_fit_gpu *g, const struct mk_gi_profile *p, uint64_t need_mib, unsigned cores)
         _nonnull_(1, 2);
 
+/* The mode choice's score (below) of MIG placement `r` of `req` on `node`
+ * (as fitted: node not changed since): tier first, then r->score. Nodes
+ * that offer only MIG rank a pod without a mode on the same scale as nodes
+ * where it has the choice. */
+double mk_fit_mig_tier_score(const struct mk_fit_node *node, const struct mk_fit_request *req,
+                             const struct mk_fit_result *r) _nonnull_(1, 2, 3);
+
 struct mk_fit_mode_result {
         enum mk_fit_mode mode;
         enum mk_fit_tier tier;

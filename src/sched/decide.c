@@ -42,6 +42,14 @@ static int score_priority(double score) {
         return (int) MAX(0, MIN(10, pri));
 }
 
+/* One priority scale per pod (docs/scheduler.md "Unified pool"): a pod
+ * that names no vgpu-mode, where some node is shared or mixed, is ranked by
+ * the mode choice's tier score on every node, its MIG placements on mig
+ * nodes included; a pod that names its mode by that mode's fit score. */
+static bool tiered(const struct mk_sched_config *cfg, const struct mk_pod_request *req) {
+        return cfg->pool && req->allow_mig && req->allow_soft;
+}
+
 /* The seam between nodes and kinds of placement: which placement decides
  * pods on node `name`, from its operating mode and the pod's vgpu-mode. A
  * mig node: MIG placement (a pod that allows MIG). A hami-core or mixed
@@ -147,6 +155,7 @@ static int eval_node(struct request *rq, const struct mk_sched_cand *c, struct m
                 .uid = rq->ask->uid,
                 .now = rq->now,
                 .plain = plain,
+                .tiered = tiered(rq->cfg, rq->ask->req),
         };
         double score = 0;
         r = place(&rq->scratch, &p, &score, reason, size);
@@ -259,6 +268,7 @@ int mk_sched_decide_reserve(const struct mk_sched_config *cfg, struct mk_sched_c
                         .uid = claim->uid,
                         .now = now,
                         .claim = claim,
+                        .tiered = tiered(cfg, req),
                 };
                 if ((r = place(&sc, &p, &score, reason, sizeof(reason))) < 0)
                         r = mk_error_set(e, r, "node '%s': %s", node, reason);

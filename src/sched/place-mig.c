@@ -40,8 +40,8 @@ static bool fast_path_ok(const struct mk_sched_place *p) {
                req->n_containers == 1 && !req->use_types[0] && !req->nouse_types[0];
 }
 
-static int fit_fast(const struct mk_sched_node *n, const struct mk_pod_request *req, double *ret_score, char *reason,
-                    size_t size) {
+static int fit_fast(const struct mk_sched_node *n, const struct mk_pod_request *req, bool tiered, double *ret_score,
+                    char *reason, size_t size) {
         enum mk_fit_policy np, gp;
         mk_sched_request_policies(req, &np, &gp);
         struct mk_fit_request fr = mk_sched_fit_request(req, &req->containers[0]);
@@ -56,7 +56,7 @@ static int fit_fast(const struct mk_sched_node *n, const struct mk_pod_request *
                 snprintf(reason, size, "%s", e.msg[0] ? e.msg : "does not fit");
                 return r;
         }
-        *ret_score = res.score;
+        *ret_score = tiered ? mk_fit_mig_tier_score(&fn, &fr, &res) : res.score;
         return 0;
 }
 
@@ -131,7 +131,10 @@ static int fit_slow(struct mk_sched_scratch *sc, const struct mk_sched_place *p,
                         mk_sched_fit_reason(req, rc->index, &e, reason, size);
                         return r;
                 }
-                score = res.score;
+                if (!p->tiered)
+                        score = res.score;
+                else if (k == 0) /* the first container ranks the node, as the mode choice does */
+                        score = mk_fit_mig_tier_score(&fn, &fr, &res);
                 mk_sched_take_mig(sc, inv, &res, rc->index, claim, &n_dev);
         }
         if (claim)
@@ -143,7 +146,7 @@ static int fit_slow(struct mk_sched_scratch *sc, const struct mk_sched_place *p,
 int mk_sched_place_mig(struct mk_sched_scratch **scp, const struct mk_sched_place *p, double *ret_score,
                        char *reason, size_t size) {
         if (fast_path_ok(p))
-                return fit_fast(p->node, p->req, ret_score, reason, size);
+                return fit_fast(p->node, p->req, p->tiered, ret_score, reason, size);
         if (!*scp && !(*scp = malloc(sizeof(**scp)))) {
                 snprintf(reason, size, "out of memory");
                 return -ENOMEM;

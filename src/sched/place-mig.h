@@ -46,6 +46,7 @@ struct mk_sched_place {
         const char *uid;                        /* the pod's: its own reservation is left out (may be NULL) */
         int64_t now;                            /* expires pending reservations (0: none expire) */
         bool plain;                             /* the node's kept view is this pod's (mk_sched_node_plain) */
+        bool tiered;                            /* score on the mode choice's tier scale (mk_fit_mig_tier_score) */
         struct mk_claim *claim;                 /* reserve: receives the devices chosen; NULL otherwise */
 };
 

@@ -394,6 +394,7 @@ static int get_nodes(struct mk_yaml_ctx *c, const struct mk_yaml_node *n, struct
                 if (ne.only_mixed && nc->mode != MK_SCHED_MODE_MIXED)
                         return mk_yaml_error(c, it, "gpus and modeswitch are for operatingmode mixed, not %s",
                                              mk_sched_mode_to_string(nc->mode));
+                cfg->pool |= nc->mode == MK_SCHED_MODE_HAMI_CORE || nc->mode == MK_SCHED_MODE_MIXED;
                 for (size_t k = 0; k + 1 < cfg->n_nodes; k++)
                         if (streq(cfg->nodes[k].name, nc->name))
                                 return mk_yaml_error(c, it, "node '%s' is listed twice", nc->name);

@@ -88,6 +88,8 @@ struct mk_sched_config {
         struct mk_sched_node_config *nodes;
         size_t n_nodes;
         unsigned split;                 /* deviceSplitCount (both forms), default MK_SCHED_DEFAULT_SPLIT */
+        bool pool;                      /* some node is hami-core or mixed: pods without a vgpu-mode are ranked
+                                         * on the mode choice's tier scale on every node */
         /* Resource names (HAMi's nvidia.resource*Name), defaults nvidia.com/gpu,
          * nvidia.com/gpumem, nvidia.com/gpumem-percentage, nvidia.com/gpucores. */
         char *resource_count, *resource_memory, *resource_memory_percentage, *resource_cores;

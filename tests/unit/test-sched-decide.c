@@ -372,12 +372,82 @@ static void test_pool_switch(void **state) {
         json_decref(any);
 }
 
+/* One priority scale: node "m" (mig) and node "x" (mixed, its one GPU
+ * pinned mig) hold the same MIG GPU; a pod gets one priority on both,
+ * whether it names a mode or lets the scheduler choose (the mode choice's
+ * tier scale on "x", so on "m" too). */
+static int setup_scale(void **state) {
+        struct fixture *f = calloc(1, sizeof(*f));
+        const char *y = "version: v1\nnodeconfig:\n  - name: m\n    operatingmode: mig\n"
+                        "  - name: x\n    operatingmode: mixed\n    gpus: [{index: 0, mode: mig}]\n";
+        assert_int_equal(mk_sched_config_parse(y, strlen(y), "c", &f->cfg, NULL), 0);
+        assert_true(f->cfg->pool);
+        assert_int_equal(mk_sched_cache_init(&f->cache), 0);
+        assert_int_equal(mk_sched_shapes_init(&f->shapes), 0);
+        static const char *const names[] = {"m", "x"};
+        for (size_t i = 0; i < ELEMENTSOF(names); i++) {
+                char inv[4096];
+                snprintf(inv, sizeof(inv),
+                         "{\"version\":1,\"node\":\"%s\",\"gpus\":[{\"index\":0,\"uuid\":\"GPU-%s\","
+                         FIXTURE_INV_A100_PROFILES "\"instances\":[{\"state\":\"created\",\"profile\":\"1g.5gb\","
+                         "\"id\":19,\"slices\":1,\"placement\":[6,1],\"gi\":1,\"migUUID\":\"MIG-%s\","
+                         "\"pod\":\"ns/o\",\"uid\":\"o-%s\"}]}]}",
+                         names[i], names[i], names[i], names[i]);
+                json_t *n = json_pack("{s:{s:s, s:{s:s}}}", "metadata", "name", names[i], "annotations",
+                                      MK_ANN_INVENTORY, inv);
+                assert_int_equal(mk_sched_cache_node_event(&f->cache, MK_KUBE_EVENT_ADDED, n), 0);
+                json_decref(n);
+        }
+        *state = f;
+        return 0;
+}
+
+static void priorities(struct fixture *f, const json_t *p, int *ret_m, int *ret_x) {
+        static const char *const names[] = {"m", "x"};
+        struct mk_pod_request req;
+        assert_int_equal(mk_pod_request_parse(p, f->cfg, &req, NULL), 0);
+        struct mk_sched_pod_ask ask = {.req = &req, .uid = mk_kube_meta(p, "uid"), .pod = p};
+        struct mk_sched_decisions d = {.n = 2, .by_name = true};
+        d.cands = calloc(2, sizeof(*d.cands));
+        for (size_t i = 0; i < 2; i++)
+                d.cands[i] = (struct mk_sched_cand) {.name = names[i], .len = strlen(names[i])};
+        char err[256];
+        assert_int_equal(mk_sched_decide(f->cfg, &f->cache, &f->shapes, &ask, true, &d, err, sizeof(err)), 0);
+        assert_int_equal(d.v[0].r, 0);
+        assert_int_equal(d.v[1].r, 0);
+        *ret_m = d.v[0].priority;
+        *ret_x = d.v[1].priority;
+        mk_sched_decisions_done(&d);
+}
+
+static void test_one_scale(void **state) {
+        struct fixture *f = *state;
+        static const struct {
+                const char *uid, *mem, *mode;
+                int cores;
+        } pods[] = {
+                {"a", "4000", NULL, 0},  /* 1g.5gb on the cut GPU, more waste */
+                {"b", "19000", NULL, 0}, /* 3g.20gb on the cut GPU, little waste */
+                {"c", "4000", "mig", 0},
+                {"d", "19000", "mig", 0},
+        };
+        for (size_t i = 0; i < ELEMENTSOF(pods); i++) {
+                json_t *p = pool_pod(pods[i].uid, pods[i].mem, pods[i].cores, pods[i].mode);
+                int pm, px;
+                priorities(f, p, &pm, &px);
+                if (pm != px)
+                        fail_msg("pod %s: priority %d on the mig node, %d on the mixed one", pods[i].uid, pm, px);
+                json_decref(p);
+        }
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_decide, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_reserve, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_pool, setup_pool, teardown),
                 cmocka_unit_test_setup_teardown(test_pool_switch, setup_switch, teardown),
+                cmocka_unit_test_setup_teardown(test_one_scale, setup_scale, teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
