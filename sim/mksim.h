@@ -97,6 +97,12 @@ MKSIM_EXPORT int mksim_fault_clear(void);
  * bad index. */
 MKSIM_EXPORT int mksim_reset_gpu(unsigned index);
 
+/* Waits as long as one mutating operation takes ($MIGKIT_SIM_OP_LATENCY_MS,
+ * milliseconds, default 0; docs/simulator.md): the nvidia-smi stand-in waits
+ * once per reset command, however many GPUs it resets. -EINVAL for a bad
+ * value (mksim_last_error() says why). */
+MKSIM_EXPORT int mksim_op_wait(void);
+
 /* Reboots the machine: all processes end, all instances are destroyed on all
  * GPUs, pending MIG modes apply; Hopper and later GPUs come back with MIG
  * disabled, Ampere GPUs keep their mode. Queued events are dropped. */

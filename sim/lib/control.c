@@ -320,6 +320,17 @@ int mksim_reset_gpu(unsigned index) {
         return end(&s, r);
 }
 
+int mksim_op_wait(void) {
+        unsigned ms;
+
+        sim_error_clear();
+        int r = sim_op_latency_ms(&ms);
+        if (r < 0)
+                return r;
+        sim_sleep_ms(ms);
+        return 0;
+}
+
 int mksim_reboot(void) {
         struct sim_session s;
 

@@ -50,6 +50,7 @@ static unsigned init_count;
 static char *state_path;                      /* fixed at the 0 -> 1 init */
 static struct env_fault env_faults[SIM_MAX_FAULTS];
 static size_t n_env_faults;
+static unsigned op_latency_ms;                /* MIGKIT_SIM_OP_LATENCY_MS, fixed at the 0 -> 1 init */
 
 #define HANDLE_MAGIC 0x6d6b7369u /* "mksi" */
 
@@ -258,6 +259,7 @@ struct call {
         struct sim_state *st;
         char *path;
         bool mutating;
+        unsigned latency_ms;   /* a mutating call lasts this long, outside every lock */
         struct sim_live *live; /* the live region, when this call read it */
 };
 
@@ -306,6 +308,7 @@ static nvmlReturn_t call_begin(struct call *c, const char *fn, bool mutating) {
                 return NVML_ERROR_UNINITIALIZED;
         }
         c->path = strdup(state_path);
+        c->latency_ms = mutating ? op_latency_ms : 0;
         r = env_fault_hit(fn);
         pthread_mutex_unlock(&lib_mutex);
         if (!c->path)
@@ -378,6 +381,9 @@ static nvmlReturn_t call_end(struct call *c, nvmlReturn_t r) {
                 fflush(NULL);
                 _exit(137);
         }
+        /* The operation's duration, with no lock held: calls on other GPUs
+         * (other threads, other processes) go on meanwhile, as on a driver. */
+        sim_sleep_ms(c->latency_ms);
         return r;
 }
 
@@ -489,7 +495,7 @@ static nvmlReturn_t init_common(const char *fn) {
                         pthread_mutex_unlock(&lib_mutex);
                         return NVML_ERROR_MEMORY;
                 }
-                if (parse_env_faults(getenv("MIGKIT_SIM_FAULTS")) < 0) {
+                if (parse_env_faults(getenv("MIGKIT_SIM_FAULTS")) < 0 || sim_op_latency_ms(&op_latency_ms) < 0) {
                         n_env_faults = 0;
                         report(sim_error_get());
                         pthread_mutex_unlock(&lib_mutex);

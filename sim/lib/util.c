@@ -2,6 +2,7 @@
 #include <ctype.h>
 #include <stdarg.h>
 #include <strings.h>
+#include <time.h>
 
 #include "lib/util.h"
 
@@ -62,6 +63,24 @@ int sim_parse_u32(const char *s, uint32_t *ret) {
                 return -ERANGE;
         *ret = (uint32_t) v;
         return 0;
+}
+
+int sim_op_latency_ms(unsigned *ret) {
+        const char *e = getenv("MIGKIT_SIM_OP_LATENCY_MS");
+        uint32_t v = 0;
+
+        if (e && *e && (sim_parse_u32(e, &v) < 0 || v > SIM_MAX_OP_LATENCY_MS))
+                return sim_error(-EINVAL, "MIGKIT_SIM_OP_LATENCY_MS='%s': expected milliseconds, 0..%u", e,
+                                 SIM_MAX_OP_LATENCY_MS);
+        *ret = v;
+        return 0;
+}
+
+void sim_sleep_ms(unsigned ms) {
+        struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (long) (ms % 1000) * 1000000L };
+
+        while (ms > 0 && nanosleep(&ts, &ts) < 0 && errno == EINTR)
+                ;
 }
 
 uint64_t sim_hash(const void *data, size_t size, uint64_t seed) {

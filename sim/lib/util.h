@@ -51,6 +51,14 @@ void sim_error_clear(void);
 int sim_parse_u64(const char *s, bool hex_ok, uint64_t *ret);
 int sim_parse_u32(const char *s, uint32_t *ret);
 
+/* How long one mutating operation takes (MIGKIT_SIM_OP_LATENCY_MS, at most
+ * SIM_MAX_OP_LATENCY_MS): 0 when unset or empty; -EINVAL (with sim_error())
+ * for anything but a decimal number in range. */
+#define SIM_MAX_OP_LATENCY_MS 60000u
+int sim_op_latency_ms(unsigned *ret);
+/* Sleeps ms milliseconds (through EINTR). */
+void sim_sleep_ms(unsigned ms);
+
 /* 64-bit FNV-1a over the bytes, mixed by splitmix64 finalisation. */
 uint64_t sim_hash(const void *data, size_t size, uint64_t seed);
 

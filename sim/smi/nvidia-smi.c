@@ -721,6 +721,11 @@ static int cmd_reset(const struct options *o) {
 
         if ((k = select_gpus(o->ids, sel, &n)) != SMI_OK)
                 return k;
+        /* The GPUs reset together: one operation's time for all of them. */
+        if (mksim_op_wait() < 0) {
+                printf("%s\n", mksim_last_error());
+                return SMI_EOTHER;
+        }
         for (unsigned i = 0; i < n; i++) {
                 int r = mksim_reset_gpu(sel[i]->index);
 
