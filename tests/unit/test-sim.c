@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -127,6 +128,7 @@ static const char *use_machine(const char *machine) {
         setenv("MIGKIT_SIM_STATE", path, 1);
         setenv("MIGKIT_SIM_MACHINE", machine, 1);
         unsetenv("MIGKIT_SIM_FAULTS");
+        unsetenv("MIGKIT_SIM_OP_LATENCY_MS");
         return path;
 }
 
@@ -1182,6 +1184,67 @@ static void test_concurrent_creators(void **state) {
         OK(p_nvmlShutdown());
 }
 
+/* MIGKIT_SIM_OP_LATENCY_MS: each mutating call lasts that long, without
+ * holding the state lock, so four threads creating a GPU instance on four
+ * GPUs at once take about one latency, not four; a bad value fails nvmlInit. */
+struct latency_job {
+        unsigned gpu;
+        nvmlReturn_t r;
+        long long ms;
+};
+
+static void *latency_create(void *userdata) {
+        struct latency_job *j = userdata;
+        nvmlGpuInstancePlacement_t pl = { .start = 0, .size = 1 };
+        nvmlDevice_t d = NULL;
+        nvmlGpuInstance_t gi = NULL;
+        long long t = ms_now();
+        j->r = p_nvmlDeviceGetHandleByIndex_v2(j->gpu, &d);
+        if (j->r == NVML_SUCCESS)
+                j->r = p_nvmlDeviceCreateGpuInstanceWithPlacement(d, 19, &pl, &gi);
+        j->ms = ms_now() - t;
+        return NULL;
+}
+
+static void test_op_latency_threads(void **state) {
+        enum { GPUS = 4, LATENCY_MS = 300 };
+        struct latency_job jobs[GPUS];
+        pthread_t threads[GPUS];
+
+        use_machine("h100-80gb*4");
+        OK(p_nvmlInit_v2());
+        for (unsigned i = 0; i < GPUS; i++)
+                enable_mig(i);
+        OK(p_nvmlShutdown());
+        setenv("MIGKIT_SIM_OP_LATENCY_MS", "300", 1);
+        OK(p_nvmlInit_v2());
+        long long t = ms_now();
+        for (unsigned i = 0; i < GPUS; i++) {
+                jobs[i] = (struct latency_job) { .gpu = i };
+                assert_int_equal(pthread_create(&threads[i], NULL, latency_create, &jobs[i]), 0);
+        }
+        for (unsigned i = 0; i < GPUS; i++)
+                assert_int_equal(pthread_join(threads[i], NULL), 0);
+        t = ms_now() - t;
+        for (unsigned i = 0; i < GPUS; i++) {
+                EXPECT(NVML_SUCCESS, jobs[i].r);
+                assert_true(jobs[i].ms >= LATENCY_MS);
+        }
+        if (t >= 3 * LATENCY_MS)
+                fail_msg("4 creates on 4 GPUs from 4 threads took %lld ms, %d ms each", t, LATENCY_MS);
+        /* A read is not an operation. */
+        unsigned n = 0;
+        t = ms_now();
+        OK(p_nvmlDeviceGetCount_v2(&n));
+        assert_true(ms_now() - t < LATENCY_MS);
+        OK(p_nvmlShutdown());
+
+        use_machine("h100-80gb");
+        setenv("MIGKIT_SIM_OP_LATENCY_MS", "soon", 1);
+        EXPECT(NVML_ERROR_UNKNOWN, p_nvmlInit_v2());
+        unsetenv("MIGKIT_SIM_OP_LATENCY_MS");
+}
+
 static void test_bad_state_and_machine(void **state) {
         const char *path = use_machine("dgx-a100");
         unsigned n;
@@ -1252,6 +1315,7 @@ int main(void) {
                 cmocka_unit_test(test_faults_in_state_across_processes),
                 cmocka_unit_test(test_crash_after),
                 cmocka_unit_test(test_concurrent_creators),
+                cmocka_unit_test(test_op_latency_threads),
                 cmocka_unit_test(test_bad_state_and_machine),
         };
         return cmocka_run_group_tests_name("sim", tests, load, unload);
