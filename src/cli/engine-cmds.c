@@ -18,7 +18,7 @@ enum cmd { CMD_APPLY, CMD_ASSERT, CMD_PLAN };
 
 struct args {
         const char *config_file, *selected, *hooks_file;
-        bool skip_reset, mode_only, valid_config, debug, verbose;
+        bool skip_reset, mode_only, valid_config, debug, verbose, sequential;
         enum mk_output_format fmt;
         int hook_timeout_ms;
 };
@@ -73,7 +73,8 @@ static void help(enum cmd c) {
                 printf("  -k, --hooks-file FILE        hooks v1 file (MIG_PARTED_HOOKS_FILE)\n"
                        "  -s, --skip-reset             do not reset GPUs after a mode change (MIG_PARTED_SKIP_RESET)\n"
                        "      --hook-timeout DURATION  a hook running longer is killed, apply fails (5m;\n"
-                       "                               MIGKIT_HOOK_TIMEOUT)\n");
+                       "                               MIGKIT_HOOK_TIMEOUT)\n"
+                       "      --sequential             change the GPUs one after another, not all at once\n");
         printf("  -m, --mode-only              only the MIG mode (MIG_PARTED_MODE_CHANGE_ONLY)\n");
         if (c == CMD_ASSERT)
                 printf("  -a, --valid-config           only check that the config parses and the name exists\n"
@@ -85,6 +86,8 @@ static void help(enum cmd c) {
                 printf("  -o, --output-format FMT      table (default) or json\n");
         printf("  -d, --debug                  debug logging, hook output shown (MIG_PARTED_DEBUG)\n");
 }
+
+enum { OPT_SEQUENTIAL = 0x100 }; /* long options without a letter */
 
 static int parse_args(enum cmd c, int argc, char **argv, struct args *a) {
         static const struct option options[] = {
@@ -100,6 +103,7 @@ static int parse_args(enum cmd c, int argc, char **argv, struct args *a) {
                 {"debug", no_argument, NULL, 'd'},
                 {"verbose", no_argument, NULL, 'v'},
                 {"help", no_argument, NULL, 'h'},
+                {"sequential", no_argument, NULL, OPT_SEQUENTIAL},
                 {},
         };
         *a = (struct args){
@@ -145,6 +149,11 @@ static int parse_args(enum cmd c, int argc, char **argv, struct args *a) {
                         break;
                 case 'm':
                         a->mode_only = true;
+                        break;
+                case OPT_SEQUENTIAL:
+                        if (c != CMD_APPLY)
+                                goto bad;
+                        a->sequential = true;
                         break;
                 case 'a':
                         if (c != CMD_ASSERT)
@@ -817,6 +826,7 @@ int cli_apply(int argc, char **argv) {
                 .hook_output = a.debug,
                 .hook_timeout_ms = a.hook_timeout_ms,
                 .progress = &progress,
+                .sequential = a.sequential,
         };
         struct mk_error e = {0};
         struct mk_apply_report rep = {0};

@@ -2,8 +2,13 @@
  * resets) -> destroy -> create -> verify, over a mode backend
  * (engine/backend.h), reporting each step as an event (engine/progress.h).
  * Every phase reads the GPUs back and plans again, so a crash or a failed
- * step leaves a state the next run starts from. */
+ * step leaves a state the next run starts from. Within the mode and the
+ * layout phase each GPU that changes gets its own thread (a GPU instance
+ * create or a reset takes up to seconds on real hardware, so an 8-GPU node
+ * would wait for the sum); planning, hooks, resets and verification stay on
+ * the caller's thread, whole. */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,9 +83,12 @@ struct apply_ctx {
         struct mk_backend b;
         bool mode_only;               /* asked for, or the backend cannot make instances */
         uint64_t t0;
-        struct gpu_progress *gpus;
+        struct gpu_progress *gpus;    /* gpus[i]: touched by GPU i's thread alone while it runs */
         size_t n_gpus;
         struct mk_apply_report *rep;
+        /* Serialises the progress callback and the report's counts, which
+         * the GPUs' threads share. */
+        pthread_mutex_t lock;
 };
 
 static uint64_t now_ms(void) {
@@ -89,12 +97,23 @@ static uint64_t now_ms(void) {
         return (uint64_t) ts.tv_sec * 1000 + (uint64_t) ts.tv_nsec / 1000000;
 }
 
-static void emit(const struct apply_ctx *x, struct mk_progress_event ev) {
+static void emit(struct apply_ctx *x, struct mk_progress_event ev) {
+        pthread_mutex_lock(&x->lock);
         ev.t_ms = now_ms() - x->t0;
         mk_progress_emit(x->o->progress, &ev);
+        pthread_mutex_unlock(&x->lock);
 }
 
-static void step(const struct apply_ctx *x, unsigned gpu, struct mk_progress_event ev) {
+/* One more change in the report's total (shared) and the GPU's count (its own). */
+static void count(struct apply_ctx *x, size_t *total, size_t *gpu) {
+        pthread_mutex_lock(&x->lock);
+        (*total)++;
+        pthread_mutex_unlock(&x->lock);
+        if (gpu)
+                (*gpu)++;
+}
+
+static void step(struct apply_ctx *x, unsigned gpu, struct mk_progress_event ev) {
         ev.kind = MK_PROGRESS_STEP;
         ev.gpu = (int) gpu;
         emit(x, ev);
@@ -136,7 +155,7 @@ static void gpu_finished(struct apply_ctx *x, unsigned gpu, enum mk_progress_pha
                 });
 }
 
-static void warn(const struct apply_ctx *x, const char *message) {
+static void warn(struct apply_ctx *x, const char *message) {
         emit(x, (struct mk_progress_event){.kind = MK_PROGRESS_WARNING, .gpu = -1, .message = message});
 }
 
@@ -154,7 +173,7 @@ static int read_view(struct apply_ctx *x, struct view *v, struct mk_error *e) {
         return 0;
 }
 
-static int hook(const struct apply_ctx *x, enum mk_hook which, struct mk_error *e) {
+static int hook(struct apply_ctx *x, enum mk_hook which, struct mk_error *e) {
         return mk_engine_run_hook(x->hooks, which, x->mig_env, x->o, e);
 }
 
@@ -180,20 +199,14 @@ static int execute_layout(struct apply_ctx *x, const struct mk_gpu_plan *p, stru
                                                                 .gi_id = d->gi_id, .ci_id = d->ci_id,
                                                                 .placement = d->placement, .uuid = d->uuid});
                         r = ops->destroy_ci(&x->b, gpu, d->gi_id, d->ci_id, e);
-                        if (r >= 0) {
-                                x->rep->destroyed_cis++;
-                                if (g)
-                                        g->destroyed++;
-                        }
+                        if (r >= 0)
+                                count(x, &x->rep->destroyed_cis, g ? &g->destroyed : NULL);
                 } else {
                         step(x, gpu, (struct mk_progress_event){.step = MK_STEP_DESTROY_GI, .profile = d->name,
                                                                 .gi_id = d->gi_id, .placement = d->placement});
                         r = ops->destroy_gi(&x->b, gpu, d->gi_id, e);
-                        if (r >= 0) {
-                                x->rep->destroyed_gis++;
-                                if (g)
-                                        g->destroyed_gis++;
-                        }
+                        if (r >= 0)
+                                count(x, &x->rep->destroyed_gis, g ? &g->destroyed_gis : NULL);
                 }
                 if (r < 0)
                         return r;
@@ -207,9 +220,7 @@ static int execute_layout(struct apply_ctx *x, const struct mk_gpu_plan *p, stru
                         int r = ops->create_gi(&x->b, gpu, t->profile->id, t->placement, &gi_id, e);
                         if (r < 0)
                                 return r;
-                        x->rep->created_gis++;
-                        if (g)
-                                g->created_gis++;
+                        count(x, &x->rep->created_gis, g ? &g->created_gis : NULL);
                 }
                 for (size_t k = 0; k < t->n_cis; k++) {
                         const struct mk_plan_ci *c = &t->cis[k];
@@ -222,12 +233,109 @@ static int execute_layout(struct apply_ctx *x, const struct mk_gpu_plan *p, stru
                                                c->profile->nvml_enum, c->placement, &ci_id, e);
                         if (r < 0)
                                 return r;
-                        x->rep->created_cis++;
-                        if (g)
-                                g->created++;
+                        count(x, &x->rep->created_cis, g ? &g->created : NULL);
                 }
         }
         return 0;
+}
+
+/* One GPU's share of a phase, run on its own thread. */
+struct gpu_job {
+        struct job_set *set;
+        size_t i;                     /* its index in the snapshot */
+        const struct mk_gpu *g;
+        const struct mk_gpu_plan *p;
+        int r;
+        struct mk_error e;
+        bool pending;                 /* mode phase: the change waits for a reset */
+        bool ran, done, threaded;
+        pthread_t thread;
+};
+
+/* The GPUs of one phase. Their gpu-finished events go out in GPU order (a
+ * GPU's waits for those before it), so that the output of a run does not
+ * depend on which thread ends first; steps go out as they happen. */
+struct job_set {
+        struct apply_ctx *x;
+        enum mk_progress_phase phase;
+        int (*fn)(struct apply_ctx *x, struct gpu_job *j);
+        bool finish;                  /* a job that succeeds ends its GPU (else only a failure does) */
+        bool stop_at_failure;         /* sequential: the first failure stops the others */
+        struct gpu_job *jobs;
+        size_t n, next;               /* next: the first job whose end is not reported yet */
+        pthread_mutex_t lock;         /* done, next; taken before the ctx's lock */
+};
+
+static void job_end(struct job_set *s, struct gpu_job *j) {
+        pthread_mutex_lock(&s->lock);
+        j->done = true;
+        for (; s->next < s->n && s->jobs[s->next].done; s->next++) {
+                struct gpu_job *k = &s->jobs[s->next];
+                if (s->finish || k->r < 0)
+                        gpu_finished(s->x, k->p->gpu_index, s->phase, k->r, &k->e);
+        }
+        pthread_mutex_unlock(&s->lock);
+}
+
+static void job_run(struct gpu_job *j) {
+        struct job_set *s = j->set;
+        struct gpu_progress *g = gpu_of(s->x, j->p->gpu_index);
+        gpu_started(s->x, j->p->gpu_index, s->phase);
+        uint64_t t = now_ms();
+        j->r = s->fn(s->x, j);
+        if (g)
+                g->busy_ms += now_ms() - t;
+        j->ran = true;
+        job_end(s, j);
+}
+
+static void *job_thread(void *userdata) {
+        job_run(userdata);
+        return NULL;
+}
+
+/* Runs every job: one thread each when the backend allows it and the
+ * caller did not ask for sequential, else one after another. A thread that
+ * cannot be started runs its job here. Returns the first failure in GPU
+ * order, its detail in e. */
+static int jobs_run(struct job_set *s, struct mk_error *e) {
+        const struct apply_ctx *x = s->x;
+        bool parallel = s->n > 1 && x->b.ops->concurrent && !x->o->sequential;
+        if (pthread_mutex_init(&s->lock, NULL) != 0)
+                return mk_error_set(e, -ENOMEM, "Out of memory");
+        for (size_t i = 0; i < s->n; i++) {
+                struct gpu_job *j = &s->jobs[i];
+                if (parallel && pthread_create(&j->thread, NULL, job_thread, j) == 0) {
+                        j->threaded = true;
+                        continue;
+                }
+                job_run(j);
+                if (!parallel && s->stop_at_failure && j->r < 0)
+                        break;
+        }
+        for (size_t i = 0; i < s->n; i++)
+                if (s->jobs[i].threaded)
+                        (void) pthread_join(s->jobs[i].thread, NULL);
+        (void) pthread_mutex_destroy(&s->lock);
+        for (size_t i = 0; i < s->n; i++)
+                if (s->jobs[i].ran && s->jobs[i].r < 0) {
+                        if (e)
+                                *e = s->jobs[i].e;
+                        return s->jobs[i].r;
+                }
+        return 0;
+}
+
+/* The GPUs of view v whose plan changes something: the mode (mode) or the layout. */
+static struct gpu_job *jobs_of(struct job_set *s, const struct mk_snapshot *snap, const struct mk_gpu_plan *p,
+                               bool mode) {
+        s->jobs = calloc(snap->n_gpus ? snap->n_gpus : 1, sizeof(*s->jobs));
+        if (!s->jobs)
+                return NULL;
+        for (size_t i = 0; i < snap->n_gpus; i++)
+                if (mode ? p[i].mode_change : p[i].layout_change)
+                        s->jobs[s->n++] = (struct gpu_job){.set = s, .i = i, .g = &snap->gpus[i], .p = &p[i]};
+        return s->jobs;
 }
 
 static const char *mode_str(enum mk_mig_mode m) {
@@ -267,6 +375,19 @@ static int reset_pending(struct apply_ctx *x, const struct mk_gpu *const *pendin
         return 0;
 }
 
+/* One GPU's mode: its instances go first when MIG is being disabled (NVML
+ * refuses to disable MIG while instances exist), then the mode is set. */
+static int mode_job(struct apply_ctx *x, struct gpu_job *j) {
+        const struct mk_gpu_plan *p = j->p;
+        if (!p->mig_enabled && p->n_destroy > 0) {
+                int r = execute_layout(x, p, &j->e);
+                if (r < 0)
+                        return r;
+        }
+        step(x, p->gpu_index, (struct mk_progress_event){.step = MK_STEP_SET_MODE, .enabled = p->mig_enabled});
+        return x->b.ops->set_mode(&x->b, j->g, p->mig_enabled, &j->pending, &j->e);
+}
+
 static int mode_phase(struct apply_ctx *x, struct mk_error *e) {
         _cleanup_(view_done) struct view v = {0};
         int r = read_view(x, &v, e);
@@ -279,40 +400,29 @@ static int mode_phase(struct apply_ctx *x, struct mk_error *e) {
                 r = before_change(x, e);
         if (r < 0)
                 return r;
-        _cleanup_free_ const struct mk_gpu **pending = calloc(v.s->n_gpus, sizeof(*pending));
-        if (!pending)
+        struct job_set set = {.x = x, .phase = MK_PHASE_MODE, .fn = mode_job, .stop_at_failure = true};
+        _cleanup_free_ struct gpu_job *jobs = jobs_of(&set, v.s, v.p, true);
+        _cleanup_free_ const struct mk_gpu **pending = calloc(v.s->n_gpus ? v.s->n_gpus : 1, sizeof(*pending));
+        if (!jobs || !pending)
                 return mk_error_set(e, -ENOMEM, "Out of memory");
+        r = jobs_run(&set, e);
         size_t n_pending = 0;
-        for (size_t i = 0; i < v.s->n_gpus && r >= 0; i++) {
-                const struct mk_gpu_plan *p = &v.p[i];
-                if (!p->mode_change)
+        for (size_t k = 0; k < set.n; k++) {
+                const struct gpu_job *j = &jobs[k];
+                if (!j->ran)
                         continue;
-                gpu_started(x, p->gpu_index, MK_PHASE_MODE);
-                uint64_t t = now_ms();
-                /* NVML refuses to disable MIG while instances exist. */
-                if (!p->mig_enabled && p->n_destroy > 0)
-                        r = execute_layout(x, p, e);
-                bool pend = false;
-                if (r >= 0) {
-                        step(x, p->gpu_index, (struct mk_progress_event){.step = MK_STEP_SET_MODE,
-                                                                         .enabled = p->mig_enabled});
-                        r = x->b.ops->set_mode(&x->b, &v.s->gpus[i], p->mig_enabled, &pend, e);
-                }
-                if (gpu_of(x, p->gpu_index))
-                        gpu_of(x, p->gpu_index)->busy_ms += now_ms() - t;
-                if (r < 0) {
-                        x->rep->gpu_failed[i] = true;
-                        gpu_finished(x, p->gpu_index, MK_PHASE_MODE, r, e);
-                        break;
+                if (j->r < 0) {
+                        x->rep->gpu_failed[j->i] = true;
+                        continue;
                 }
                 x->rep->mode_changes++;
-                struct gpu_progress *g = gpu_of(x, p->gpu_index);
+                struct gpu_progress *g = gpu_of(x, j->p->gpu_index);
                 if (g) {
                         g->mode_changed = true;
-                        g->enabled = p->mig_enabled;
+                        g->enabled = j->p->mig_enabled;
                 }
-                if (pend)
-                        pending[n_pending++] = &v.s->gpus[i];
+                if (j->pending)
+                        pending[n_pending++] = j->g;
         }
         if (r < 0)
                 return r;
@@ -340,6 +450,13 @@ static int mode_phase(struct apply_ctx *x, struct mk_error *e) {
         return r;
 }
 
+static int layout_job(struct apply_ctx *x, struct gpu_job *j) {
+        struct gpu_progress *g = gpu_of(x, j->p->gpu_index);
+        if (g)
+                g->kept = j->p->n_kept_cis;
+        return execute_layout(x, j->p, &j->e);
+}
+
 static int layout_phase(struct apply_ctx *x, struct mk_error *e) {
         _cleanup_(view_done) struct view v = {0};
         int r = read_view(x, &v, e);
@@ -355,32 +472,18 @@ static int layout_phase(struct apply_ctx *x, struct mk_error *e) {
                 r = hook(x, MK_HOOK_PRE_APPLY_CONFIG, e);
         if (any && r >= 0)
                 r = before_change(x, e);
-        int first = 0;
-        for (size_t i = 0; r >= 0 && i < v.s->n_gpus; i++) {
-                const struct mk_gpu_plan *p = &v.p[i];
-                if (!p->layout_change)
-                        continue;
-                gpu_started(x, p->gpu_index, MK_PHASE_LAYOUT);
-                struct gpu_progress *g = gpu_of(x, p->gpu_index);
-                if (g)
-                        g->kept = p->n_kept_cis;
-                struct mk_error ge = {0};
-                uint64_t t = now_ms();
-                int q = execute_layout(x, p, &ge);
-                if (g)
-                        g->busy_ms += now_ms() - t;
-                gpu_finished(x, p->gpu_index, MK_PHASE_LAYOUT, q, &ge);
-                if (q < 0) {
-                        /* Stop this GPU, go on with the others; a re-run repairs it. */
-                        x->rep->gpu_failed[i] = true;
-                        if (first == 0) {
-                                first = q;
-                                if (e)
-                                        *e = ge;
-                        }
-                }
-        }
-        return r < 0 ? r : first;
+        if (r < 0)
+                return r;
+        /* A GPU that fails stops; the others go on, and a re-run repairs it. */
+        struct job_set set = {.x = x, .phase = MK_PHASE_LAYOUT, .fn = layout_job, .finish = true};
+        _cleanup_free_ struct gpu_job *jobs = jobs_of(&set, v.s, v.p, false);
+        if (!jobs)
+                return mk_error_set(e, -ENOMEM, "Out of memory");
+        r = jobs_run(&set, e);
+        for (size_t k = 0; k < set.n; k++)
+                if (jobs[k].ran && jobs[k].r < 0)
+                        x->rep->gpu_failed[jobs[k].i] = true;
+        return r;
 }
 
 static int verify(struct apply_ctx *x, struct mk_error *e) {
@@ -500,6 +603,8 @@ static int run(struct apply_ctx *x, struct mk_error *e) {
 int mk_engine_apply(const struct mk_config *c, const struct mk_hooks *hooks, const struct mk_engine_opts *o,
                     struct mk_apply_report *rep, struct mk_error *e) {
         struct apply_ctx x = {.c = c, .hooks = hooks, .o = o, .rep = rep, .t0 = now_ms()};
+        if (pthread_mutex_init(&x.lock, NULL) != 0)
+                return mk_error_set(e, -ENOMEM, "Out of memory");
         int r = mk_config_select(c, o->selected_config, &x.nc, e);
         if (r >= 0) {
                 char env[5][4200];
@@ -524,5 +629,6 @@ int mk_engine_apply(const struct mk_config *c, const struct mk_hooks *hooks, con
         emit(&x, (struct mk_progress_event){.kind = MK_PROGRESS_DONE, .gpu = -1, .report = rep,
                                             .error = r < 0 ? r : 0,
                                             .message = r < 0 && e ? mk_error_format(e, buf, sizeof(buf)) : NULL});
+        (void) pthread_mutex_destroy(&x.lock);
         return r;
 }

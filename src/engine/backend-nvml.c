@@ -107,6 +107,7 @@ const struct mk_backend_ops mk_backend_nvml = {
         .name = "nvml",
         .description = "NVML",
         .instances = true,
+        .concurrent = true,
         .detect = nvml_detect,
         .close = nvml_close,
         .snapshot = nvml_snapshot,

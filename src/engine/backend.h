@@ -20,6 +20,11 @@ struct mk_backend_ops {
         const char *name;          /* "nvml", "pci" */
         const char *description;   /* for people: "NVML", "PCI BAR0" */
         bool instances;            /* can read, create and destroy GPU and compute instances */
+        /* set_mode and the instance calls may run on several threads at
+         * once, one GPU per thread (NVML API Reference, introduction: "safe
+         * to make simultaneous NVML calls from multiple threads"); else the
+         * flow calls them one at a time. */
+        bool concurrent;
         /* Can this backend drive the node? When so, sets itself up in b
          * (b->data) and returns 0; else -errno with the reason in e and b
          * unchanged. */

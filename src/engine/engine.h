@@ -38,8 +38,13 @@ struct mk_engine_opts {
          * GPU clients here. A negative return aborts before the change. */
         int (*before_change)(void *userdata, struct mk_error *e);
         void *userdata;
-        /* Where apply reports what it does (engine/progress.h); NULL: the debug log. */
+        /* Where apply reports what it does (engine/progress.h); NULL: the debug log.
+         * Called by one thread at a time, but not always the caller's: the
+         * GPUs change in parallel, one thread each (docs/engine.md). */
         const struct mk_progress *progress;
+        /* Change the GPUs one after another, as mig-parted does, instead of
+         * one thread per GPU (for comparison; the result is the same). */
+        bool sequential;
 };
 
 /* Reads the GPUs (NVML) and plans the selected config on each, changing

@@ -21,7 +21,7 @@ struct mk_nvml {
         void *dl;
         char *path;
         bool initialized;
-        unsigned long mutations;
+        unsigned long mutations;      /* atomic: the engine calls from one thread per GPU */
         struct mk_nvml_syms s;
 };
 
@@ -786,7 +786,11 @@ int mk_nvml_snapshot(struct mk_nvml *n, struct mk_snapshot **ret, struct mk_erro
 }
 
 unsigned long mk_nvml_mutations(const struct mk_nvml *n) {
-        return n->mutations;
+        return __atomic_load_n(&n->mutations, __ATOMIC_RELAXED);
+}
+
+static void count_mutation(struct mk_nvml *n) {
+        __atomic_add_fetch(&n->mutations, 1, __ATOMIC_RELAXED);
 }
 
 static int get_device(struct mk_nvml *n, unsigned gpu, nvmlDevice_t *ret, struct mk_error *e) {
@@ -813,7 +817,7 @@ int mk_nvml_set_mig_mode(struct mk_nvml *n, unsigned gpu, bool enabled, bool *re
         if (q < 0)
                 return q;
         nvmlReturn_t activation = NVML_SUCCESS;
-        n->mutations++;
+        count_mutation(n);
         nvmlReturn_t r = n->s.nvmlDeviceSetMigMode(dev, enabled ? NVML_DEVICE_MIG_ENABLE : NVML_DEVICE_MIG_DISABLE,
                                                    &activation);
         if (r != NVML_SUCCESS)
@@ -837,7 +841,7 @@ int mk_nvml_set_compute_mode(struct mk_nvml *n, unsigned gpu, unsigned mode, str
         int q = get_device(n, gpu, &dev, e);
         if (q < 0)
                 return q;
-        n->mutations++;
+        count_mutation(n);
         nvmlReturn_t r = n->s.nvmlDeviceSetComputeMode(dev, (nvmlComputeMode_t) mode);
         if (r != NVML_SUCCESS)
                 return nvml_fail(n, e, r, "GPU %u: failed to set compute mode %u", gpu, mode);
@@ -859,7 +863,7 @@ int mk_nvml_create_gi(struct mk_nvml *n, unsigned gpu, unsigned profile_id, stru
                 return q;
         nvmlGpuInstancePlacement_t pl = {placement.start, placement.size};
         nvmlGpuInstance_t gi;
-        n->mutations++;
+        count_mutation(n);
         nvmlReturn_t r = n->s.nvmlDeviceCreateGpuInstanceWithPlacement(dev, profile_id, &pl, &gi);
         if (r != NVML_SUCCESS)
                 return nvml_fail(n, e, r, "GPU %u: failed to create a GPU instance of profile %u at %u:%u", gpu,
@@ -896,7 +900,7 @@ int mk_nvml_create_ci(struct mk_nvml *n, unsigned gpu, unsigned gi_id, unsigned 
                 return q;
         nvmlComputeInstance_t ci;
         nvmlReturn_t r;
-        n->mutations++;
+        count_mutation(n);
         if (n->s.nvmlGpuInstanceCreateComputeInstanceWithPlacement) {
                 nvmlComputeInstancePlacement_t pl = {placement.start, placement.size};
                 r = n->s.nvmlGpuInstanceCreateComputeInstanceWithPlacement(gi, ci_profile_id, &pl, &ci);
@@ -924,7 +928,7 @@ int mk_nvml_destroy_ci(struct mk_nvml *n, unsigned gpu, unsigned gi_id, unsigned
         if (r != NVML_SUCCESS)
                 return nvml_fail(n, e, r, "GPU %u: failed to find compute instance %u of GPU instance %u", gpu, ci_id,
                                  gi_id);
-        n->mutations++;
+        count_mutation(n);
         r = n->s.nvmlComputeInstanceDestroy(ci);
         if (r != NVML_SUCCESS)
                 return nvml_fail(n, e, r, "GPU %u: failed to destroy compute instance %u of GPU instance %u", gpu,
@@ -937,7 +941,7 @@ int mk_nvml_destroy_gi(struct mk_nvml *n, unsigned gpu, unsigned gi_id, struct m
         int q = get_gi(n, gpu, gi_id, &gi, e);
         if (q < 0)
                 return q;
-        n->mutations++;
+        count_mutation(n);
         nvmlReturn_t r = n->s.nvmlGpuInstanceDestroy(gi);
         if (r != NVML_SUCCESS)
                 return nvml_fail(n, e, r, "GPU %u: failed to destroy GPU instance %u", gpu, gi_id);

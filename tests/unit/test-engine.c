@@ -11,11 +11,13 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <dlfcn.h>
 
 #include "base/macro.h"
 #include "engine/desired.h"
 #include "engine/engine.h"
 #include "engine/export.h"
+#include "nvml/nvml.h"
 #include "spec/config.h"
 
 #define A100_40 0x20B010DEu
@@ -243,6 +245,7 @@ struct recorded {
         enum mk_progress_kind kind;
         int gpu;
         enum mk_progress_step step;
+        enum mk_progress_phase phase;
         size_t destroyed, created, kept;
         bool mode_changed, enabled;
         int error;
@@ -260,7 +263,8 @@ static void record(void *userdata, const struct mk_progress_event *ev) {
         struct recorder *r = userdata;
         assert_true(r->n < ELEMENTSOF(r->ev));
         struct recorded *x = &r->ev[r->n++];
-        *x = (struct recorded){.kind = ev->kind, .gpu = ev->gpu, .step = ev->step, .destroyed = ev->destroyed,
+        *x = (struct recorded){.kind = ev->kind, .gpu = ev->gpu, .step = ev->step, .phase = ev->phase,
+                               .destroyed = ev->destroyed,
                                .created = ev->created, .kept = ev->kept, .mode_changed = ev->mode_changed,
                                .enabled = ev->enabled, .error = ev->error};
         assert_true(mk_progress_format(ev, x->text, sizeof(x->text)) >= 0);
@@ -296,7 +300,8 @@ static int sim_setup(void **state) {
         const char *smi = getenv("MIGKIT_SIM_SMI");
         if (!getenv("MIGKIT_NVML_LIB") || !smi)
                 return 0;
-        static char dir[] = "/tmp/test-engine-XXXXXX";
+        static char dir[32];
+        snprintf(dir, sizeof(dir), "/tmp/test-engine-XXXXXX"); /* each test its own */
         assert_non_null(mkdtemp(dir));
         char path[4200];
         snprintf(path, sizeof(path), "%s/state.json", dir);
@@ -362,14 +367,20 @@ static void test_apply_events_on_simulator(void **state) {
         int gpu = 0;
         for (size_t i = 0; i < r->n; i++)
                 if (r->ev[i].kind == MK_PROGRESS_GPU_FINISHED) {
-                        /* one line per GPU, in order, each after its own steps */
+                        /* one line per GPU, in GPU order although the GPUs
+                         * change in parallel, each after all its own steps */
                         assert_int_equal(r->ev[i].gpu, gpu);
                         assert_true(r->ev[i].mode_changed && r->ev[i].enabled);
                         assert_int_equal(r->ev[i].created, 4);
                         assert_int_equal(r->ev[i].destroyed, 0);
                         assert_int_equal(r->ev[i].kept, 0);
-                        assert_int_equal(r->ev[i - 1].kind, MK_PROGRESS_STEP);
-                        assert_int_equal(r->ev[i - 1].gpu, gpu);
+                        bool own_step_before = false;
+                        for (size_t k = 0; k < r->n; k++)
+                                if (r->ev[k].kind == MK_PROGRESS_STEP && r->ev[k].gpu == gpu) {
+                                        assert_true(k < i);
+                                        own_step_before = true;
+                                }
+                        assert_true(own_step_before);
                         char want[64];
                         snprintf(want, sizeof(want), "GPU %d: 0 destroyed, 4 created, kept 0 (", gpu);
                         assert_memory_equal(r->ev[i].text, want, strlen(want));
@@ -397,6 +408,237 @@ static void test_apply_events_on_simulator(void **state) {
         assert_int_equal(r->planned_changing, 0);
         assert_int_equal(r->ev[2].kind, MK_PROGRESS_DONE);
 
+        free(r);
+        mk_config_free(c);
+}
+
+/* ---- parallel apply (one thread per GPU) against sequential ---- */
+
+/* Per GPU a different layout, then another one on every GPU but 7, written
+ * with A100-40GB names; {1} {2} {3} {4} {7} stand for the 1g..7g names. */
+static const char mixed_template[] =
+        "version: v1\n"
+        "mig-configs:\n"
+        "  mixed:\n"
+        "    - {devices: [0], mig-enabled: true, mig-devices: {7g.{7}: 1}}\n"
+        "    - {devices: [1], mig-enabled: true, mig-devices: {3g.{3}: 2}}\n"
+        "    - {devices: [2], mig-enabled: true, mig-devices: {1g.{1}: 7}}\n"
+        "    - {devices: [3], mig-enabled: true, mig-devices: {1g.{1}: 2, 2g.{2}: 1, 3g.{3}: 1}}\n"
+        "    - {devices: [4, 5], mig-enabled: true, mig-devices: {2g.{2}: 3}}\n"
+        "    - {devices: [6], mig-enabled: false}\n"
+        "    - {devices: [7], mig-enabled: true, mig-devices: {4g.{4}: 1, 3g.{3}: 1}}\n"
+        "  mixed2:\n"
+        "    - {devices: [0], mig-enabled: true, mig-devices: {1g.{1}: 7}}\n"
+        "    - {devices: [1], mig-enabled: true, mig-devices: {1g.{1}: 2, 2g.{2}: 1, 3g.{3}: 1}}\n"
+        "    - {devices: [2], mig-enabled: true, mig-devices: {3g.{3}: 2}}\n"
+        "    - {devices: [3], mig-enabled: true, mig-devices: {7g.{7}: 1}}\n"
+        "    - {devices: [4, 5], mig-enabled: false}\n"
+        "    - {devices: [6], mig-enabled: true, mig-devices: {2g.{2}: 3}}\n"
+        "    - {devices: [7], mig-enabled: true, mig-devices: {4g.{4}: 1, 3g.{3}: 1}}\n";
+
+/* The template with the memory sizes of a machine's GPUs ("5gb" ... "40gb"). */
+static char *mixed_yaml(const char *const sizes[8]) {
+        char *out = malloc(sizeof(mixed_template) * 2);
+        assert_non_null(out);
+        size_t k = 0;
+        for (const char *p = mixed_template; *p;) {
+                if (p[0] == '{' && p[1] >= '1' && p[1] <= '7' && p[2] == '}') {
+                        size_t n = strlen(sizes[p[1] - '0']);
+                        memcpy(out + k, sizes[p[1] - '0'], n);
+                        k += n;
+                        p += 3;
+                } else
+                        out[k++] = *p++;
+        }
+        out[k] = 0;
+        return out;
+}
+
+/* What a GPU is, without what differs between two equal runs (MIG device
+ * UUIDs come from a machine-wide creation serial). */
+static void fingerprint(char *buf, size_t size) {
+        struct mk_error e = {0};
+        _cleanup_nvml_ struct mk_nvml *n = NULL;
+        struct mk_snapshot *s = NULL;
+        if (mk_nvml_open(NULL, &n, &e) < 0 || mk_nvml_snapshot(n, &s, &e) < 0)
+                fail_msg("snapshot: %s", e.msg);
+        size_t k = 0;
+        for (size_t i = 0; i < s->n_gpus; i++) {
+                const struct mk_gpu *g = &s->gpus[i];
+                k += (size_t) snprintf(buf + k, size - k, "GPU %zu mig %d/%d:", i, g->mig_current, g->mig_pending);
+                for (size_t j = 0; j < g->n_gis; j++) {
+                        const struct mk_gi *gi = &g->gis[j];
+                        k += (size_t) snprintf(buf + k, size - k, " gi%u p%u@%u:%u[", gi->id, gi->profile_id,
+                                               gi->placement.start, gi->placement.size);
+                        for (size_t c = 0; c < gi->n_cis; c++)
+                                k += (size_t) snprintf(buf + k, size - k, " ci%u %s@%u:%u", gi->cis[c].id,
+                                                       gi->cis[c].name, gi->cis[c].placement.start,
+                                                       gi->cis[c].placement.size);
+                        k += (size_t) snprintf(buf + k, size - k, "]");
+                }
+                k += (size_t) snprintf(buf + k, size - k, "\n");
+                assert_true(k < size);
+        }
+        mk_snapshot_free(s);
+}
+
+static void state_path(char *buf, size_t size) {
+        snprintf(buf, size, "%s", getenv("MIGKIT_SIM_STATE"));
+}
+
+/* Applies `name` with the GPUs one after another or in parallel, checks it
+ * succeeded, and returns its report's counts as text. */
+static void apply_counts(const struct mk_config *c, const char *name, bool sequential, struct recorder *r, char *buf,
+                         size_t size) {
+        const struct mk_progress p = {.fn = record, .userdata = r};
+        struct mk_engine_opts o = {.selected_config = name, .progress = &p, .sequential = sequential};
+        struct mk_apply_report rep = {0};
+        struct mk_error e = {0};
+        memset(r, 0, sizeof(*r));
+        if (mk_engine_apply(c, NULL, &o, &rep, &e) < 0)
+                fail_msg("apply %s (%s): %s", name, sequential ? "sequential" : "parallel", e.msg);
+        snprintf(buf, size, "modes %u resets %u gis -%zu +%zu cis -%zu +%zu mutations %lu", rep.mode_changes,
+                 rep.resets, rep.destroyed_gis, rep.created_gis, rep.destroyed_cis, rep.created_cis, rep.mutations);
+        mk_apply_report_done(&rep);
+}
+
+/* gpu-finished events: one per GPU that changed, each after every step of
+ * its GPU; those of the layout phase (run in parallel) in GPU order. */
+static void check_finished_order(const struct recorder *r) {
+        int last = -1;
+        bool seen[64] = {false};
+        for (size_t i = 0; i < r->n; i++) {
+                if (r->ev[i].kind != MK_PROGRESS_GPU_FINISHED)
+                        continue;
+                int gpu = r->ev[i].gpu;
+                assert_true(gpu >= 0 && gpu < 64 && !seen[gpu]);
+                seen[gpu] = true;
+                if (r->ev[i].phase == MK_PHASE_LAYOUT) {
+                        assert_true(gpu > last);
+                        last = gpu;
+                }
+                for (size_t k = i + 1; k < r->n; k++)
+                        assert_false(r->ev[k].kind == MK_PROGRESS_STEP && r->ev[k].gpu == gpu);
+        }
+}
+
+/* On a DGX A100 (mode changes wait for a reset) and a DGX H100 (they do
+ * not): from MIG off to a different layout per GPU, then to another one on
+ * seven GPUs, the parallel apply ends where the sequential one does, with
+ * the same counts. */
+static void test_parallel_apply_same_as_sequential(void **state) {
+        if (!*state)
+                skip();
+        static const struct {
+                const char *machine;
+                const char *sizes[8];
+        } machines[] = {
+                {"dgx-a100", {"", "5gb", "10gb", "20gb", "20gb", "", "", "40gb"}},
+                {"dgx-h100", {"", "10gb", "20gb", "40gb", "40gb", "", "", "80gb"}},
+        };
+        struct recorder *r = calloc(1, sizeof(*r));
+        assert_non_null(r);
+        char path[4200];
+        state_path(path, sizeof(path));
+        for (size_t m = 0; m < ELEMENTSOF(machines); m++) {
+                _cleanup_free_ char *yaml = mixed_yaml(machines[m].sizes);
+                struct mk_config *c = NULL;
+                struct mk_error e = {0};
+                if (mk_config_parse(yaml, strlen(yaml), "mixed.yaml", &c, &e) < 0)
+                        fail_msg("%s: %s", machines[m].machine, e.msg);
+                setenv("MIGKIT_SIM_MACHINE", machines[m].machine, 1);
+                char want[2][4096], got[4096], want_counts[2][256], got_counts[256];
+                for (int parallel = 0; parallel <= 1; parallel++) {
+                        unlink(path);
+                        for (int step = 0; step < 2; step++) {
+                                const char *name = step == 0 ? "mixed" : "mixed2";
+                                char *counts = parallel ? got_counts : want_counts[step];
+                                apply_counts(c, name, !parallel, r, counts, 256);
+                                check_finished_order(r);
+                                assert_int_equal(count(r, MK_PROGRESS_GPU_FINISHED), 7); /* GPU 6, then 7 stay */
+                                if (!parallel) {
+                                        fingerprint(want[step], sizeof(want[step]));
+                                        continue;
+                                }
+                                fingerprint(got, sizeof(got));
+                                assert_string_equal(got, want[step]);
+                                assert_string_equal(got_counts, want_counts[step]);
+                        }
+                }
+                mk_config_free(c);
+        }
+        unlink(path);
+        setenv("MIGKIT_SIM_MACHINE", "dgx-a100", 1);
+        free(r);
+}
+
+/* One GPU fails (a process holds a compute instance the new layout
+ * destroys): its error is the apply's, its gpu-finished event says so, and
+ * the other GPUs, changed on their own threads meanwhile, reach the target. */
+static void test_parallel_apply_one_gpu_fails(void **state) {
+        if (!*state)
+                skip();
+        static const char *const sizes[8] = {"", "5gb", "10gb", "20gb", "20gb", "", "", "40gb"};
+        _cleanup_free_ char *yaml = mixed_yaml(sizes);
+        struct mk_config *c = NULL;
+        struct mk_error e = {0};
+        assert_int_equal(mk_config_parse(yaml, strlen(yaml), "mixed.yaml", &c, &e), 0);
+        char path[4200];
+        state_path(path, sizeof(path));
+        unlink(path);
+        struct recorder *r = calloc(1, sizeof(*r));
+        assert_non_null(r);
+        char counts[256];
+        apply_counts(c, "mixed", false, r, counts, sizeof(counts));
+
+        /* GPU 3 (balanced -> 7g) must destroy all its instances: hold one. */
+        void *lib = dlopen(getenv("MIGKIT_NVML_LIB"), RTLD_NOW);
+        assert_non_null(lib);
+        int (*process_add)(unsigned, unsigned, unsigned, unsigned, unsigned long long, unsigned *) =
+                (int (*)(unsigned, unsigned, unsigned, unsigned, unsigned long long, unsigned *)) dlsym(
+                        lib, "mksim_process_add");
+        assert_non_null(process_add);
+        struct mk_snapshot *s = NULL;
+        struct mk_gpu_plan *p = NULL;
+        assert_int_equal(mk_engine_plan_selected(c, "mixed2", &s, &p, &e), 0);
+        assert_true(p[3].n_destroy > 0);
+        unsigned pid = 0;
+        assert_int_equal(process_add(3, s->gpus[3].gis[0].id, s->gpus[3].gis[0].cis[0].id, 0, 100, &pid), 0);
+        mk_gpu_plans_free(p, s->n_gpus);
+        mk_snapshot_free(s);
+
+        const struct mk_progress prog = {.fn = record, .userdata = r};
+        struct mk_engine_opts o = {.selected_config = "mixed2", .progress = &prog};
+        struct mk_apply_report rep = {0};
+        memset(r, 0, sizeof(*r));
+        assert_true(mk_engine_apply(c, NULL, &o, &rep, &e) < 0);
+        assert_non_null(strstr(e.msg, "GPU 3"));
+        for (size_t i = 0; i < rep.n_gpus; i++)
+                assert_int_equal(rep.gpu_failed[i], i == 3);
+        mk_apply_report_done(&rep);
+        check_finished_order(r);
+        bool reported = false;
+        for (size_t i = 0; i < r->n; i++)
+                if (r->ev[i].kind == MK_PROGRESS_GPU_FINISHED && r->ev[i].gpu == 3) {
+                        assert_true(r->ev[i].error < 0);
+                        assert_non_null(strstr(r->ev[i].text, "GPU 3"));
+                        reported = true;
+                }
+        assert_true(reported);
+
+        /* Every other GPU is as configured: planning again changes GPU 3 only. */
+        assert_int_equal(mk_engine_plan_selected(c, "mixed2", &s, &p, &e), 0);
+        for (size_t i = 0; i < s->n_gpus; i++)
+                assert_int_equal(p[i].mode_change || p[i].layout_change, i == 3);
+        mk_gpu_plans_free(p, s->n_gpus);
+        mk_snapshot_free(s);
+
+        int (*process_remove)(unsigned) = (int (*)(unsigned)) dlsym(lib, "mksim_process_remove");
+        assert_non_null(process_remove);
+        assert_int_equal(process_remove(pid), 0);
+        apply_counts(c, "mixed2", false, r, counts, sizeof(counts)); /* a re-run repairs it */
+        dlclose(lib);
+        unlink(path);
         free(r);
         mk_config_free(c);
 }
@@ -463,6 +705,8 @@ int main(void) {
                 cmocka_unit_test(test_progress_names),
                 cmocka_unit_test(test_failed_hook_output_event),
                 cmocka_unit_test_setup_teardown(test_apply_events_on_simulator, sim_setup, sim_teardown),
+                cmocka_unit_test_setup_teardown(test_parallel_apply_same_as_sequential, sim_setup, sim_teardown),
+                cmocka_unit_test_setup_teardown(test_parallel_apply_one_gpu_fails, sim_setup, sim_teardown),
         };
         return cmocka_run_group_tests_name("engine", tests, NULL, NULL);
 }
