@@ -8,17 +8,26 @@
  * the same live state, and the lower bound: MIG devices (compute instances)
  * that must change whatever the placement.
  *
- * Usage: bench-apply [MACHINE...]   (default dgx-a100 dgx-h100)
+ * Then the wall time of 8-GPU reconfigurations when every mutating NVML call
+ * and every reset takes a set time (the simulator's MIGKIT_SIM_OP_LATENCY_MS,
+ * 200 ms unless --latency-ms says otherwise): the GPUs one after another
+ * (--sequential, as mig-parted), in parallel (one thread per GPU), and each
+ * GPU alone, against the slowest of which the parallel time is compared.
+ *
+ * Usage: bench-apply [--latency-ms MS] [--sections pairs,time] [MACHINE...]
+ *        (default: both sections on dgx-a100 and dgx-h100)
  * Needs MIGKIT_NVML_LIB (the simulator) and MIGKIT_NVIDIA_SMI (its nvidia-smi). */
 #include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/log.h"
 #include "base/macro.h"
+#include "base/parse.h"
 #include "engine/engine.h"
 #include "nvml/nvml.h"
 #include "spec/config.h"
@@ -175,6 +184,141 @@ static int apply(const struct mk_config *c, const char *name, struct mk_apply_re
         return r;
 }
 
+/* ---- wall time with a latency per operation ---- */
+
+/* A reconfiguration: per GPU a layout before and after ("off": MIG disabled). */
+struct scenario {
+        const char *what;
+        const char *from[8], *to[8];
+};
+
+static const struct scenario scenarios[] = {
+        {"MIG off -> all-balanced (node bring-up)",
+         {"off", "off", "off", "off", "off", "off", "off", "off"},
+         {"{1g.5gb: 2, 2g.10gb: 1, 3g.20gb: 1}", "{1g.5gb: 2, 2g.10gb: 1, 3g.20gb: 1}",
+          "{1g.5gb: 2, 2g.10gb: 1, 3g.20gb: 1}", "{1g.5gb: 2, 2g.10gb: 1, 3g.20gb: 1}",
+          "{1g.5gb: 2, 2g.10gb: 1, 3g.20gb: 1}", "{1g.5gb: 2, 2g.10gb: 1, 3g.20gb: 1}",
+          "{1g.5gb: 2, 2g.10gb: 1, 3g.20gb: 1}", "{1g.5gb: 2, 2g.10gb: 1, 3g.20gb: 1}"}},
+        {"all-balanced -> all-1g (layouts only)",
+         {"{1g.5gb: 2, 2g.10gb: 1, 3g.20gb: 1}", "{1g.5gb: 2, 2g.10gb: 1, 3g.20gb: 1}",
+          "{1g.5gb: 2, 2g.10gb: 1, 3g.20gb: 1}", "{1g.5gb: 2, 2g.10gb: 1, 3g.20gb: 1}",
+          "{1g.5gb: 2, 2g.10gb: 1, 3g.20gb: 1}", "{1g.5gb: 2, 2g.10gb: 1, 3g.20gb: 1}",
+          "{1g.5gb: 2, 2g.10gb: 1, 3g.20gb: 1}", "{1g.5gb: 2, 2g.10gb: 1, 3g.20gb: 1}"},
+         {"{1g.5gb: 7}", "{1g.5gb: 7}", "{1g.5gb: 7}", "{1g.5gb: 7}", "{1g.5gb: 7}", "{1g.5gb: 7}", "{1g.5gb: 7}",
+          "{1g.5gb: 7}"}},
+        {"per-GPU layouts -> others, 3 mode changes",
+         {"{7g.40gb: 1}", "{3g.20gb: 2}", "{1g.5gb: 7}", "{1g.5gb: 2, 2g.10gb: 1, 3g.20gb: 1}", "{2g.10gb: 3}",
+          "{2g.10gb: 3}", "off", "{4g.20gb: 1, 3g.20gb: 1}"},
+         {"{1g.5gb: 7}", "{1g.5gb: 2, 2g.10gb: 1, 3g.20gb: 1}", "{3g.20gb: 2}", "{7g.40gb: 1}", "off", "off",
+          "{2g.10gb: 3}", "{4g.20gb: 1, 3g.20gb: 1}"}},
+};
+
+static void yaml_entry(char *buf, size_t size, size_t *k, unsigned gpu, const char *layout) {
+        int n = streq(layout, "off")
+                        ? snprintf(buf + *k, size - *k, "    - {devices: [%u], mig-enabled: false}\n", gpu)
+                        : snprintf(buf + *k, size - *k, "    - {devices: [%u], mig-enabled: true, mig-devices: %s}\n",
+                                   gpu, layout);
+        if (n > 0)
+                *k += (size_t) n;
+}
+
+/* Configs "from", "to" and "to-0" ... "to-7" (GPU k alone). */
+static int scenario_config(const struct scenario *sc, bool h100, struct mk_config **ret) {
+        char yaml[8192];
+        size_t k = (size_t) snprintf(yaml, sizeof(yaml), "version: v1\nmig-configs:\n  from:\n");
+        for (unsigned g = 0; g < 8; g++)
+                yaml_entry(yaml, sizeof(yaml), &k, g, sc->from[g]);
+        k += (size_t) snprintf(yaml + k, sizeof(yaml) - k, "  to:\n");
+        for (unsigned g = 0; g < 8; g++)
+                yaml_entry(yaml, sizeof(yaml), &k, g, sc->to[g]);
+        for (unsigned g = 0; g < 8; g++) {
+                k += (size_t) snprintf(yaml + k, sizeof(yaml) - k, "  to-%u:\n", g);
+                yaml_entry(yaml, sizeof(yaml), &k, g, sc->to[g]);
+        }
+        if (k >= sizeof(yaml))
+                return -E2BIG;
+        _cleanup_free_ char *text = h100 ? h100_names(yaml) : strdup(yaml);
+        struct mk_error e = {0};
+        if (!text)
+                return -ENOMEM;
+        if (mk_config_parse(text, strlen(text), "bench-scenario.yaml", ret, &e) < 0) {
+                char buf[1024];
+                fprintf(stderr, "%s\n", mk_error_format(&e, buf, sizeof(buf)));
+                return -EINVAL;
+        }
+        return 0;
+}
+
+static double now_s(void) {
+        struct timespec ts;
+        (void) clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (double) ts.tv_sec + (double) ts.tv_nsec / 1e9;
+}
+
+/* From a fresh machine: `from` at full speed, then `name` with the latency;
+ * its wall time in seconds, or < 0. */
+static double timed_apply(const struct mk_config *c, const char *state, const char *name, bool sequential,
+                          const char *latency) {
+        unlink(state);
+        unsetenv("MIGKIT_SIM_OP_LATENCY_MS");
+        struct mk_apply_report r = {0};
+        if (apply(c, "from", &r) < 0)
+                return -1;
+        mk_apply_report_done(&r);
+        setenv("MIGKIT_SIM_OP_LATENCY_MS", latency, 1);
+        struct mk_engine_opts o = {.selected_config = name, .sequential = sequential};
+        struct mk_error e = {0};
+        double t = now_s();
+        int q = mk_engine_apply(c, NULL, &o, &r, &e);
+        t = now_s() - t;
+        unsetenv("MIGKIT_SIM_OP_LATENCY_MS");
+        mk_apply_report_done(&r);
+        if (q < 0) {
+                char buf[1024];
+                fprintf(stderr, "apply %s: %s\n", name, mk_error_format(&e, buf, sizeof(buf)));
+                return -1;
+        }
+        return t;
+}
+
+static int bench_time(const char *machine, const char *dir, unsigned latency_ms) {
+        char state[4096], latency[16];
+        snprintf(state, sizeof(state), "%s/%s.json", dir, machine);
+        snprintf(latency, sizeof(latency), "%u", latency_ms);
+        setenv("MIGKIT_SIM_MACHINE", machine, 1);
+        setenv("MIGKIT_SIM_STATE", state, 1);
+        printf("%s: wall time of a reconfiguration, %u ms per mutating NVML call and per reset\n", machine,
+               latency_ms);
+        printf("  %-44s %10s %10s %12s %8s\n", "", "sequential", "parallel", "slowest GPU", "ratio");
+        for (size_t i = 0; i < ELEMENTSOF(scenarios); i++) {
+                _cleanup_(mk_config_freep) struct mk_config *c = NULL;
+                int r = scenario_config(&scenarios[i], strstr(machine, "h100") != NULL, &c);
+                if (r < 0)
+                        return r;
+                double seq = timed_apply(c, state, "to", true, latency);
+                double par = timed_apply(c, state, "to", false, latency);
+                double slowest = 0;
+                unsigned slowest_gpu = 0;
+                for (unsigned g = 0; g < 8 && seq >= 0 && par >= 0; g++) {
+                        char name[16];
+                        snprintf(name, sizeof(name), "to-%u", g);
+                        double t = timed_apply(c, state, name, false, latency);
+                        if (t < 0)
+                                return -EIO;
+                        if (t > slowest) {
+                                slowest = t;
+                                slowest_gpu = g;
+                        }
+                }
+                if (seq < 0 || par < 0)
+                        return -EIO;
+                printf("  %-44s %9.2fs %9.2fs %5.2fs GPU %u %7.2fx\n", scenarios[i].what, seq, par, slowest,
+                       slowest_gpu, par / slowest);
+        }
+        unlink(state);
+        return 0;
+}
+
 static int bench_machine(const char *machine, const char *dir) {
         bool h100 = strstr(machine, "h100") != NULL;
         _cleanup_free_ char *yaml = h100 ? h100_names(layouts_yaml) : strdup(layouts_yaml);
@@ -260,18 +404,32 @@ int main(int argc, char **argv) {
                 fprintf(stderr, "bench-apply: set MIGKIT_NVML_LIB and MIGKIT_NVIDIA_SMI (see bench/run)\n");
                 return 2;
         }
+        unsigned latency_ms = 200;
+        bool pairs = true, timing = true;
+        int first = 1;
+        for (; first < argc && argv[first][0] == '-'; first++) {
+                if (streq(argv[first], "--latency-ms") && first + 1 < argc &&
+                    mk_parse_u32(argv[first + 1], &latency_ms) >= 0 && latency_ms <= 60000)
+                        first++;
+                else if (streq(argv[first], "--sections") && first + 1 < argc) {
+                        const char *v = argv[++first];
+                        pairs = strstr(v, "pairs") != NULL;
+                        timing = strstr(v, "time") != NULL;
+                } else {
+                        fprintf(stderr, "usage: bench-apply [--latency-ms MS] [--sections pairs,time] [MACHINE...]\n");
+                        return 2;
+                }
+        }
         char dir[] = "/tmp/migkit-bench-XXXXXX";
         if (!mkdtemp(dir))
                 return 1;
+        const char *const defaults[] = {"dgx-a100", "dgx-h100"};
+        size_t n = first < argc ? (size_t) (argc - first) : ELEMENTSOF(defaults);
         int r = 0;
-        if (argc > 1)
-                for (int i = 1; i < argc && r >= 0; i++)
-                        r = bench_machine(argv[i], dir);
-        else {
-                r = bench_machine("dgx-a100", dir);
-                if (r >= 0)
-                        r = bench_machine("dgx-h100", dir);
-        }
+        for (size_t i = 0; i < n && r >= 0 && pairs; i++)
+                r = bench_machine(first < argc ? argv[first + i] : defaults[i], dir);
+        for (size_t i = 0; i < n && r >= 0 && timing; i++)
+                r = bench_time(first < argc ? argv[first + i] : defaults[i], dir, latency_ms);
         char p[4200];
         snprintf(p, sizeof(p), "%s/dgx-a100.json", dir);
         unlink(p);
