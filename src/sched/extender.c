@@ -10,6 +10,7 @@
 #include "kube/json.h"
 #include "sched/decide.h"
 #include "sched/extender.h"
+#include "sched/ledger.h"
 #include "sched/memo.h"
 #include "sched/nodecache.h"
 #include "sched/request.h"
@@ -56,6 +57,9 @@ struct mk_sched_stats *mk_sched_stats(struct mk_sched *s) {
 }
 
 void mk_sched_counts(struct mk_sched *s, size_t *ret_nodes, size_t *ret_claims) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        mk_sched_cache_sweep(&s->cache, ts.tv_sec); /* what is counted is live */
         mk_sched_cache_counts(&s->cache, ret_nodes, ret_claims);
 }
 
@@ -221,6 +225,20 @@ int mk_sched_reserve(struct mk_sched *s, const json_t *pod, const char *node, in
         if (r >= 0)
                 *ret = *c;
         return r;
+}
+
+void mk_sched_note_ledger(struct mk_sched *s, const json_t *ledger, const char *skip_uid, int64_t now) {
+        mk_sched_cache_sweep(&s->cache, now);
+        _cleanup_free_ struct mk_claim *c = malloc(sizeof(*c));
+        size_t i;
+        json_t *entry;
+        json_array_foreach(ledger, i, entry) {
+                struct mk_error e = {0};
+                if (!c || mk_sched_ledger_claim(entry, c, &e) < 0 || streq(c->uid, skip_uid))
+                        continue; /* entries were checked by mk_sched_ledger_read */
+                if (mk_sched_cache_note_claim(&s->cache, c, MK_SCHED_LEDGER_TTL_S) < 0)
+                        break;
+        }
 }
 
 void mk_sched_unreserve(struct mk_sched *s, const char *uid) {

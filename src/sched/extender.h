@@ -40,7 +40,8 @@ struct mk_sched *mk_sched_free(struct mk_sched *s);
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct mk_sched *, mk_sched_free);
 
 struct mk_sched_stats *mk_sched_stats(struct mk_sched *s) _nonnull_(1);
-/* Nodes and pods with reservations in the cache. */
+/* Nodes and pods with reservations in the cache (the expired pending ones
+ * swept first, mk_sched_cache_sweep). */
 void mk_sched_counts(struct mk_sched *s, size_t *ret_nodes, size_t *ret_claims) _nonnull_(1, 2, 3);
 
 /* Informer callbacks (mk_kube_informer_fn compatible through a thin
@@ -84,5 +85,10 @@ void mk_sched_set_memo(struct mk_sched *s, bool on) _nonnull_(1);
  * fits, -ENOENT for an unknown node. */
 int mk_sched_reserve(struct mk_sched *s, const json_t *pod, const char *node, int64_t now, struct mk_claim *ret,
                      struct mk_error *e) _nonnull_(1, 2, 3, 5) _wur_;
+/* Takes the reservations of a Node's bind ledger (ledger.h; those of
+ * other replicas) into the cache as pending ones, except `skip_uid`'s (the
+ * pod being bound), and drops the expired pending ones. */
+void mk_sched_note_ledger(struct mk_sched *s, const json_t *ledger, const char *skip_uid, int64_t now)
+        _nonnull_(1, 2, 3);
 /* Drops the pending reservation of pod `uid` (a failed bind). */
 void mk_sched_unreserve(struct mk_sched *s, const char *uid) _nonnull_(1, 2);

@@ -18,7 +18,8 @@ struct pod_usage {
 };
 
 bool mk_sched_pod_expired(const struct mk_sched_pod *p, int64_t now) {
-        return p->pending && now > 0 && p->pending_since > 0 && now - p->pending_since > MK_SCHED_PENDING_TTL_S;
+        return p->pending && now > 0 && p->pending_since > 0 &&
+               now - p->pending_since > (p->pending_ttl_s > 0 ? p->pending_ttl_s : MK_SCHED_PENDING_TTL_S);
 }
 
 /* --- the fit's view of a node --- */
@@ -292,6 +293,54 @@ void mk_sched_cache_drop_pending(struct mk_sched_cache *c, const char *uid) {
         if (p && p->pending)
                 pod_drop(c, uid);
         pthread_rwlock_unlock(&c->lock);
+}
+
+struct sweep {
+        int64_t now;
+        char (*uids)[MK_K8S_UID_MAX];
+        size_t n, alloc;
+};
+
+static int collect_expired(const char *uid, void *value, void *userdata) {
+        struct sweep *sw = userdata;
+        if (!mk_sched_pod_expired(value, sw->now))
+                return 0;
+        if (sw->n == sw->alloc) {
+                size_t na = sw->alloc ? sw->alloc * 2 : 16;
+                void *a = realloc(sw->uids, na * sizeof(*sw->uids));
+                if (!a)
+                        return -ENOMEM;
+                sw->uids = a;
+                sw->alloc = na;
+        }
+        snprintf(sw->uids[sw->n++], sizeof(*sw->uids), "%s", uid);
+        return 0;
+}
+
+size_t mk_sched_cache_sweep(struct mk_sched_cache *c, int64_t now) {
+        struct sweep sw = {.now = now};
+        pthread_rwlock_wrlock(&c->lock);
+        if (now - c->swept_at >= MK_SCHED_SWEEP_S) {
+                c->swept_at = now;
+                (void) mk_hashmap_foreach(&c->pods, collect_expired, &sw); /* -ENOMEM: what was collected */
+                for (size_t i = 0; i < sw.n; i++)
+                        pod_drop(c, sw.uids[i]);
+        }
+        pthread_rwlock_unlock(&c->lock);
+        free(sw.uids);
+        return sw.n;
+}
+
+int mk_sched_cache_note_claim(struct mk_sched_cache *c, const struct mk_claim *claim, int64_t ttl_s) {
+        int r = 0;
+        pthread_rwlock_wrlock(&c->lock);
+        if (!mk_hashmap_get(&c->pods, claim->uid) && (r = mk_sched_cache_set_claim(c, claim, true, claim->time)) >= 0) {
+                struct mk_sched_pod *p = mk_hashmap_get(&c->pods, claim->uid);
+                p->pending_ttl_s = ttl_s;
+                r = 1;
+        }
+        pthread_rwlock_unlock(&c->lock);
+        return r;
 }
 
 struct mk_sched_node *mk_sched_cache_node(struct mk_sched_cache *c, const char *name) {

@@ -34,16 +34,18 @@ struct mk_pod_request;
 struct mk_sched_cand;
 
 #define MK_SCHED_PENDING_TTL_S 120             /* an unobserved in-memory reservation is dropped after this */
+#define MK_SCHED_SWEEP_S 10                    /* expired pending reservations are looked for this often */
 
 /* A pod's reservation in the cache. */
 struct mk_sched_pod {
         struct mk_claim claim;
-        bool pending;                   /* made by our bind, not yet observed on the pod */
+        bool pending;                   /* made by a bind, not yet observed on the pod */
         int64_t pending_since;
+        int64_t pending_ttl_s;          /* dropped this long after pending_since (0: MK_SCHED_PENDING_TTL_S) */
 };
 
-/* Whether a pending reservation is older than MK_SCHED_PENDING_TTL_S at
- * `now` (0: never). */
+/* Whether a pending reservation is older than its TTL (pending_ttl_s, else
+ * MK_SCHED_PENDING_TTL_S) at `now` (0: never). */
 bool mk_sched_pod_expired(const struct mk_sched_pod *p, int64_t now) _nonnull_(1);
 
 struct mk_sched_node {
@@ -75,6 +77,7 @@ struct mk_sched_cache {
         struct mk_hashmap nodes;        /* name -> mk_sched_node */
         struct mk_hashmap pods;         /* uid -> mk_sched_pod (pods with a reservation only) */
         struct mk_hashmap usage;        /* uid -> what a bound pod takes of its node's CPU and memory */
+        int64_t swept_at;               /* the last mk_sched_cache_sweep that looked */
         /* The node entries of the last NodeNames list resolved
          * (mk_sched_cache_resolve), in its order: kube-scheduler sends the
          * same list again and again, and a request with that list then
@@ -110,6 +113,18 @@ int mk_sched_cache_set_claim(struct mk_sched_cache *c, const struct mk_claim *cl
 /* Drops the pod's reservation when it is a pending one (takes the write
  * lock). */
 void mk_sched_cache_drop_pending(struct mk_sched_cache *c, const char *uid) _nonnull_(1, 2);
+/* Records `claim` as a pending reservation made by another replica (read
+ * from a Node's bind ledger, ledger.h) unless the cache has one for that
+ * pod already; it is dropped `ttl_s` after claim->time unless the pod
+ * informer delivers it first (takes the write lock). 1 recorded, 0 not,
+ * -ENOMEM. */
+/* Drops the pending reservations expired at `now` (a bind whose pod was
+ * deleted before the informer saw its reservation, a ledger entry whose
+ * bind failed), at most once per MK_SCHED_SWEEP_S (takes the write lock).
+ * Returns how many it dropped. */
+size_t mk_sched_cache_sweep(struct mk_sched_cache *c, int64_t now) _nonnull_(1);
+int mk_sched_cache_note_claim(struct mk_sched_cache *c, const struct mk_claim *claim, int64_t ttl_s)
+        _nonnull_(1, 2) _wur_;
 
 /* With a lock held: the node entry of `name` / the reservation of pod
  * `uid`, NULL when absent. Borrowed until the lock is released. */

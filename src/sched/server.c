@@ -23,6 +23,7 @@
 #include "kube/json.h"
 #include "kube/kube.h"
 #include "kube/object.h"
+#include "sched/ledger.h"
 #include "sched/request.h"
 #include "sched/server.h"
 
@@ -78,59 +79,129 @@ static void post_mode_chosen(struct mk_kube *k, const struct mk_bind_args *a, co
         json_decref(ev);
 }
 
+/* Writes `c` into the Node's bind ledger (ledger.h) as a compare-and-swap
+ * on the annotation alone: a JSON patch that tests the value read, then
+ * replaces it (the node agent's inventory writes do not conflict with it);
+ * the first ledger of a Node is written with the Node's resourceVersion as
+ * the precondition. -EBUSY when another bind wrote the ledger since `node`
+ * was read. */
+static int ledger_write(struct mk_kube *k, const char *npath, const json_t *node, json_t *ledger,
+                        const struct mk_claim *c, struct mk_error *e) {
+        static const char path[] = "/metadata/annotations/migkit.io~1mig-binds"; /* RFC 6901: '/' is ~1 */
+        const char *rv = mk_kube_meta(node, "resourceVersion");
+        const char *old = mk_kube_annotation(node, MK_ANN_BINDS);
+        if (!rv)
+                return mk_error_set(e, -EINVAL, "node '%s' has no resourceVersion", c->node);
+        int r = mk_sched_ledger_put(ledger, c);
+        if (r == -E2BIG)
+                return mk_error_set(e, -EBUSY, "node '%s': %u binds in the last %d s, try later", c->node,
+                                    MK_SCHED_LEDGER_MAX, MK_SCHED_LEDGER_TTL_S);
+        if (r < 0)
+                return r;
+        _cleanup_free_ char *value = json_dumps(ledger, JSON_COMPACT);
+        if (!value)
+                return -ENOMEM;
+        json_t *patch = old ? json_pack("[{s:s, s:s, s:s}, {s:s, s:s, s:s}]", "op", "test", "path", path, "value", old,
+                                        "op", "replace", "path", path, "value", value)
+                            : json_pack("{s:{s:s, s:{s:s}}}", "metadata", "resourceVersion", rv, "annotations",
+                                        MK_ANN_BINDS, value);
+        if (!patch)
+                return -ENOMEM;
+        r = mk_kube_patch(k, npath, old ? MK_KUBE_PATCH_JSON : MK_KUBE_PATCH_MERGE, patch, NULL, e);
+        json_decref(patch);
+        /* A failed test operation is 422 (-EINVAL); the patch is ours and
+         * valid otherwise: the ledger changed. */
+        return old && r == -EINVAL ? -EBUSY : r;
+}
+
+/* One try at the reservation of a bind: the Node read and its ledger taken
+ * into the cache (what other replicas reserved there), the pod read, a
+ * reservation decided, written to the ledger (Node resourceVersion
+ * precondition) and then onto the pod (pod resourceVersion precondition).
+ * -EBUSY: a conflict, try again. *ret_chosen: the reservation, when the pod
+ * named no mode. */
+static int reserve_once(struct mk_sched *s, struct mk_kube *k, const struct mk_bind_args *a, const char *path,
+                        const char *npath, struct mk_claim **ret_chosen, struct mk_error *e) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        int64_t now = ts.tv_sec;
+        json_t *node = NULL, *ledger = NULL, *pod = NULL;
+        _cleanup_free_ struct mk_claim *c = NULL;
+        _cleanup_free_ char *value = NULL;
+        int r = mk_kube_get(k, npath, &node, e);
+        if (r < 0)
+                return r;
+        struct mk_error le = {0};
+        if (mk_sched_ledger_read(node, now, &ledger, &le) < 0) {
+                if (!ledger) {
+                        json_decref(node);
+                        return -ENOMEM;
+                }
+                log_warning("Node %s: %s, dropping the bad entries", a->node, le.msg);
+        }
+        mk_sched_note_ledger(s, ledger, a->pod_uid, now);
+        if ((r = mk_kube_get(k, path, &pod, e)) < 0)
+                goto out;
+        const char *uid = mk_kube_meta(pod, "uid");
+        const char *rv = mk_kube_meta(pod, "resourceVersion");
+        const char *old = mk_kube_annotation(pod, MK_ANN_RESERVATION);
+        if (!uid || !streq(uid, a->pod_uid) || !rv) {
+                r = mk_error_set(e, -ESTALE, "pod %s/%s has uid '%s', not '%s' (recreated)", a->pod_namespace,
+                                 a->pod_name, uid ? uid : "", a->pod_uid);
+                goto out;
+        }
+        if (!(c = calloc(1, sizeof(*c)))) {
+                r = -ENOMEM;
+                goto out;
+        }
+        r = mk_sched_reserve(s, pod, a->node, now, c, e);
+        if (r >= 0 && c->n_devices > 0)
+                r = mk_claim_reservation_format(c, &value);
+        if (r < 0 || !value || (old && streq(old, value)))
+                goto out; /* nothing to write: no device asked, or a retried bind */
+        bool choose = !mk_kube_annotation(pod, MK_ANN_VGPU_MODE);
+        r = ledger_write(k, npath, node, ledger, c, e);
+        if (r >= 0) {
+                json_t *patch = json_pack("{s:{s:s, s:{s:s}}}", "metadata", "resourceVersion", rv, "annotations",
+                                          MK_ANN_RESERVATION, value);
+                if (patch && choose)
+                        json_object_set_new(json_object_get(json_object_get(patch, "metadata"), "annotations"),
+                                            MK_ANN_MODE_CHOSEN, json_string(claim_mode(c)));
+                r = patch ? mk_kube_patch(k, path, MK_KUBE_PATCH_MERGE, patch, NULL, e) : -ENOMEM;
+                json_decref(patch);
+        }
+        if (r == -EBUSY)
+                log_debug_area("sched", "Pod %s/%s or node %s changed while binding, planning again",
+                               a->pod_namespace, a->pod_name, a->node);
+        if (r < 0)
+                mk_sched_unreserve(s, a->pod_uid);
+        else if (choose)
+                *ret_chosen = TAKE_PTR(c);
+out:
+        json_decref(pod);
+        json_decref(ledger);
+        json_decref(node);
+        return r;
+}
+
 int mk_sched_bind(struct mk_sched *s, struct mk_kube *k, const struct mk_bind_args *a, struct mk_error *e) {
         /* The names are checked by mk_bind_args_parse; escaped anyway. */
-        char path[MK_K8S_PATH_MAX];
-        if (mk_kube_core_path(a->pod_namespace, "pods", a->pod_name, path, sizeof(path)) < 0)
-                return mk_error_set(e, -EINVAL, "pod name too long");
+        char path[MK_K8S_PATH_MAX], npath[MK_K8S_PATH_MAX];
+        if (mk_kube_core_path(a->pod_namespace, "pods", a->pod_name, path, sizeof(path)) < 0 ||
+            mk_kube_core_path(NULL, "nodes", a->node, npath, sizeof(npath)) < 0)
+                return mk_error_set(e, -EINVAL, "pod or node name too long");
         struct mk_sched_stats *st = mk_sched_stats(s);
         int r = -EBUSY;
         _cleanup_free_ struct mk_claim *chosen = NULL; /* the reservation made, when the pod named no mode */
         for (unsigned attempt = 0; attempt < MK_SCHED_BIND_ATTEMPTS && r == -EBUSY; attempt++) {
-                json_t *pod = NULL;
-                r = mk_kube_get(k, path, &pod, e);
-                if (r < 0)
-                        return r;
-                const char *uid = mk_kube_meta(pod, "uid");
-                const char *rv = mk_kube_meta(pod, "resourceVersion");
-                const char *old = mk_kube_annotation(pod, MK_ANN_RESERVATION);
-                if (!uid || !streq(uid, a->pod_uid) || !rv) {
-                        json_decref(pod);
-                        return mk_error_set(e, -ESTALE, "pod %s/%s has uid '%s', not '%s' (recreated)",
-                                            a->pod_namespace, a->pod_name, uid ? uid : "", a->pod_uid);
+                if (attempt > 0) {
+                        /* Binds on one Node are serialised by its ledger: back off,
+                         * with jitter, so that concurrent ones do not meet again. */
+                        atomic_fetch_add(&st->bind_conflicts, 1);
+                        struct timespec d = {0, (long) (attempt * 5 + (unsigned) rand() % 20) * 1000000L};
+                        nanosleep(&d, NULL);
                 }
-                struct mk_claim *c = calloc(1, sizeof(*c));
-                if (!c) {
-                        json_decref(pod);
-                        return -ENOMEM;
-                }
-                struct timespec ts;
-                clock_gettime(CLOCK_REALTIME, &ts);
-                r = mk_sched_reserve(s, pod, a->node, (int64_t) ts.tv_sec, c, e);
-                _cleanup_free_ char *value = NULL;
-                if (r >= 0 && c->n_devices > 0)
-                        r = mk_claim_reservation_format(c, &value);
-                bool choose = r >= 0 && c->n_devices > 0 && !mk_kube_annotation(pod, MK_ANN_VGPU_MODE);
-                if (r >= 0 && value && !(old && streq(old, value))) {
-                        json_t *patch = json_pack("{s:{s:s, s:{s:s}}}", "metadata", "resourceVersion", rv,
-                                                  "annotations", MK_ANN_RESERVATION, value);
-                        if (patch && choose)
-                                json_object_set_new(json_object_get(json_object_get(patch, "metadata"), "annotations"),
-                                                    MK_ANN_MODE_CHOSEN, json_string(claim_mode(c)));
-                        r = patch ? mk_kube_patch(k, path, MK_KUBE_PATCH_MERGE, patch, NULL, e) : -ENOMEM;
-                        json_decref(patch);
-                        if (r == -EBUSY) {
-                                atomic_fetch_add(&st->bind_conflicts, 1);
-                                log_debug_area("sched", "Pod %s/%s changed while binding, planning again",
-                                               a->pod_namespace, a->pod_name);
-                        }
-                        if (r < 0)
-                                mk_sched_unreserve(s, a->pod_uid);
-                        else if (choose)
-                                chosen = TAKE_PTR(c);
-                }
-                free(c);
-                json_decref(pod);
+                r = reserve_once(s, k, a, path, npath, &chosen, e);
         }
         if (r < 0)
                 return r;

@@ -21,7 +21,7 @@
 struct mk_kube;
 struct mk_sched_server;
 
-#define MK_SCHED_BIND_ATTEMPTS 5       /* conflicts re-planned before bind gives up */
+#define MK_SCHED_BIND_ATTEMPTS 16      /* conflicts (pod or Node changed) re-planned before bind gives up */
 /* Limits against hostile or broken clients (docs/scheduler.md, "Limits"). */
 #define MK_SCHED_MAX_VALUES 250000u     /* JSON values in one body (a parsed value takes ~250 bytes) */
 #define MK_SCHED_MAX_CONNECTIONS 16384u /* open connections in all (at it, new ones wait in the backlog) */

@@ -138,3 +138,39 @@ wait_devices() {
   [ -n "$d" ] || fail "pod $1: no devices recorded"
   echo "$d"
 }
+
+# standin_start DIR: the stand-in kubelet (kubelet_standin.py, python3-grpcio)
+# serving DIR/dp (DIR short: Unix socket paths are at most 108 bytes), its
+# events in DIR/events.jsonl, commands on fd 7; sets standin_pid and defines
+# wait_ev EXPR and dcmd VERB ARGS... (the reply's JSON line; fail() when
+# none). Returns 1 when python3-grpcio, python3-protobuf or protoc is
+# missing.
+standin_start() {
+  PY=
+  for p in python3 /usr/bin/python3; do
+    if command -v "$p" >/dev/null && "$p" -c 'import grpc, google.protobuf' 2>/dev/null; then PY=$p; break; fi
+  done
+  [ -n "$PY" ] && command -v protoc >/dev/null || return 1
+  standin_dir=$1
+  mkdir -p "$standin_dir/dp"
+  : >"$standin_dir/events.jsonl"
+  mkfifo "$standin_dir/cmd"
+  "$PY" "$MIGKIT_SOURCE_DIR/tests/integration/kubelet_standin.py" serve --dir "$standin_dir/dp" \
+    --out "$standin_dir/events.jsonl" --proto "$MIGKIT_SOURCE_DIR/proto/deviceplugin.proto" \
+    <"$standin_dir/cmd" 2>>"$tmp/standin.log" &
+  standin_pid=$!
+  exec 7>"$standin_dir/cmd"
+  echo 0 >"$standin_dir/cmd-no"
+  wait_ev "e['event'] == 'listening'" >/dev/null || fail "the stand-in kubelet did not start"
+}
+wait_ev() {
+  "$PY" "$MIGKIT_SOURCE_DIR/tests/integration/kubelet_standin.py" wait --out "$standin_dir/events.jsonl" \
+    --expr "$1" --timeout 30 2>/dev/null
+}
+dcmd() { # called in $(...): the command counter is a file
+  local cmd_no
+  cmd_no=$(($(cat "$standin_dir/cmd-no") + 1))
+  echo "$cmd_no" >"$standin_dir/cmd-no"
+  echo "c$cmd_no $*" >&7
+  wait_ev "e['event'] == 'reply' and e['id'] == 'c$cmd_no'" || fail "no reply to '$*'"
+}
