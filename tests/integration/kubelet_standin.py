@@ -6,7 +6,8 @@
         >= 1.26 do: the Register handler checks the version, dials the plugin
         back on DIR/<endpoint> and calls GetDevicePluginOptions BEFORE it
         answers. Then it follows ListAndWatch of every registered resource.
-        Commands come on stdin, one per line, "ID VERB ARGS...":
+        Commands come on stdin, one per line, "ID VERB ARGS..." (each call's
+        deadline: MIGKIT_STANDIN_RPC_TIMEOUT seconds, default 10):
           allocate RESOURCE ID1,ID2[;ID3,...]   one container per ';' group
           preferred RESOURCE AVAIL1,AVAIL2 MUST1,MUST2|- SIZE
           options RESOURCE
@@ -168,7 +169,8 @@ class Standin:
             raise RuntimeError("resource %s is not registered" % resource)
         return p["channel"].unary_unary("/v1beta1.DevicePlugin/" + method,
                                         request_serializer=req_type.SerializeToString,
-                                        response_deserializer=resp_type.FromString)(req, timeout=10)
+                                        response_deserializer=resp_type.FromString)(
+                                            req, timeout=float(os.environ.get("MIGKIT_STANDIN_RPC_TIMEOUT", "10")))
 
     def command(self, line):
         parts = line.split()

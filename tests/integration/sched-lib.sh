@@ -142,8 +142,8 @@ wait_devices() {
 # standin_start DIR: the stand-in kubelet (kubelet_standin.py, python3-grpcio)
 # serving DIR/dp (DIR short: Unix socket paths are at most 108 bytes), its
 # events in DIR/events.jsonl, commands on fd 7; sets standin_pid and defines
-# wait_ev EXPR and dcmd VERB ARGS... (the reply's JSON line; fail() when
-# none). Returns 1 when python3-grpcio, python3-protobuf or protoc is
+# wait_ev EXPR (up to $standin_wait_s seconds, default 30) and dcmd VERB
+# ARGS... (the reply's JSON line; fail() when none). Returns 1 when python3-grpcio, python3-protobuf or protoc is
 # missing.
 standin_start() {
   PY=
@@ -165,7 +165,7 @@ standin_start() {
 }
 wait_ev() {
   "$PY" "$MIGKIT_SOURCE_DIR/tests/integration/kubelet_standin.py" wait --out "$standin_dir/events.jsonl" \
-    --expr "$1" --timeout 30 2>/dev/null
+    --expr "$1" --timeout "${standin_wait_s:-30}" 2>/dev/null
 }
 dcmd() { # called in $(...): the command counter is a file
   local cmd_no
