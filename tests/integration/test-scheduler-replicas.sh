@@ -37,14 +37,18 @@ p2=$(free_port)
 
 # The proxy: each accepted connection goes to the next replica in turn; one
 # that refuses the connection is skipped (a killed replica). It prints a
-# line per bind it passes.
+# line per bind it passes. (A kept-alive connection stays with its replica,
+# as behind a Service; kube-scheduler's concurrent binds open several.)
 cat >"$tmp/proxy.py" <<'EOF'
 import itertools, socket, sys, threading
 port, backends = int(sys.argv[1]), [int(p) for p in sys.argv[2:]]
 turn = itertools.cycle(range(len(backends)))
-def pipe(a, b):
+def pipe(a, b, count=False):
     try:
         while (data := a.recv(65536)):
+            if count:  # kube-scheduler keeps its connections: every request is looked at
+                for _ in range(data.count(b"POST /bind")):
+                    print("bind", flush=True)
             b.sendall(data)
     except OSError:
         pass
@@ -61,11 +65,7 @@ def serve(client):
             continue
     else:
         client.close(); return
-    first = client.recv(65536)
-    if first.startswith(b"POST /bind"):
-        print("bind", flush=True)
-    upstream.sendall(first)
-    threading.Thread(target=pipe, args=(client, upstream), daemon=True).start()
+    threading.Thread(target=pipe, args=(client, upstream, True), daemon=True).start()
     pipe(upstream, client)
     client.close(); upstream.close()
 srv = socket.create_server(("127.0.0.1", port))
