@@ -223,7 +223,7 @@ for p in json.load(open(sys.argv[1]))["items"]:
     if p["spec"].get("nodeName") and d:
         d = json.loads(d)
         assert len(d) == 1 and d[0].startswith("MIG-"), (p["metadata"]["name"], d)
-        uuids += d
+        uuids.append((p["spec"]["nodeName"], d[0]))  # simulated machines share UUIDs: per node
 assert len(uuids) == len(set(uuids)), "a MIG device handed to two pods"
 print("    %d MIG devices recorded so far, each once" % len(uuids))
 EOF
