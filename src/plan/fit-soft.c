@@ -238,12 +238,12 @@ static const char *const tier_why[_MK_FIT_TIER_MAX] = {
         [MK_FIT_TIER_MIG_CUT_EXACT] = "a MIG profile that fits the request closely is free on an already "
                                       "partitioned GPU",
         [MK_FIT_TIER_SOFT_SHARED] = "an already shared GPU has room: no MIG space and no whole GPU used",
-        [MK_FIT_TIER_MIG_CUT] = "an already partitioned GPU has a free MIG placement: no whole GPU used",
-        [MK_FIT_TIER_SOFT_NEW] = "no partitioned or shared GPU has room: an empty shared GPU (before cutting an "
-                                 "empty MIG GPU)",
-        [MK_FIT_TIER_MIG_NEW_EXACT] = "no partitioned or shared GPU has room and no empty shared GPU; a MIG "
-                                      "profile fits the request closely",
-        [MK_FIT_TIER_SOFT_SWITCH] = "no shared or partitioned GPU has room; an idle GPU turns shared",
+        [MK_FIT_TIER_SOFT_NEW] = "no shared GPU has room: an empty shared GPU (sharing accepts more than a MIG "
+                                 "cut with waste)",
+        [MK_FIT_TIER_SOFT_SWITCH] = "no shared GPU has room and none is empty; an idle GPU turns shared",
+        [MK_FIT_TIER_MIG_CUT] = "no GPU can be shared; an already partitioned GPU has a free MIG placement",
+        [MK_FIT_TIER_MIG_NEW_EXACT] = "no GPU can be shared and no partitioned GPU has room; a MIG profile fits "
+                                      "the request closely",
         [MK_FIT_TIER_MIG_SWITCH_EXACT] = "no GPU has room in its mode; an idle shared GPU turns MIG",
         [MK_FIT_TIER_MIG_NEW] = "only an empty MIG GPU has room",
         [MK_FIT_TIER_MIG_SWITCH] = "only an idle shared GPU turned MIG has room",

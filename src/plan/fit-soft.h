@@ -122,10 +122,10 @@ static inline bool mk_fit_needs_isolation(const struct mk_fit_request *req) {
 enum mk_fit_tier {
         MK_FIT_TIER_MIG_CUT_EXACT,      /* MIG on already-cut GPUs, a profile with little waste */
         MK_FIT_TIER_SOFT_SHARED,        /* soft slices on already-shared GPUs */
-        MK_FIT_TIER_MIG_CUT,            /* MIG on already-cut GPUs, more waste */
         MK_FIT_TIER_SOFT_NEW,           /* takes an empty shared GPU */
-        MK_FIT_TIER_MIG_NEW_EXACT,      /* cuts an empty MIG GPU, little waste */
         MK_FIT_TIER_SOFT_SWITCH,        /* turns an idle MIG GPU shared */
+        MK_FIT_TIER_MIG_CUT,            /* MIG on already-cut GPUs, more waste */
+        MK_FIT_TIER_MIG_NEW_EXACT,      /* cuts an empty MIG GPU, little waste */
         MK_FIT_TIER_MIG_SWITCH_EXACT,   /* turns an idle shared GPU MIG, little waste */
         MK_FIT_TIER_MIG_NEW,            /* cuts an empty MIG GPU, more waste */
         MK_FIT_TIER_MIG_SWITCH,         /* turns an idle shared GPU MIG, more waste */
