@@ -49,6 +49,9 @@ set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)  # migkit_<version>_<arch>.deb
 set(CPACK_DEBIAN_PACKAGE_SECTION admin)
 set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
+# libcurl is dlopen()ed by the daemons (kube/, docs/decisions.md), so
+# dpkg-shlibdeps cannot see it: named here, the computed list is appended.
+set(CPACK_DEBIAN_PACKAGE_DEPENDS "libcurl4 (>= 7.77.0)")
 set(CPACK_DEBIAN_COMPRESSION_TYPE xz)
 # The GPU driver is not a Debian dependency: NVIDIA ships it in several ways
 # (.run installer, CUDA repository, Debian non-free), and migkit dlopens it.

@@ -2,12 +2,18 @@
  *
  * One curl easy handle per request attempt; connections, TLS sessions and
  * DNS answers are shared between threads through a curl share handle whose
- * locks live in struct mk_kube. The only process-wide state is
- * curl_global_init(), run once under pthread_once. */
+ * locks live in struct mk_kube. The only process-wide state is libcurl
+ * itself: loaded with dlopen() (libcurl.so.4, or MIGKIT_CURL_LIB) into a
+ * table of the functions used here and curl_global_init()'ed, once under
+ * pthread_once, by the first mk_kube_new(). A daemon that never talks to the
+ * apiserver (the device plugin without --labels node or --dynamic-mig) never
+ * maps libcurl and its TLS stack (docs/decisions.md). */
+#include <dlfcn.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -128,11 +134,72 @@ bool mk_kube_error_is_transient(int error) {
 
 /* ---- the client ---- */
 
-static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
-static CURLcode curl_init_result = CURLE_FAILED_INIT;
+#define MK_CURL_DEFAULT_LIB "libcurl.so.4"
 
+/* The libcurl functions this module calls, as curl.h declares them. */
+#define MK_CURL_FUNCTIONS(X)                                                                            \
+        X(version_info) X(global_init) X(easy_strerror) X(share_init) X(share_setopt) X(share_cleanup) \
+        X(easy_init) X(easy_setopt) X(easy_perform) X(easy_getinfo) X(easy_cleanup) X(slist_append)    \
+        X(slist_free_all)
+static struct {
+#define X(name) __typeof__(curl_##name) *name;
+        MK_CURL_FUNCTIONS(X)
+#undef X
+} curl;
+
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+static char curl_init_error[256] = "not loaded"; /* empty once libcurl is loaded and initialised */
+
+/* Loads libcurl and resolves every function before any call. On failure the
+ * library stays loaded (dlclose of a TLS stack is not worth the risk) and
+ * curl_init_error says why. */
 static void curl_init_once(void) {
-        curl_init_result = curl_global_init(CURL_GLOBAL_DEFAULT);
+        const char *path = secure_getenv("MIGKIT_CURL_LIB");
+        if (!path || !*path)
+                path = MK_CURL_DEFAULT_LIB;
+        (void) dlerror();
+        void *dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+        if (!dl) {
+                const char *why = dlerror();
+                snprintf(curl_init_error, sizeof(curl_init_error),
+                         "%s (libcurl 7.77 or later is needed; MIGKIT_CURL_LIB selects another library)",
+                         why ? why : path);
+                return;
+        }
+        static const struct {
+                const char *name;
+                size_t offset;
+        } table[] = {
+#define X(name) {"curl_" #name, offsetof(__typeof__(curl), name)},
+                MK_CURL_FUNCTIONS(X)
+#undef X
+        };
+        __typeof__(curl) fn;
+        for (size_t i = 0; i < ELEMENTSOF(table); i++) {
+                void *sym = dlsym(dl, table[i].name);
+                if (!sym) {
+                        snprintf(curl_init_error, sizeof(curl_init_error), "%s lacks %s: not a libcurl", path,
+                                 table[i].name);
+                        return;
+                }
+                memcpy((char *) &fn + table[i].offset, &sym, sizeof(sym));
+        }
+        const curl_version_info_data *v = fn.version_info(CURLVERSION_NOW);
+        if (!v || v->version_num < 0x074d00) {
+                snprintf(curl_init_error, sizeof(curl_init_error),
+                         "%s is libcurl %s: 7.77 or later is needed (CURLOPT_CAINFO_BLOB)", path,
+                         v && v->version ? v->version : "?");
+                return;
+        }
+        CURLcode cc = fn.global_init(CURL_GLOBAL_DEFAULT);
+        if (cc != CURLE_OK) {
+                snprintf(curl_init_error, sizeof(curl_init_error), "curl_global_init: %s", fn.easy_strerror(cc));
+                return;
+        }
+        curl = fn;
+        curl_init_error[0] = 0;
+        log_debug_area("k8s", "Loaded %s (libcurl %s, %s)", path, v->version,
+                       v->ssl_version ? v->ssl_version : "no TLS");
 }
 
 static void share_lock(CURL *h, curl_lock_data data, curl_lock_access access, void *userdata) {
@@ -151,7 +218,7 @@ struct mk_kube *mk_kube_free(struct mk_kube *k) {
         if (!k)
                 return NULL;
         if (k->share)
-                curl_share_cleanup(k->share);
+                curl.share_cleanup(k->share);
         for (size_t i = 0; i < ELEMENTSOF(k->share_locks); i++)
                 pthread_mutex_destroy(&k->share_locks[i]);
         pthread_mutex_destroy(&k->token_lock);
@@ -179,8 +246,8 @@ int mk_kube_new(struct mk_kube_config *cfg, const struct mk_kube_options *o, str
                 return mk_error_set(e, -EINVAL, "a client certificate needs a key and a key a certificate");
 
         (void) pthread_once(&curl_once, curl_init_once);
-        if (curl_init_result != CURLE_OK)
-                return mk_error_set(e, -EIO, "curl_global_init: %s", curl_easy_strerror(curl_init_result));
+        if (curl_init_error[0])
+                return mk_error_set(e, -ELIBACC, "The Kubernetes API client needs libcurl: %s", curl_init_error);
 
         if (opts.connect_timeout_ms == 0)
                 opts.connect_timeout_ms = MK_KUBE_CONNECT_TIMEOUT_MS;
@@ -224,15 +291,15 @@ int mk_kube_new(struct mk_kube_config *cfg, const struct mk_kube_options *o, str
                 return -ENOMEM;
         }
 
-        k->share = curl_share_init();
+        k->share = curl.share_init();
         if (!k->share)
                 return mk_error_set(e, -ENOMEM, "curl_share_init failed");
-        if (curl_share_setopt(k->share, CURLSHOPT_LOCKFUNC, share_lock) != CURLSHE_OK ||
-            curl_share_setopt(k->share, CURLSHOPT_UNLOCKFUNC, share_unlock) != CURLSHE_OK ||
-            curl_share_setopt(k->share, CURLSHOPT_USERDATA, k) != CURLSHE_OK ||
-            curl_share_setopt(k->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS) != CURLSHE_OK ||
-            curl_share_setopt(k->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION) != CURLSHE_OK ||
-            curl_share_setopt(k->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_CONNECT) != CURLSHE_OK)
+        if (curl.share_setopt(k->share, CURLSHOPT_LOCKFUNC, share_lock) != CURLSHE_OK ||
+            curl.share_setopt(k->share, CURLSHOPT_UNLOCKFUNC, share_unlock) != CURLSHE_OK ||
+            curl.share_setopt(k->share, CURLSHOPT_USERDATA, k) != CURLSHE_OK ||
+            curl.share_setopt(k->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS) != CURLSHE_OK ||
+            curl.share_setopt(k->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION) != CURLSHE_OK ||
+            curl.share_setopt(k->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_CONNECT) != CURLSHE_OK)
                 return mk_error_set(e, -EIO, "curl_share_setopt failed");
 
         k->o = opts;
@@ -475,7 +542,7 @@ static size_t on_body(char *data, size_t size, size_t n, void *userdata) {
         size_t len = size * n;
         if (t->rq->watch) {
                 long status = 0;
-                (void) curl_easy_getinfo(t->curl, CURLINFO_RESPONSE_CODE, &status);
+                (void) curl.easy_getinfo(t->curl, CURLINFO_RESPONSE_CODE, &status);
                 if (status == 200)
                         return watch_feed(t->rq->watch, data, len) < 0 ? 0 : len;
         }
@@ -592,9 +659,12 @@ static int status_error(const struct request *rq, long status, const struct mk_b
         return mk_error_set(e, r, "%s %s: HTTP %ld%s%s", rq->method, rq->path, status, n ? ": " : "", snippet);
 }
 
-DEFINE_TRIVIAL_CLEANUP_FUNC(CURL *, curl_easy_cleanup);
+static inline void curl_easy_cleanupp(CURL **c) {
+        if (*c)
+                curl.easy_cleanup(*c);
+}
 static inline void curl_slist_freep(struct curl_slist **l) {
-        curl_slist_free_all(*l);
+        curl.slist_free_all(*l);
 }
 
 /* The request's header list in *ret: JSON wanted, no 100-continue, the
@@ -615,7 +685,7 @@ static int request_headers(struct mk_kube *k, const struct request *rq, struct c
         for (size_t i = 0; i < ELEMENTSOF(lines) && r >= 0; i++) {
                 if (!lines[i])
                         continue;
-                struct curl_slist *l = curl_slist_append(headers, lines[i]);
+                struct curl_slist *l = curl.slist_append(headers, lines[i]);
                 if (!l)
                         r = -ENOMEM;
                 else
@@ -630,14 +700,14 @@ static int request_headers(struct mk_kube *k, const struct request *rq, struct c
 }
 
 /* Sets up `c` for `rq`: URL, limits, TLS, callbacks into `t`, method and
- * body. The first curl_easy_setopt() failure, or CURLE_OK. */
+ * body. The first curl.easy_setopt() failure, or CURLE_OK. */
 static CURLcode request_setup(struct mk_kube *k, const struct request *rq, struct transfer *t, CURL *c,
                               const char *url, struct curl_slist *headers, char *errbuf) {
         CURLcode cc = CURLE_OK;
 #define SET(opt, val)                                                 \
         do {                                                          \
                 if (cc == CURLE_OK)                                   \
-                        cc = curl_easy_setopt(c, (opt), (val));       \
+                        cc = curl.easy_setopt(c, (opt), (val));       \
         } while (0)
         SET(CURLOPT_URL, url);
 #if LIBCURL_VERSION_NUM >= 0x075500
@@ -703,7 +773,7 @@ static CURLcode request_setup(struct mk_kube *k, const struct request *rq, struc
  * may succeed. For watches, 1 when the callback stopped the watch. */
 static int attempt(struct mk_kube *k, const struct request *rq, struct transfer *t, bool *ret_retryable,
                    struct mk_error *e) {
-        _cleanup_(curl_easy_cleanupp) CURL *c = curl_easy_init();
+        _cleanup_(curl_easy_cleanupp) CURL *c = curl.easy_init();
         _cleanup_(curl_slist_freep) struct curl_slist *headers = NULL;
         _cleanup_free_ char *url = NULL;
         char errbuf[CURL_ERROR_SIZE] = "";
@@ -723,15 +793,15 @@ static int attempt(struct mk_kube *k, const struct request *rq, struct transfer 
         CURLcode cc = request_setup(k, rq, t, c, url, headers, errbuf);
         if (cc != CURLE_OK)
                 return mk_error_set(e, curl_to_errno(cc), "%s %s: cannot set up curl: %s", rq->method, rq->path,
-                                    curl_easy_strerror(cc));
+                                    curl.easy_strerror(cc));
 
         uint64_t t0 = now_ms();
-        cc = curl_easy_perform(c);
+        cc = curl.easy_perform(c);
         long status = 0;
-        (void) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+        (void) curl.easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
         t->curl = NULL;
         log_debug_area("k8s", "%s '%s': %s, HTTP %ld, %zu bytes, %" PRIu64 " ms", rq->method, rq->path,
-                       curl_easy_strerror(cc), status, t->body.len, now_ms() - t0);
+                       curl.easy_strerror(cc), status, t->body.len, now_ms() - t0);
 
         if (rq->watch && rq->watch->result != 0)
                 return rq->watch->result;
@@ -745,7 +815,7 @@ static int attempt(struct mk_kube *k, const struct request *rq, struct transfer 
         if (cc != CURLE_OK) {
                 *ret_retryable = curl_retryable(cc, rq->retry);
                 return mk_error_set(e, curl_to_errno(cc), "%s %s: %s", rq->method, rq->path,
-                                    errbuf[0] ? errbuf : curl_easy_strerror(cc));
+                                    errbuf[0] ? errbuf : curl.easy_strerror(cc));
         }
         if (status >= 200 && status <= 299)
                 return 0;

@@ -31,6 +31,20 @@ for d in manager device-plugin scheduler; do
 done
 readelf -d "$bindir/migkit-device-plugin" | grep -q 'libgrpc' || fail "migkit-device-plugin does not link gRPC?"
 readelf -d "$bindir/migkit-manager" | grep -Eq 'libgrpc|libmicrohttpd' && fail "migkit-manager links gRPC or libmicrohttpd"
+# libcurl is dlopen()ed by kube/ at the first apiserver client (docs/decisions.md):
+# no daemon links it, and one that needs it but cannot load it says so.
+for d in manager device-plugin scheduler config-manager; do
+  readelf -d "$bindir/migkit-$d" | grep -q 'libcurl' && fail "migkit-$d links libcurl (kube/ dlopen()s it)"
+done
+printf '%s\n' 'apiVersion: v1' 'kind: Config' 'clusters: [{name: c, cluster: {server: "http://127.0.0.1:9"}}]' \
+  'users: [{name: u, user: {token: t}}]' 'contexts: [{name: x, context: {cluster: c, user: u}}]' \
+  'current-context: x' >"$tmp/kubeconfig"
+set +e
+err=$(MIGKIT_CURL_LIB=$tmp/none/libcurl.so.4 NODE_NAME=n1 timeout 60 "$MIGKIT_BIN" --simulate dgx-a100 manager \
+  --kubeconfig "$tmp/kubeconfig" 2>&1 >/dev/null); rc=$?
+set -e
+[ "$rc" -eq 1 ] || fail "manager without libcurl: exit $rc: $err"
+grep -q 'needs libcurl: .*none/libcurl.so.4' <<<"$err" || fail "manager without libcurl: $err"
 
 # Loaded: the loader's own list (LD_DEBUG=libs), for --version and apply.
 loaded() { LD_DEBUG=libs "$@" 2>&1 >/dev/null | sed -n 's/.*calling init: //p'; }

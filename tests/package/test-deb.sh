@@ -33,6 +33,7 @@ deb=$out/migkit_${version}_${arch}.deb
 ok "cpack -G DEB made $(basename "$deb") ($(du -h "$deb" | cut -f1), $((SECONDS - t0)) s)"
 dpkg-deb -c "$deb" | awk '{print $6}' | grep -E 'sim|nvidia-smi|libnvidia-ml' && fail "the .deb holds the simulator"
 dpkg-deb -f "$deb" Depends | grep -q 'libgrpc29' || fail "Depends lacks the computed shared library packages"
+dpkg-deb -f "$deb" Depends | grep -q 'libcurl4 (>= 7.77' || fail "Depends lacks libcurl4 (dlopen()ed, not computed)"
 dpkg-deb -c "$deb" | awk '{print $6}' | grep -x './usr/bin/config-manager' && fail "the .deb puts config-manager on the host's PATH"
 for f in ./usr/share/man/man1/migkit.1.gz ./usr/share/bash-completion/completions/migkit; do
   dpkg-deb -c "$deb" | awk '{print $6}' | grep -qx "$f" || fail "the .deb lacks $f"
