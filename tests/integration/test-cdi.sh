@@ -6,8 +6,10 @@
 # container-device-interface-dev, built into tests/integration/cdi-check with
 # Debian's Go, offline) and every name resolved and injected as a container
 # engine does; rewritten after a new MIG layout and SIGHUP; removed at exit.
-# Then Podman's own CDI support resolves a device name (podman from Debian),
-# and refuses a name the spec does not have.
+# Then Podman's own CDI support (podman from Debian) resolves a device name
+# into the OCI spec it hands its runtime (a stub runtime records it): the same
+# edits as the reference library's; it refuses a name the spec does not have;
+# and a container runs with the device where podman can start one.
 set -euo pipefail
 : "${MIGKIT_BIN:?}" "${MIGKIT_SIM_BIN:?}" "${MIGKIT_SOURCE_DIR:?}" "${MIGKIT_BUILD_DIR:?}"
 WAIT=${MIGKIT_DP_TEST_WAIT:-30}
@@ -23,7 +25,11 @@ command -v go >/dev/null && [ -d "$cdi_src" ] ||
 
 plugin_tmp mk-cdi
 podman_spec=
-plugin_cleanup_hook() { [ -z "$podman_spec" ] || rm -f "$podman_spec"; }
+podman_image=
+plugin_cleanup_hook() {
+  [ -z "$podman_spec" ] || rm -f "$podman_spec"
+  [ -z "$podman_image" ] || podman rmi -f "$podman_image" >/dev/null 2>&1 || true
+}
 
 # ---- the checker, built offline from Debian's Go packages ----
 checker=$MIGKIT_BUILD_DIR/test-tmp/cdi-check
@@ -162,24 +168,57 @@ kind=test-$$.migkit.io/gpu
 podman_spec=/var/run/cdi/migkit-test-$$.json
 sed "s|\"kind\": \"k8s.device-plugin.nvidia.com/gpu\"|\"kind\": \"$kind\"|" "$spec" >"$podman_spec"
 stop_plugin
+[ -n "$nodes" ] || { echo "SKIP (podman part): no device nodes here to inject"; exit 0; }
+# What the CDI reference library injects for the device: the expected edits.
+mkdir -p "$tmp/podman-cdi"
+cp "$podman_spec" "$tmp/podman-cdi/"
+want=$("$checker" "$tmp/podman-cdi" "$kind=2:0" | sed 1,2d) || fail "checker on the podman copy: $want"
+# An empty image of our own, imported offline: podman 4.3 drops every
+# --device (CDI or not) of a container made with --rootfs.
 rootfs=$tmp/rootfs
 mkdir -p "$rootfs"
+podman_image=localhost/migkit-test-cdi-$$:latest
+tar -C "$rootfs" -c . | podman import -q - "$podman_image" >/dev/null || fail "podman import of an empty image"
 # Podman resolves the CDI names when it builds the container's OCI spec,
 # before the runtime starts: an unknown name fails there ("unresolvable CDI
-# devices"); a known one gets past it (and runs where the machine allows).
-podman_run() { timeout 120 podman --log-level=error run --rm --network=none --rootfs "$rootfs" --device "$1" /nonexistent 2>&1; }
-# Can podman start a container here at all (its error for a missing command
-# names the command)? Inside a restricted container it cannot (crun:
-# setrlimit refused), and then it never reaches the CDI step either.
-probe=$(timeout 120 podman --log-level=error run --rm --network=none --rootfs "$rootfs" /nonexistent 2>&1 || true)
-if ! echo "$probe" | grep -q "/nonexistent"; then
-  echo "SKIP (podman part): podman cannot start containers on this machine: $probe"
-  exit 0
-fi
-bad=$(podman_run "$kind=99" || true)
+# devices"). A stub OCI runtime (--runtime) records the spec Podman hands it
+# and refuses to create the container, so the resolution is checked without
+# running anything (this VM's crun cannot: setrlimit of RLIMIT_NOFILE refused).
+stub=$tmp/stub-runtime
+printf '%s\n' '#!/bin/sh' 'prev=' 'for a in "$@"; do' \
+  '  [ "$prev" = --bundle ] && cp "$a/config.json" "$MK_STUB_OUT"' 'prev=$a' 'done' \
+  'echo "stub runtime: not running containers" >&2' 'exit 1' | sed "s|\$MK_STUB_OUT|$tmp/oci.json|" >"$stub"
+chmod +x "$stub"
+podman_stub() {
+  timeout 120 podman --log-level=error --runtime "$stub" run --rm --network=none --device "$1" "$podman_image" \
+    /nonexistent 2>&1
+}
+bad=$(podman_stub "$kind=99" || true)
 echo "podman, unknown device: $bad"
 echo "$bad" | grep -qi "unresolvable CDI devices" || fail "podman did not refuse an unknown CDI device: $bad"
-good=$(podman_run "$kind=2:0" || true)
-echo "podman, known device: $good"
+[ ! -e "$tmp/oci.json" ] || fail "podman reached the runtime with an unknown CDI device"
+good=$(podman_stub "$kind=2:0" || true)
+[ -s "$tmp/oci.json" ] || fail "podman did not reach the runtime with '$kind=2:0': $good"
+got=$("$checker" --oci "$tmp/oci.json") || fail "cannot read podman's OCI spec: $got"
+while IFS= read -r line; do
+  grep -qxF -- "$line" <<<"$got" || fail "podman's OCI spec for '$kind=2:0' lacks '$line'; it has:
+$got"
+done <<<"$want"
+[ "$(grep -i nvidia <<<"$got")" = "$(grep -i nvidia <<<"$want")" ] ||
+  fail "podman's OCI spec holds other NVIDIA edits than the spec's '$kind=2:0':
+$(grep -i nvidia <<<"$got")"
+echo "ok: podman resolves '$kind=2:0' into its OCI spec as the CDI reference library does ($(wc -l <<<"$want") edits) and refuses '$kind=99'"
+
+# A full container run, where this machine lets podman start one: can it
+# (its error for a missing command names the command)? Inside a restricted
+# container it cannot (crun: setrlimit of RLIMIT_NOFILE refused).
+podman_run() { timeout 120 podman --log-level=error run --rm --network=none "$@" "$podman_image" /nonexistent 2>&1; }
+probe=$(podman_run || true)
+if ! echo "$probe" | grep -q "/nonexistent"; then
+  echo "SKIP (podman run): podman cannot start containers on this machine: $probe"
+  exit 0
+fi
+good=$(podman_run --device "$kind=2:0" || true)
+echo "podman run, known device: $good"
 echo "$good" | grep -qi "CDI" && fail "podman could not resolve '$kind=2:0': $good"
-echo "ok: podman resolves '$kind=2:0' from the plugin's spec and refuses '$kind=99'"
+echo "ok: podman runs a container with '$kind=2:0'"

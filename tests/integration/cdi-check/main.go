@@ -4,6 +4,7 @@
 // and resolves device names the way a container engine does.
 //
 //	cdi-check SPEC_DIR [DEVICE...]
+//	cdi-check --oci CONFIG_JSON
 //
 // Every *.json in SPEC_DIR must pass the JSON schema of the spec and the
 // library's own checks (ReadSpec: version, kind, device names, edits); the
@@ -11,10 +12,13 @@
 // ("vendor/class=name") is then injected into an empty OCI spec and the
 // result printed, one item a line: "node PATH TYPE MAJOR:MINOR",
 // "mount DEST SRC", "env K=V". Exit 1 on any error, 2 for an unresolvable
-// device. Built by tests/integration/test-cdi.sh with Debian's Go, offline.
+// device. With --oci, the same lines for an OCI runtime spec (a container
+// engine's config.json, as Podman hands it to its runtime). Built by
+// tests/integration/test-cdi.sh with Debian's Go, offline.
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -30,9 +34,47 @@ func fail(code int, format string, args ...interface{}) {
 	os.Exit(code)
 }
 
+// printEdits prints what an OCI spec holds of what CDI edits: device nodes,
+// mounts and environment variables, one a line, sorted.
+func printEdits(o *oci.Spec) {
+	var lines []string
+	if o.Linux != nil {
+		for _, d := range o.Linux.Devices {
+			lines = append(lines, fmt.Sprintf("node %s %s %d:%d", d.Path, d.Type, d.Major, d.Minor))
+		}
+	}
+	for _, m := range o.Mounts {
+		lines = append(lines, fmt.Sprintf("mount %s %s", m.Destination, m.Source))
+	}
+	if o.Process != nil {
+		for _, e := range o.Process.Env {
+			lines = append(lines, "env "+e)
+		}
+	}
+	sort.Strings(lines)
+	for _, l := range lines {
+		fmt.Println("  " + l)
+	}
+}
+
 func main() {
 	if len(os.Args) < 2 {
-		fail(1, "usage: cdi-check SPEC_DIR [DEVICE...]")
+		fail(1, "usage: cdi-check SPEC_DIR [DEVICE...] | cdi-check --oci CONFIG_JSON")
+	}
+	if os.Args[1] == "--oci" {
+		if len(os.Args) != 3 {
+			fail(1, "usage: cdi-check --oci CONFIG_JSON")
+		}
+		data, err := os.ReadFile(os.Args[2])
+		if err != nil {
+			fail(1, "%v", err)
+		}
+		var o oci.Spec
+		if err := json.Unmarshal(data, &o); err != nil {
+			fail(1, "%s: %v", os.Args[2], err)
+		}
+		printEdits(&o)
+		return
 	}
 	dir := os.Args[1]
 	s := schema.BuiltinSchema()
@@ -72,20 +114,7 @@ func main() {
 		if _, err := cache.InjectDevices(o, name); err != nil {
 			fail(1, "inject %s: %v", name, err)
 		}
-		var lines []string
-		for _, d := range o.Linux.Devices {
-			lines = append(lines, fmt.Sprintf("node %s %s %d:%d", d.Path, d.Type, d.Major, d.Minor))
-		}
-		for _, m := range o.Mounts {
-			lines = append(lines, fmt.Sprintf("mount %s %s", m.Destination, m.Source))
-		}
-		for _, e := range o.Process.Env {
-			lines = append(lines, "env "+e)
-		}
-		sort.Strings(lines)
 		fmt.Printf("device %s\n", name)
-		for _, l := range lines {
-			fmt.Println("  " + l)
-		}
+		printEdits(o)
 	}
 }
