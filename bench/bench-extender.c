@@ -1,21 +1,29 @@
 /* The extender's decision time (issue 7: p99 under 1 ms for one pod over
- * 1,000 nodes x 8 GPUs). Builds a cache of N nodes with 8 A100-SXM4-40GB
- * each, every GPU filled to a random level with created instances, plus
- * observed reservations on some nodes and in-flight (pending) ones on a few,
- * and bound pods using CPU and memory. Then, for P pods drawn from a memory
- * mix, times what kube-scheduler would make the extender do, in the
- * nodeCacheCapable form (NodeNames):
- *   - in-process: the request body parsed (json_loads), mk_sched_filter or
- *     mk_sched_prioritize, the answer serialised (json_dumps), as the HTTP
- *     handler does; Filter then Prioritize for the same pod, as
- *     kube-scheduler calls them; for the common pods also
- *     mk_sched_body_text, the body handed over as the server does (a plain
- *     NodeNames list read by a scan, not by jansson);
- *   - the same over HTTP on loopback (mk_sched_server, libcurl, keep-alive).
- * Pod kinds: common (one container), GPU-type filter, two containers.
+ * 1,000 nodes x 8 GPUs; issue 17: for every pod kind). Builds a cache of N
+ * nodes with 8 A100-SXM4-40GB each, every GPU filled to a random level with
+ * created instances, plus observed reservations on some nodes and in-flight
+ * (pending) ones on a few, and bound pods using CPU and memory. Then, per
+ * pod kind (one container; a GPU-type filter; two containers; an init
+ * container and a container) and per pass, for P pods drawn from a memory
+ * mix, times what kube-scheduler would make the extender do in the
+ * nodeCacheCapable form (NodeNames), Filter then Prioritize for each pod,
+ * every second pod then bound to its best node:
+ *   - server: the body handed over as the HTTP handler does
+ *     (mk_sched_body_text: a plain NodeNames list read by a scan, the pod by
+ *     jansson, the decisions, the answer written as text), memo on;
+ *   - nomemo: the same with the memo off (every pod a new request shape);
+ *   - http: over HTTP on loopback (mk_sched_server, libcurl, keep-alive);
+ *     its CPU time is the whole process's, client and server;
+ *   - exact: the server path with mk_sched_set_exact (every node fitted on a
+ *     view rebuilt for the pod: the slow path every pod but the common one
+ *     took before issue 17);
+ *   - api: the json_t entry points (jansson parses the 1,000 names).
+ * Prints median, p99 and max of the CPU time (this thread's; the
+ * process's over HTTP) and the wall time per request, and a table of the
+ * p99 CPU times.
  *
- *   bench-extender [--nodes N] [--pods P] [--http-pods P] [--kinds K] [--seed S]
- * (--kinds 1: only the common pods)
+ *   bench-extender [--nodes N] [--pods P] [--http-pods P] [--seed S]
+ *                  [--kinds common,gputype,two,init] [--passes server,nomemo,http,exact,api]
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -27,6 +35,7 @@
 #include <curl/curl.h>
 #include <jansson.h>
 
+#include "base/dynbuf.h"
 #include "base/macro.h"
 #include "base/parse.h"
 #include "claim/claim.h"
@@ -137,15 +146,18 @@ static json_t *node_json(uint64_t *s, const char *name, struct counts *cnt) {
 }
 
 struct pod_kind {
+        const char *name;               /* for --kinds */
         const char *title;
         const char *annotations;        /* extra pod annotations (JSON members) */
-        bool two_containers;
+        unsigned containers;            /* GPU containers (1 or 2) */
+        bool init;                      /* one GPU init container before them */
 };
 
 static const struct pod_kind kinds[] = {
-        {"common (1 container)", "", false},
-        {"GPU-type filter", "\"nvidia.com/use-gputype\":\"A100\"", false},
-        {"2 containers", "", true},
+        {"common", "common (1 container)", "", 1, false},
+        {"gputype", "GPU-type filter (use-gputype A100)", "\"nvidia.com/use-gputype\":\"A100\"", 1, false},
+        {"two", "2 containers", "", 2, false},
+        {"init", "init container + 1 container", "", 1, true},
 };
 
 /* Memory mix of one container: 30% 4000, 30% 9000, 25% 19000, 15% 40000 MiB. */
@@ -154,20 +166,41 @@ static unsigned mix_mib(uint64_t *s) {
         return u < 30 ? 4000 : u < 60 ? 9000 : u < 85 ? 19000 : 40000;
 }
 
-static json_t *pod_json(const char *uid, const char *annotations, unsigned mib, unsigned mib2, const char *node,
+/* A pod's GPU memory per container: [0] the init container's (0: none),
+ * [1] and [2] the containers' (0: no second one). */
+struct pod_mib {
+        unsigned m[3];
+};
+
+static struct pod_mib kind_mib(uint64_t *s, const struct pod_kind *k) {
+        struct pod_mib pm = {{0, 0, 0}};
+        if (k->init)
+                pm.m[0] = mix_mib(s);
+        pm.m[1] = mix_mib(s);
+        if (k->containers > 1)
+                pm.m[2] = mix_mib(s);
+        return pm;
+}
+
+static json_t *pod_json(const char *uid, const char *annotations, struct pod_mib pm, const char *node,
                         const char *reservation) {
-        char buf[2048], c2[512] = "";
-        if (mib2)
+        char buf[2048], c2[512] = "", init[512] = "";
+        if (pm.m[2])
                 snprintf(c2, sizeof(c2),
                          ",{\"name\":\"d\",\"resources\":{\"limits\":{\"nvidia.com/gpu\":1,"
                          "\"nvidia.com/gpumem\":\"%u\"}}}",
-                         mib2);
+                         pm.m[2]);
+        if (pm.m[0])
+                snprintf(init, sizeof(init),
+                         "\"initContainers\":[{\"name\":\"i\",\"resources\":{\"limits\":{\"nvidia.com/gpu\":1,"
+                         "\"nvidia.com/gpumem\":\"%u\"}}}],",
+                         pm.m[0]);
         snprintf(buf, sizeof(buf),
                  "{\"metadata\":{\"namespace\":\"ns\",\"name\":\"pod-%s\",\"uid\":\"%s\",\"annotations\":{%s}},"
-                 "\"spec\":{\"containers\":[{\"name\":\"c\",\"resources\":{\"limits\":{\"nvidia.com/gpu\":1,"
+                 "\"spec\":{%s\"containers\":[{\"name\":\"c\",\"resources\":{\"limits\":{\"nvidia.com/gpu\":1,"
                  "\"nvidia.com/gpumem\":\"%u\"},\"requests\":{\"cpu\":\"2\",\"memory\":\"8Gi\"}}}%s]},"
                  "\"status\":{\"phase\":\"Pending\"}}",
-                 uid, uid, annotations, mib, c2);
+                 uid, uid, annotations, init, pm.m[1], c2);
         json_error_t je;
         json_t *j = json_loads(buf, 0, &je);
         if (!j)
@@ -178,6 +211,10 @@ static json_t *pod_json(const char *uid, const char *annotations, unsigned mib, 
                 json_object_set_new(json_object_get(json_object_get(j, "metadata"), "annotations"),
                                     MK_ANN_RESERVATION, json_string(reservation));
         return j;
+}
+
+static struct pod_mib one_mib(unsigned mib) {
+        return (struct pod_mib) {{0, mib, 0}};
 }
 
 static uint64_t mono_ns(void) {
@@ -309,11 +346,20 @@ static char *verb(struct mk_sched *s, bool filter, bool text, bool raw, const ch
         return out;
 }
 
+/* Bound pods, oldest first: a bind adds one, and past BOUND_KEEP the
+ * oldest is deleted, so the cluster changes between decisions but stays
+ * as full as it started, whatever the number of pods. */
+#define BOUND_KEEP 256
+struct bound {
+        json_t *pods[BOUND_KEEP];
+        size_t n, next;
+};
+
 /* What a completed bind leaves in the cache: the reservation, observed on
  * the pod, and the pod's CPU and memory on the node. */
-static unsigned bind_pod(struct mk_sched *s, const char *uid, const char *annotations, unsigned m1, unsigned m2,
-                     const char *node, int64_t now) {
-        json_t *p = pod_json(uid, annotations, m1, m2, NULL, NULL);
+static unsigned bind_pod(struct mk_sched *s, struct bound *b, const char *uid, const char *annotations,
+                         struct pod_mib pm, const char *node, int64_t now) {
+        json_t *p = pod_json(uid, annotations, pm, NULL, NULL);
         struct mk_claim c;
         int r = mk_sched_reserve(s, p, node, now, &c, NULL);
         json_decref(p);
@@ -322,23 +368,34 @@ static unsigned bind_pod(struct mk_sched *s, const char *uid, const char *annota
         char *v = NULL;
         if (mk_claim_reservation_format(&c, &v) < 0)
                 die("out of memory");
-        p = pod_json(uid, annotations, m1, m2, node, v);
+        p = pod_json(uid, annotations, pm, node, v);
         free(v);
         if (mk_sched_pod_event(s, MK_KUBE_EVENT_ADDED, p) < 0)
                 die("pod event failed");
-        json_decref(p);
+        if (b->n == BOUND_KEEP) {
+                json_t *old = b->pods[b->next];
+                if (mk_sched_pod_event(s, MK_KUBE_EVENT_DELETED, old) < 0)
+                        die("pod event failed");
+                json_decref(old);
+        } else
+                b->n++;
+        b->pods[b->next] = p;
+        b->next = (b->next + 1) % BOUND_KEEP;
         return 1;
 }
 
 static size_t on_body(char *p, size_t size, size_t n, void *userdata) {
-        (void) p;
-        *(size_t *) userdata += size * n;
+        struct mk_buf *b = userdata;
+        if (mk_buf_append(b, p, size * n) < 0)
+                return 0;
         return size * n;
 }
 
-static void http_post(CURL *c, unsigned port, const char *path, const char *body) {
+/* POSTs `body`; the answer (malloc'd, NUL-terminated). */
+static char *http_post(CURL *c, unsigned port, const char *path, const char *body) {
         char url[128];
-        size_t got = 0;
+        struct mk_buf got;
+        mk_buf_init(&got, 64u << 20);
         long code = 0;
         snprintf(url, sizeof(url), "http://127.0.0.1:%u%s", port, path);
         curl_easy_setopt(c, CURLOPT_URL, url);
@@ -347,8 +404,9 @@ static void http_post(CURL *c, unsigned port, const char *path, const char *body
         curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
         curl_easy_setopt(c, CURLOPT_WRITEDATA, &got);
         if (curl_easy_perform(c) != CURLE_OK || curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code) != CURLE_OK ||
-            code != 200 || got == 0)
+            code != 200 || got.len == 0 || mk_buf_append(&got, "", 1) < 0)
                 die("HTTP request failed");
+        return mk_buf_take(&got);
 }
 
 static size_t parse_size(const char *opt, const char *v) {
@@ -360,10 +418,66 @@ static size_t parse_size(const char *opt, const char *v) {
         return x;
 }
 
+static uint64_t proc_cpu_ns(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+        return (uint64_t) ts.tv_sec * 1000000000ull + (uint64_t) ts.tv_nsec;
+}
+
+/* How the pods of a pass are decided. */
+enum pass_kind {
+        PASS_SERVER,            /* mk_sched_body_text, memo on: what the HTTP handler runs */
+        PASS_NOMEMO,            /* the same, memo off: every pod a new shape */
+        PASS_HTTP,              /* POST /filter, /prioritize on loopback, memo on */
+        PASS_EXACT,             /* the same as server, mk_sched_set_exact: every node on a view rebuilt per pod
+                                 * (the slow path, what every pod but the common one took before) */
+        PASS_API,               /* the json_t API and the text one, memo on */
+        _PASS_MAX,
+};
+
+static const char *const pass_names[_PASS_MAX] = {"server", "nomemo", "http", "exact", "api"};
+static const char *const pass_titles[_PASS_MAX] = {
+        "server path (mk_sched_body_text: body in, text out), memo on",
+        "server path, memo off (every pod a new shape)",
+        "HTTP on loopback (libcurl, keep-alive), memo on; CPU = the whole process (client and server)",
+        "server path, exact (mk_sched_set_exact: every node on a view rebuilt per pod, as before)",
+        "json_t API (mk_sched_filter / _prioritize), memo on",
+};
+
+/* Names from a comma list into a bit set; exits naming the bad one. */
+static unsigned parse_list(const char *opt, const char *v, const char *const *names, size_t n) {
+        unsigned set = 0;
+        if (!v) {
+                fprintf(stderr, "bench-extender: %s wants a list\n", opt);
+                exit(EXIT_FAILURE);
+        }
+        for (const char *p = v; *p;) {
+                size_t len = strcspn(p, ",");
+                size_t i = 0;
+                while (i < n && !(strlen(names[i]) == len && strncmp(names[i], p, len) == 0))
+                        i++;
+                if (i == n) {
+                        fprintf(stderr, "bench-extender: %s: unknown '%.*s'\n", opt, (int) len, p);
+                        exit(EXIT_FAILURE);
+                }
+                set |= 1u << i;
+                p += len + (p[len] == ',');
+        }
+        return set;
+}
+
+static double pct(double *us, size_t n, double q) {
+        qsort(us, n, sizeof(*us), dbl_cmp);
+        return us[MIN((size_t) ((double) n * q), n - 1)];
+}
+
 int main(int argc, char **argv) {
-        size_t n_nodes = 1000, n_pods = 2000, n_http = 1000;
+        size_t n_nodes = 1000, n_pods = 1000, n_http = 500;
         uint64_t seed = 7;
-        size_t n_kinds = ELEMENTSOF(kinds);
+        unsigned kind_set = (1u << ELEMENTSOF(kinds)) - 1, pass_set = 1u << PASS_SERVER | 1u << PASS_NOMEMO | 1u << PASS_HTTP;
+        const char *kind_names[ELEMENTSOF(kinds)];
+        for (size_t k = 0; k < ELEMENTSOF(kinds); k++)
+                kind_names[k] = kinds[k].name;
         for (int i = 1; i < argc; i++) {
                 const char *v = i + 1 < argc ? argv[i + 1] : NULL;
                 if (streq(argv[i], "--nodes"))
@@ -373,11 +487,15 @@ int main(int argc, char **argv) {
                 else if (streq(argv[i], "--http-pods"))
                         n_http = parse_size(argv[i], v), i++;
                 else if (streq(argv[i], "--kinds"))
-                        n_kinds = MIN(parse_size(argv[i], v), ELEMENTSOF(kinds)), i++;
+                        kind_set = parse_list(argv[i], v, kind_names, ELEMENTSOF(kinds)), i++;
+                else if (streq(argv[i], "--passes"))
+                        pass_set = parse_list(argv[i], v, pass_names, _PASS_MAX), i++;
                 else if (streq(argv[i], "--seed"))
                         seed = parse_size(argv[i], v), i++;
                 else {
-                        fprintf(stderr, "usage: bench-extender [--nodes N] [--pods P] [--http-pods P] [--kinds K] [--seed S]\n");
+                        fprintf(stderr, "usage: bench-extender [--nodes N] [--pods P] [--http-pods P] [--seed S]\n"
+                                        "         [--kinds common,gputype,two,init]\n"
+                                        "         [--passes server,nomemo,http,exact,api] (default server,nomemo,http)\n");
                         return streq(argv[i], "--help") ? EXIT_SUCCESS : EXIT_FAILURE;
                 }
         }
@@ -410,7 +528,7 @@ int main(int argc, char **argv) {
                 char uid[64];
                 snprintf(uid, sizeof(uid), "held-%zu", i);
                 const char *node = json_string_value(json_array_get(names, i));
-                json_t *p = pod_json(uid, "", mix_mib(&rs), 0, NULL, NULL);
+                json_t *p = pod_json(uid, "", one_mib(mix_mib(&rs)), NULL, NULL);
                 struct mk_claim c;
                 if (mk_sched_reserve(s, p, node, now, &c, NULL) < 0) {
                         json_decref(p);
@@ -420,7 +538,7 @@ int main(int argc, char **argv) {
                         char *v = NULL;
                         if (mk_claim_reservation_format(&c, &v) < 0)
                                 die("out of memory");
-                        json_t *q = pod_json(uid, "", 4000, 0, node, v);
+                        json_t *q = pod_json(uid, "", one_mib(4000), node, v);
                         free(v);
                         if (mk_sched_pod_event(s, MK_KUBE_EVENT_ADDED, q) < 0)
                                 die("pod event failed");
@@ -439,131 +557,136 @@ int main(int argc, char **argv) {
                seed, n_nodes, GPUS, cnt.gpus_used, 100.0 * (double) cnt.units / (double) (n_nodes * GPUS * UNITS),
                cnt.instances, cnt.reserved_observed, cnt.reserved_pending, cnt.bound_pods, cn, cc,
                (double) (mono_ns() - t0) / 1e9);
-        printf("pods: gpumem 30%% 4000, 30%% 9000, 25%% 19000, 15%% 40000 MiB, cpu 2, memory 8Gi; "
-               "NodeNames with all %zu nodes; one thread\n",
-               n_nodes);
+        printf("pods: gpumem per container 30%% 4000, 30%% 9000, 25%% 19000, 15%% 40000 MiB, cpu 2, memory 8Gi; "
+               "NodeNames with all %zu nodes; Filter then Prioritize per pod, every 2nd pod then bound to its best "
+               "node (the %d bound last are kept, older ones deleted); one client thread\n",
+               n_nodes, BOUND_KEEP);
 
-        double *tf = malloc(n_pods * sizeof(*tf)), *tp = malloc(n_pods * sizeof(*tp)),
-               *tb = malloc(n_pods * sizeof(*tb)), *cf = malloc(n_pods * sizeof(*cf)),
-               *cp = malloc(n_pods * sizeof(*cp)), *df = malloc(n_pods * sizeof(*df)),
-               *dp = malloc(n_pods * sizeof(*dp));
-        if (!tf || !tp || !tb || !cf || !cp || !df || !dp)
+        size_t n_max = MAX(n_pods, n_http);
+        double *tf = malloc(n_max * sizeof(*tf)), *tp = malloc(n_max * sizeof(*tp)),
+               *cf = malloc(n_max * sizeof(*cf)), *cp = malloc(n_max * sizeof(*cp));
+        if (!tf || !tp || !cf || !cp)
                 die("out of memory");
-        /* Per kind: the json_t entry points without the memo (as before it),
-         * then the text ones the server uses, with the memo; for the common
-         * kind also the json_t ones with the memo. */
-        static const struct {
-                size_t kind;
-                bool memo, text, raw;
-        } passes[] = {
-                {0, false, false, false}, {0, true, false, false}, {0, true, true, false}, {0, true, true, true},
-                {1, false, false, false}, {1, true, true, false},  {2, false, false, false}, {2, true, true, false},
-        };
-        for (size_t pass = 0; pass < ELEMENTSOF(passes); pass++) {
-                size_t k = passes[pass].kind;
-                bool memo = passes[pass].memo, text = passes[pass].text, raw = passes[pass].raw;
-                if (k >= n_kinds)
-                        continue;
-                mk_sched_set_memo(s, memo);
-                unsigned long hits0 = atomic_load(&mk_sched_stats(s)->memo_hits), bound = 0;
-                size_t np = k == 0 ? n_pods : MAX(n_pods / 2, (size_t) 1);
-                unsigned long feasible = 0, none = 0;
-                struct split sf = {0}, sp = {0};
-                for (size_t i = 0; i < np; i++) {
-                        char uid[64];
-                        snprintf(uid, sizeof(uid), "new-%zu-%zu", k, i);
-                        unsigned m1 = mix_mib(&rs), m2 = kinds[k].two_containers ? mix_mib(&rs) : 0;
-                        json_t *pod = pod_json(uid, kinds[k].annotations, m1, m2, NULL, NULL);
-                        char *body = args_body(pod, names);
-                        json_decref(pod);
-                        size_t f = 0;
-                        char *out = verb(s, true, text, raw, body, &f, &sf, NULL, 0);
-                        free(out);
-                        char best[256];
-                        out = verb(s, false, text, raw, body, NULL, &sp, best, sizeof(best));
-                        free(out);
-                        free(body);
-                        /* Bind every 2nd pod to its best node (not timed): the
-                         * cluster changes between decisions, as it does live. */
-                        if (i % 2 == 0 && best[0] && f > 0) {
-                                bound += bind_pod(s, uid, kinds[k].annotations, m1, m2, best, now);
-                        }
-                        tf[i] = (double) sf.last / 1e3;
-                        tp[i] = (double) sp.last / 1e3;
-                        tb[i] = tf[i] + tp[i];
-                        cf[i] = (double) sf.last_cpu / 1e3;
-                        cp[i] = (double) sp.last_cpu / 1e3;
-                        df[i] = (double) sf.last_decide / 1e3;
-                        dp[i] = (double) sp.last_decide / 1e3;
-                        feasible += f;
-                        none += f == 0;
-                }
-                printf("  in-process, %s, %s, memo %s, %zu pods (%.0f feasible nodes on average, %lu pods fit "
-                       "nowhere, %lu bound):\n",
-                       kinds[k].title,
-                       raw    ? "mk_sched_body_text (as the server: body in, text out; decide step = all of it)"
-                       : text ? "mk_sched_*_text"
-                              : "json_t API", memo ? "on" : "off", np, (double) feasible / (double) np, none, bound);
-                report("filter", tf, np);
-                report("prioritize", tp, np);
-                report("filter + prioritize", tb, np);
-                report("filter, CPU time", cf, np);
-                report("prioritize, CPU time", cp, np);
-                report("filter, decide step only", df, np);
-                report("prioritize, decide step only", dp, np);
-                printf("    memo %s: %lu node decisions answered from a node's memo\n", memo ? "on" : "off",
-                       atomic_load(&mk_sched_stats(s)->memo_hits) - hits0);
-                printf("    mean split, parse / decide / serialise+free: filter %.0f / %.0f / %.0f us, "
-                       "prioritize %.0f / %.0f / %.0f us\n",
-                       (double) sf.parse / 1e3 / (double) np, (double) sf.decide / 1e3 / (double) np,
-                       (double) sf.dump / 1e3 / (double) np, (double) sp.parse / 1e3 / (double) np,
-                       (double) sp.decide / 1e3 / (double) np, (double) sp.dump / 1e3 / (double) np);
-        }
-
-        /* Over HTTP: the server's own thread pool, one client, keep-alive. */
+        double p99[ELEMENTSOF(kinds)][_PASS_MAX][2] = {{{0}}};
+        struct bound bnd = {0};
         struct mk_sched_server *srv = NULL;
-        struct mk_sched_server_opts o = {.address = "127.0.0.1", .sched = s};
-        if (mk_sched_server_start(&o, &srv, NULL) < 0)
-                die("cannot start the HTTP server");
-        unsigned port = mk_sched_server_port(srv);
-        curl_global_init(CURL_GLOBAL_DEFAULT);
-        CURL *c = curl_easy_init();
-        if (!c)
-                die("curl_easy_init failed");
-        struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
-        curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-        size_t nh = MIN(n_http, n_pods);
-        for (size_t i = 0; i < nh; i++) {
-                char uid[64];
-                snprintf(uid, sizeof(uid), "http-%zu", i);
-                json_t *pod = pod_json(uid, "", mix_mib(&rs), 0, NULL, NULL);
-                char *body = args_body(pod, names);
-                json_decref(pod);
-                uint64_t a = mono_ns();
-                http_post(c, port, "/filter", body);
-                uint64_t b = mono_ns();
-                http_post(c, port, "/prioritize", body);
-                uint64_t e = mono_ns();
-                free(body);
-                tf[i] = (double) (b - a) / 1e3;
-                tp[i] = (double) (e - b) / 1e3;
-                tb[i] = (double) (e - a) / 1e3;
+        CURL *c = NULL;
+        struct curl_slist *h = NULL;
+        unsigned port = 0;
+        if (pass_set & (1u << PASS_HTTP)) {
+                struct mk_sched_server_opts o = {.address = "127.0.0.1", .sched = s};
+                if (mk_sched_server_start(&o, &srv, NULL) < 0)
+                        die("cannot start the HTTP server");
+                port = mk_sched_server_port(srv);
+                curl_global_init(CURL_GLOBAL_DEFAULT);
+                if (!(c = curl_easy_init()))
+                        die("curl_easy_init failed");
+                h = curl_slist_append(NULL, "Content-Type: application/json");
+                curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
         }
-        printf("  HTTP round trip on loopback (libcurl, keep-alive), common pods, %zu pods:\n", nh);
-        report("POST /filter", tf, nh);
-        report("POST /prioritize", tp, nh);
-        report("filter + prioritize", tb, nh);
-        curl_slist_free_all(h);
-        curl_easy_cleanup(c);
-        curl_global_cleanup();
-        mk_sched_server_stop(srv);
+        for (size_t k = 0; k < ELEMENTSOF(kinds); k++) {
+                if (!(kind_set & (1u << k)))
+                        continue;
+                printf("%s pods:\n", kinds[k].title);
+                for (int pass = 0; pass < _PASS_MAX; pass++) {
+                        if (!(pass_set & (1u << pass)))
+                                continue;
+                        bool http = pass == PASS_HTTP;
+                        mk_sched_set_memo(s, pass != PASS_NOMEMO);
+                        mk_sched_set_exact(s, pass == PASS_EXACT);
+                        unsigned long hits0 = atomic_load(&mk_sched_stats(s)->memo_hits), bound = 0, feasible = 0,
+                                      none = 0;
+                        size_t np = http ? n_http : n_pods;
+                        struct split sf = {0}, sp = {0};
+                        for (size_t i = 0; i < np; i++) {
+                                char uid[64], best[256] = "";
+                                snprintf(uid, sizeof(uid), "new-%zu-%d-%zu", k, pass, i);
+                                struct pod_mib pm = kind_mib(&rs, &kinds[k]);
+                                json_t *pod = pod_json(uid, kinds[k].annotations, pm, NULL, NULL);
+                                char *body = args_body(pod, names);
+                                json_decref(pod);
+                                size_t f = 0;
+                                if (http) {
+                                        uint64_t a = mono_ns(), ca = proc_cpu_ns();
+                                        char *out = http_post(c, port, "/filter", body);
+                                        uint64_t b = mono_ns(), cb = proc_cpu_ns();
+                                        json_error_t je;
+                                        json_t *r = json_loads(out, 0, &je); /* not timed */
+                                        if (!r)
+                                                die(je.text);
+                                        pick(r, &f, NULL, 0);
+                                        json_decref(r);
+                                        free(out);
+                                        uint64_t b2 = mono_ns(), cb2 = proc_cpu_ns();
+                                        out = http_post(c, port, "/prioritize", body);
+                                        uint64_t e = mono_ns(), ce = proc_cpu_ns();
+                                        if (!(r = json_loads(out, 0, &je)))
+                                                die(je.text);
+                                        pick(r, NULL, best, sizeof(best));
+                                        json_decref(r);
+                                        free(out);
+                                        tf[i] = (double) (b - a) / 1e3;
+                                        tp[i] = (double) (e - b2) / 1e3;
+                                        cf[i] = (double) (cb - ca) / 1e3;
+                                        cp[i] = (double) (ce - cb2) / 1e3;
+                                } else {
+                                        bool raw = pass != PASS_API;
+                                        free(verb(s, true, false, raw, body, &f, &sf, NULL, 0));
+                                        tf[i] = (double) sf.last / 1e3;
+                                        cf[i] = (double) sf.last_cpu / 1e3;
+                                        free(verb(s, false, false, raw, body, NULL, &sp, best, sizeof(best)));
+                                        tp[i] = (double) sp.last / 1e3;
+                                        cp[i] = (double) sp.last_cpu / 1e3;
+                                }
+                                free(body);
+                                /* Bind every 2nd pod to its best node (not timed): the
+                                 * cluster changes between decisions, as it does live. */
+                                if (i % 2 == 0 && best[0] && f > 0)
+                                        bound += bind_pod(s, &bnd, uid, kinds[k].annotations, pm, best, now);
+                                feasible += f;
+                                none += f == 0;
+                        }
+                        printf("  %s, %zu pods (%.0f feasible nodes on average, %lu fit nowhere, %lu bound; "
+                               "%lu node decisions from the memo):\n",
+                               pass_titles[pass], np, (double) feasible / (double) np, none, bound,
+                               atomic_load(&mk_sched_stats(s)->memo_hits) - hits0);
+                        p99[k][pass][0] = pct(cf, np, 0.99);
+                        p99[k][pass][1] = pct(cp, np, 0.99);
+                        report("filter, CPU time", cf, np);
+                        report("prioritize, CPU time", cp, np);
+                        report("filter, wall", tf, np);
+                        report("prioritize, wall", tp, np);
+                }
+        }
+        mk_sched_set_memo(s, true);
+        mk_sched_set_exact(s, false);
+        printf("p99 CPU time per request (filter / prioritize, us); goal: under 1,000 us for every kind:\n");
+        printf("  %-36s", "pod kind");
+        for (int pass = 0; pass < _PASS_MAX; pass++)
+                if (pass_set & (1u << pass))
+                        printf(" %15s", pass_names[pass]);
+        printf("\n");
+        for (size_t k = 0; k < ELEMENTSOF(kinds); k++) {
+                if (!(kind_set & (1u << k)))
+                        continue;
+                printf("  %-36s", kinds[k].title);
+                for (int pass = 0; pass < _PASS_MAX; pass++)
+                        if (pass_set & (1u << pass))
+                                printf("     %5.0f/%5.0f", p99[k][pass][0], p99[k][pass][1]);
+                printf("\n");
+        }
+        if (srv) {
+                curl_slist_free_all(h);
+                curl_easy_cleanup(c);
+                curl_global_cleanup();
+                mk_sched_server_stop(srv);
+        }
+        for (size_t i = 0; i < bnd.n; i++)
+                json_decref(bnd.pods[i]);
         free(tf);
         free(tp);
-        free(tb);
         free(cf);
         free(cp);
-        free(df);
-        free(dp);
         json_decref(names);
         mk_sched_free(s);
         mk_sched_config_free(cfg);

@@ -303,7 +303,7 @@ static int fit_place_cached(const struct mk_fit_node *node, const struct mk_fit_
 
         uint32_t all = fit_units_mask(g0->memory_units);
         size_t n_cands = 0;
-        if (req->gpus == 1 && n_order > 0 &&
+        if (req->gpus == 1 && n_order > 0 && c->has_best &&
             (n_order == 1 || fit_profile_rank_compare(&profiles[order[1]], &profiles[order[0]]) != 0)) {
                 /* Every GPU that can host the smallest adequate profile takes
                  * it, and no other GPU comes before them: the winner among
@@ -382,8 +382,89 @@ static int fit_place(const struct mk_fit_node *node, const struct mk_fit_request
 
 /* --- the node cache ------------------------------------------------------------------------ */
 
+/* One available GPU's cached state, from its state in a call (s->ps->tab set). */
+static void cache_gpu_fill(const struct mk_fit_gpu *g, struct fit_gpu_state *s, struct mk_fit_node_cache_gpu *cg) {
+        const struct mk_fit_tables *tab = s->ps->tab;
+        uint32_t free = s->all & ~s->used;
+        unsigned cap, ideal;
+        fit_gpu_now(g, s, &cap, &ideal);
+        for (size_t j = 0; j < g->n_profiles; j++) {
+                const struct mk_gi_profile *p = &g->profiles[j];
+                if (p->slices > s->free_slices || (s->ps->pi[j].limited && fit_limit_reached(g, s, j)))
+                        continue;
+                if (tab->best[fit_best_index(j, free, s->free_slices)] != 0)
+                        cg->hostable |= UINT64_C(1) << j;
+        }
+        cg->used = s->used;
+        cg->cap = (uint16_t) cap;
+        cg->ideal = (uint16_t) ideal;
+        cg->free_slices = (uint8_t) s->free_slices;
+        cg->used_units = (uint8_t) fit_popcount32(s->used);
+        cg->available = true;
+        cg->switchable = g->switchable;
+}
+
+/* The node's sums and hostable union over the cached GPUs. */
+static void cache_sums(const struct mk_fit_node *node, struct mk_fit_node_cache *c) {
+        uint64_t hostable = 0;
+        unsigned total_units = 0, used_units = 0, cap_sum = 0, ideal_sum = 0;
+        for (size_t gi = 0; gi < node->n_gpus; gi++) {
+                const struct mk_fit_node_cache_gpu *cg = &c->gpu[gi];
+                if (!cg->available)
+                        continue;
+                hostable |= cg->hostable;
+                total_units += node->gpus[gi].memory_units;
+                used_units += cg->used_units;
+                cap_sum += cg->cap;
+                ideal_sum += cg->ideal;
+        }
+        c->hostable = hostable;
+        c->total_units = total_units;
+        c->used_units = used_units;
+        c->cap_sum = cap_sum;
+        c->ideal_sum = ideal_sum;
+}
+
+int mk_fit_node_cache_derive(const struct mk_fit_node *node, const struct mk_fit_node_cache *from, uint64_t changed,
+                             struct mk_fit_node_cache *ret) {
+        bool ok = from->usable && from->n_gpus == node->n_gpus && node->gpus;
+        if (ret != from) {
+                ret->first = from->first;
+                ret->empty_cap = from->empty_cap;
+                memcpy(ret->rank, from->rank, sizeof(ret->rank));
+                memcpy(ret->gpu, from->gpu, MIN(node->n_gpus, (size_t) MK_FIT_MAX_NODE_GPUS) * sizeof(ret->gpu[0]));
+        }
+        ret->usable = false;
+        ret->has_best = false;
+        ret->gpus = node->gpus;
+        ret->n_gpus = node->n_gpus;
+        if (!ok)
+                return -EOPNOTSUPP;
+        const struct mk_fit_tables *tab = node->gpus[from->first].tables;
+        struct fit_profcache pc;
+        fit_profcache_init(&pc);
+        for (; changed; changed &= changed - 1) {
+                size_t gi = (size_t) __builtin_ctzll(changed);
+                if (gi >= node->n_gpus || node->gpus[gi].unavailable)
+                        continue;
+                const struct mk_fit_gpu *g = &node->gpus[gi];
+                struct mk_fit_node_cache_gpu *cg = &ret->gpu[gi];
+                *cg = (struct mk_fit_node_cache_gpu) {};
+                struct fit_gpu_state s;
+                if (fit_gpu_prepare(&pc, g, &s) < 0)
+                        return -EINVAL;
+                if (s.ps->tab != tab)
+                        return -EOPNOTSUPP;
+                cache_gpu_fill(g, &s, cg);
+        }
+        cache_sums(node, ret);
+        ret->usable = true;
+        return 0;
+}
+
 int mk_fit_node_cache_update(const struct mk_fit_node *node, struct mk_fit_node_cache *c) {
         c->usable = false;
+        c->has_best = false;
         c->gpus = node->gpus;
         c->n_gpus = node->n_gpus;
         if (node->n_gpus > MK_FIT_MAX_NODE_GPUS || (node->n_gpus > 0 && !node->gpus))
@@ -391,8 +472,6 @@ int mk_fit_node_cache_update(const struct mk_fit_node *node, struct mk_fit_node_
         const struct mk_fit_gpu *g0 = NULL;
         struct fit_profcache pc;
         fit_profcache_init(&pc);
-        uint64_t hostable = 0;
-        unsigned total_units = 0, used_units = 0, cap_sum = 0, ideal_sum = 0;
         for (size_t gi = 0; gi < node->n_gpus; gi++) {
                 const struct mk_fit_gpu *g = &node->gpus[gi];
                 struct mk_fit_node_cache_gpu *cg = &c->gpu[gi];
@@ -412,32 +491,12 @@ int mk_fit_node_cache_update(const struct mk_fit_node *node, struct mk_fit_node_
                            g->slices != g0->slices || g->multiprocessors != g0->multiprocessors ||
                            g->memory_mib != g0->memory_mib)
                         return -EOPNOTSUPP;
-                const struct mk_fit_tables *tab = s.ps->tab;
-                uint32_t free = s.all & ~s.used;
-                unsigned cap, ideal;
-                fit_gpu_now(g, &s, &cap, &ideal);
-                for (size_t j = 0; j < g->n_profiles; j++) {
-                        const struct mk_gi_profile *p = &g->profiles[j];
-                        if (p->slices > s.free_slices || (s.ps->pi[j].limited && fit_limit_reached(g, &s, j)))
-                                continue;
-                        if (tab->best[fit_best_index(j, free, s.free_slices)] != 0)
-                                cg->hostable |= UINT64_C(1) << j;
-                }
-                cg->used = s.used;
-                cg->cap = (uint16_t) cap;
-                cg->ideal = (uint16_t) ideal;
-                cg->free_slices = (uint8_t) s.free_slices;
-                cg->used_units = (uint8_t) fit_popcount32(s.used);
-                cg->available = true;
-                cg->switchable = g->switchable;
-                hostable |= cg->hostable;
-                total_units += g->memory_units;
-                used_units += fit_popcount32(s.used);
-                cap_sum += cap;
-                ideal_sum += ideal;
+                cache_gpu_fill(g, &s, cg);
         }
         if (!g0)
                 return -EOPNOTSUPP;
+        cache_sums(node, c);
+        uint64_t hostable = c->hostable;
         /* Smallest first, stable: adequate_profiles()'s insertion order. */
         size_t n = 0;
         for (size_t j = 0; j < g0->n_profiles; j++)
@@ -468,12 +527,8 @@ int mk_fit_node_cache_update(const struct mk_fit_node *node, struct mk_fit_node_
                         };
                 }
         }
-        c->hostable = hostable;
-        c->total_units = total_units;
-        c->used_units = used_units;
-        c->cap_sum = cap_sum;
-        c->ideal_sum = ideal_sum;
         c->empty_cap = tab->cap[all][g0->slices > 0 ? g0->slices : tab->max_slices];
+        c->has_best = true;
         c->usable = true;
         return 0;
 }

@@ -132,6 +132,7 @@ struct mk_fit_node_cache {
         const struct mk_fit_gpu *gpus;  /* the array it was computed for */
         size_t n_gpus;
         bool usable;                    /* false: fits read the GPUs */
+        bool has_best;                  /* best[] is kept (false in a derived cache: fits scan the GPUs) */
         size_t first;                   /* the first available GPU, whose description all share */
         uint64_t hostable;              /* union over the GPUs */
         unsigned total_units, used_units, cap_sum, ideal_sum;  /* over available GPUs */
@@ -148,6 +149,19 @@ struct mk_fit_node_cache {
  * reject: *c is then marked unusable and fits read the GPUs as without a
  * cache (and report the same errors). */
 int mk_fit_node_cache_update(const struct mk_fit_node *node, struct mk_fit_node_cache *c) _nonnull_(1, 2);
+
+/* The cache of `node` after instances were added to the GPUs in `changed`
+ * (bit g: node->gpus[g]), derived from `from`, the cache of the same GPUs
+ * before (node->gpus may be a copy of that array; descriptions and
+ * availability unchanged): only the changed GPUs are read again, and the
+ * per-profile winners (best) are not kept, so fits scan the GPUs' cached
+ * states. For the later containers of a pod, fitted one after another on
+ * the node with the earlier ones' instances added: far cheaper than
+ * mk_fit_node_cache_update(), same answers. `from` unusable, or a changed
+ * GPU the fit would reject: *ret is marked unusable (fits read the GPUs)
+ * and -EOPNOTSUPP / -EINVAL. `ret` may be `from`. */
+int mk_fit_node_cache_derive(const struct mk_fit_node *node, const struct mk_fit_node_cache *from, uint64_t changed,
+                             struct mk_fit_node_cache *ret) _nonnull_(1, 2, 4);
 
 /* What one container asks for: `gpus` distinct GPUs, one MIG instance on
  * each, each with at least the memory and cores asked. */

@@ -79,12 +79,15 @@ static mk_sched_place_fn place_for(const struct mk_sched_config *cfg, const char
 }
 
 /* Whether the node's decisions depend only on its kept state and the
- * request: no pending reservation on the node (they may expire) and none
- * of the pod's own, in the cache (`own_node`: the node its reservation is
- * linked to) or in the inventory (left out of its fit). Only then may a
- * decision be remembered, or fitted on the kept view. */
-static bool node_state_plain(const struct mk_sched_node *n, const char *uid, const struct mk_sched_node *own_node) {
-        if (n->n_pending > 0 || n == own_node)
+ * request: no pending reservation on the node expired at `now` (the kept
+ * view holds them all; once one expires the node is not plain, so what was
+ * remembered before stops answering), and none of the pod's own, in the
+ * cache (`own_node`: the node its reservation is linked to) or in the
+ * inventory (left out of its fit). Only then may a decision be remembered,
+ * or fitted on the kept view. */
+static bool node_state_plain(const struct mk_sched_node *n, const char *uid, const struct mk_sched_node *own_node,
+                             int64_t now) {
+        if ((n->n_pending > 0 && now > n->pending_until) || n == own_node)
                 return false;
         for (size_t g = 0; n->inv_reserved && uid && g < n->inv->n_gpus; g++)
                 for (size_t i = 0; i < n->inv->gpus[g].n_instances; i++)
@@ -115,7 +118,31 @@ struct request {
         int64_t now;
         struct mk_sched_scratch *scratch;       /* the slow path's, allocated when first needed */
         unsigned long hits;
+        /* The pod's GPU-type filter on the GPU models met so far (borrowed
+         * from node entries, under the read lock). */
+        const char *models[8];
+        bool model_ok[8];
+        size_t n_models;
 };
+
+/* How the pod's GPU-type filter meets node n's GPUs: from the one model
+ * they share (looked up once per request and model), else not known. */
+static enum mk_sched_types node_types(struct request *rq, const struct mk_sched_node *n) {
+        const struct mk_pod_request *req = rq->ask->req;
+        if (!req->use_types[0] && !req->nouse_types[0])
+                return MK_SCHED_TYPES_ALL;
+        if (!n || !n->model)
+                return MK_SCHED_TYPES_SOME;
+        for (size_t i = 0; i < rq->n_models; i++)
+                if (streq(rq->models[i], n->model))
+                        return rq->model_ok[i] ? MK_SCHED_TYPES_ALL : MK_SCHED_TYPES_NONE;
+        bool ok = mk_pod_request_gpu_type_ok(req, n->model);
+        if (rq->n_models < ELEMENTSOF(rq->models)) {
+                rq->models[rq->n_models] = n->model;
+                rq->model_ok[rq->n_models++] = ok;
+        }
+        return ok ? MK_SCHED_TYPES_ALL : MK_SCHED_TYPES_NONE;
+}
 
 /* Decides one candidate: 0 feasible with *priority, else <0 with reason. */
 static int eval_node(struct request *rq, const struct mk_sched_cand *c, struct mk_sched_node *n, int *priority,
@@ -142,7 +169,7 @@ static int eval_node(struct request *rq, const struct mk_sched_cand *c, struct m
                 mk_inventory_free(own);
                 return -EINVAL;
         }
-        bool plain = !own && node_state_plain(n, rq->ask->uid, rq->own_node);
+        bool plain = !own && !rq->ask->exact && node_state_plain(n, rq->ask->uid, rq->own_node, rq->now);
         int r;
         if (plain && rq->shape && mk_sched_memo_get(&n->memo, rq->shape, &r, priority, reason, size)) {
                 rq->hits++;
@@ -156,6 +183,7 @@ static int eval_node(struct request *rq, const struct mk_sched_cand *c, struct m
                 .now = rq->now,
                 .plain = plain,
                 .tiered = tiered(rq->cfg, rq->ask->req),
+                .types = own ? MK_SCHED_TYPES_SOME : node_types(rq, n),
         };
         double score = 0;
         r = place(&rq->scratch, &p, &score, reason, size);

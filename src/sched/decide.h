@@ -57,6 +57,8 @@ struct mk_sched_pod_ask {
         const struct mk_pod_request *req;
         const char *uid;                /* its metadata.uid (may be NULL): its own reservation is left out */
         const json_t *pod;              /* the Pod object (for messages) */
+        bool exact;                     /* every node fitted on a view rebuilt for the pod, no memo: the
+                                         * reference the fast paths are tested against */
 };
 
 /* Decides every candidate of `d` (d->cands, d->n, d->by_name set by the

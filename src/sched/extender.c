@@ -22,6 +22,7 @@ struct mk_sched {
         struct mk_sched_cache cache;
         struct mk_sched_shapes shapes;
         atomic_bool memo_off;
+        atomic_bool exact;
         struct mk_sched_stats stats;
 };
 
@@ -67,6 +68,10 @@ void mk_sched_set_memo(struct mk_sched *s, bool on) {
         atomic_store(&s->memo_off, !on);
 }
 
+void mk_sched_set_exact(struct mk_sched *s, bool on) {
+        atomic_store(&s->exact, on);
+}
+
 int mk_sched_node_event(struct mk_sched *s, enum mk_kube_event_type type, const json_t *node) {
         return mk_sched_cache_node_event(&s->cache, type, node);
 }
@@ -92,7 +97,7 @@ static int decide_request(struct mk_sched *s, const json_t *args, struct mk_sche
                 snprintf(err, size, "out of memory");
                 return -ENOMEM;
         }
-        struct mk_sched_pod_ask ask = {.req = req};
+        struct mk_sched_pod_ask ask = {.req = req, .exact = atomic_load(&s->exact)};
         int r = mk_sched_wire_pod(args, s->cfg, req, &ask.uid, &ask.pod, err, size);
         if (r >= 0 && names) {
                 d->cands = TAKE_PTR(names->cands);
@@ -185,15 +190,21 @@ int mk_sched_body_text(struct mk_sched *s, bool filter, const char *body, size_t
         struct mk_sched_names pn = {0};
         json_t *args = NULL;
         _cleanup_free_ char *copy = NULL;
+        size_t clen = 0;
         if (len <= cap && body && mk_sched_scan_names(body, len, &pn) && (copy = malloc(len + 1))) {
-                /* jansson reads the rest, the array emptied to its length (positions in errors stay). */
-                memcpy(copy, body, len);
-                copy[len] = 0;
-                memset(copy + pn.start + 1, ' ', pn.end - pn.start - 2);
-                copy[pn.end - 1] = ']';
+                /* jansson reads the rest, the array cut to "[]" (it skipped the 16 KiB of a
+                 * 1,000-name list byte by byte). The copy is valid JSON exactly when the body
+                 * is; on an error the body is read whole, for the error's position. */
+                memcpy(copy, body, pn.start + 1);
+                copy[pn.start + 1] = ']';
+                memcpy(copy + pn.start + 2, body + pn.end, len - pn.end);
+                clen = pn.start + 2 + len - pn.end;
+                copy[clen] = 0;
         } else
                 mk_sched_names_done(&pn);
-        int r = mk_json_load(copy ? copy : body, len, cap, "request body", &args, e);
+        int r = mk_json_load(copy ? copy : body, copy ? clen : len, cap, "request body", &args, e);
+        if (r < 0 && copy)
+                r = mk_json_load(body, len, cap, "request body", &args, e);
         if (r < 0) {
                 mk_sched_names_done(&pn);
                 return r;

@@ -75,6 +75,11 @@ int mk_sched_body_text(struct mk_sched *s, bool filter, const char *body, size_t
  * one shape, cost a lookup per node. On by default; off: every decision is
  * computed (the tests compare both). */
 void mk_sched_set_memo(struct mk_sched *s, bool on) _nonnull_(1);
+/* On: every node is decided on a view of its GPUs rebuilt for the pod,
+ * container by container, without node caches or the memo (the slow,
+ * obviously exact path that the fast ones must equal: tests and bench).
+ * Off by default. */
+void mk_sched_set_exact(struct mk_sched *s, bool on) _nonnull_(1);
 
 /* The bind's decision: fits `pod` on `node` against the current cache
  * (other pods' reservations, pending ones included) and records the result

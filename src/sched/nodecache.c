@@ -185,9 +185,17 @@ static void node_refit(struct mk_sched_node *n) {
         n->fit_valid = false;
         n->inv_reserved = false;
         n->n_pending = 0;
-        for (size_t i = 0; i < n->n_claims; i++)
-                n->n_pending += n->claims[i]->pending;
+        n->pending_until = INT64_MAX;
+        for (size_t i = 0; i < n->n_claims; i++) {
+                const struct mk_sched_pod *p = n->claims[i];
+                n->n_pending += p->pending;
+                if (p->pending && p->pending_since > 0) /* mk_sched_pod_expired() after this */
+                        n->pending_until = MIN(n->pending_until, p->pending_since + MK_SCHED_PENDING_TTL_S);
+        }
+        n->model = n->inv && n->inv->n_gpus > 0 ? n->inv->gpus[0].model : NULL;
         for (size_t g = 0; n->inv && g < n->inv->n_gpus; g++) {
+                if (n->model && !streq(n->inv->gpus[g].model, n->model))
+                        n->model = NULL;
                 n->inv_reserved |= n->inv->gpus[g].n_soft > 0;
                 for (size_t i = 0; i < n->inv->gpus[g].n_instances; i++)
                         n->inv_reserved |= n->inv->gpus[g].instances[i].state == MK_INV_RESERVED;

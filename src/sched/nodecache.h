@@ -54,6 +54,8 @@ struct mk_sched_node {
         bool inv_reserved;              /* inv lists instances in state reserved or soft slices (they name
                                          * their pod) */
         unsigned n_pending;             /* claims made by our bind, not yet observed */
+        int64_t pending_until;          /* none of them expired up to this time (INT64_MAX: none expires) */
+        const char *model;              /* the model all of inv's GPUs share (in inv), NULL when they differ */
         struct mk_inventory *inv;       /* NULL when absent or malformed */
         char *name;
         struct mk_fit_tables **tables;  /* per GPU of inv (entries may be NULL): the fit's accelerator */

@@ -32,31 +32,87 @@ struct mk_fit_request mk_sched_fit_request(const struct mk_pod_request *req, con
         };
 }
 
-/* Whether the request can be fitted straight on the node's kept view: one
- * container, no GPU-type filter, a plain state. */
+/* Whether the request can be fitted on the node's kept view: a plain
+ * state, and a GPU-type filter that every GPU of the node passes, or none. */
 static bool fast_path_ok(const struct mk_sched_place *p) {
-        const struct mk_pod_request *req = p->req;
         return p->node && p->node->inv == p->inv && p->node->fit_valid && p->plain && !p->claim &&
-               req->n_containers == 1 && !req->use_types[0] && !req->nouse_types[0];
+               p->types != MK_SCHED_TYPES_SOME;
 }
 
-static int fit_fast(const struct mk_sched_node *n, const struct mk_pod_request *req, bool tiered, double *ret_score,
-                    char *reason, size_t size) {
-        enum mk_fit_policy np, gp;
-        mk_sched_request_policies(req, &np, &gp);
-        struct mk_fit_request fr = mk_sched_fit_request(req, &req->containers[0]);
+static struct mk_sched_scratch *scratch_get(struct mk_sched_scratch **scp, char *reason, size_t size) {
+        if (!*scp && !(*scp = malloc(sizeof(**scp))))
+                snprintf(reason, size, "out of memory");
+        return *scp;
+}
+
+/* The fast path: the containers one after another on the kept view (or,
+ * when no GPU passes the type filter, on the node's GPUs all unavailable,
+ * as the slow path sees them), the first with the kept node cache; before
+ * each later one, the GPUs the earlier ones took are copied into the
+ * scratch with their new instances (the rest stay borrowed) and the node
+ * cache is derived for them. */
+static int fit_fast(struct mk_sched_scratch **scp, const struct mk_sched_place *p, double *ret_score, char *reason,
+                    size_t size) {
+        const struct mk_sched_node *n = p->node;
+        const struct mk_pod_request *req = p->req;
+        size_t ng = n->inv->n_gpus;
+        struct mk_fit_gpu none[MK_FIT_MAX_NODE_GPUS];
         struct mk_fit_node fn = {.gpus = n->fit_gpus,
-                                 .n_gpus = n->inv->n_gpus,
+                                 .n_gpus = ng,
                                  .cache = n->fit_cache,
                                  .resources = n->res.cpu_allocatable_milli ? &n->res : NULL};
-        struct mk_fit_result res;
-        struct mk_error e = {0};
-        int r = mk_fit_node(&fn, &fr, np, gp, &res, &e);
-        if (r < 0) {
-                snprintf(reason, size, "%s", e.msg[0] ? e.msg : "does not fit");
-                return r;
+        if (p->types == MK_SCHED_TYPES_NONE) {
+                for (size_t g = 0; g < ng; g++)
+                        none[g] = (struct mk_fit_gpu) {.unavailable = true};
+                fn.gpus = none;
+                fn.cache = NULL;
         }
-        *ret_score = tiered ? mk_fit_mig_tier_score(&fn, &fr, &res) : res.score;
+        enum mk_fit_policy np, gp;
+        mk_sched_request_policies(req, &np, &gp);
+        struct mk_sched_scratch *sc = NULL;
+        uint64_t copied = 0;
+        double score = 0;
+        for (size_t k = 0; k < req->n_containers; k++) {
+                const struct mk_pod_request_container *rc = &req->containers[k];
+                struct mk_fit_request fr = mk_sched_fit_request(req, rc);
+                struct mk_fit_result res;
+                struct mk_error e = {0};
+                int r = mk_fit_node(&fn, &fr, np, gp, &res, size > 0 ? &e : NULL); /* prioritize: no reasons */
+                if (r < 0) {
+                        if (size > 0)
+                                mk_sched_fit_reason(req, rc->index, &e, reason, size);
+                        return r;
+                }
+                if (!p->tiered)
+                        score = res.score;
+                else if (k == 0) /* the first container ranks the node, as the mode choice does */
+                        score = mk_fit_mig_tier_score(&fn, &fr, &res);
+                if (k + 1 == req->n_containers)
+                        break;
+                if (!sc) {
+                        if (!(sc = scratch_get(scp, reason, size)))
+                                return -ENOMEM;
+                        memcpy(sc->gpus, fn.gpus, ng * sizeof(sc->gpus[0]));
+                        fn.gpus = sc->gpus;
+                }
+                uint64_t changed = 0;
+                for (size_t i = 0; i < res.n_choices; i++) {
+                        unsigned g = res.choices[i].gpu;
+                        if (!(copied & (UINT64_C(1) << g))) {
+                                memcpy(sc->used[g], sc->gpus[g].used, sc->gpus[g].n_used * sizeof(sc->used[g][0]));
+                                sc->gpus[g].used = sc->used[g];
+                                copied |= UINT64_C(1) << g;
+                        }
+                        changed |= UINT64_C(1) << g;
+                }
+                size_t n_dev = 0;
+                mk_sched_take_mig(sc, n->inv, &res, rc->index, NULL, &n_dev);
+                if (fn.cache && mk_fit_node_cache_derive(&fn, fn.cache, changed, &sc->cache) >= 0)
+                        fn.cache = &sc->cache;
+                else
+                        fn.cache = NULL; /* the fit reads the GPUs: slower, same answer */
+        }
+        *ret_score = score;
         return 0;
 }
 
@@ -146,10 +202,8 @@ static int fit_slow(struct mk_sched_scratch *sc, const struct mk_sched_place *p,
 int mk_sched_place_mig(struct mk_sched_scratch **scp, const struct mk_sched_place *p, double *ret_score,
                        char *reason, size_t size) {
         if (fast_path_ok(p))
-                return fit_fast(p->node, p->req, p->tiered, ret_score, reason, size);
-        if (!*scp && !(*scp = malloc(sizeof(**scp)))) {
-                snprintf(reason, size, "out of memory");
+                return fit_fast(scp, p, ret_score, reason, size);
+        if (!scratch_get(scp, reason, size))
                 return -ENOMEM;
-        }
         return fit_slow(*scp, p, ret_score, reason, size);
 }

@@ -5,12 +5,15 @@
  * slices and the mode choice) sits beside it with the same signature
  * (mk_sched_place_fn) and shares its scratch and helpers below.
  *
- * Two paths, proven equal by tests/unit/test-sched.c: the fast one fits
- * straight on the node cache's kept view (one container, no GPU-type
- * filter, a plain node state); the slow one rebuilds the view for this pod
- * into a scratch (its own reservation left out, expired pending ones
- * dropped, unwanted GPU types unavailable) and fits container by
- * container. */
+ * Two paths, proven equal by tests/unit/test-sched-fast.c on random pods
+ * and nodes: the fast one fits straight on the node cache's kept view and
+ * its node cache (a plain node state, and a GPU-type filter that every GPU
+ * of the node passes, or none), container by container, a later container
+ * on a copy of only the GPUs the earlier ones took with a node cache
+ * derived from the kept one (mk_fit_node_cache_derive); the slow one
+ * rebuilds the view for this pod into a scratch (its own reservation left
+ * out, expired pending ones dropped, unwanted GPU types unavailable) and
+ * fits container by container without a node cache. */
 #pragma once
 
 #include <stdbool.h>
@@ -36,6 +39,15 @@ struct mk_sched_scratch {
         struct mk_fit_shared_gpu soft_gpus[MK_FIT_MAX_NODE_GPUS];
         struct mk_fit_soft_slice soft_used[MK_FIT_MAX_NODE_GPUS][MK_FIT_SOFT_MAX_SLICES];
         unsigned soft_inv[MK_FIT_MAX_NODE_GPUS]; /* the inventory GPU of each shared GPU */
+        struct mk_fit_node_cache cache; /* the fast path's, for a pod's later containers */
+};
+
+/* How a pod's GPU-type filter (nvidia.com/use-gputype, nouse-gputype)
+ * meets a node's GPUs. */
+enum mk_sched_types {
+        MK_SCHED_TYPES_SOME,            /* some pass, or not known: the view is rebuilt */
+        MK_SCHED_TYPES_ALL,             /* every GPU passes (or the pod has no filter) */
+        MK_SCHED_TYPES_NONE,            /* none passes */
 };
 
 /* What a placement is asked. */
@@ -45,8 +57,10 @@ struct mk_sched_place {
         const struct mk_pod_request *req;       /* n_containers > 0 */
         const char *uid;                        /* the pod's: its own reservation is left out (may be NULL) */
         int64_t now;                            /* expires pending reservations (0: none expire) */
-        bool plain;                             /* the node's kept view is this pod's (mk_sched_node_plain) */
+        bool plain;                             /* the node's kept view is this pod's, but for GPU types
+                                                 * (decide.c's node_state_plain) */
         bool tiered;                            /* score on the mode choice's tier scale (mk_fit_mig_tier_score) */
+        enum mk_sched_types types;              /* the pod's GPU-type filter on this node */
         struct mk_claim *claim;                 /* reserve: receives the devices chosen; NULL otherwise */
 };
 

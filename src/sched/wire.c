@@ -418,11 +418,19 @@ char *mk_sched_wire_prioritize_text(const struct mk_sched_decisions *d) {
         mk_buf_init(&b, SIZE_MAX);
         int r = mk_buf_putc(&b, '[');
         for (size_t i = 0; r >= 0 && i < d->n; i++) {
+                /* 0..10 (MaxExtenderPriority) from a table: no snprintf per node */
+                static const char *const tails[] = {
+                        ",\"Score\":0}", ",\"Score\":1}", ",\"Score\":2}", ",\"Score\":3}",
+                        ",\"Score\":4}", ",\"Score\":5}", ",\"Score\":6}", ",\"Score\":7}",
+                        ",\"Score\":8}", ",\"Score\":9}", ",\"Score\":10}",
+                };
                 char tail[32];
-                snprintf(tail, sizeof(tail), ",\"Score\":%d}", d->v[i].r >= 0 ? d->v[i].priority : 0);
+                int pri = d->v[i].r >= 0 ? d->v[i].priority : 0;
+                if (pri < 0 || pri >= (int) ELEMENTSOF(tails))
+                        snprintf(tail, sizeof(tail), ",\"Score\":%d}", pri);
                 if ((r = mk_buf_puts(&b, i ? ",{\"Host\":" : "{\"Host\":")) >= 0 &&
                     (r = mk_sched_wire_put_string(&b, d->cands[i].name)) >= 0)
-                        r = mk_buf_puts(&b, tail);
+                        r = mk_buf_puts(&b, pri < 0 || pri >= (int) ELEMENTSOF(tails) ? tail : tails[pri]);
         }
         if (r >= 0)
                 r = mk_buf_putc(&b, ']');

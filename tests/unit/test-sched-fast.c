@@ -1,0 +1,324 @@
+/* The extender's fast paths against the exact one (sched/place-mig.h,
+ * decide.h): on random clusters (1 to 8 A100-like GPUs per node filled at
+ * random, GPU models that a pod's type filter matches on every GPU of a
+ * node, on none or on some, MIG off on some GPUs, reservations observed,
+ * pending, expired and the pod's own, instances the node agent lists as
+ * reserved, CPU and memory) and random pods (1 to 3 GPU containers, init
+ * containers, 1 or 2 GPUs each, memory in MiB, in percent or the whole GPU,
+ * cores, the +me variant, use-gputype / nouse-gputype, policies, CPU),
+ * filter and prioritize answer exactly as with mk_sched_set_exact (every
+ * node fitted on a view rebuilt for the pod, container by container,
+ * without node caches or the memo), with the memo off and on. A fast path
+ * that answers differently for any pod or node fails here. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <jansson.h>
+
+#include "base/error.h"
+#include "base/macro.h"
+#include "claim/claim.h"
+#include "sched/extender.h"
+#include "sched/inventory.h"
+#include "spec/sched-config.h"
+
+#define NODES 14
+#define MAX_GPUS 8
+
+static uint64_t rng_next(uint64_t *x) { /* splitmix64: a fixed seed, the same cases every run */
+        uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+        return z ^ (z >> 31);
+}
+
+static unsigned pick(uint64_t *x, unsigned n) {
+        return (unsigned) (rng_next(x) % n);
+}
+
+/* A100-SXM4-40GB (MIG user guide, "Supported MIG Profiles"). */
+static const struct prof {
+        const char *name;
+        unsigned id, slices, mib, max, sms, size, n_starts, starts[7];
+} profs[] = {
+        {"1g.5gb", 19, 1, 4864, 7, 14, 1, 7, {0, 1, 2, 3, 4, 5, 6}},
+        {"1g.5gb+me", 20, 1, 4864, 1, 14, 1, 7, {0, 1, 2, 3, 4, 5, 6}},
+        {"1g.10gb", 15, 1, 9856, 4, 14, 2, 4, {0, 2, 4, 6}},
+        {"2g.10gb", 14, 2, 9856, 3, 28, 2, 3, {0, 2, 4}},
+        {"3g.20gb", 9, 3, 19968, 2, 42, 4, 2, {0, 4}},
+        {"4g.20gb", 5, 4, 19968, 1, 56, 4, 1, {0}},
+        {"7g.40gb", 0, 7, 40448, 1, 98, 8, 1, {0}},
+};
+
+static const char *const models[] = {"NVIDIA A100-SXM4-40GB", "NVIDIA A100-PCIE-40GB", "NVIDIA H100 stand-in"};
+
+static json_t *profiles_json(void) {
+        json_t *a = json_array();
+        for (size_t i = 0; i < ELEMENTSOF(profs); i++) {
+                const struct prof *p = &profs[i];
+                json_t *pl = json_array();
+                for (unsigned k = 0; k < p->n_starts; k++)
+                        json_array_append_new(pl, json_pack("[i, i]", (int) p->starts[k], (int) p->size));
+                json_array_append_new(a, json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:o}", "name", p->name, "id",
+                                                   (int) p->id, "slices", (int) p->slices, "memoryMiB", (int) p->mib,
+                                                   "maxCount", (int) p->max, "sms", (int) p->sms, "placements", pl));
+        }
+        return a;
+}
+
+/* One GPU filled at random with legal instances; some listed as reserved
+ * (not created yet) for one of the pods the test asks about. */
+static json_t *gpu_json(uint64_t *x, const char *node, unsigned index, const char *model) {
+        char uuid[64];
+        snprintf(uuid, sizeof(uuid), "GPU-%s-%u", node, index);
+        json_t *inst = json_array();
+        unsigned used = 0, slices = 0, count[ELEMENTSOF(profs)] = {0}, n = pick(x, 6);
+        for (unsigned t = 0; t < 3 * n; t++) {
+                size_t k = pick(x, ELEMENTSOF(profs));
+                const struct prof *p = &profs[k];
+                unsigned start = p->starts[pick(x, p->n_starts)];
+                uint32_t m = ((1u << p->size) - 1) << start;
+                if ((used & m) || slices + p->slices > 7 || count[k] >= p->max)
+                        continue;
+                used |= m;
+                slices += p->slices;
+                count[k]++;
+                char pod[64], uid[64];
+                bool reserved = pick(x, 12) == 0;
+                snprintf(pod, sizeof(pod), "ns/%s-%u-%u", node, index, t);
+                if (reserved)
+                        snprintf(uid, sizeof(uid), "q%u", pick(x, 6));
+                else
+                        snprintf(uid, sizeof(uid), "uid-%s-%u-%u", node, index, t);
+                json_t *in = json_pack("{s:s, s:s, s:i, s:i, s:[i, i], s:s, s:s}", "state",
+                                       reserved ? "reserved" : "created", "profile", p->name, "id", (int) p->id,
+                                       "slices", (int) p->slices, "placement", (int) start, (int) p->size, "pod", pod,
+                                       "uid", uid);
+                if (!reserved)
+                        json_object_set_new(in, "gi", json_integer(t + 1));
+                json_array_append_new(inst, in);
+        }
+        return json_pack("{s:i, s:s, s:s, s:i, s:i, s:i, s:i, s:b, s:o, s:o}", "index", (int) index, "uuid", uuid,
+                         "model", model, "memoryMiB", 40960, "units", 8, "slices", 7, "sms", 98, "mig",
+                         pick(x, 12) != 0, "profiles", profiles_json(), "instances", inst);
+}
+
+/* A Node: 1 to 8 GPUs of one model (or, on one node in four, mixed), and
+ * sometimes CPU and memory allocatable. */
+static json_t *node_json(uint64_t *x, const char *name) {
+        json_t *gpus = json_array();
+        unsigned n = 1 + pick(x, MAX_GPUS), m = pick(x, ELEMENTSOF(models));
+        bool mixed = pick(x, 4) == 0;
+        for (unsigned g = 0; g < n; g++)
+                json_array_append_new(gpus, gpu_json(x, name, g, models[mixed ? pick(x, ELEMENTSOF(models)) : m]));
+        json_t *inv = json_pack("{s:i, s:s, s:o}", "version", 1, "node", name, "gpus", gpus);
+        char *v = json_dumps(inv, JSON_COMPACT | JSON_PRESERVE_ORDER);
+        json_decref(inv);
+        struct mk_inventory *parsed = NULL; /* a test that feeds malformed inventories compares little */
+        struct mk_error e = {0};
+        if (mk_inventory_parse(v, strlen(v), &parsed, &e) < 0)
+                fail_msg("test inventory refused: %s", e.msg);
+        mk_inventory_free(parsed);
+        json_t *node = json_pack("{s:{s:s, s:{s:s}}}", "metadata", "name", name, "annotations", MK_ANN_INVENTORY, v);
+        free(v);
+        if (pick(x, 2))
+                json_object_set_new(node, "status", json_pack("{s:{s:s, s:s}}", "allocatable", "cpu",
+                                                              pick(x, 2) ? "3" : "16", "memory", "8Gi"));
+        return node;
+}
+
+/* One container's resources: 0 to 2 GPUs, memory in MiB, in percent or
+ * none (the whole GPU), sometimes cores and CPU. */
+static void container_json(uint64_t *x, char *buf, size_t size, const char *name) {
+        static const char *const mems[] = {"1000", "4000", "9000", "12000", "19000", "30000", "40000"};
+        char lim[256] = "";
+        size_t len = 0;
+        unsigned gpus = pick(x, 8) == 0 ? 0 : pick(x, 5) == 0 ? 2 : 1;
+        if (gpus)
+                len += (size_t) snprintf(lim + len, sizeof(lim) - len, "\"nvidia.com/gpu\":%u", gpus);
+        unsigned kind = pick(x, 6);
+        if (gpus && kind < 4)
+                len += (size_t) snprintf(lim + len, sizeof(lim) - len, ",\"nvidia.com/gpumem\":\"%s\"",
+                                         mems[pick(x, ELEMENTSOF(mems))]);
+        else if (gpus && kind == 4)
+                len += (size_t) snprintf(lim + len, sizeof(lim) - len, ",\"nvidia.com/gpumem-percentage\":\"%u\"",
+                                         5 + pick(x, 96));
+        if (gpus && pick(x, 5) == 0)
+                len += (size_t) snprintf(lim + len, sizeof(lim) - len, ",\"nvidia.com/gpucores\":\"%u\"",
+                                         10 + pick(x, 50));
+        snprintf(buf, size, "{\"name\":\"%s\",\"resources\":{\"limits\":{%s}%s}}", name, lim,
+                 pick(x, 3) == 0 ? ",\"requests\":{\"cpu\":\"1500m\",\"memory\":\"1Gi\"}" : "");
+}
+
+static json_t *pod_json(uint64_t *x, const char *uid) {
+        static const char *const anns[] = {
+                "",
+                "",
+                "",
+                "\"nvidia.com/use-gputype\":\"A100\"",
+                "\"nvidia.com/use-gputype\":\"SXM4\"",
+                "\"nvidia.com/use-gputype\":\"a100-pcie,H100\"",
+                "\"nvidia.com/nouse-gputype\":\"H100\"",
+                "\"nvidia.com/nouse-gputype\":\"PCIE\"",
+                "\"hami.io/node-scheduler-policy\":\"spread\"",
+                "\"hami.io/gpu-scheduler-policy\":\"binpack\"",
+                "\"migkit.io/mig-variant\":\"+me\"",
+                "\"nvidia.com/vgpu-mode\":\"mig\"",
+        };
+        char init[1024] = "", ctrs[2048] = "", one[512];
+        size_t il = 0, cl = 0;
+        unsigned n_init = pick(x, 4) == 0 ? 1 + pick(x, 2) : 0, n_ctr = 1 + pick(x, 3);
+        for (unsigned i = 0; i < n_init; i++) {
+                char nm[16];
+                snprintf(nm, sizeof(nm), "init%u", i);
+                container_json(x, one, sizeof(one), nm);
+                il += (size_t) snprintf(init + il, sizeof(init) - il, "%s%s", i ? "," : "", one);
+        }
+        for (unsigned i = 0; i < n_ctr; i++) {
+                char nm[16];
+                snprintf(nm, sizeof(nm), "c%u", i);
+                container_json(x, one, sizeof(one), nm);
+                cl += (size_t) snprintf(ctrs + cl, sizeof(ctrs) - cl, "%s%s", i ? "," : "", one);
+        }
+        const char *a1 = anns[pick(x, ELEMENTSOF(anns))], *a2 = pick(x, 3) == 0 ? anns[pick(x, ELEMENTSOF(anns))] : "";
+        char buf[4096];
+        snprintf(buf, sizeof(buf),
+                 "{\"metadata\":{\"namespace\":\"ns\",\"name\":\"pod-%s\",\"uid\":\"%s\",\"annotations\":{%s%s%s}},"
+                 "\"spec\":{\"initContainers\":[%s],\"containers\":[%s]},\"status\":{\"phase\":\"Pending\"}}",
+                 uid, uid, a1, a1[0] && a2[0] && !streq(a1, a2) ? "," : "", streq(a1, a2) ? "" : a2, init, ctrs);
+        json_error_t je;
+        json_t *j = json_loads(buf, 0, &je);
+        if (!j)
+                fail_msg("bad test pod (%s): %s", je.text, buf);
+        return j;
+}
+
+static char *dumps(json_t *v) {
+        char *s = json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS);
+        json_decref(v);
+        return s;
+}
+
+/* The text answer, parsed and written as dumps() does. */
+static char *text_dumps(char *t) {
+        assert_non_null(t);
+        json_error_t je;
+        json_t *v = json_loads(t, 0, &je);
+        if (!v)
+                fail_msg("answer is not JSON (%s): %s", je.text, t);
+        free(t);
+        return dumps(v);
+}
+
+/* A reservation of pod `p` on `node` made at `when`: pending, or observed
+ * (written on the pod, which is bound there). */
+static void reserve(struct mk_sched *s, json_t *p, const char *node, int64_t when, bool observe) {
+        struct mk_claim c;
+        if (mk_sched_reserve(s, p, node, when, &c, NULL) < 0 || !observe)
+                return;
+        char *v = NULL;
+        assert_int_equal(mk_claim_reservation_format(&c, &v), 0);
+        json_object_set_new(json_object_get(json_object_get(p, "metadata"), "annotations"), MK_ANN_RESERVATION,
+                            json_string(v));
+        json_object_set_new(json_object_get(p, "spec"), "nodeName", json_string(node));
+        free(v);
+        assert_int_equal(mk_sched_pod_event(s, MK_KUBE_EVENT_MODIFIED, p), 0);
+}
+
+static void test_fast_equals_exact(void **state) {
+        (void) state;
+        const char *y = "version: v1\n";
+        struct mk_sched_config *cfg = NULL;
+        struct mk_sched *s = NULL;
+        assert_int_equal(mk_sched_config_parse(y, strlen(y), "c", &cfg, NULL), 0);
+        assert_int_equal(mk_sched_new(cfg, &s), 0);
+        uint64_t x = 2026;
+        int64_t now = (int64_t) time(NULL);
+        char names[NODES][16];
+        json_t *list = json_array();
+        unsigned long compared = 0, differed_nodes = 0;
+        for (unsigned round = 0; round < 40; round++) {
+                /* A new cluster state: every node again, then reservations. */
+                for (unsigned i = 0; i < NODES; i++) {
+                        snprintf(names[i], sizeof(names[i]), "node-%u", i);
+                        json_t *n = node_json(&x, names[i]);
+                        assert_int_equal(mk_sched_node_event(s, round ? MK_KUBE_EVENT_MODIFIED : MK_KUBE_EVENT_ADDED,
+                                                             n),
+                                         0);
+                        json_decref(n);
+                        if (round == 0)
+                                json_array_append_new(list, json_string(names[i]));
+                }
+                if (round == 0)
+                        json_array_append_new(list, json_string("not-there"));
+                for (unsigned r = 0; r < 10; r++) {
+                        char uid[32];
+                        unsigned kind = pick(&x, 4);
+                        /* q0..q5 are also the pods asked about: their own reservations are left out. */
+                        snprintf(uid, sizeof(uid), kind == 0 ? "q%u" : "held-%u-%u", pick(&x, 6), round * 10 + r);
+                        json_t *p = pod_json(&x, uid);
+                        const char *node = names[pick(&x, NODES)];
+                        /* pending now, pending and expired, observed */
+                        reserve(s, p, node, kind == 1 ? now - 10 * 60 : now, kind >= 2);
+                        json_decref(p);
+                }
+                for (unsigned q = 0; q < 30; q++) {
+                        char uid[16];
+                        snprintf(uid, sizeof(uid), "q%u", pick(&x, 8));
+                        json_t *args = json_pack("{s:o, s:O}", "Pod", pod_json(&x, uid), "NodeNames", list);
+                        mk_sched_set_exact(s, true);
+                        char *fe = dumps(mk_sched_filter(s, args)), *pe = dumps(mk_sched_prioritize(s, args));
+                        mk_sched_set_exact(s, false);
+                        mk_sched_set_memo(s, false);
+                        char *ff = dumps(mk_sched_filter(s, args)), *pf = dumps(mk_sched_prioritize(s, args));
+                        mk_sched_set_memo(s, true);
+                        char *fm = text_dumps(mk_sched_filter_text(s, args));
+                        char *pm = text_dumps(mk_sched_prioritize_text(s, args));
+                        char *fm2 = dumps(mk_sched_filter(s, args));
+                        char *pod = json_dumps(json_object_get(args, "Pod"), JSON_COMPACT);
+                        if (!streq(fe, ff) || !streq(fe, fm) || !streq(fe, fm2))
+                                fail_msg("round %u: filter differs for pod %s\n exact    %s\n fast     %s\n memo     %s\n "
+                                         "memo hit %s",
+                                         round, pod, fe, ff, fm, fm2);
+                        if (!streq(pe, pf) || !streq(pe, pm))
+                                fail_msg("round %u: prioritize differs for pod %s\n exact %s\n fast  %s\n memo  %s",
+                                         round, pod, pe, pf, pm);
+                        json_t *fj = json_loads(fe, 0, NULL);
+                        differed_nodes += json_array_size(json_object_get(fj, "NodeNames")) > 0 &&
+                                          json_object_size(json_object_get(fj, "FailedNodes")) > 1;
+                        json_decref(fj);
+                        free(pod);
+                        free(fe);
+                        free(pe);
+                        free(ff);
+                        free(pf);
+                        free(fm);
+                        free(pm);
+                        free(fm2);
+                        json_decref(args);
+                        compared++;
+                }
+        }
+        assert_int_equal(compared, 40 * 30);
+        /* Answers that tell nodes apart (some feasible, several not), else this compares little. */
+        assert_true(differed_nodes > 300);
+        json_decref(list);
+        mk_sched_free(s);
+        mk_sched_config_free(cfg);
+}
+
+int main(void) {
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_fast_equals_exact),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
