@@ -39,6 +39,29 @@ static bool fast_path_ok(const struct mk_sched_place *p) {
                p->types != MK_SCHED_TYPES_SOME;
 }
 
+/* Container k's fit on `fn`, and the node's score so far into *score:
+ * the last container's fit score or, on the mode choice's tier scale, the
+ * first's (it ranks the node, as the mode choice does). <0 with its
+ * reason (size 0: none formatted). */
+static int fit_container(const struct mk_fit_node *fn, const struct mk_sched_place *p, size_t k,
+                         enum mk_fit_policy np, enum mk_fit_policy gp, struct mk_fit_result *res, double *score,
+                         char *reason, size_t size) {
+        const struct mk_pod_request_container *rc = &p->req->containers[k];
+        struct mk_fit_request fr = mk_sched_fit_request(p->req, rc);
+        struct mk_error e = {0};
+        int r = mk_fit_node(fn, &fr, np, gp, res, size > 0 ? &e : NULL); /* prioritize: no reasons */
+        if (r < 0) {
+                if (size > 0)
+                        mk_sched_fit_reason(p->req, rc->index, &e, reason, size);
+                return r;
+        }
+        if (!p->tiered)
+                *score = res->score;
+        else if (k == 0)
+                *score = mk_fit_mig_tier_score(fn, &fr, res);
+        return 0;
+}
+
 static struct mk_sched_scratch *scratch_get(struct mk_sched_scratch **scp, char *reason, size_t size) {
         if (!*scp && !(*scp = malloc(sizeof(**scp))))
                 snprintf(reason, size, "out of memory");
@@ -74,19 +97,10 @@ static int fit_fast(struct mk_sched_scratch **scp, const struct mk_sched_place *
         double score = 0;
         for (size_t k = 0; k < req->n_containers; k++) {
                 const struct mk_pod_request_container *rc = &req->containers[k];
-                struct mk_fit_request fr = mk_sched_fit_request(req, rc);
                 struct mk_fit_result res;
-                struct mk_error e = {0};
-                int r = mk_fit_node(&fn, &fr, np, gp, &res, size > 0 ? &e : NULL); /* prioritize: no reasons */
-                if (r < 0) {
-                        if (size > 0)
-                                mk_sched_fit_reason(req, rc->index, &e, reason, size);
+                int r = fit_container(&fn, p, k, np, gp, &res, &score, reason, size);
+                if (r < 0)
                         return r;
-                }
-                if (!p->tiered)
-                        score = res.score;
-                else if (k == 0) /* the first container ranks the node, as the mode choice does */
-                        score = mk_fit_mig_tier_score(&fn, &fr, &res);
                 if (k + 1 == req->n_containers)
                         break;
                 if (!sc) {
@@ -179,18 +193,10 @@ static int fit_slow(struct mk_sched_scratch *sc, const struct mk_sched_place *p,
         size_t n_dev = 0;
         for (size_t k = 0; k < req->n_containers; k++) {
                 const struct mk_pod_request_container *rc = &req->containers[k];
-                struct mk_fit_request fr = mk_sched_fit_request(req, rc);
                 struct mk_fit_result res;
-                struct mk_error e = {0};
-                r = mk_fit_node(&fn, &fr, np, gp, &res, &e);
-                if (r < 0) {
-                        mk_sched_fit_reason(req, rc->index, &e, reason, size);
+                r = fit_container(&fn, p, k, np, gp, &res, &score, reason, size);
+                if (r < 0)
                         return r;
-                }
-                if (!p->tiered)
-                        score = res.score;
-                else if (k == 0) /* the first container ranks the node, as the mode choice does */
-                        score = mk_fit_mig_tier_score(&fn, &fr, &res);
                 mk_sched_take_mig(sc, inv, &res, rc->index, claim, &n_dev);
         }
         if (claim)
