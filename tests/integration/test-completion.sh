@@ -28,7 +28,7 @@ expect "device-plugin" dev
 expect "profiles" --simulate dgx-a100 pro
 expect "--debug --debug-areas" --deb
 expect "--mode-only" plan --mo
-expect "--selected-config --skip-reset" apply --s
+expect "--selected-config --sequential --skip-reset" apply --s
 expect "boot clear-reboot-marker select status" service ""
 expect "check" scheduler ch
 expect "--indent" scheduler inventory --ind
