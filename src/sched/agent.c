@@ -54,7 +54,7 @@ struct agent {
         char *published;        /* the inventory value last published */
         struct idle_gpu *idle;  /* switchable GPUs and since when they are idle */
         size_t n_idle;
-        char *fail_msg;
+        char *switch_fail;      /* the last mode switch failure, said once while it stays */
 };
 
 static void report(const struct mk_sched_agent_opts *o, int level, const char *fmt, ...) _printf_(3, 4);
@@ -448,10 +448,19 @@ static int switch_modes(struct agent *a, const struct pod_claim *pcs, size_t n, 
                 struct mk_error se = {0};
                 unsigned index = g->index;
                 if (set_mig_mode(a, g, want_mig, &se) < 0) {
-                        report(a->o, MK_LOG_WARNING, "GPU %u: cannot turn MIG %s for a waiting pod: %s", index,
-                               want_mig ? "on" : "off", se.msg);
+                        /* Tried again every pass: warned once, and again when it changes. */
+                        char line[sizeof(se.msg) + 64];
+                        snprintf(line, sizeof(line), "GPU %u: cannot turn MIG %s for a waiting pod: %s", index,
+                                 want_mig ? "on" : "off", se.msg);
+                        if (!a->switch_fail || strcmp(a->switch_fail, line) != 0) {
+                                report(a->o, MK_LOG_WARNING, "%s (retried every pass, not said again)", line);
+                                free(a->switch_fail);
+                                a->switch_fail = strdup(line);
+                        }
                         pass->failed++;
                 } else {
+                        free(a->switch_fail);
+                        a->switch_fail = NULL;
                         report(a->o, MK_LOG_INFO, "GPU %u: idle, turned MIG %s for a waiting pod", index,
                                want_mig ? "on" : "off");
                         pass->switched++;
@@ -620,6 +629,7 @@ static void agent_close(struct agent *a) {
         free(a->orphans);
         free(a->idle);
         free(a->published);
+        free(a->switch_fail);
         pthread_mutex_destroy(&a->lock);
         pthread_cond_destroy(&a->cond);
 }
