@@ -117,9 +117,9 @@ EOF
 }
 
 # wait_bound POD: its node, once bound.
-wait_bound() {
+wait_bound() { # wait_bound POD [TRIES]: its node, polled TRIES (200) times
   local n=""
-  for ((i = 0; i < 200; i++)); do
+  for ((i = 0; i < ${2:-200}; i++)); do
     n=$(kc get pod "$1" -o 'jsonpath={.spec.nodeName}')
     [ -z "$n" ] || break
     sleep 0.2

@@ -157,7 +157,10 @@ python3 -c "import sys; d = $t1 - $t0; print('    switchable %.1f s after the de
 step "the waiting pod lands on GPU 7; the agent turns MIG on (reset) and creates its instance"
 gone p-wait # kube-scheduler would retry it within 60 s; a new one is scheduled at once
 pod p-wait 19000 mig
-[ "$(wait_bound p-wait)" = pool-sw ] || fail "p-wait not on pool-sw"
+# The extender's informer may see the switchable GPU after kube-scheduler
+# first tries the pod: then the pod waits for kube-scheduler's retry of
+# unschedulable pods (60 s in 1.20), so the wait here outlasts it.
+[ "$(wait_bound p-wait 600)" = pool-sw ] || fail "p-wait not on pool-sw"
 case $(wait_devices p-wait) in *MIG-*) ;; *) fail "p-wait: no MIG device" ;; esac
 gpu7 'g.get("mode", "mig") == "mig" and g["mig"] and any(i.get("pod") == "default/p-wait" for i in g["instances"])' \
   >/dev/null
