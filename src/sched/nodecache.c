@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "base/log.h"
 #include "base/macro.h"
@@ -309,10 +310,7 @@ struct sweep {
         size_t n, alloc;
 };
 
-static int collect_expired(const char *uid, void *value, void *userdata) {
-        struct sweep *sw = userdata;
-        if (!mk_sched_pod_expired(value, sw->now))
-                return 0;
+static int sweep_add(struct sweep *sw, const char *uid) {
         if (sw->n == sw->alloc) {
                 size_t na = sw->alloc ? sw->alloc * 2 : 16;
                 void *a = realloc(sw->uids, na * sizeof(*sw->uids));
@@ -325,6 +323,16 @@ static int collect_expired(const char *uid, void *value, void *userdata) {
         return 0;
 }
 
+static int collect_expired(const char *uid, void *value, void *userdata) {
+        struct sweep *sw = userdata;
+        return mk_sched_pod_expired(value, sw->now) ? sweep_add(sw, uid) : 0;
+}
+
+static int collect_gone(const char *uid, void *value, void *userdata) {
+        struct sweep *sw = userdata;
+        return sw->now - *(const int64_t *) value > MK_SCHED_GONE_S ? sweep_add(sw, uid) : 0;
+}
+
 size_t mk_sched_cache_sweep(struct mk_sched_cache *c, int64_t now) {
         struct sweep sw = {.now = now};
         pthread_rwlock_wrlock(&c->lock);
@@ -333,6 +341,12 @@ size_t mk_sched_cache_sweep(struct mk_sched_cache *c, int64_t now) {
                 (void) mk_hashmap_foreach(&c->pods, collect_expired, &sw); /* -ENOMEM: what was collected */
                 for (size_t i = 0; i < sw.n; i++)
                         pod_drop(c, sw.uids[i]);
+                size_t dropped = sw.n;
+                sw.n = 0;
+                (void) mk_hashmap_foreach(&c->gone, collect_gone, &sw);
+                for (size_t i = 0; i < sw.n; i++)
+                        free(mk_hashmap_remove(&c->gone, sw.uids[i]));
+                sw.n = dropped;
         }
         pthread_rwlock_unlock(&c->lock);
         free(sw.uids);
@@ -342,7 +356,8 @@ size_t mk_sched_cache_sweep(struct mk_sched_cache *c, int64_t now) {
 int mk_sched_cache_note_claim(struct mk_sched_cache *c, const struct mk_claim *claim, int64_t ttl_s) {
         int r = 0;
         pthread_rwlock_wrlock(&c->lock);
-        if (!mk_hashmap_get(&c->pods, claim->uid) && (r = mk_sched_cache_set_claim(c, claim, true, claim->time)) >= 0) {
+        if (!mk_hashmap_get(&c->pods, claim->uid) && !mk_hashmap_get(&c->gone, claim->uid) &&
+            (r = mk_sched_cache_set_claim(c, claim, true, claim->time)) >= 0) {
                 struct mk_sched_pod *p = mk_hashmap_get(&c->pods, claim->uid);
                 p->pending_ttl_s = ttl_s;
                 r = 1;
@@ -377,6 +392,7 @@ void mk_sched_cache_done(struct mk_sched_cache *c) {
         mk_hashmap_clear(&c->nodes, node_free);
         mk_hashmap_clear(&c->pods, free);
         mk_hashmap_clear(&c->usage, free);
+        mk_hashmap_clear(&c->gone, free);
         mk_buf_done(&c->names);
         free(c->names_nodes);
         pthread_mutex_destroy(&c->names_lock);
@@ -512,6 +528,23 @@ static void usage_set(struct mk_sched_cache *c, const char *uid, struct pod_usag
         n->res.memory_requested_bytes += use->memory_bytes;
 }
 
+/* A deleted pod's uid, so that a bind ledger read later does not count its
+ * reservation again (write lock held). Out of memory or past
+ * MK_SCHED_GONE_MAX: not remembered, and a ledger entry holds its capacity
+ * until the entry's TTL, as before. */
+static void remember_gone(struct mk_sched_cache *c, const char *uid) {
+        if (c->gone.n >= MK_SCHED_GONE_MAX || mk_hashmap_get(&c->gone, uid))
+                return;
+        int64_t *t = malloc(sizeof(*t));
+        if (!t)
+                return;
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        *t = ts.tv_sec;
+        if (mk_hashmap_put(&c->gone, uid, t) < 0)
+                free(t);
+}
+
 int mk_sched_cache_pod_event(struct mk_sched_cache *c, enum mk_kube_event_type type, const json_t *pod) {
         _cleanup_free_ struct mk_claim *claim = calloc(1, sizeof(*claim));
         if (!claim)
@@ -534,6 +567,8 @@ int mk_sched_cache_pod_event(struct mk_sched_cache *c, enum mk_kube_event_type t
         pthread_rwlock_wrlock(&c->lock);
         usage_set(c, claim->uid, TAKE_PTR(use));
         struct mk_sched_pod *old = mk_hashmap_get(&c->pods, claim->uid);
+        if (type == MK_KUBE_EVENT_DELETED && (has > 0 || old))
+                remember_gone(c, claim->uid);
         if (type == MK_KUBE_EVENT_DELETED || (has > 0 && !claim->active))
                 pod_drop(c, claim->uid);
         else if (has > 0)

@@ -35,6 +35,8 @@ struct mk_sched_cand;
 
 #define MK_SCHED_PENDING_TTL_S 120             /* an unobserved in-memory reservation is dropped after this */
 #define MK_SCHED_SWEEP_S 10                    /* expired pending reservations are looked for this often */
+#define MK_SCHED_GONE_S 60                     /* a deleted pod is remembered this long (> a ledger entry's life) */
+#define MK_SCHED_GONE_MAX 65536                /* ... and at most this many (more: not remembered) */
 
 /* A pod's reservation in the cache. */
 struct mk_sched_pod {
@@ -79,6 +81,9 @@ struct mk_sched_cache {
         struct mk_hashmap nodes;        /* name -> mk_sched_node */
         struct mk_hashmap pods;         /* uid -> mk_sched_pod (pods with a reservation only) */
         struct mk_hashmap usage;        /* uid -> what a bound pod takes of its node's CPU and memory */
+        struct mk_hashmap gone;         /* uid -> int64_t *: when a pod with a reservation was seen
+                                         * deleted (CLOCK_REALTIME s); another replica's bind ledger
+                                         * (mk_sched_cache_note_claim) cannot bring its reservation back */
         int64_t swept_at;               /* the last mk_sched_cache_sweep that looked */
         /* The node entries of the last NodeNames list resolved
          * (mk_sched_cache_resolve), in its order: kube-scheduler sends the

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <jansson.h>
 
@@ -149,10 +150,37 @@ static void test_cache_note_and_sweep(void **state) {
         mk_sched_cache_done(&c);
 }
 
+/* A pod seen deleted is not brought back by a ledger entry made before its
+ * deletion (the entry lives MK_SCHED_LEDGER_TTL_S): its GPU was held for
+ * that long, and a pod needing the GPU's mode switched was refused at bind. */
+static void test_cache_gone_not_noted(void **state) {
+        (void) state;
+        struct mk_sched_cache c;
+        assert_int_equal(mk_sched_cache_init(&c), 0);
+        struct mk_claim a = claim("a", "n1", 1000, 0);
+        pthread_rwlock_wrlock(&c.lock);
+        assert_int_equal(mk_sched_cache_set_claim(&c, &a, false, 0), 0);
+        pthread_rwlock_unlock(&c.lock);
+        json_t *pod = json_pack("{s:{s:s,s:s,s:s}}", "metadata", "uid", "a", "name", "p", "namespace", "default");
+        assert_int_equal(mk_sched_cache_pod_event(&c, MK_KUBE_EVENT_DELETED, pod), 0);
+        json_decref(pod);
+        assert_null(mk_sched_cache_pod(&c, "a"));
+        assert_int_equal(mk_sched_cache_note_claim(&c, &a, MK_SCHED_LEDGER_TTL_S), 0);
+        assert_null(mk_sched_cache_pod(&c, "a"));
+        assert_int_equal(mk_sched_cache_node(&c, "n1")->n_claims, 0);
+        /* Forgotten after MK_SCHED_GONE_S: a ledger that old has no entry for it. */
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        mk_sched_cache_sweep(&c, ts.tv_sec + MK_SCHED_GONE_S + 1);
+        assert_int_equal(c.gone.n, 0);
+        mk_sched_cache_done(&c);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_read_and_put),
                 cmocka_unit_test(test_cache_note_and_sweep),
+                cmocka_unit_test(test_cache_gone_not_noted),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
