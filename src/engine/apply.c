@@ -289,6 +289,8 @@ static void job_run(struct gpu_job *j) {
         job_end(s, j);
 }
 
+#define MK_APPLY_THREAD_STACK ((size_t) 512 * 1024)
+
 static void *job_thread(void *userdata) {
         job_run(userdata);
         return NULL;
@@ -303,9 +305,16 @@ static int jobs_run(struct job_set *s, struct mk_error *e) {
         bool parallel = s->n > 1 && x->b.ops->concurrent && !x->o->sequential;
         if (pthread_mutex_init(&s->lock, NULL) != 0)
                 return mk_error_set(e, -ENOMEM, "Out of memory");
+        /* A job's thread runs NVML calls only: a small stack, so that 8 GPUs
+         * fit a small address space (test-exec's ulimit -v, where 8 default
+         * 8 MiB stacks left NVML no memory and failed a GPU). */
+        pthread_attr_t attr;
+        bool attr_ok = parallel && pthread_attr_init(&attr) == 0;
+        if (attr_ok)
+                (void) pthread_attr_setstacksize(&attr, MK_APPLY_THREAD_STACK);
         for (size_t i = 0; i < s->n; i++) {
                 struct gpu_job *j = &s->jobs[i];
-                if (parallel && pthread_create(&j->thread, NULL, job_thread, j) == 0) {
+                if (parallel && pthread_create(&j->thread, attr_ok ? &attr : NULL, job_thread, j) == 0) {
                         j->threaded = true;
                         continue;
                 }
@@ -316,6 +325,8 @@ static int jobs_run(struct job_set *s, struct mk_error *e) {
         for (size_t i = 0; i < s->n; i++)
                 if (s->jobs[i].threaded)
                         (void) pthread_join(s->jobs[i].thread, NULL);
+        if (attr_ok)
+                (void) pthread_attr_destroy(&attr);
         (void) pthread_mutex_destroy(&s->lock);
         for (size_t i = 0; i < s->n; i++)
                 if (s->jobs[i].ran && s->jobs[i].r < 0) {
