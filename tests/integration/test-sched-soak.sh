@@ -3,7 +3,8 @@
 # the node agent and the dynamic device plugin on the real kube-apiserver
 # and kube-scheduler of scripts/k8s-testenv, pods created, allocated and
 # deleted in cycles). Fails when a daemon's RSS grows more than 8 MiB over
-# its baseline (after one cycle), when its open fds grow at all, or when a
+# its baseline (after one cycle), when its open fds stay above it over the
+# second half of the samples, or when a
 # reservation is left (bench/soak's verdict). MIGKIT_SOAK_SECONDS changes
 # the duration.
 #
@@ -13,5 +14,14 @@ if [ -z "${MIGKIT_K8S_TESTENV:-}" ]; then
   echo "SKIP: MIGKIT_K8S_TESTENV is unset (no test kube-apiserver)"
   exit 0
 fi
+# Under AddressSanitizer RSS says nothing about leaks: its quarantine keeps
+# freed memory (256 MiB by default), and the daemons grew 55-210 MiB in
+# 2 minutes there. That build checks fds and reservations, and
+# LeakSanitizer checks leaks when each daemon exits.
+rss_bound=8192
+if nm "${MIGKIT_BIN:?}" 2>/dev/null | grep -q '__asan_init'; then
+  rss_bound=$((1 << 30))
+  echo "AddressSanitizer build: the RSS bound is not applied"
+fi
 exec "${MIGKIT_SOURCE_DIR:?}/bench/soak" --duration "${MIGKIT_SOAK_SECONDS:-120}" --batch 8 \
-  --rss-growth-kib 8192 --fd-growth 0
+  --rss-growth-kib "$rss_bound" --fd-growth 0
