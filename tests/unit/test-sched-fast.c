@@ -79,7 +79,7 @@ static json_t *profiles_json(void) {
  * (not created yet) for one of the pods the test asks about. */
 static json_t *gpu_json(uint64_t *x, const char *node, unsigned index, const char *model) {
         char uuid[64];
-        snprintf(uuid, sizeof(uuid), "GPU-%s-%u", node, index);
+        snprintf(uuid, sizeof(uuid), "GPU-%.32s-%u", node, index);
         json_t *inst = json_array();
         unsigned used = 0, slices = 0, count[ELEMENTSOF(profs)] = {0}, n = pick(x, 6);
         for (unsigned t = 0; t < 3 * n; t++) {
@@ -94,11 +94,11 @@ static json_t *gpu_json(uint64_t *x, const char *node, unsigned index, const cha
                 count[k]++;
                 char pod[64], uid[64];
                 bool reserved = pick(x, 12) == 0;
-                snprintf(pod, sizeof(pod), "ns/%s-%u-%u", node, index, t);
+                snprintf(pod, sizeof(pod), "ns/%.32s-%u-%u", node, index, t);
                 if (reserved)
                         snprintf(uid, sizeof(uid), "q%u", pick(x, 6));
                 else
-                        snprintf(uid, sizeof(uid), "uid-%s-%u-%u", node, index, t);
+                        snprintf(uid, sizeof(uid), "uid-%.32s-%u-%u", node, index, t);
                 json_t *in = json_pack("{s:s, s:s, s:i, s:i, s:[i, i], s:s, s:s}", "state",
                                        reserved ? "reserved" : "created", "profile", p->name, "id", (int) p->id,
                                        "slices", (int) p->slices, "placement", (int) start, (int) p->size, "pod", pod,
