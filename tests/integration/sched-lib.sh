@@ -93,6 +93,13 @@ sched_start_k8s() {
   eval "$envlines"
 }
 kc() { "$MIGKIT_K8S_KUBECTL" "$@"; }
+wait_ready() { # wait_ready PORT [TRIES]: until the extender on PORT answers /readyz (TRIES x 0.1 s, 100)
+  for ((i = 0; i < ${2:-100}; i++)); do
+    curl -sf "http://127.0.0.1:$1/readyz" >/dev/null 2>&1 && return 0
+    sleep 0.1
+  done
+  return 0 # the caller's next check says what is wrong
+}
 api() { # METHOD PATH [curl args...]
   curl -sS --cacert "$MIGKIT_K8S_CA" -H "Authorization: Bearer $MIGKIT_K8S_TOKEN" -X "$1" \
     "$MIGKIT_K8S_SERVER$2" "${@:3}"

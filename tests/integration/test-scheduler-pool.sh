@@ -93,10 +93,7 @@ step "the extender serves"
 "$MIGKIT_BIN" scheduler serve -c "$tmp/sched-config.yaml" --address 127.0.0.1 --port "$port" \
   >>"$tmp/ext.log" 2>&1 &
 pids+=($!)
-for ((i = 0; i < 100; i++)); do
-  curl -sf "http://127.0.0.1:$port/readyz" >/dev/null 2>&1 && break
-  sleep 0.1
-done
+wait_ready "$port"
 curl -sf "http://127.0.0.1:$port/metrics" | grep -q '^migkit_scheduler_nodes 3$' || fail "metrics: $(curl -s "http://127.0.0.1:$port/metrics")"
 
 pod() { # NAME MEM CORES MODE|""

@@ -106,10 +106,7 @@ for r in 1 2; do
 done
 for r in 1 2; do
   pp=p$r
-  for ((i = 0; i < 150; i++)); do
-    curl -sf "http://127.0.0.1:${!pp}/readyz" >/dev/null 2>&1 && break
-    sleep 0.2
-  done
+  wait_ready "${!pp}" 300
   curl -sf "http://127.0.0.1:${!pp}/metrics" | grep -q '^migkit_scheduler_nodes 4$' || fail "replica $r not ready"
 done
 # Both answer through the one address.

@@ -67,10 +67,7 @@ start_extender() {
     >>"$tmp/ext.log" 2>&1 &
 }
 start_extender; ext_pid=$!
-for ((i = 0; i < 100; i++)); do
-  curl -sf "http://127.0.0.1:$port/readyz" >/dev/null 2>&1 && break
-  sleep 0.1
-done
+wait_ready "$port"
 curl -sf "http://127.0.0.1:$port/healthz" | grep -q ok || fail "healthz"
 curl -sf "http://127.0.0.1:$port/metrics" | grep -q '^migkit_scheduler_nodes 2$' || fail "metrics: $(curl -s "http://127.0.0.1:$port/metrics")"
 # Capped bodies and errors in the Error field.
@@ -291,10 +288,7 @@ kill "$ext_pid"; wait "$ext_pid" 2>/dev/null || true
 kill "$ag1_pid"; wait "$ag1_pid" 2>/dev/null || true
 start_agent 1; ag1_pid=$!
 start_extender; ext_pid=$!
-for ((i = 0; i < 100; i++)); do
-  curl -sf "http://127.0.0.1:$port/readyz" >/dev/null 2>&1 && break
-  sleep 0.1
-done
+wait_ready "$port"
 reservations=$(curl -sf "http://127.0.0.1:$port/metrics" | sed -n 's/^migkit_scheduler_reservations //p')
 [ "$reservations" = 10 ] || fail "extender restarted with $reservations reservations, want 10"
 pod p-after 1 9000
