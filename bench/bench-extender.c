@@ -43,30 +43,10 @@
 #include "sched/inventory.h"
 #include "sched/server.h"
 #include "spec/sched-config.h"
+#include "../tests/common/a100-profiles.h"
 
 #define GPUS 8
 #define UNITS 8
-
-/* A100-SXM4-40GB (MIG user guide, "Supported MIG Profiles"). */
-static const struct prof {
-        const char *name;
-        unsigned id, slices, mib, max, sms, size, n_starts, starts[7];
-} profs[] = {
-        {"1g.5gb", 19, 1, 4864, 7, 14, 1, 7, {0, 1, 2, 3, 4, 5, 6}},
-        {"1g.5gb+me", 20, 1, 4864, 1, 14, 1, 7, {0, 1, 2, 3, 4, 5, 6}},
-        {"1g.10gb", 15, 1, 9856, 4, 14, 2, 4, {0, 2, 4, 6}},
-        {"2g.10gb", 14, 2, 9856, 3, 28, 2, 3, {0, 2, 4}},
-        {"3g.20gb", 9, 3, 19968, 2, 42, 4, 2, {0, 4}},
-        {"4g.20gb", 5, 4, 19968, 1, 56, 4, 1, {0}},
-        {"7g.40gb", 0, 7, 40448, 1, 98, 8, 1, {0}},
-};
-
-static uint64_t rng_next(uint64_t *s) { /* splitmix64 */
-        uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-        return z ^ (z >> 31);
-}
 
 static double rng_unit(uint64_t *s) {
         return (double) (rng_next(s) >> 11) / (double) (1ull << 53);
@@ -75,20 +55,6 @@ static double rng_unit(uint64_t *s) {
 static void die(const char *what) {
         fprintf(stderr, "bench-extender: %s\n", what);
         exit(EXIT_FAILURE);
-}
-
-static json_t *profiles_json(void) {
-        json_t *a = json_array();
-        for (size_t i = 0; i < ELEMENTSOF(profs); i++) {
-                const struct prof *p = &profs[i];
-                json_t *pl = json_array();
-                for (unsigned k = 0; k < p->n_starts; k++)
-                        json_array_append_new(pl, json_pack("[i, i]", (int) p->starts[k], (int) p->size));
-                json_array_append_new(a, json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:o}", "name", p->name, "id",
-                                                   (int) p->id, "slices", (int) p->slices, "memoryMiB", (int) p->mib,
-                                                   "maxCount", (int) p->max, "sms", (int) p->sms, "placements", pl));
-        }
-        return a;
 }
 
 struct counts {
@@ -102,10 +68,10 @@ static json_t *gpu_json(uint64_t *s, const char *node, unsigned index, struct co
         snprintf(uuid, sizeof(uuid), "GPU-%s-%u", node, index);
         json_t *inst = json_array();
         double target = rng_unit(s) * 1.2 - 0.1;
-        unsigned used = 0, slices = 0, count[ELEMENTSOF(profs)] = {0}, n_used = 0;
+        unsigned used = 0, slices = 0, count[ELEMENTSOF(a100_profs)] = {0}, n_used = 0;
         for (int tries = 0; tries < 24 && n_used < target * UNITS; tries++) {
-                size_t k = rng_next(s) % ELEMENTSOF(profs);
-                const struct prof *p = &profs[k];
+                size_t k = rng_next(s) % ELEMENTSOF(a100_profs);
+                const struct a100_prof *p = &a100_profs[k];
                 unsigned start = p->starts[rng_next(s) % p->n_starts];
                 uint32_t m = ((1u << p->size) - 1) << start;
                 if ((used & m) || slices + p->slices > 7 || count[k] >= p->max)
@@ -127,7 +93,7 @@ static json_t *gpu_json(uint64_t *s, const char *node, unsigned index, struct co
         cnt->gpus_used += n_used > 0;
         return json_pack("{s:i, s:s, s:s, s:i, s:i, s:i, s:i, s:b, s:o, s:o}", "index", (int) index, "uuid", uuid,
                          "model", "NVIDIA A100-SXM4-40GB", "memoryMiB", 40960, "units", UNITS, "slices", 7, "sms", 98,
-                         "mig", 1, "profiles", profiles_json(), "instances", inst);
+                         "mig", 1, "profiles", a100_profiles_json(), "instances", inst);
 }
 
 static json_t *node_json(uint64_t *s, const char *name, struct counts *cnt) {

@@ -30,50 +30,16 @@
 #include "sched/extender.h"
 #include "sched/inventory.h"
 #include "spec/sched-config.h"
+#include "../common/a100-profiles.h"
 
 #define NODES 14
 #define MAX_GPUS 8
-
-static uint64_t rng_next(uint64_t *x) { /* splitmix64: a fixed seed, the same cases every run */
-        uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
-        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-        return z ^ (z >> 31);
-}
 
 static unsigned pick(uint64_t *x, unsigned n) {
         return (unsigned) (rng_next(x) % n);
 }
 
-/* A100-SXM4-40GB (MIG user guide, "Supported MIG Profiles"). */
-static const struct prof {
-        const char *name;
-        unsigned id, slices, mib, max, sms, size, n_starts, starts[7];
-} profs[] = {
-        {"1g.5gb", 19, 1, 4864, 7, 14, 1, 7, {0, 1, 2, 3, 4, 5, 6}},
-        {"1g.5gb+me", 20, 1, 4864, 1, 14, 1, 7, {0, 1, 2, 3, 4, 5, 6}},
-        {"1g.10gb", 15, 1, 9856, 4, 14, 2, 4, {0, 2, 4, 6}},
-        {"2g.10gb", 14, 2, 9856, 3, 28, 2, 3, {0, 2, 4}},
-        {"3g.20gb", 9, 3, 19968, 2, 42, 4, 2, {0, 4}},
-        {"4g.20gb", 5, 4, 19968, 1, 56, 4, 1, {0}},
-        {"7g.40gb", 0, 7, 40448, 1, 98, 8, 1, {0}},
-};
-
 static const char *const models[] = {"NVIDIA A100-SXM4-40GB", "NVIDIA A100-PCIE-40GB", "NVIDIA H100 stand-in"};
-
-static json_t *profiles_json(void) {
-        json_t *a = json_array();
-        for (size_t i = 0; i < ELEMENTSOF(profs); i++) {
-                const struct prof *p = &profs[i];
-                json_t *pl = json_array();
-                for (unsigned k = 0; k < p->n_starts; k++)
-                        json_array_append_new(pl, json_pack("[i, i]", (int) p->starts[k], (int) p->size));
-                json_array_append_new(a, json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:o}", "name", p->name, "id",
-                                                   (int) p->id, "slices", (int) p->slices, "memoryMiB", (int) p->mib,
-                                                   "maxCount", (int) p->max, "sms", (int) p->sms, "placements", pl));
-        }
-        return a;
-}
 
 /* One GPU filled at random with legal instances; some listed as reserved
  * (not created yet) for one of the pods the test asks about. */
@@ -81,10 +47,10 @@ static json_t *gpu_json(uint64_t *x, const char *node, unsigned index, const cha
         char uuid[64];
         snprintf(uuid, sizeof(uuid), "GPU-%.32s-%u", node, index);
         json_t *inst = json_array();
-        unsigned used = 0, slices = 0, count[ELEMENTSOF(profs)] = {0}, n = pick(x, 6);
+        unsigned used = 0, slices = 0, count[ELEMENTSOF(a100_profs)] = {0}, n = pick(x, 6);
         for (unsigned t = 0; t < 3 * n; t++) {
-                size_t k = pick(x, ELEMENTSOF(profs));
-                const struct prof *p = &profs[k];
+                size_t k = pick(x, ELEMENTSOF(a100_profs));
+                const struct a100_prof *p = &a100_profs[k];
                 unsigned start = p->starts[pick(x, p->n_starts)];
                 uint32_t m = ((1u << p->size) - 1) << start;
                 if ((used & m) || slices + p->slices > 7 || count[k] >= p->max)
@@ -109,7 +75,7 @@ static json_t *gpu_json(uint64_t *x, const char *node, unsigned index, const cha
         }
         return json_pack("{s:i, s:s, s:s, s:i, s:i, s:i, s:i, s:b, s:o, s:o}", "index", (int) index, "uuid", uuid,
                          "model", model, "memoryMiB", 40960, "units", 8, "slices", 7, "sms", 98, "mig",
-                         pick(x, 12) != 0, "profiles", profiles_json(), "instances", inst);
+                         pick(x, 12) != 0, "profiles", a100_profiles_json(), "instances", inst);
 }
 
 /* A Node: 1 to 8 GPUs of one model (or, on one node in four, mixed), and
