@@ -21,6 +21,7 @@
 #include <curl/curl.h>
 #include <jansson.h>
 
+#include "base/dl.h"
 #include "base/dynbuf.h"
 #include "base/error.h"
 #include "base/fileio.h"
@@ -166,23 +167,16 @@ static void curl_init_once(void) {
                          why ? why : path);
                 return;
         }
-        static const struct {
-                const char *name;
-                size_t offset;
-        } table[] = {
+        static const struct mk_dl_sym table[] = {
 #define X(name) {"curl_" #name, offsetof(__typeof__(curl), name)},
                 MK_CURL_FUNCTIONS(X)
 #undef X
         };
         __typeof__(curl) fn;
-        for (size_t i = 0; i < ELEMENTSOF(table); i++) {
-                void *sym = dlsym(dl, table[i].name);
-                if (!sym) {
-                        snprintf(curl_init_error, sizeof(curl_init_error), "%s lacks %s: not a libcurl", path,
-                                 table[i].name);
-                        return;
-                }
-                memcpy((char *) &fn + table[i].offset, &sym, sizeof(sym));
+        const char *missing = mk_dl_resolve(dl, table, ELEMENTSOF(table), &fn, NULL);
+        if (missing) {
+                snprintf(curl_init_error, sizeof(curl_init_error), "%s lacks %s: not a libcurl", path, missing);
+                return;
         }
         const curl_version_info_data *v = fn.version_info(CURLVERSION_NOW);
         if (!v || v->version_num < 0x074d00) {

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "base/dl.h"
 #include "base/log.h"
 #include "base/macro.h"
 #include "nvml/nvml.h"
@@ -174,24 +175,17 @@ int mk_nvml_open(const char *path, struct mk_nvml **ret, struct mk_error *e) {
 
         /* Resolve everything before any call, so a missing required symbol is
          * reported by name before a GPU is touched. */
-        static const struct {
-                const char *name;
-                size_t offset;
-        } table[] = {
+        static const struct mk_dl_sym table[] = {
 #define X(name, ret, args) {#name, offsetof(struct mk_nvml_syms, name)},
                 MK_NVML_FUNCTIONS(X)
 #undef X
         };
-        for (size_t i = 0; i < ELEMENTSOF(table); i++) {
-                (void) dlerror();
-                void *sym = dlsym(n->dl, table[i].name);
-                if (!sym && !symbol_optional(table[i].name))
-                        return mk_error_set(e, -ELIBBAD,
-                                            "The NVML library '%s' lacks the required symbol '%s' "
-                                            "(driver too old, or not an NVML library)",
-                                            path, table[i].name);
-                memcpy((char *) &n->s + table[i].offset, &sym, sizeof(sym));
-        }
+        const char *missing = mk_dl_resolve(n->dl, table, ELEMENTSOF(table), &n->s, symbol_optional);
+        if (missing)
+                return mk_error_set(e, -ELIBBAD,
+                                    "The NVML library '%s' lacks the required symbol '%s' "
+                                    "(driver too old, or not an NVML library)",
+                                    path, missing);
 
         nvmlReturn_t r = n->s.nvmlInit_v2();
         if (r != NVML_SUCCESS)
