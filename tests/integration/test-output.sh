@@ -6,9 +6,9 @@
 set -euo pipefail
 : "${MIGKIT_BIN:?}" "${MIGKIT_SIM_BIN:?}" "${MIGKIT_SOURCE_DIR:?}"
 tmp=$(mktemp -d "${MIGKIT_TEST_TMP:-/tmp}/test-output.XXXXXX" 2>/dev/null || mktemp -d)
-api_pid=
+api_pid= agent_pid=
 cleanup() {
-  [ -z "$api_pid" ] || { kill "$api_pid" 2>/dev/null || true; wait "$api_pid" 2>/dev/null || true; }
+  for p in $agent_pid $api_pid; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
   rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -71,7 +71,9 @@ mk scheduler node -n n1 --kubeconfig "$tmp/kubeconfig" --once >"$tmp/once.out" 2
   fail "node --once: $(cat "$tmp/once.out")"
 grep -q "Published the inventory of node 'n1' (annotation migkit.io/mig-inventory, [0-9]* bytes): 8 MIG-capable GPUs, 0 instances; 0 instances created, 0 destroyed, 0 pods annotated$" \
   "$tmp/once.out" || fail "node --once says: $(cat "$tmp/once.out")"
-mk scheduler node -n n1 --kubeconfig "$tmp/kubeconfig" >"$tmp/agent.out" 2>&1 &
+# Not through mk(): $! must be the agent itself, not a subshell whose kill
+# left the agent running after the test.
+"$MIGKIT_BIN" --simulate dgx-a100 scheduler node -n n1 --kubeconfig "$tmp/kubeconfig" >"$tmp/agent.out" 2>&1 &
 agent_pid=$!
 for _ in $(seq 100); do grep -q 'Waiting for pod changes' "$tmp/agent.out" && break; sleep 0.1; done
 sleep 1.5
