@@ -2,10 +2,12 @@
 # The soak's CI version (issue 17): bench/soak for 2 minutes (the extender,
 # the node agent and the dynamic device plugin on the real kube-apiserver
 # and kube-scheduler of scripts/k8s-testenv, pods created, allocated and
-# deleted in cycles). Fails when a daemon's RSS grows more than 8 MiB over
-# its baseline (after one cycle), when its open fds stay above it over the
-# second half of the samples, or when a
-# reservation is left (bench/soak's verdict). MIGKIT_SOAK_SECONDS changes
+# deleted in cycles). Fails when a daemon's RSS or open fds stay above its
+# baseline (after one cycle) over the second half of the samples, RSS by
+# more than 8 MiB, fds by any, or when a reservation is left (bench/soak's
+# verdict). The floor, not the last sample: the node agent's RSS was
+# 13.6 MiB idle and 29.8 MiB in the middle of an apply (its threads' malloc
+# arenas), back to 13.6 MiB after. MIGKIT_SOAK_SECONDS changes
 # the duration.
 #
 # Runs only when MIGKIT_K8S_TESTENV names scripts/k8s-testenv (CI sets it).
