@@ -12,7 +12,9 @@
  * and every reset takes a set time (the simulator's MIGKIT_SIM_OP_LATENCY_MS,
  * 200 ms unless --latency-ms says otherwise): the GPUs one after another
  * (--sequential, as mig-parted), in parallel (one thread per GPU), and each
- * GPU alone, against the slowest of which the parallel time is compared.
+ * GPU alone, against the slowest of which the parallel time is compared. The
+ * last row repeats the mixed one with a pre-apply-config hook (`true`),
+ * which keeps the barrier between the mode and the layout step.
  *
  * Usage: bench-apply [--latency-ms MS] [--sections pairs,time] [MACHINE...]
  *        (default: both sections on dgx-a100 and dgx-h100)
@@ -190,7 +192,15 @@ static int apply(const struct mk_config *c, const char *name, struct mk_apply_re
 struct scenario {
         const char *what;
         const char *from[8], *to[8];
+        bool hook;                    /* with a pre-apply-config hook */
 };
+
+#define PER_GPU_FROM                                                                                          \
+        {"{7g.40gb: 1}", "{3g.20gb: 2}", "{1g.5gb: 7}", "{1g.5gb: 2, 2g.10gb: 1, 3g.20gb: 1}", "{2g.10gb: 3}", \
+         "{2g.10gb: 3}", "off", "{4g.20gb: 1, 3g.20gb: 1}"}
+#define PER_GPU_TO                                                                                            \
+        {"{1g.5gb: 7}", "{1g.5gb: 2, 2g.10gb: 1, 3g.20gb: 1}", "{3g.20gb: 2}", "{7g.40gb: 1}", "off", "off",  \
+         "{2g.10gb: 3}", "{4g.20gb: 1, 3g.20gb: 1}"}
 
 static const struct scenario scenarios[] = {
         {"MIG off -> all-balanced (node bring-up)",
@@ -198,19 +208,18 @@ static const struct scenario scenarios[] = {
          {"{1g.5gb: 2, 2g.10gb: 1, 3g.20gb: 1}", "{1g.5gb: 2, 2g.10gb: 1, 3g.20gb: 1}",
           "{1g.5gb: 2, 2g.10gb: 1, 3g.20gb: 1}", "{1g.5gb: 2, 2g.10gb: 1, 3g.20gb: 1}",
           "{1g.5gb: 2, 2g.10gb: 1, 3g.20gb: 1}", "{1g.5gb: 2, 2g.10gb: 1, 3g.20gb: 1}",
-          "{1g.5gb: 2, 2g.10gb: 1, 3g.20gb: 1}", "{1g.5gb: 2, 2g.10gb: 1, 3g.20gb: 1}"}},
+          "{1g.5gb: 2, 2g.10gb: 1, 3g.20gb: 1}", "{1g.5gb: 2, 2g.10gb: 1, 3g.20gb: 1}"},
+         false},
         {"all-balanced -> all-1g (layouts only)",
          {"{1g.5gb: 2, 2g.10gb: 1, 3g.20gb: 1}", "{1g.5gb: 2, 2g.10gb: 1, 3g.20gb: 1}",
           "{1g.5gb: 2, 2g.10gb: 1, 3g.20gb: 1}", "{1g.5gb: 2, 2g.10gb: 1, 3g.20gb: 1}",
           "{1g.5gb: 2, 2g.10gb: 1, 3g.20gb: 1}", "{1g.5gb: 2, 2g.10gb: 1, 3g.20gb: 1}",
           "{1g.5gb: 2, 2g.10gb: 1, 3g.20gb: 1}", "{1g.5gb: 2, 2g.10gb: 1, 3g.20gb: 1}"},
          {"{1g.5gb: 7}", "{1g.5gb: 7}", "{1g.5gb: 7}", "{1g.5gb: 7}", "{1g.5gb: 7}", "{1g.5gb: 7}", "{1g.5gb: 7}",
-          "{1g.5gb: 7}"}},
-        {"per-GPU layouts -> others, 3 mode changes",
-         {"{7g.40gb: 1}", "{3g.20gb: 2}", "{1g.5gb: 7}", "{1g.5gb: 2, 2g.10gb: 1, 3g.20gb: 1}", "{2g.10gb: 3}",
-          "{2g.10gb: 3}", "off", "{4g.20gb: 1, 3g.20gb: 1}"},
-         {"{1g.5gb: 7}", "{1g.5gb: 2, 2g.10gb: 1, 3g.20gb: 1}", "{3g.20gb: 2}", "{7g.40gb: 1}", "off", "off",
-          "{2g.10gb: 3}", "{4g.20gb: 1, 3g.20gb: 1}"}},
+          "{1g.5gb: 7}"},
+         false},
+        {"per-GPU layouts -> others, 3 mode changes", PER_GPU_FROM, PER_GPU_TO, false},
+        {"the same, with a pre-apply-config hook", PER_GPU_FROM, PER_GPU_TO, true},
 };
 
 static void yaml_entry(char *buf, size_t size, size_t *k, unsigned gpu, const char *layout) {
@@ -257,8 +266,8 @@ static double now_s(void) {
 
 /* From a fresh machine: `from` at full speed, then `name` with the latency;
  * its wall time in seconds, or < 0. */
-static double timed_apply(const struct mk_config *c, const char *state, const char *name, bool sequential,
-                          const char *latency) {
+static double timed_apply(const struct mk_config *c, const struct mk_hooks *h, const char *state, const char *name,
+                          bool sequential, const char *latency) {
         unlink(state);
         unsetenv("MIGKIT_SIM_OP_LATENCY_MS");
         struct mk_apply_report r = {0};
@@ -269,7 +278,7 @@ static double timed_apply(const struct mk_config *c, const char *state, const ch
         struct mk_engine_opts o = {.selected_config = name, .sequential = sequential};
         struct mk_error e = {0};
         double t = now_s();
-        int q = mk_engine_apply(c, NULL, &o, &r, &e);
+        int q = mk_engine_apply(c, h, &o, &r, &e);
         t = now_s() - t;
         unsetenv("MIGKIT_SIM_OP_LATENCY_MS");
         mk_apply_report_done(&r);
@@ -290,19 +299,28 @@ static int bench_time(const char *machine, const char *dir, unsigned latency_ms)
         printf("%s: wall time of a reconfiguration, %u ms per mutating NVML call and per reset\n", machine,
                latency_ms);
         printf("  %-44s %10s %10s %12s %8s\n", "", "sequential", "parallel", "slowest GPU", "ratio");
+        /* A pre-apply-config hook that does nothing: what counts is that it is there. */
+        char sh[] = "sh", dash_c[] = "-c", script[] = "true";
+        char *args[] = {dash_c, script, NULL};
+        char *envs[] = {NULL};
+        struct mk_hook_entry entry = {.command = sh, .args = args, .envs = envs};
+        struct mk_hooks hooks = {0};
+        hooks.entries[MK_HOOK_PRE_APPLY_CONFIG] = &entry;
+        hooks.n_entries[MK_HOOK_PRE_APPLY_CONFIG] = 1;
         for (size_t i = 0; i < ELEMENTSOF(scenarios); i++) {
                 _cleanup_(mk_config_freep) struct mk_config *c = NULL;
                 int r = scenario_config(&scenarios[i], strstr(machine, "h100") != NULL, &c);
                 if (r < 0)
                         return r;
-                double seq = timed_apply(c, state, "to", true, latency);
-                double par = timed_apply(c, state, "to", false, latency);
+                const struct mk_hooks *h = scenarios[i].hook ? &hooks : NULL;
+                double seq = timed_apply(c, h, state, "to", true, latency);
+                double par = timed_apply(c, h, state, "to", false, latency);
                 double slowest = 0;
                 unsigned slowest_gpu = 0;
                 for (unsigned g = 0; g < 8 && seq >= 0 && par >= 0; g++) {
                         char name[16];
                         snprintf(name, sizeof(name), "to-%u", g);
-                        double t = timed_apply(c, state, name, false, latency);
+                        double t = timed_apply(c, h, state, name, false, latency);
                         if (t < 0)
                                 return -EIO;
                         if (t > slowest) {

@@ -6,7 +6,9 @@
  * layout phase each GPU that changes gets its own thread (a GPU instance
  * create or a reset takes up to seconds on real hardware, so an 8-GPU node
  * would wait for the sum); planning, hooks, resets and verification stay on
- * the caller's thread, whole. */
+ * the caller's thread, whole. Without a pre-apply-config hook the phases
+ * overlap per GPU: a GPU whose mode stays starts its layout with the mode
+ * changes of the others (docs/engine.md, "GPUs in parallel"). */
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -71,6 +73,7 @@ static void view_done(struct view *v) {
 struct gpu_progress {
         bool started, finished, mode_changed, enabled;
         uint64_t busy_ms;             /* in its own steps (a reset shared by several GPUs is a wait, apart) */
+        uint64_t paused_ms;           /* of busy_ms, waiting at the gate (a reset, a read of every GPU) */
         size_t destroyed, created, destroyed_gis, created_gis, kept;
 };
 
@@ -89,12 +92,62 @@ struct apply_ctx {
         /* Serialises the progress callback and the report's counts, which
          * the GPUs' threads share. */
         pthread_mutex_t lock;
+        /* The gate that GPU threads pass for each backend call while the
+         * caller's thread resets GPUs (the NVML session is closed and
+         * reopened meanwhile, engine/backend-nvml.c) or reads every GPU (a
+         * snapshot must not see a GPU half-way through a call). Closing it
+         * waits for the calls in flight; it holds the next ones. */
+        pthread_mutex_t gate_lock;
+        pthread_cond_t gate_cond;
+        unsigned gate_active;         /* backend calls in flight on GPU threads */
+        bool gate_closed;
+        /* Per GPU layouts that start while modes change (pipelined), or NULL. */
+        bool pipelined;
+        struct job_set *early;
+        struct view early_view;       /* the plans the early layouts follow */
 };
 
 static uint64_t now_ms(void) {
         struct timespec ts;
         (void) clock_gettime(CLOCK_MONOTONIC, &ts);
         return (uint64_t) ts.tv_sec * 1000 + (uint64_t) ts.tv_nsec / 1000000;
+}
+
+/* A GPU thread's backend call passes the gate: waits while it is closed. */
+static void gate_enter(struct apply_ctx *x, unsigned gpu) {
+        pthread_mutex_lock(&x->gate_lock);
+        if (x->gate_closed) {
+                uint64_t t = now_ms();
+                while (x->gate_closed)
+                        pthread_cond_wait(&x->gate_cond, &x->gate_lock);
+                if (gpu < x->n_gpus)
+                        x->gpus[gpu].paused_ms += now_ms() - t;
+        }
+        x->gate_active++;
+        pthread_mutex_unlock(&x->gate_lock);
+}
+
+static void gate_leave(struct apply_ctx *x) {
+        pthread_mutex_lock(&x->gate_lock);
+        if (--x->gate_active == 0)
+                pthread_cond_broadcast(&x->gate_cond);
+        pthread_mutex_unlock(&x->gate_lock);
+}
+
+/* The caller's thread: no backend call of a GPU thread in flight until gate_open(). */
+static void gate_close(struct apply_ctx *x) {
+        pthread_mutex_lock(&x->gate_lock);
+        x->gate_closed = true;
+        while (x->gate_active > 0)
+                pthread_cond_wait(&x->gate_cond, &x->gate_lock);
+        pthread_mutex_unlock(&x->gate_lock);
+}
+
+static void gate_open(struct apply_ctx *x) {
+        pthread_mutex_lock(&x->gate_lock);
+        x->gate_closed = false;
+        pthread_cond_broadcast(&x->gate_cond);
+        pthread_mutex_unlock(&x->gate_lock);
 }
 
 static void emit(struct apply_ctx *x, struct mk_progress_event ev) {
@@ -161,7 +214,9 @@ static void warn(struct apply_ctx *x, const char *message) {
 
 static int read_view(struct apply_ctx *x, struct view *v, struct mk_error *e) {
         struct view n = {0};
+        gate_close(x);
         int r = x->b.ops->snapshot(&x->b, &n.s, e);
+        gate_open(x);
         if (r < 0)
                 return r;
         r = mk_engine_plan_snapshot(n.s, x->c, x->nc, !x->b.ops->instances, &n.d, &n.p, e);
@@ -198,13 +253,17 @@ static int execute_layout(struct apply_ctx *x, const struct mk_gpu_plan *p, stru
                         step(x, gpu, (struct mk_progress_event){.step = MK_STEP_DESTROY_CI, .profile = d->name,
                                                                 .gi_id = d->gi_id, .ci_id = d->ci_id,
                                                                 .placement = d->placement, .uuid = d->uuid});
+                        gate_enter(x, gpu);
                         r = ops->destroy_ci(&x->b, gpu, d->gi_id, d->ci_id, e);
+                        gate_leave(x);
                         if (r >= 0)
                                 count(x, &x->rep->destroyed_cis, g ? &g->destroyed : NULL);
                 } else {
                         step(x, gpu, (struct mk_progress_event){.step = MK_STEP_DESTROY_GI, .profile = d->name,
                                                                 .gi_id = d->gi_id, .placement = d->placement});
+                        gate_enter(x, gpu);
                         r = ops->destroy_gi(&x->b, gpu, d->gi_id, e);
+                        gate_leave(x);
                         if (r >= 0)
                                 count(x, &x->rep->destroyed_gis, g ? &g->destroyed_gis : NULL);
                 }
@@ -217,7 +276,9 @@ static int execute_layout(struct apply_ctx *x, const struct mk_gpu_plan *p, stru
                 if (!t->kept) {
                         step(x, gpu, (struct mk_progress_event){.step = MK_STEP_CREATE_GI, .profile = t->profile->name,
                                                                 .placement = t->placement});
+                        gate_enter(x, gpu);
                         int r = ops->create_gi(&x->b, gpu, t->profile->id, t->placement, &gi_id, e);
+                        gate_leave(x);
                         if (r < 0)
                                 return r;
                         count(x, &x->rep->created_gis, g ? &g->created_gis : NULL);
@@ -229,8 +290,10 @@ static int execute_layout(struct apply_ctx *x, const struct mk_gpu_plan *p, stru
                         step(x, gpu, (struct mk_progress_event){.step = MK_STEP_CREATE_CI, .profile = c->profile->name,
                                                                 .gi_id = gi_id, .placement = c->placement});
                         unsigned ci_id;
+                        gate_enter(x, gpu);
                         int r = ops->create_ci(&x->b, gpu, gi_id, c->profile->queried ? (int) c->profile->id : -1,
                                                c->profile->nvml_enum, c->placement, &ci_id, e);
+                        gate_leave(x);
                         if (r < 0)
                                 return r;
                         count(x, &x->rep->created_cis, g ? &g->created : NULL);
@@ -244,11 +307,11 @@ struct gpu_job {
         struct job_set *set;
         size_t i;                     /* its index in the snapshot */
         const struct mk_gpu *g;
-        const struct mk_gpu_plan *p;
+        const struct mk_gpu_plan *p;  /* NULL: an empty slot of a set indexed by GPU */
         int r;
         struct mk_error e;
         bool pending;                 /* mode phase: the change waits for a reset */
-        bool ran, done, threaded;
+        bool started, ran, done, threaded;
         pthread_t thread;
 };
 
@@ -261,19 +324,30 @@ struct job_set {
         int (*fn)(struct apply_ctx *x, struct gpu_job *j);
         bool finish;                  /* a job that succeeds ends its GPU (else only a failure does) */
         bool stop_at_failure;         /* sequential: the first failure stops the others */
+        /* gpu-finished events wait until the set is released: the early
+         * layouts' (pipelined) wait for the layout step, where the GPUs
+         * whose layout starts late join the set. */
+        bool hold;
         struct gpu_job *jobs;
         size_t n, next;               /* next: the first job whose end is not reported yet */
-        pthread_mutex_t lock;         /* done, next; taken before the ctx's lock */
+        pthread_mutex_t lock;         /* done, next, hold; taken before the ctx's lock */
 };
+
+/* With s->lock held: the ends not reported yet, in order, up to the first job still running. */
+static void jobs_report(struct job_set *s) {
+        if (s->hold)
+                return;
+        for (; s->next < s->n && (!s->jobs[s->next].p || s->jobs[s->next].done); s->next++) {
+                struct gpu_job *k = &s->jobs[s->next];
+                if (k->p && (s->finish || k->r < 0))
+                        gpu_finished(s->x, k->p->gpu_index, s->phase, k->r, &k->e);
+        }
+}
 
 static void job_end(struct job_set *s, struct gpu_job *j) {
         pthread_mutex_lock(&s->lock);
         j->done = true;
-        for (; s->next < s->n && s->jobs[s->next].done; s->next++) {
-                struct gpu_job *k = &s->jobs[s->next];
-                if (s->finish || k->r < 0)
-                        gpu_finished(s->x, k->p->gpu_index, s->phase, k->r, &k->e);
-        }
+        jobs_report(s);
         pthread_mutex_unlock(&s->lock);
 }
 
@@ -281,10 +355,10 @@ static void job_run(struct gpu_job *j) {
         struct job_set *s = j->set;
         struct gpu_progress *g = gpu_of(s->x, j->p->gpu_index);
         gpu_started(s->x, j->p->gpu_index, s->phase);
-        uint64_t t = now_ms();
+        uint64_t t = now_ms(), paused = g ? g->paused_ms : 0;
         j->r = s->fn(s->x, j);
         if (g)
-                g->busy_ms += now_ms() - t;
+                g->busy_ms += now_ms() - t - (g->paused_ms - paused);
         j->ran = true;
         job_end(s, j);
 }
@@ -296,15 +370,21 @@ static void *job_thread(void *userdata) {
         return NULL;
 }
 
-/* Runs every job: one thread each when the backend allows it and the
- * caller did not ask for sequential, else one after another. A thread that
- * cannot be started runs its job here. Returns the first failure in GPU
- * order, its detail in e. */
-static int jobs_run(struct job_set *s, struct mk_error *e) {
-        const struct apply_ctx *x = s->x;
-        bool parallel = s->n > 1 && x->b.ops->concurrent && !x->o->sequential;
+static bool jobs_parallel(const struct job_set *s) {
+        return s->n > 1 && s->x->b.ops->concurrent && !s->x->o->sequential;
+}
+
+static int jobs_init(struct job_set *s, struct mk_error *e) {
         if (pthread_mutex_init(&s->lock, NULL) != 0)
                 return mk_error_set(e, -ENOMEM, "Out of memory");
+        return 0;
+}
+
+/* Starts the jobs not started yet: one thread each when the set runs in
+ * parallel, else one after another here. A thread that cannot be started
+ * runs its job here. */
+static void jobs_start(struct job_set *s) {
+        bool parallel = jobs_parallel(s);
         /* A job's thread runs NVML calls only: a small stack, so that 8 GPUs
          * fit a small address space (test-exec's ulimit -v, where 8 default
          * 8 MiB stacks left NVML no memory and failed a GPU). */
@@ -314,6 +394,9 @@ static int jobs_run(struct job_set *s, struct mk_error *e) {
                 (void) pthread_attr_setstacksize(&attr, MK_APPLY_THREAD_STACK);
         for (size_t i = 0; i < s->n; i++) {
                 struct gpu_job *j = &s->jobs[i];
+                if (!j->p || j->started)
+                        continue;
+                j->started = true;
                 if (parallel && pthread_create(&j->thread, attr_ok ? &attr : NULL, job_thread, j) == 0) {
                         j->threaded = true;
                         continue;
@@ -322,11 +405,22 @@ static int jobs_run(struct job_set *s, struct mk_error *e) {
                 if (!parallel && s->stop_at_failure && j->r < 0)
                         break;
         }
-        for (size_t i = 0; i < s->n; i++)
-                if (s->jobs[i].threaded)
-                        (void) pthread_join(s->jobs[i].thread, NULL);
         if (attr_ok)
                 (void) pthread_attr_destroy(&attr);
+}
+
+/* Releases the set's reports, waits for its threads and ends the set.
+ * Returns the first failure in GPU order, its detail in e. */
+static int jobs_join(struct job_set *s, struct mk_error *e) {
+        pthread_mutex_lock(&s->lock);
+        s->hold = false;
+        jobs_report(s);
+        pthread_mutex_unlock(&s->lock);
+        for (size_t i = 0; i < s->n; i++)
+                if (s->jobs[i].threaded) {
+                        (void) pthread_join(s->jobs[i].thread, NULL);
+                        s->jobs[i].threaded = false;
+                }
         (void) pthread_mutex_destroy(&s->lock);
         for (size_t i = 0; i < s->n; i++)
                 if (s->jobs[i].ran && s->jobs[i].r < 0) {
@@ -335,6 +429,15 @@ static int jobs_run(struct job_set *s, struct mk_error *e) {
                         return s->jobs[i].r;
                 }
         return 0;
+}
+
+/* Runs every job (see jobs_start) and waits for them. */
+static int jobs_run(struct job_set *s, struct mk_error *e) {
+        int r = jobs_init(s, e);
+        if (r < 0)
+                return r;
+        jobs_start(s);
+        return jobs_join(s, e);
 }
 
 /* The GPUs of view v whose plan changes something: the mode (mode) or the layout. */
@@ -378,7 +481,9 @@ static int reset_pending(struct apply_ctx *x, const struct mk_gpu *const *pendin
         snprintf(what, sizeof(what), "the reset of %zu GPU%s", n, n == 1 ? "" : "s");
         emit(x, (struct mk_progress_event){.kind = MK_PROGRESS_WAITING, .gpu = n == 1 ? (int) pending[0]->index : -1,
                                            .what = what});
+        gate_close(x);
         int r = x->b.ops->reset(&x->b, pending, n, &x->rep->reboot_needed, e);
+        gate_open(x);
         if (r < 0)
                 return r;
         x->rep->resets += (unsigned) n;
@@ -396,7 +501,58 @@ static int mode_job(struct apply_ctx *x, struct gpu_job *j) {
                         return r;
         }
         step(x, p->gpu_index, (struct mk_progress_event){.step = MK_STEP_SET_MODE, .enabled = p->mig_enabled});
-        return x->b.ops->set_mode(&x->b, j->g, p->mig_enabled, &j->pending, &j->e);
+        gate_enter(x, p->gpu_index);
+        int r = x->b.ops->set_mode(&x->b, j->g, p->mig_enabled, &j->pending, &j->e);
+        gate_leave(x);
+        return r;
+}
+
+static int layout_job(struct apply_ctx *x, struct gpu_job *j);
+
+/* Pipelined: the layouts of the GPUs whose mode stays start now, with the
+ * others' mode changes, on their own threads; plans of v, which x takes. */
+static int early_start(struct apply_ctx *x, struct view *v, struct mk_error *e) {
+        struct job_set *s = calloc(1, sizeof(*s));
+        struct gpu_job *jobs = calloc(v->s->n_gpus ? v->s->n_gpus : 1, sizeof(*jobs));
+        if (!s || !jobs) {
+                free(s);
+                free(jobs);
+                return mk_error_set(e, -ENOMEM, "Out of memory");
+        }
+        *s = (struct job_set){.x = x, .phase = MK_PHASE_LAYOUT, .fn = layout_job, .finish = true, .hold = true,
+                              .jobs = jobs, .n = v->s->n_gpus};
+        int r = jobs_init(s, e);
+        if (r < 0) {
+                free(s);
+                free(jobs);
+                return r;
+        }
+        x->early_view = *v;
+        *v = (struct view){0};
+        const struct view *ev = &x->early_view;
+        for (size_t i = 0; i < ev->s->n_gpus; i++)
+                if (!ev->p[i].mode_change && ev->p[i].layout_change)
+                        jobs[i] = (struct gpu_job){.set = s, .i = i, .g = &ev->s->gpus[i], .p = &ev->p[i]};
+        x->early = s;
+        jobs_start(s);
+        return 0;
+}
+
+/* Joins the early layouts, and the late ones added to their set; records
+ * the GPUs that failed. Returns the first failure in GPU order. */
+static int early_join(struct apply_ctx *x, struct mk_error *e) {
+        struct job_set *s = x->early;
+        if (!s)
+                return 0;
+        int r = jobs_join(s, e);
+        for (size_t i = 0; i < s->n; i++)
+                if (s->jobs[i].ran && s->jobs[i].r < 0)
+                        x->rep->gpu_failed[s->jobs[i].i] = true;
+        free(s->jobs);
+        free(s);
+        x->early = NULL;
+        view_done(&x->early_view);
+        return r;
 }
 
 static int mode_phase(struct apply_ctx *x, struct mk_error *e) {
@@ -416,6 +572,14 @@ static int mode_phase(struct apply_ctx *x, struct mk_error *e) {
         _cleanup_free_ const struct mk_gpu **pending = calloc(v.s->n_gpus ? v.s->n_gpus : 1, sizeof(*pending));
         if (!jobs || !pending)
                 return mk_error_set(e, -ENOMEM, "Out of memory");
+        bool early = false;
+        for (size_t i = 0; x->pipelined && i < v.s->n_gpus; i++)
+                early = early || (!v.p[i].mode_change && v.p[i].layout_change);
+        if (early) {
+                r = early_start(x, &v, e); /* the mode jobs' pointers stay valid: x holds the arrays */
+                if (r < 0)
+                        return r;
+        }
         r = jobs_run(&set, e);
         size_t n_pending = 0;
         for (size_t k = 0; k < set.n; k++) {
@@ -473,8 +637,11 @@ static int layout_phase(struct apply_ctx *x, struct mk_error *e) {
         int r = read_view(x, &v, e);
         if (r < 0)
                 return r;
+        struct job_set *early = x->early;
         bool any = false;
         for (size_t i = 0; i < v.s->n_gpus; i++) {
+                if (early && i < early->n && early->jobs[i].p)
+                        continue; /* its layout runs already: this read may see it half-way */
                 any = any || v.p[i].layout_change;
                 if (!v.p[i].layout_change)
                         gpu_finished(x, v.p[i].gpu_index, MK_PHASE_MODE, 0, NULL);
@@ -485,6 +652,18 @@ static int layout_phase(struct apply_ctx *x, struct mk_error *e) {
                 r = before_change(x, e);
         if (r < 0)
                 return r;
+        if (early) {
+                /* The GPUs whose mode changed join the early layouts' set,
+                 * so that gpu-finished events stay in GPU order. */
+                pthread_mutex_lock(&early->lock);
+                for (size_t i = 0; i < v.s->n_gpus && i < early->n; i++)
+                        if (!early->jobs[i].p && v.p[i].layout_change)
+                                early->jobs[i] = (struct gpu_job){.set = early, .i = i, .g = &v.s->gpus[i],
+                                                                  .p = &v.p[i]};
+                pthread_mutex_unlock(&early->lock);
+                jobs_start(early);
+                return early_join(x, e);
+        }
         /* A GPU that fails stops; the others go on, and a re-run repairs it. */
         struct job_set set = {.x = x, .phase = MK_PHASE_LAYOUT, .fn = layout_job, .finish = true};
         _cleanup_free_ struct gpu_job *jobs = jobs_of(&set, v.s, v.p, false);
@@ -549,6 +728,11 @@ static int run(struct apply_ctx *x, struct mk_error *e) {
                 return r;
         x->rep->driverless = !x->b.ops->instances;
         x->mode_only = x->o->mode_only || !x->b.ops->instances;
+        /* Nothing must run between the mode step and the first layout
+         * change (no pre-apply-config hook), and a pending mode change
+         * cannot fail the apply for want of a reset (--skip-reset). */
+        x->pipelined = x->b.ops->concurrent && !x->mode_only && !x->o->sequential && !x->o->skip_reset &&
+                       !(x->hooks && x->hooks->n_entries[MK_HOOK_PRE_APPLY_CONFIG] > 0);
         emit(x, (struct mk_progress_event){.kind = MK_PROGRESS_BACKEND, .gpu = -1, .backend = x->b.ops->name,
                                            .backend_description = x->b.ops->description});
 
@@ -588,6 +772,14 @@ static int run(struct apply_ctx *x, struct mk_error *e) {
                 r = mode_phase(x, e);
                 if (r >= 0 && !x->mode_only)
                         r = layout_phase(x, e);
+                /* The mode step failed: the early layouts still end, and report. */
+                struct mk_error je = {0};
+                int q = early_join(x, &je);
+                if (r >= 0 && q < 0) {
+                        if (e)
+                                *e = je;
+                        r = q;
+                }
                 if (r >= 0)
                         r = verify(x, e);
         }
@@ -616,6 +808,15 @@ int mk_engine_apply(const struct mk_config *c, const struct mk_hooks *hooks, con
         struct apply_ctx x = {.c = c, .hooks = hooks, .o = o, .rep = rep, .t0 = now_ms()};
         if (pthread_mutex_init(&x.lock, NULL) != 0)
                 return mk_error_set(e, -ENOMEM, "Out of memory");
+        if (pthread_mutex_init(&x.gate_lock, NULL) != 0) {
+                (void) pthread_mutex_destroy(&x.lock);
+                return mk_error_set(e, -ENOMEM, "Out of memory");
+        }
+        if (pthread_cond_init(&x.gate_cond, NULL) != 0) {
+                (void) pthread_mutex_destroy(&x.gate_lock);
+                (void) pthread_mutex_destroy(&x.lock);
+                return mk_error_set(e, -ENOMEM, "Out of memory");
+        }
         int r = mk_config_select(c, o->selected_config, &x.nc, e);
         if (r >= 0) {
                 char env[5][4200];
@@ -640,6 +841,8 @@ int mk_engine_apply(const struct mk_config *c, const struct mk_hooks *hooks, con
         emit(&x, (struct mk_progress_event){.kind = MK_PROGRESS_DONE, .gpu = -1, .report = rep,
                                             .error = r < 0 ? r : 0,
                                             .message = r < 0 && e ? mk_error_format(e, buf, sizeof(buf)) : NULL});
+        (void) pthread_cond_destroy(&x.gate_cond);
+        (void) pthread_mutex_destroy(&x.gate_lock);
         (void) pthread_mutex_destroy(&x.lock);
         return r;
 }

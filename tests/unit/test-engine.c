@@ -643,6 +643,109 @@ static void test_parallel_apply_one_gpu_fails(void **state) {
         mk_config_free(c);
 }
 
+/* ---- pipelined: a GPU whose mode stays does not wait for the others' reset ---- */
+
+static const char pipe_yaml[] = "version: v1\n"
+                                "mig-configs:\n"
+                                "  from:\n"
+                                "    - {devices: [0], mig-enabled: true, mig-devices: {7g.40gb: 1}}\n"
+                                "    - {devices: [1], mig-enabled: true, mig-devices: {1g.5gb: 7}}\n"
+                                "    - {devices: [2], mig-enabled: false}\n"
+                                "  to:\n"
+                                "    - {devices: [0], mig-enabled: true, mig-devices: {3g.20gb: 2}}\n"
+                                "    - {devices: [1], mig-enabled: false}\n"
+                                "    - {devices: [2], mig-enabled: true, mig-devices: {2g.10gb: 3}}\n";
+
+/* Where things happened in one recorded apply (event indexes; SIZE_MAX: never). */
+struct pipe_order {
+        size_t waiting, hook, first_gpu0_step, first_finished;
+};
+
+static struct pipe_order pipe_apply(const struct mk_config *c, const struct mk_hooks *h, bool sequential,
+                                    struct recorder *r, char *fp, size_t fp_size) {
+        char path[4200];
+        state_path(path, sizeof(path));
+        unlink(path);
+        struct mk_error e = {0};
+        struct mk_apply_report rep = {0};
+        struct mk_engine_opts o = {.selected_config = "from"};
+        if (mk_engine_apply(c, NULL, &o, &rep, &e) < 0)
+                fail_msg("apply from: %s", e.msg);
+        mk_apply_report_done(&rep);
+
+        /* GPU 1 destroys 14 instances before its mode changes: 1.4 s
+         * before the reset begins, GPU 0's first step comes at once. */
+        setenv("MIGKIT_SIM_OP_LATENCY_MS", "100", 1);
+        const struct mk_progress p = {.fn = record, .userdata = r};
+        o = (struct mk_engine_opts){.selected_config = "to", .progress = &p, .sequential = sequential};
+        memset(r, 0, sizeof(*r));
+        int q = mk_engine_apply(c, h, &o, &rep, &e);
+        unsetenv("MIGKIT_SIM_OP_LATENCY_MS");
+        if (q < 0)
+                fail_msg("apply to: %s", e.msg);
+        assert_int_equal(rep.resets, 2);
+        mk_apply_report_done(&rep);
+        check_finished_order(r);
+        fingerprint(fp, fp_size);
+
+        struct pipe_order w = {SIZE_MAX, SIZE_MAX, SIZE_MAX, SIZE_MAX};
+        for (size_t i = 0; i < r->n; i++) {
+                const struct recorded *ev = &r->ev[i];
+                if (ev->kind == MK_PROGRESS_WAITING && w.waiting == SIZE_MAX)
+                        w.waiting = i;
+                if (ev->kind == MK_PROGRESS_HOOK && strstr(ev->text, "pre-apply-config"))
+                        w.hook = i;
+                if (ev->kind == MK_PROGRESS_STEP && ev->gpu == 0 && w.first_gpu0_step == SIZE_MAX)
+                        w.first_gpu0_step = i;
+                if (ev->kind == MK_PROGRESS_GPU_FINISHED && w.first_finished == SIZE_MAX)
+                        w.first_finished = i;
+        }
+        assert_true(w.waiting != SIZE_MAX && w.first_gpu0_step != SIZE_MAX && w.first_finished != SIZE_MAX);
+        /* Whatever the path, no GPU's line comes before the reset's. */
+        assert_true(w.first_finished > w.waiting);
+        return w;
+}
+
+/* GPU 0 changes its layout only, GPU 1 disables MIG (a reset), GPU 2
+ * enables it (a reset) and then makes instances. Without a pre-apply-config
+ * hook GPU 0 starts before the reset; with one, after the reset and the
+ * hook, as with --sequential; all three end in the same state. */
+static void test_pipelined_layout_before_reset(void **state) {
+        if (!*state)
+                skip();
+        struct mk_config *c = NULL;
+        struct mk_error e = {0};
+        assert_int_equal(mk_config_parse(pipe_yaml, strlen(pipe_yaml), "pipe.yaml", &c, &e), 0);
+        struct recorder *r = calloc(1, sizeof(*r));
+        assert_non_null(r);
+        char want[4096], got[4096];
+
+        struct pipe_order w = pipe_apply(c, NULL, false, r, want, sizeof(want));
+        assert_true(w.first_gpu0_step < w.waiting);
+        assert_int_equal(w.hook, SIZE_MAX);
+
+        char sh[] = "sh", dash_c[] = "-c", script[] = "true";
+        char *args[] = {dash_c, script, NULL};
+        char *envs[] = {NULL};
+        struct mk_hook_entry entry = {.command = sh, .args = args, .envs = envs};
+        struct mk_hooks h = {0};
+        h.entries[MK_HOOK_PRE_APPLY_CONFIG] = &entry;
+        h.n_entries[MK_HOOK_PRE_APPLY_CONFIG] = 1;
+        w = pipe_apply(c, &h, false, r, got, sizeof(got));
+        assert_true(w.waiting < w.hook && w.hook < w.first_gpu0_step);
+        assert_string_equal(got, want);
+
+        w = pipe_apply(c, NULL, true, r, got, sizeof(got));
+        assert_true(w.waiting < w.first_gpu0_step);
+        assert_string_equal(got, want);
+
+        char path[4200];
+        state_path(path, sizeof(path));
+        unlink(path);
+        free(r);
+        mk_config_free(c);
+}
+
 static void test_progress_names(void **state) {
         for (int k = 0; k < _MK_PROGRESS_KIND_MAX; k++) {
                 const char *s = mk_progress_kind_to_string((enum mk_progress_kind) k);
@@ -707,6 +810,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_apply_events_on_simulator, sim_setup, sim_teardown),
                 cmocka_unit_test_setup_teardown(test_parallel_apply_same_as_sequential, sim_setup, sim_teardown),
                 cmocka_unit_test_setup_teardown(test_parallel_apply_one_gpu_fails, sim_setup, sim_teardown),
+                cmocka_unit_test_setup_teardown(test_pipelined_layout_before_reset, sim_setup, sim_teardown),
         };
         return cmocka_run_group_tests_name("engine", tests, NULL, NULL);
 }
