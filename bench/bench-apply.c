@@ -300,19 +300,20 @@ static int bench_time(const char *machine, const char *dir, unsigned latency_ms)
                latency_ms);
         printf("  %-44s %10s %10s %12s %8s\n", "", "sequential", "parallel", "slowest GPU", "ratio");
         /* A pre-apply-config hook that does nothing: what counts is that it is there. */
-        char sh[] = "sh", dash_c[] = "-c", script[] = "true";
-        char *args[] = {dash_c, script, NULL};
-        char *envs[] = {NULL};
-        struct mk_hook_entry entry = {.command = sh, .args = args, .envs = envs};
-        struct mk_hooks hooks = {0};
-        hooks.entries[MK_HOOK_PRE_APPLY_CONFIG] = &entry;
-        hooks.n_entries[MK_HOOK_PRE_APPLY_CONFIG] = 1;
+        static const char hooks_yaml[] = "version: v1\nhooks:\n  pre-apply-config:\n"
+                                         "    - {command: /bin/sh, args: [-c, 'true']}\n";
+        _cleanup_(mk_hooks_freep) struct mk_hooks *hooks = NULL;
+        struct mk_error he = {0};
+        if (mk_hooks_parse(hooks_yaml, strlen(hooks_yaml), "bench-hooks.yaml", &hooks, &he) < 0) {
+                fprintf(stderr, "%s\n", he.msg);
+                return -EINVAL;
+        }
         for (size_t i = 0; i < ELEMENTSOF(scenarios); i++) {
                 _cleanup_(mk_config_freep) struct mk_config *c = NULL;
                 int r = scenario_config(&scenarios[i], strstr(machine, "h100") != NULL, &c);
                 if (r < 0)
                         return r;
-                const struct mk_hooks *h = scenarios[i].hook ? &hooks : NULL;
+                const struct mk_hooks *h = scenarios[i].hook ? hooks : NULL;
                 double seq = timed_apply(c, h, state, "to", true, latency);
                 double par = timed_apply(c, h, state, "to", false, latency);
                 double slowest = 0;

@@ -724,14 +724,12 @@ static void test_pipelined_layout_before_reset(void **state) {
         assert_true(w.first_gpu0_step < w.waiting);
         assert_int_equal(w.hook, SIZE_MAX);
 
-        char sh[] = "sh", dash_c[] = "-c", script[] = "true";
-        char *args[] = {dash_c, script, NULL};
-        char *envs[] = {NULL};
-        struct mk_hook_entry entry = {.command = sh, .args = args, .envs = envs};
-        struct mk_hooks h = {0};
-        h.entries[MK_HOOK_PRE_APPLY_CONFIG] = &entry;
-        h.n_entries[MK_HOOK_PRE_APPLY_CONFIG] = 1;
-        w = pipe_apply(c, &h, false, r, got, sizeof(got));
+        static const char hooks_yaml[] = "version: v1\nhooks:\n  pre-apply-config:\n"
+                                         "    - {command: /bin/sh, args: [-c, 'true']}\n";
+        struct mk_hooks *h = NULL;
+        assert_int_equal(mk_hooks_parse(hooks_yaml, strlen(hooks_yaml), "hooks.yaml", &h, &e), 0);
+        w = pipe_apply(c, h, false, r, got, sizeof(got));
+        mk_hooks_free(h);
         assert_true(w.waiting < w.hook && w.hook < w.first_gpu0_step);
         assert_string_equal(got, want);
 
