@@ -33,7 +33,10 @@ burn c1 default 10 async 5 2000000 >"$tmp/out-a" &
 c1=$!
 b=$(burn c2 default 90 async 5 2000000)
 wait $c1
-within "container A at 10% beside B" "$(cat "$tmp/out-a")" 4 15
+# A's upper bound is 25, not 15: under the default policy A may take what
+# B leaves idle, and on a loaded machine B, starved of CPU, leaves some
+# (CI at load 12 saw A 15.6% beside B 62.6%). Unlimited, A would get half.
+within "container A at 10% beside B" "$(cat "$tmp/out-a")" 4 25
 within "container B at 90% beside A" "$b" 50 95
 
 # Alone under the default policy, a container may use idle capacity.
