@@ -303,18 +303,42 @@ static int fit_place_cached(const struct mk_fit_node *node, const struct mk_fit_
 
         uint32_t all = fit_units_mask(g0->memory_units);
         size_t n_cands = 0;
-        if (req->gpus == 1 && n_order > 0 && c->has_best &&
+        const struct mk_fit_node_cache *bc = c->has_best ? c : c->base;
+        uint64_t changed = c->has_best ? 0 : c->changed;
+        if (req->gpus == 1 && n_order > 0 && bc && bc->has_best && (bc->hostable & (UINT64_C(1) << order[0])) &&
             (n_order == 1 || fit_profile_rank_compare(&profiles[order[1]], &profiles[order[0]]) != 0)) {
                 /* Every GPU that can host the smallest adequate profile takes
-                 * it, and no other GPU comes before them: the winner among
-                 * them was found when the cache was made. */
+                 * it, and no other GPU comes before them. Among the GPUs that
+                 * did not change since bc was made, the winner is bc's (or,
+                 * when bc's sits on a changed GPU, its runner-up, the best of
+                 * the others); it meets the changed GPUs' own rooms. When
+                 * both sit on changed GPUs, the scan below decides. */
                 size_t j = order[0];
-                const struct mk_fit_node_cache_best *nb = &c->best[gpu_policy][j];
-                struct fit_pick b = {.found = true, .profile = j, .start = nb->start, .loss = nb->loss};
-                const struct mk_fit_node_cache_gpu *cg = &c->gpu[nb->gpu];
-                cands[0] = mig_cand(nb->gpu, &profiles[j], &b, cg->used_units, cg->switchable);
-                n_cands = 1;
-                adequate = 0; /* skip the scan */
+                const struct mk_fit_node_cache_best *nb = &bc->best[gpu_policy][j];
+                if (changed & (UINT64_C(1) << nb->gpu))
+                        nb = &bc->best2[gpu_policy][j];
+                if (nb->gpu == UINT8_MAX || !(changed & (UINT64_C(1) << nb->gpu))) {
+                        if (nb->gpu != UINT8_MAX) {
+                                struct fit_pick b = {.found = true, .profile = j, .start = nb->start, .loss = nb->loss};
+                                const struct mk_fit_node_cache_gpu *cg = &c->gpu[nb->gpu];
+                                cands[0] = mig_cand(nb->gpu, &profiles[j], &b, cg->used_units, cg->switchable);
+                                n_cands = 1;
+                        }
+                        for (uint64_t m = changed; m; m &= m - 1) {
+                                size_t gi = (size_t) __builtin_ctzll(m);
+                                const struct mk_fit_node_cache_gpu *cg = &c->gpu[gi];
+                                if (gi >= node->n_gpus || !(cg->hostable & (UINT64_C(1) << j)))
+                                        continue;
+                                struct fit_pick t =
+                                        tab_pick(tab, j, &profiles[j], all & ~cg->used, cg->free_slices, cg->cap);
+                                struct fit_cand cd =
+                                        mig_cand((unsigned) gi, &profiles[j], &t, cg->used_units, cg->switchable);
+                                if (n_cands == 0 || fit_cand_compare(&cd, &cands[0], gpu_policy) < 0)
+                                        cands[0] = cd;
+                                n_cands = 1;
+                        }
+                        adequate = 0; /* skip the scan */
+                }
         }
         for (size_t gi = 0; adequate && gi < node->n_gpus; gi++) {
                 const struct mk_fit_node_cache_gpu *cg = &c->gpu[gi];
@@ -404,6 +428,15 @@ static void cache_gpu_fill(const struct mk_fit_gpu *g, struct fit_gpu_state *s, 
         cg->switchable = g->switchable;
 }
 
+/* A winner as the cache keeps it (gpu UINT8_MAX: none). */
+static struct mk_fit_node_cache_best cache_best(const struct fit_cand *cd) {
+        return (struct mk_fit_node_cache_best) {
+                .gpu = cd->gpu == UINT_MAX ? UINT8_MAX : (uint8_t) cd->gpu,
+                .start = (uint8_t) cd->start,
+                .loss = (uint16_t) cd->loss,
+        };
+}
+
 /* The node's sums and hostable union over the cached GPUs. */
 static void cache_sums(const struct mk_fit_node *node, struct mk_fit_node_cache *c) {
         uint64_t hostable = 0;
@@ -434,8 +467,13 @@ int mk_fit_node_cache_derive(const struct mk_fit_node *node, const struct mk_fit
                 memcpy(ret->rank, from->rank, sizeof(ret->rank));
                 memcpy(ret->gpu, from->gpu, MIN(node->n_gpus, (size_t) MK_FIT_MAX_NODE_GPUS) * sizeof(ret->gpu[0]));
         }
+        /* The cache with winners this one derives from, and what changed since. */
+        const struct mk_fit_node_cache *base = from->has_best ? (ret != from ? from : NULL) : from->base;
+        uint64_t since = (from->has_best ? 0 : from->changed) | changed;
         ret->usable = false;
         ret->has_best = false;
+        ret->base = base;
+        ret->changed = since;
         ret->gpus = node->gpus;
         ret->n_gpus = node->n_gpus;
         if (!ok)
@@ -465,6 +503,8 @@ int mk_fit_node_cache_derive(const struct mk_fit_node *node, const struct mk_fit
 int mk_fit_node_cache_update(const struct mk_fit_node *node, struct mk_fit_node_cache *c) {
         c->usable = false;
         c->has_best = false;
+        c->base = NULL;
+        c->changed = 0;
         c->gpus = node->gpus;
         c->n_gpus = node->n_gpus;
         if (node->n_gpus > MK_FIT_MAX_NODE_GPUS || (node->n_gpus > 0 && !node->gpus))
@@ -510,21 +550,22 @@ int mk_fit_node_cache_update(const struct mk_fit_node *node, struct mk_fit_node_
                         continue;
                 const struct mk_gi_profile *p = &g0->profiles[j];
                 for (int pol = 0; pol < _MK_FIT_POLICY_MAX; pol++) {
-                        struct fit_cand best = {.gpu = UINT_MAX};
+                        struct fit_cand best = {.gpu = UINT_MAX}, second = {.gpu = UINT_MAX};
                         for (size_t gi = 0; gi < node->n_gpus; gi++) {
                                 const struct mk_fit_node_cache_gpu *cg = &c->gpu[gi];
                                 if (!(cg->hostable & (UINT64_C(1) << j)))
                                         continue;
                                 struct fit_pick t = tab_pick(tab, j, p, all & ~cg->used, cg->free_slices, cg->cap);
                                 struct fit_cand cd = mig_cand((unsigned) gi, p, &t, cg->used_units, cg->switchable);
-                                if (best.gpu == UINT_MAX || fit_cand_compare(&cd, &best, (enum mk_fit_policy) pol) < 0)
+                                if (best.gpu == UINT_MAX || fit_cand_compare(&cd, &best, (enum mk_fit_policy) pol) < 0) {
+                                        second = best;
                                         best = cd;
+                                } else if (second.gpu == UINT_MAX ||
+                                           fit_cand_compare(&cd, &second, (enum mk_fit_policy) pol) < 0)
+                                        second = cd;
                         }
-                        c->best[pol][j] = (struct mk_fit_node_cache_best) {
-                                .gpu = (uint8_t) best.gpu,
-                                .start = (uint8_t) best.start,
-                                .loss = (uint16_t) best.loss,
-                        };
+                        c->best[pol][j] = cache_best(&best);
+                        c->best2[pol][j] = cache_best(&second);
                 }
         }
         c->empty_cap = tab->cap[all][g0->slices > 0 ? g0->slices : tab->max_slices];

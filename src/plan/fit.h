@@ -132,7 +132,14 @@ struct mk_fit_node_cache {
         const struct mk_fit_gpu *gpus;  /* the array it was computed for */
         size_t n_gpus;
         bool usable;                    /* false: fits read the GPUs */
-        bool has_best;                  /* best[] is kept (false in a derived cache: fits scan the GPUs) */
+        bool has_best;                  /* best[] and best2[] are kept (false in a derived cache) */
+        /* A derived cache: the cache with best[] it comes from (NULL: none)
+         * and the GPUs changed since (bit g). A GPU outside `changed` offers
+         * what it offered there, so base's winner (or runner-up) on such a
+         * GPU still beats every unchanged GPU: a fit compares it with the
+         * changed GPUs only instead of scanning them all. */
+        const struct mk_fit_node_cache *base;
+        uint64_t changed;
         size_t first;                   /* the first available GPU, whose description all share */
         uint64_t hostable;              /* union over the GPUs */
         unsigned total_units, used_units, cap_sum, ideal_sum;  /* over available GPUs */
@@ -140,6 +147,9 @@ struct mk_fit_node_cache {
         uint8_t rank[MK_FIT_MAX_PROFILES];      /* profile indices, smallest first (memory, slices, index) */
         struct mk_fit_node_cache_best best[_MK_FIT_POLICY_MAX][MK_FIT_MAX_PROFILES];  /* per GPU policy and
                                                                                        * profile hosted here */
+        struct mk_fit_node_cache_best best2[_MK_FIT_POLICY_MAX][MK_FIT_MAX_PROFILES]; /* the runner-up: the best
+                                                                                       * on another GPU; gpu
+                                                                                       * UINT8_MAX: none */
         struct mk_fit_node_cache_gpu gpu[MK_FIT_MAX_NODE_GPUS];
 };
 
@@ -153,9 +163,11 @@ int mk_fit_node_cache_update(const struct mk_fit_node *node, struct mk_fit_node_
 /* The cache of `node` after instances were added to the GPUs in `changed`
  * (bit g: node->gpus[g]), derived from `from`, the cache of the same GPUs
  * before (node->gpus may be a copy of that array; descriptions and
- * availability unchanged): only the changed GPUs are read again, and the
- * per-profile winners (best) are not kept, so fits scan the GPUs' cached
- * states. For the later containers of a pod, fitted one after another on
+ * availability unchanged): only the changed GPUs are read again. The
+ * per-profile winners are not recomputed: a one-GPU fit takes the winner
+ * (or runner-up) of the first cache on a GPU that did not change and
+ * compares it with the changed GPUs, and scans the GPUs' cached states only
+ * when both sit on changed GPUs. For the later containers of a pod, fitted one after another on
  * the node with the earlier ones' instances added: far cheaper than
  * mk_fit_node_cache_update(), same answers. `from` unusable, or a changed
  * GPU the fit would reject: *ret is marked unusable (fits read the GPUs)

@@ -48,7 +48,9 @@ static int fit_container(const struct mk_fit_node *fn, const struct mk_sched_pla
                          char *reason, size_t size) {
         const struct mk_pod_request_container *rc = &p->req->containers[k];
         struct mk_fit_request fr = mk_sched_fit_request(p->req, rc);
-        struct mk_error e = {0};
+        struct mk_error e; /* only code and msg are read: not the whole 1 KiB zeroed per node */
+        e.code = 0;
+        e.msg[0] = 0;
         int r = mk_fit_node(fn, &fr, np, gp, res, size > 0 ? &e : NULL); /* prioritize: no reasons */
         if (r < 0) {
                 if (size > 0)

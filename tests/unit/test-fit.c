@@ -246,6 +246,30 @@ static void test_cases(void **state) {
 
 /* Every choice is legal: on an available GPU, at one of the profile's
  * placements, overlapping nothing, within slices and counts; distinct GPUs. */
+/* Fills each GPU of `b` with random legal instances by fitting random
+ * requests; about one GPU in ten unavailable. */
+static void random_fill(struct node_buf *b, unsigned *seed) {
+        for (size_t gi = 0; gi < MAX_GPUS; gi++) {
+                b->gpus[gi].unavailable = (rand_r(seed) % 10) == 0;
+                for (int k = 0; k < 6; k++) {
+                        struct mk_fit_gpu one = b->gpus[gi];
+                        one.unavailable = false;
+                        struct mk_fit_node n1 = {.gpus = &one, .n_gpus = 1};
+                        static const uint64_t sizes[] = {GIB(9), GIB(19), GIB(39), 0};
+                        struct mk_fit_request rq = {.gpus = 1, .mem_mib = sizes[rand_r(seed) % 4],
+                                                    .variant = rand_r(seed) % 8 == 0 ? "+me" : NULL};
+                        struct mk_fit_result res;
+                        if (mk_fit_node(&n1, &rq, MK_FIT_BINPACK, MK_FIT_BINPACK, &res, NULL) == 0)
+                                b->used[gi][b->gpus[gi].n_used++] = (struct mk_fit_instance) {
+                                        .profile_id = res.choices[0].profile->id,
+                                        .slices = res.choices[0].profile->slices,
+                                        .placement = res.choices[0].placement,
+                                };
+                }
+                assert_int_equal(mk_fit_gpu_validate(&b->gpus[gi], NULL), 0);
+        }
+}
+
 static void test_random_states_legal(void **state) {
         (void) state;
         unsigned seed = 12345;
@@ -255,26 +279,7 @@ static void test_random_states_legal(void **state) {
                 struct mk_fit_node node;
                 const struct model *m = iter % 2 ? &a100 : &h100;
                 node_build(&b, m, NULL, gpus, MAX_GPUS, &node);
-                /* Fill each GPU with random legal instances by fitting random requests. */
-                for (size_t gi = 0; gi < MAX_GPUS; gi++) {
-                        b.gpus[gi].unavailable = (rand_r(&seed) % 10) == 0;
-                        for (int k = 0; k < 6; k++) {
-                                struct mk_fit_gpu one = b.gpus[gi];
-                                one.unavailable = false;
-                                struct mk_fit_node n1 = {.gpus = &one, .n_gpus = 1};
-                                static const uint64_t sizes[] = {GIB(9), GIB(19), GIB(39), 0};
-                                struct mk_fit_request rq = {.gpus = 1, .mem_mib = sizes[rand_r(&seed) % 4],
-                                                            .variant = rand_r(&seed) % 8 == 0 ? "+me" : NULL};
-                                struct mk_fit_result res;
-                                if (mk_fit_node(&n1, &rq, MK_FIT_BINPACK, MK_FIT_BINPACK, &res, NULL) == 0)
-                                        b.used[gi][b.gpus[gi].n_used++] = (struct mk_fit_instance) {
-                                                .profile_id = res.choices[0].profile->id,
-                                                .slices = res.choices[0].profile->slices,
-                                                .placement = res.choices[0].placement,
-                                        };
-                        }
-                        assert_int_equal(mk_fit_gpu_validate(&b.gpus[gi], NULL), 0);
-                }
+                random_fill(&b, &seed);
                 bool pct = rand_r(&seed) % 6 == 0;
                 struct mk_fit_request rq = {
                         .gpus = 1 + (unsigned) (rand_r(&seed) % 3),
@@ -634,6 +639,82 @@ static void test_node_cache(void **state) {
         assert_int_equal(mk_fit_node_cache_update(&big, &nc), -EINVAL);
 }
 
+/* A pod's containers fitted one after another through derived caches
+ * (mk_fit_node_cache_derive after each container's instances are added,
+ * from the node's cache with winners) answer exactly as without a cache:
+ * choices, score, fragmentation, message. Random states, mostly one-GPU
+ * containers (the path that takes the first cache's winner or runner-up
+ * on a GPU that did not change), both GPU policies. */
+static void test_derived_cache_sequences(void **state) {
+        (void) state;
+        unsigned seed = 777;
+        unsigned compared = 0, fitted = 0;
+        for (int iter = 0; iter < 2000; iter++) {
+                struct node_buf b;
+                const char *gpus[MAX_GPUS] = {"", "", "", ""};
+                struct mk_fit_node node;
+                node_build(&b, iter % 2 ? &a100 : &h100, NULL, gpus, MAX_GPUS, &node);
+                random_fill(&b, &seed);
+                _cleanup_(mk_fit_tables_freep) struct mk_fit_tables *t = NULL;
+                assert_int_equal(mk_fit_tables_new(&b.gpus[0], &t), 0);
+                for (size_t gi = 0; gi < MAX_GPUS; gi++) {
+                        if (rand_r(&seed) % 2) /* room for the pod's containers */
+                                b.gpus[gi].n_used = 0;
+                        b.gpus[gi].tables = t;
+                        b.gpus[gi].used = b.used[gi];
+                }
+                struct mk_fit_node_cache base, derived;
+                if (mk_fit_node_cache_update(&node, &base) < 0)
+                        continue; /* no available GPU */
+                const struct mk_fit_node_cache *cur = &base;
+                enum mk_fit_policy np = rand_r(&seed) % 2 ? MK_FIT_BINPACK : MK_FIT_SPREAD;
+                enum mk_fit_policy gp = rand_r(&seed) % 2 ? MK_FIT_BINPACK : MK_FIT_SPREAD;
+                for (int step = 0; step < 4; step++) {
+                        static const uint64_t sizes[] = {GIB(4), GIB(9), GIB(19), GIB(39)};
+                        struct mk_fit_request rq = {
+                                .gpus = rand_r(&seed) % 6 == 0 ? 2 : 1,
+                                .mem_mib = sizes[rand_r(&seed) % 4],
+                                .variant = rand_r(&seed) % 8 == 0 ? "+me" : NULL,
+                        };
+                        struct mk_fit_result a, c;
+                        struct mk_error ea = {}, ec = {};
+                        node.cache = NULL;
+                        int ra = mk_fit_node(&node, &rq, np, gp, &a, &ea);
+                        node.cache = cur;
+                        int rc = mk_fit_node(&node, &rq, np, gp, &c, &ec);
+                        node.cache = NULL;
+                        char x[256], y[256];
+                        result_format(ra, &a, x, sizeof x);
+                        result_format(rc, &c, y, sizeof y);
+                        if (ra != rc || !streq(x, y) || !streq(ea.msg, ec.msg) ||
+                            (ra == 0 && (a.score != c.score || a.fragmentation != c.fragmentation)))
+                                fail_msg("iteration %d step %d: derived cache '%s' (score %.17g, '%s'), without '%s' "
+                                         "(score %.17g, '%s')",
+                                         iter, step, y, c.score, ec.msg, x, a.score, ea.msg);
+                        compared++;
+                        if (ra < 0)
+                                break;
+                        fitted++;
+                        uint64_t changed = 0;
+                        for (size_t k = 0; k < a.n_choices; k++) {
+                                const struct mk_fit_choice *ch = &a.choices[k];
+                                struct mk_fit_gpu *g = &b.gpus[ch->gpu];
+                                b.used[ch->gpu][g->n_used++] = (struct mk_fit_instance) {
+                                        .profile_id = ch->profile->id,
+                                        .slices = ch->profile->slices,
+                                        .placement = ch->placement,
+                                };
+                                changed |= UINT64_C(1) << ch->gpu;
+                        }
+                        assert_int_equal(mk_fit_node_cache_derive(&node, cur, changed, &derived), 0);
+                        cur = &derived;
+                }
+        }
+        print_message("derived caches: %u fits compared, %u placed\n", compared, fitted);
+        assert_true(compared > 5000);
+        assert_true(fitted > 3000);
+}
+
 static bool choices_equal(const struct mk_fit_result *a, const struct mk_fit_result *b) {
         if (a->n_choices != b->n_choices)
                 return false;
@@ -782,6 +863,7 @@ int main(void) {
                 cmocka_unit_test(test_validate),
                 cmocka_unit_test(test_tables),
                 cmocka_unit_test(test_node_cache),
+                cmocka_unit_test(test_derived_cache_sequences),
                 cmocka_unit_test(test_garbage),
         };
         return cmocka_run_group_tests(tests, setup, NULL);
