@@ -129,27 +129,36 @@ static inline double fit_clamp01(double x) {
         return x < 0 ? 0 : x > 1 ? 1 : x;
 }
 
-/* Node score weights (docs/scheduler-fit.md §4): the rest of 1 goes to
+/* Node score weights (docs/scheduler-fit.md §4, §9): the rest of 1 goes to
  * "keep", the share of an empty GPU's capacity the pod does not destroy.
- * With CPU/memory known, half the utilisation weight goes to them. */
-#define FIT_W_UTIL_BINPACK 0.15
+ * The MIG fit's binpack has no utilisation term: a fuller node is no reason
+ * to destroy more capacity there (with 0.15 the `issue` mix needed a node
+ * more, §8); keep and fragmentation decide, exact ties are the scheduler's.
+ * The soft fit keeps 0.15 (§9: without it the `large` and `isolation` pools
+ * lost). With CPU/memory known, binpack gives them FIT_W_RES_BINPACK (from
+ * the utilisation weight as far as it goes, then from keep) and spread half
+ * its utilisation weight. */
+#define FIT_W_UTIL_BINPACK 0.0
+#define FIT_W_UTIL_BINPACK_SOFT 0.15
+#define FIT_W_RES_BINPACK 0.075
 #define FIT_W_UTIL_SPREAD 0.60
 #define FIT_W_FRAG 0.05
 
 /* The node's score in [0, 100] and its fragmentation in [0, 1] after the
- * allocation. `res_util` is the pod's and the node's CPU/memory utilisation
- * in [0, 1], used when `have_res`. */
-static inline void fit_node_score(const struct fit_sums *sm, enum mk_fit_policy node_policy, bool have_res,
-                                  double res_util, double *ret_score, double *ret_fragmentation) {
+ * allocation, binpack weighing utilisation `w_util_binpack`. `res_util` is
+ * the pod's and the node's CPU/memory utilisation in [0, 1], used when
+ * `have_res`. */
+static inline void fit_node_score(const struct fit_sums *sm, enum mk_fit_policy node_policy, double w_util_binpack,
+                                  bool have_res, double res_util, double *ret_score, double *ret_fragmentation) {
         double util = sm->total_units > 0 ? (double) sm->used_units / sm->total_units : 0;
         double frag = sm->ideal_sum > 0 ? 1.0 - (double) sm->cap_sum / sm->ideal_sum : 0;
         double keep = sm->empty_cap > 0 ? 1.0 - (double) sm->loss / sm->empty_cap : 1;
-        double w_util = node_policy == MK_FIT_BINPACK ? FIT_W_UTIL_BINPACK : FIT_W_UTIL_SPREAD, w_res = 0;
-        double w_keep = 1.0 - w_util - FIT_W_FRAG;
+        double w_util = node_policy == MK_FIT_BINPACK ? w_util_binpack : FIT_W_UTIL_SPREAD, w_res = 0;
         if (have_res) {
-                w_res = w_util / 2;
-                w_util -= w_res;
+                w_res = node_policy == MK_FIT_BINPACK ? FIT_W_RES_BINPACK : w_util / 2;
+                w_util = w_util > w_res ? w_util - w_res : 0;
         }
+        double w_keep = 1.0 - w_util - w_res - FIT_W_FRAG;
         double score;
         if (node_policy == MK_FIT_BINPACK)
                 score = w_keep * keep + w_util * util + FIT_W_FRAG * (1 - frag) + w_res * res_util;

@@ -167,7 +167,7 @@ int mk_fit_soft_node(const struct mk_fit_soft_node *node, const struct mk_fit_re
                 sm.empty_cap += (unsigned) memory;
         }
         double score, frag;
-        fit_node_score(&sm, node_policy, node->resources != NULL, res_util, &score, &frag);
+        fit_node_score(&sm, node_policy, FIT_W_UTIL_BINPACK_SOFT, node->resources != NULL, res_util, &score, &frag);
         for (size_t k = 0; k < req->gpus; k++)
                 ret->choices[k] = (struct mk_fit_soft_choice) {
                         .gpu = cands[k].gpu,

@@ -607,7 +607,7 @@ int mk_fit_node(const struct mk_fit_node *node, const struct mk_fit_request *req
                 return q;
 
         double score, frag;
-        fit_node_score(&sm, node_policy, node->resources != NULL, res_util, &score, &frag);
+        fit_node_score(&sm, node_policy, FIT_W_UTIL_BINPACK, node->resources != NULL, res_util, &score, &frag);
         for (size_t k = 0; k < req->gpus; k++) {
                 const struct mk_gi_profile *p = &node->gpus[cands[k].gpu].profiles[cands[k].profile];
                 ret->choices[k] = (struct mk_fit_choice) {

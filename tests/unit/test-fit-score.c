@@ -170,22 +170,23 @@ struct score_case {
         double score, frag;
 };
 
-/* Weights (docs/scheduler-fit.md §4): binpack util 0.15, spread 0.60, frag
- * 0.05, the rest "keep"; with CPU/memory, half the utilisation weight. */
+/* Weights (docs/scheduler-fit.md §4): binpack util 0 (0.075 for CPU/memory
+ * when known), spread 0.60 (half of it for CPU/memory when known), frag
+ * 0.05, the rest "keep". */
 static const struct score_case score_cases[] = {
         {"half used, half fragmented, nothing lost, binpack", {16, 8, 20, 40, 0, 20}, MK_FIT_BINPACK, false, 0,
-         100 * (0.80 + 0.15 * 0.5 + 0.05 * 0.5), 0.5},
+         100 * (0.95 + 0.05 * 0.5), 0.5},
         {"the same, spread", {16, 8, 20, 40, 0, 20}, MK_FIT_SPREAD, false, 0, 100 * (0.35 + 0.60 * 0.5 + 0.05 * 0.5),
          0.5},
         {"with CPU/memory at 20%, binpack", {16, 8, 20, 40, 0, 20}, MK_FIT_BINPACK, true, 0.2,
-         100 * (0.80 + 0.075 * 0.5 + 0.05 * 0.5 + 0.075 * 0.2), 0.5},
+         100 * (0.875 + 0.05 * 0.5 + 0.075 * 0.2), 0.5},
         {"with CPU/memory at 20%, spread", {16, 8, 20, 40, 0, 20}, MK_FIT_SPREAD, true, 0.2,
          100 * (0.35 + 0.30 * 0.5 + 0.05 * 0.5 + 0.30 * 0.8), 0.5},
         {"a quarter of an empty GPU's capacity lost", {8, 2, 30, 30, 10, 40}, MK_FIT_BINPACK, false, 0,
-         100 * (0.80 * 0.75 + 0.15 * 0.25 + 0.05), 0},
+         100 * (0.95 * 0.75 + 0.05), 0},
         {"no GPUs at all", {0, 0, 0, 0, 0, 0}, MK_FIT_SPREAD, false, 0, 100, 0},
         {"loss over the empty capacity clamps", {8, 8, 0, 0, 60, 40}, MK_FIT_BINPACK, false, 0,
-         100 * (0.80 * (1 - 60.0 / 40) + 0.15 + 0.05), 0},
+         100 * (0.95 * (1 - 60.0 / 40) + 0.05), 0},
 };
 
 static void test_node_score(void **state) {
@@ -193,7 +194,7 @@ static void test_node_score(void **state) {
         for (size_t i = 0; i < ELEMENTSOF(score_cases); i++) {
                 const struct score_case *c = &score_cases[i];
                 double score, frag;
-                fit_node_score(&c->sm, c->policy, c->have_res, c->res_util, &score, &frag);
+                fit_node_score(&c->sm, c->policy, FIT_W_UTIL_BINPACK, c->have_res, c->res_util, &score, &frag);
                 double want = c->score < 0 ? 0 : c->score > 100 ? 100 : c->score;
                 if (score < want - 1e-9 || score > want + 1e-9 || frag < c->frag - 1e-9 || frag > c->frag + 1e-9)
                         fail_msg("%s: score %.6f frag %.6f, expected %.6f %.6f", c->what, score, frag, want, c->frag);

@@ -352,7 +352,8 @@ static void test_random_states_legal(void **state) {
         }
 }
 
-/* The node score includes the pod: binpack prefers the fuller node, spread the emptier. */
+/* The node score: binpack prefers the node where the pod destroys less (a
+ * used GPU's hole over an empty GPU), spread the emptier node. */
 static void test_node_policy(void **state) {
         (void) state;
         struct node_buf b1, b2;
@@ -370,18 +371,22 @@ static void test_node_policy(void **state) {
         if (!(re.score > ru.score))
                 fail_msg("spread: empty node %f should beat used node %f", re.score, ru.score);
 
-        /* The score includes the pod: a whole-GPU pod fills a one-GPU node
-         * (utilisation 1 after) but half of a two-GPU node, so binpack
-         * prefers the one-GPU node although both are empty before. */
-        struct node_buf b3;
-        struct mk_fit_node one;
-        node_build(&b3, &a100, NULL, (const char *const[]) {""}, 1, &one);
-        struct mk_fit_request whole = {.gpus = 1, .mem_percent = 100};
+        /* Binpack has no utilisation term (docs/scheduler-fit.md §4): a
+         * 10 GB pod goes next to a 1g on a half-used node (loses 5 of C)
+         * rather than into the last two units of a full one-GPU node (loses
+         * 9, node 7/8 full after); with utilisation weighted 0.15 the full
+         * node won. */
+        struct node_buf b3, b4;
+        struct mk_fit_node light, full;
+        node_build(&b3, &a100, NULL, (const char *const[]) {"1g.10gb@5", ""}, 2, &light);
+        node_build(&b4, &a100, NULL, (const char *const[]) {"3g.40gb@4 1g.20gb@2"}, 1, &full);
         struct mk_fit_result r1, r2;
-        assert_int_equal(mk_fit_node(&one, &whole, MK_FIT_BINPACK, MK_FIT_BINPACK, &r1, NULL), 0);
-        assert_int_equal(mk_fit_node(&empty, &whole, MK_FIT_BINPACK, MK_FIT_BINPACK, &r2, NULL), 0);
+        assert_int_equal(mk_fit_node(&light, &rq, MK_FIT_BINPACK, MK_FIT_BINPACK, &r1, NULL), 0);
+        assert_int_equal(mk_fit_node(&full, &rq, MK_FIT_BINPACK, MK_FIT_BINPACK, &r2, NULL), 0);
+        assert_int_equal(r1.choices[0].placement.start, 4);
         if (!(r1.score > r2.score))
-                fail_msg("binpack: one-GPU node %f should beat two-GPU node %f", r1.score, r2.score);
+                fail_msg("binpack: the node losing less capacity %f should beat the fuller node %f", r1.score,
+                         r2.score);
         assert_true(r1.fragmentation == 0);
 }
 
