@@ -805,6 +805,23 @@ static int get_gi(struct mk_nvml *n, unsigned gpu, unsigned gi_id, nvmlGpuInstan
         return 0;
 }
 
+int mk_nvml_mig_mode(struct mk_nvml *n, unsigned gpu, enum mk_mig_mode *ret, struct mk_error *e) {
+        nvmlDevice_t dev;
+        int q = get_device(n, gpu, &dev, e);
+        if (q < 0)
+                return q;
+        unsigned cur = 0, pend = 0;
+        nvmlReturn_t r = n->s.nvmlDeviceGetMigMode(dev, &cur, &pend);
+        if (r == NVML_ERROR_NOT_SUPPORTED) {
+                *ret = MK_MIG_UNSUPPORTED;
+                return 0;
+        }
+        if (r != NVML_SUCCESS)
+                return nvml_fail(n, e, r, "GPU %u: failed to read the MIG mode", gpu);
+        *ret = cur == NVML_DEVICE_MIG_ENABLE ? MK_MIG_ENABLED : MK_MIG_DISABLED;
+        return 0;
+}
+
 int mk_nvml_set_mig_mode(struct mk_nvml *n, unsigned gpu, bool enabled, bool *ret_pending, struct mk_error *e) {
         nvmlDevice_t dev;
         int q = get_device(n, gpu, &dev, e);

@@ -45,6 +45,11 @@ const char *mk_nvml_return_name(nvmlReturn_t r);
 /* --- Changes. Each is one NVML call (plus the look-ups of its handles);
  * failures name the GPU, the operation and NVML's reason. --- */
 
+/* GPU `gpu`'s current MIG mode (MK_MIG_UNSUPPORTED when it has none), in one
+ * NVML call: for a daemon that watches for a mode change between
+ * snapshots. */
+int mk_nvml_mig_mode(struct mk_nvml *n, unsigned gpu, enum mk_mig_mode *ret, struct mk_error *e);
+
 /* Sets the MIG mode; *ret_pending is true when the change waits for a GPU
  * reset (activation status RESET_REQUIRED or IN_USE, or the re-read mode
  * still differs). */

@@ -174,6 +174,7 @@ struct dp_daemon {
         struct mk_mps_plan *mps;        /* MPS sharing: the control daemons we run; NULL when none */
         bool *mps_down;                 /* per daemon: found dead, devices marked Unhealthy */
         uint64_t mps_check_at_ms;
+        uint64_t mode_check_at_ms;      /* dynamic MIG: the next look at the GPUs' MIG modes */
 
         struct reg_ticket *ticket;      /* the running registration, NULL when none */
 
@@ -1339,6 +1340,29 @@ static int daemon_init(struct dp_daemon *d, const struct mk_dp_daemon_options *o
 /* Serves until a termination signal (0) or a failure that retrying does
  * not cure: reloads on SIGHUP, restarts the plugin when kubelet restarts,
  * retries failed starts and label updates when due. */
+/* Dynamic MIG: whether a GPU's MIG mode is no longer the snapshot's (the
+ * node agent switched an idle GPU, docs/scheduler.md "Unified pool"). A
+ * MIG GPU offers as many ids as its largest instance count, a shared one
+ * the split count: the device list must be rebuilt and re-sent. Looked at
+ * every MK_DP_MODE_CHECK_MS, one NVML call per GPU. */
+static bool modes_changed(struct dp_daemon *d, uint64_t now) {
+        if (!d->o->dynamic_mig || !d->up || !d->snapshot || !d->nvml || now < d->mode_check_at_ms)
+                return false;
+        d->mode_check_at_ms = now + MK_DP_MODE_CHECK_MS;
+        for (size_t i = 0; i < d->snapshot->n_gpus; i++) {
+                const struct mk_gpu *g = &d->snapshot->gpus[i];
+                enum mk_mig_mode m;
+                struct mk_error e = {0};
+                if (mk_nvml_mig_mode(d->nvml, g->index, &m, &e) < 0 || m == g->mig_current)
+                        continue; /* an error is the health monitor's to report */
+                log_info("GPU %u: MIG mode is now %s (was %s): rebuilding the device list", g->index,
+                         m == MK_MIG_ENABLED ? "enabled" : "disabled",
+                         g->mig_current == MK_MIG_ENABLED ? "enabled" : "disabled");
+                return true;
+        }
+        return false;
+}
+
 static int daemon_loop(struct dp_daemon *d, int sfd, int ifd, struct mk_error *e) {
         for (;;) {
                 uint64_t now = now_ms(), next = UINT64_MAX;
@@ -1378,6 +1402,8 @@ static int daemon_loop(struct dp_daemon *d, int sfd, int ifd, struct mk_error *e
                         else
                                 restart = true;
                 }
+                if (!reload && !d->retry_at_ms && modes_changed(d, now))
+                        reload = true;
                 if (reload) {
                         log_info("Reloading: config, NVML, resources");
                         d->retry_at_ms = 0;

@@ -34,6 +34,7 @@ struct mk_kube;
                                                * (the kubelet sends one) */
 #define MK_DP_REGISTER_TIMEOUT_MS 10000       /* one Register call (the kubelet dials back inside it) */
 #define MK_DP_RETRY_MS 30000                  /* after a failed start with fail-on-init-error false */
+#define MK_DP_MODE_CHECK_MS 2000              /* dynamic MIG: how often the GPUs' MIG modes are looked at */
 
 enum mk_dp_labels_mode {
         MK_DP_LABELS_NONE,

@@ -27,6 +27,18 @@ need_harness() {
   [ -n "$harness" ] && [ -x "$harness" ] || missing "kubelet-harness ('${harness:-unset}')" "scripts/k8s-testenv build"
 }
 
+# grpc_python: sets $PY to a python with grpcio and protobuf (the image's
+# python3 may be another interpreter than Debian's); returns 1 when there is
+# none or no protoc (the stand-in kubelet needs both).
+grpc_python() {
+  PY=
+  local p
+  for p in python3 /usr/bin/python3; do
+    if command -v "$p" >/dev/null && "$p" -c 'import grpc, google.protobuf' 2>/dev/null; then PY=$p; break; fi
+  done
+  [ -n "$PY" ] && command -v protoc >/dev/null
+}
+
 # plugin_tmp NAME: tmp, a new directory under /tmp (short: a unix socket path
 # has 108 bytes at most), removed on exit after every pid in pids is killed
 # and plugin_cleanup_hook has run.

@@ -15,6 +15,8 @@ if [ -z "${MIGKIT_K8S_TESTENV:-}" ]; then
   exit 0
 fi
 : "${MIGKIT_BIN:?}" "${MIGKIT_SOURCE_DIR:?}"
+# shellcheck source=plugin-lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/plugin-lib.sh" # grpc_python for the stand-in kubelet
 test_name=$(basename "$0" .sh)
 mkdir -p "${MIGKIT_TEST_TMP:-/tmp}"
 tmp=$(mktemp -d "${MIGKIT_TEST_TMP:-/tmp}/$test_name.XXXXXX")
@@ -153,11 +155,7 @@ wait_devices() {
 # ARGS... (the reply's JSON line; fail() when none). Returns 1 when python3-grpcio, python3-protobuf or protoc is
 # missing.
 standin_start() {
-  PY=
-  for p in python3 /usr/bin/python3; do
-    if command -v "$p" >/dev/null && "$p" -c 'import grpc, google.protobuf' 2>/dev/null; then PY=$p; break; fi
-  done
-  [ -n "$PY" ] && command -v protoc >/dev/null || return 1
+  grpc_python || return 1
   standin_dir=$1
   mkdir -p "$standin_dir/dp"
   : >"$standin_dir/events.jsonl"

@@ -21,12 +21,7 @@ unset MIG_STRATEGY FAIL_ON_INIT_ERROR PASS_DEVICE_SPECS DEVICE_LIST_STRATEGY DEV
 
 # shellcheck source=plugin-lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/plugin-lib.sh"
-# A python with grpcio: the image's python3 may be another interpreter than Debian's.
-PY=
-for p in python3 /usr/bin/python3; do
-  if command -v "$p" >/dev/null && "$p" -c 'import grpc, google.protobuf' 2>/dev/null; then PY=$p; break; fi
-done
-[ -n "$PY" ] && command -v protoc >/dev/null || missing "python3-grpcio, python3-protobuf or protoc" scripts/install-deps
+grpc_python || missing "python3-grpcio, python3-protobuf or protoc" scripts/install-deps
 
 plugin_tmp mk-dp
 k8s_started=

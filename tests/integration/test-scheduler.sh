@@ -166,11 +166,7 @@ EOF
 
 step "the device plugin in dynamic MIG mode hands each pod its reserved MIG device"
 # A python with grpcio for the stand-in kubelet (as test-device-plugin.sh).
-PY=
-for p in python3 /usr/bin/python3; do
-  if command -v "$p" >/dev/null && "$p" -c 'import grpc, google.protobuf' 2>/dev/null; then PY=$p; break; fi
-done
-if [ -z "$PY" ] || ! command -v protoc >/dev/null; then
+if ! grpc_python; then
   [ "${CI:-}" = true ] && fail "python3-grpcio, python3-protobuf or protoc missing (scripts/install-deps)"
   echo "    SKIP (this step): python3-grpcio / protoc not installed"
 else
