@@ -63,8 +63,32 @@ static uint64_t soft_usable(uint64_t free, size_t n_used, unsigned split, unsign
         return n_used >= split || cores_used >= 100 ? 0 : free;
 }
 
+/* The soft capacity value of `free` MiB on a GPU of `memory` MiB with
+ * `slots` more slices possible (docs/scheduler-fit.md §9): for each size
+ * memory / d, d = 1, 2, 4, 8 (a whole GPU, a half, a quarter, an eighth: the
+ * memory classes of 7g, 3g/4g, 2g/1g.20gb and 1g), how much of it slices of
+ * that size could still take, at most `slots` of them. A slice loses
+ * Cs(before) - Cs(after): the tightest hole that holds it loses least, an
+ * empty GPU most (buddy allocation on memory); the node score's `keep`
+ * counts it, so nodes are compared by what the slice destroys. */
+static uint64_t soft_capacity(uint64_t free, uint64_t memory, unsigned slots) {
+        uint64_t c = 0;
+        for (unsigned d = 1; d <= 8; d *= 2) {
+                uint64_t size = memory / d;
+                if (size > 0)
+                        c += size * MIN(free / size, (uint64_t) slots);
+        }
+        return c;
+}
+
+/* The sharer slots a GPU offers: none with every core booked. */
+static unsigned soft_slots(size_t n_used, unsigned split, unsigned cores_used) {
+        return cores_used >= 100 || n_used >= split ? 0 : split - (unsigned) n_used;
+}
+
 struct soft_cand {
         unsigned gpu;
+        uint64_t loss;                  /* soft_capacity before - after: the node score's */
         uint64_t left;                  /* free MiB after the slice */
         uint64_t need;                  /* the slice's MiB */
         size_t n_used;                  /* slices before */
@@ -72,8 +96,8 @@ struct soft_cand {
         bool switchable;
 };
 
-/* The GPU order: non-switchable first; binpack: least left, most sharers;
- * spread: most left, fewest sharers; then the index. */
+/* The GPU order: non-switchable first; binpack: least left (best fit), most
+ * sharers; spread: most left, fewest sharers; then the index. */
 static int soft_cand_compare(const struct soft_cand *a, const struct soft_cand *b, enum mk_fit_policy p) {
         if (a->switchable != b->switchable)
                 return a->switchable ? 1 : -1;
@@ -138,8 +162,13 @@ int mk_fit_soft_node(const struct mk_fit_soft_node *node, const struct mk_fit_re
                 uint64_t need = soft_need(req, g->memory_mib);
                 if (!soft_room(g, &st, need, cores))
                         continue;
+                unsigned slots = soft_slots(g->n_used, st.split, st.cores_used);
+                unsigned slots_after = soft_slots(g->n_used + 1, st.split, st.cores_used + cores);
+                uint64_t before = soft_capacity(free, g->memory_mib, slots);
+                uint64_t after = soft_capacity(free - need, g->memory_mib, slots_after);
                 cands[n_cands++] = (struct soft_cand) {
                         .gpu = (unsigned) gi,
+                        .loss = before > after ? before - after : 0,
                         .left = free - need,
                         .need = need,
                         .n_used = g->n_used,
@@ -152,9 +181,8 @@ int mk_fit_soft_node(const struct mk_fit_soft_node *node, const struct mk_fit_re
                 return soft_no_room(node, req, n_cands, e);
         FIT_SELECT_BEST(cands, n_cands, req->gpus, soft_cand_compare, gpu_policy);
 
-        /* The chosen GPUs after their slices. What a slice destroys of whole
-         * GPUs: a GPU nobody used is lost whole (no whole-GPU pod can have
-         * it any more), an already shared one only the slice's memory. */
+        /* The chosen GPUs after their slices. What a slice destroys: its
+         * loss of soft capacity against an empty GPU's (soft_capacity). */
         for (size_t k = 0; k < req->gpus; k++) {
                 const struct soft_cand *c = &cands[k];
                 uint64_t memory = node->gpus[c->gpu].memory_mib;
@@ -163,8 +191,8 @@ int mk_fit_soft_node(const struct mk_fit_soft_node *node, const struct mk_fit_re
                 sm.cap_sum += (unsigned) soft_usable(c->left, c->n_used + 1, c->split, c->cores_used + cores);
                 sm.ideal_sum -= (unsigned) c->need;
                 sm.used_units += (unsigned) c->need;
-                sm.loss += (unsigned) (c->n_used == 0 ? memory : c->need);
-                sm.empty_cap += (unsigned) memory;
+                sm.loss += (unsigned) c->loss;
+                sm.empty_cap += (unsigned) soft_capacity(memory, memory, c->split);
         }
         double score, frag;
         fit_node_score(&sm, node_policy, FIT_W_UTIL_BINPACK_SOFT, node->resources != NULL, res_util, &score, &frag);

@@ -194,7 +194,23 @@ static void test_soft_score(void **state) {
         soft_build(&b2, 81920, 0, one_empty, 1, &n2);
         assert_int_equal(mk_fit_soft_node(&n1, &rq, MK_FIT_BINPACK, MK_FIT_BINPACK, &r1, NULL), 0);
         assert_int_equal(mk_fit_soft_node(&n2, &rq, MK_FIT_BINPACK, MK_FIT_BINPACK, &r2, NULL), 0);
-        assert_true(r1.score > r2.score + 50);
+        /* keep 0.97 (an eighth of the shared GPU's free memory) against
+         * 0.53 (the empty GPU's whole, the half and a quarter) */
+        assert_true(r1.score > r2.score + 30);
+
+        /* Nodes by soft capacity lost (docs/scheduler-fit.md §9): 8000 MiB
+         * in the 41,920 MiB hole of the fuller node breaks a half-GPU hole
+         * (loses 71,680 of 327,680), in the 11,920 MiB hole of the other only
+         * an eighth (10,240). With the slice's memory as the loss (until
+         * 2026-11-26) both kept alike and the fuller node won. */
+        static const char *const half_hole[] = {"40000/0", "81920/0"}, *const eighth_hole[] = {"70000/0", ""};
+        soft_build(&b1, 81920, 0, half_hole, 2, &n1);
+        soft_build(&b2, 81920, 0, eighth_hole, 2, &n2);
+        assert_int_equal(mk_fit_soft_node(&n1, &rq, MK_FIT_BINPACK, MK_FIT_BINPACK, &r1, NULL), 0);
+        assert_int_equal(mk_fit_soft_node(&n2, &rq, MK_FIT_BINPACK, MK_FIT_BINPACK, &r2, NULL), 0);
+        if (!(r2.score > r1.score + 10))
+                fail_msg("binpack: the node losing an eighth %f should beat the one losing a half %f", r2.score,
+                         r1.score);
 
         /* Fragmentation: a full sharer count strands the GPU's free memory. */
         static const char *const nine[] = {"1000/0 1000/0 1000/0 1000/0 1000/0 1000/0 1000/0 1000/0 1000/0"};
