@@ -273,6 +273,51 @@ static int fit_place_read(const struct mk_fit_node *node, const struct mk_fit_re
         return 0;
 }
 
+/* A one-GPU request whose smallest adequate profile j (hosted somewhere)
+ * has a rank of its own: every GPU that can host j takes it, and no other
+ * GPU comes before them. Among the GPUs that did not change since the
+ * cache with winners (c itself, or the one c derives from) was made, the
+ * winner is that cache's (or, when it sits on a changed GPU, its runner-up,
+ * the best of the others); it meets the changed GPUs' own rooms. Into
+ * *ret, *ret_n 0 or 1; false when both sit on changed GPUs (or c has no
+ * cache with winners): the caller scans the GPUs. */
+static bool cached_winner(const struct mk_fit_node *node, const struct mk_fit_node_cache *c, size_t j,
+                          enum mk_fit_policy gpu_policy, struct fit_cand *ret, size_t *ret_n) {
+        const struct mk_fit_node_cache *bc = c->has_best ? c : c->base;
+        uint64_t changed = c->has_best ? 0 : c->changed;
+        if (!bc || !bc->has_best || !(bc->hostable & (UINT64_C(1) << j)))
+                return false;
+        const struct mk_fit_gpu *g0 = &node->gpus[c->first];
+        const struct mk_fit_tables *tab = g0->tables;
+        const struct mk_gi_profile *p = &g0->profiles[j];
+        uint32_t all = fit_units_mask(g0->memory_units);
+        const struct mk_fit_node_cache_best *nb = &bc->best[gpu_policy][j];
+        if (changed & (UINT64_C(1) << nb->gpu))
+                nb = &bc->best2[gpu_policy][j];
+        if (nb->gpu != UINT8_MAX && (changed & (UINT64_C(1) << nb->gpu)))
+                return false;
+        size_t n = 0;
+        if (nb->gpu != UINT8_MAX) {
+                struct fit_pick b = {.found = true, .profile = j, .start = nb->start, .loss = nb->loss};
+                const struct mk_fit_node_cache_gpu *cg = &c->gpu[nb->gpu];
+                *ret = mig_cand(nb->gpu, p, &b, cg->used_units, cg->switchable);
+                n = 1;
+        }
+        for (uint64_t m = changed; m; m &= m - 1) {
+                size_t gi = (size_t) __builtin_ctzll(m);
+                const struct mk_fit_node_cache_gpu *cg = &c->gpu[gi];
+                if (gi >= node->n_gpus || !(cg->hostable & (UINT64_C(1) << j)))
+                        continue;
+                struct fit_pick t = tab_pick(tab, j, p, all & ~cg->used, cg->free_slices, cg->cap);
+                struct fit_cand cd = mig_cand((unsigned) gi, p, &t, cg->used_units, cg->switchable);
+                if (n == 0 || fit_cand_compare(&cd, ret, gpu_policy) < 0)
+                        *ret = cd;
+                n = 1;
+        }
+        *ret_n = n;
+        return true;
+}
+
 /* The fit from the node cache: the same choices and sums as fit_place_read()
  * (one GPU description, tables, MIG rooms only), from the cached per-GPU
  * state. */
@@ -303,43 +348,10 @@ static int fit_place_cached(const struct mk_fit_node *node, const struct mk_fit_
 
         uint32_t all = fit_units_mask(g0->memory_units);
         size_t n_cands = 0;
-        const struct mk_fit_node_cache *bc = c->has_best ? c : c->base;
-        uint64_t changed = c->has_best ? 0 : c->changed;
-        if (req->gpus == 1 && n_order > 0 && bc && bc->has_best && (bc->hostable & (UINT64_C(1) << order[0])) &&
-            (n_order == 1 || fit_profile_rank_compare(&profiles[order[1]], &profiles[order[0]]) != 0)) {
-                /* Every GPU that can host the smallest adequate profile takes
-                 * it, and no other GPU comes before them. Among the GPUs that
-                 * did not change since bc was made, the winner is bc's (or,
-                 * when bc's sits on a changed GPU, its runner-up, the best of
-                 * the others); it meets the changed GPUs' own rooms. When
-                 * both sit on changed GPUs, the scan below decides. */
-                size_t j = order[0];
-                const struct mk_fit_node_cache_best *nb = &bc->best[gpu_policy][j];
-                if (changed & (UINT64_C(1) << nb->gpu))
-                        nb = &bc->best2[gpu_policy][j];
-                if (nb->gpu == UINT8_MAX || !(changed & (UINT64_C(1) << nb->gpu))) {
-                        if (nb->gpu != UINT8_MAX) {
-                                struct fit_pick b = {.found = true, .profile = j, .start = nb->start, .loss = nb->loss};
-                                const struct mk_fit_node_cache_gpu *cg = &c->gpu[nb->gpu];
-                                cands[0] = mig_cand(nb->gpu, &profiles[j], &b, cg->used_units, cg->switchable);
-                                n_cands = 1;
-                        }
-                        for (uint64_t m = changed; m; m &= m - 1) {
-                                size_t gi = (size_t) __builtin_ctzll(m);
-                                const struct mk_fit_node_cache_gpu *cg = &c->gpu[gi];
-                                if (gi >= node->n_gpus || !(cg->hostable & (UINT64_C(1) << j)))
-                                        continue;
-                                struct fit_pick t =
-                                        tab_pick(tab, j, &profiles[j], all & ~cg->used, cg->free_slices, cg->cap);
-                                struct fit_cand cd =
-                                        mig_cand((unsigned) gi, &profiles[j], &t, cg->used_units, cg->switchable);
-                                if (n_cands == 0 || fit_cand_compare(&cd, &cands[0], gpu_policy) < 0)
-                                        cands[0] = cd;
-                                n_cands = 1;
-                        }
-                        adequate = 0; /* skip the scan */
-                }
-        }
+        if (req->gpus == 1 && n_order > 0 &&
+            (n_order == 1 || fit_profile_rank_compare(&profiles[order[1]], &profiles[order[0]]) != 0) &&
+            cached_winner(node, c, order[0], gpu_policy, &cands[0], &n_cands))
+                adequate = 0; /* skip the scan */
         for (size_t gi = 0; adequate && gi < node->n_gpus; gi++) {
                 const struct mk_fit_node_cache_gpu *cg = &c->gpu[gi];
                 uint64_t avail = cg->hostable & adequate;
