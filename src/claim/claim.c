@@ -165,30 +165,57 @@ out:
         return r;
 }
 
-int mk_claim_devices_parse(const char *s, struct mk_claim *c, struct mk_error *e) {
-        const char *f = MK_ANN_DEVICES;
+int mk_claim_uuids_parse(const char *s, const char *field, char (*ret)[MK_UUID_MAX], size_t *ret_n,
+                         struct mk_error *e) {
         json_t *root = NULL;
-        int r = mk_json_load(s, strlen(s), MK_MAX_RESERVATION_BYTES, f, &root, e);
+        int r = mk_json_load(s, strlen(s), MK_MAX_RESERVATION_BYTES, field, &root, e);
         if (r < 0)
                 return r;
-        if (!json_is_array(root) || json_array_size(root) != c->n_devices) {
-                r = mk_error_set_field(e, -EINVAL, f, "must be an array of %zu MIG device UUIDs", c->n_devices);
+        size_t n = json_is_array(root) ? json_array_size(root) : 0;
+        if (!json_is_array(root) || n > MK_MAX_CLAIM_DEVICES) {
+                r = mk_error_set_field(e, -EINVAL, field, "must be an array of at most %u device UUIDs",
+                                       MK_MAX_CLAIM_DEVICES);
                 goto out;
         }
-        for (size_t i = 0; i < c->n_devices; i++) {
+        for (size_t i = 0; i < n; i++) {
                 const char *u = json_string_value(json_array_get(root, i));
-                if (!u || strlen(u) >= MK_UUID_MAX || !mk_json_token_ok(u)) {
-                        r = mk_error_set_field(e, -EINVAL, f, "[%zu]: not a MIG device UUID", i);
+                if (!u || !*u || strlen(u) >= MK_UUID_MAX || !mk_json_token_ok(u)) {
+                        r = mk_error_set_field(e, -EINVAL, field, "[%zu]: not a device UUID", i);
                         goto out;
                 }
         }
-        for (size_t i = 0; i < c->n_devices; i++)
-                snprintf(c->devices[i].mig_uuid, sizeof(c->devices[i].mig_uuid), "%s",
-                         json_string_value(json_array_get(root, i)));
+        for (size_t i = 0; i < n; i++)
+                snprintf(ret[i], MK_UUID_MAX, "%s", json_string_value(json_array_get(root, i)));
+        *ret_n = n;
         r = 0;
 out:
         json_decref(root);
         return r;
+}
+
+int mk_claim_devices_parse(const char *s, struct mk_claim *c, struct mk_error *e) {
+        char uuids[MK_MAX_CLAIM_DEVICES][MK_UUID_MAX];
+        size_t n = 0;
+        int r = mk_claim_uuids_parse(s, MK_ANN_DEVICES, uuids, &n, e);
+        if (r < 0)
+                return r;
+        if (n != c->n_devices)
+                return mk_error_set_field(e, -EINVAL, MK_ANN_DEVICES, "must be an array of %zu MIG device UUIDs",
+                                          c->n_devices);
+        for (size_t i = 0; i < n; i++)
+                memcpy(c->devices[i].mig_uuid, uuids[i], MK_UUID_MAX);
+        return 0;
+}
+
+bool mk_claim_handed_names(const char *handed, const char *uuid) {
+        char uuids[MK_MAX_CLAIM_DEVICES][MK_UUID_MAX];
+        size_t n = 0;
+        if (!handed || !uuid || !*uuid || mk_claim_uuids_parse(handed, MK_ANN_HANDED, uuids, &n, NULL) < 0)
+                return false;
+        for (size_t i = 0; i < n; i++)
+                if (streq(uuids[i], uuid))
+                        return true;
+        return false;
 }
 
 int mk_claim_from_pod(const json_t *pod, struct mk_claim *ret, struct mk_error *e) {

@@ -18,6 +18,12 @@
  *       the GPU's UUID.
  *   migkit.io/mig-allocated    written by the device plugin when an Allocate
  *       consumed the reservation (any value; the time).
+ *   migkit.io/mig-handed       written by the device plugin when it found
+ *       (kubelet's PodResources List) that an Allocate handed this pod
+ *       another pod's devices of the same shape: a JSON array of the device
+ *       UUIDs the pod really holds, written before its reservation is moved
+ *       onto them (plugin/handout.h); the node agent never destroys an
+ *       instance an active pod's handed list names.
  *   migkit.io/vgpu-mode-chosen written by the extender with the reservation
  *       when the pod named no nvidia.com/vgpu-mode: the mode it chose. */
 #pragma once
@@ -38,6 +44,7 @@
 #define MK_ANN_RESERVATION "migkit.io/mig-reservation"
 #define MK_ANN_DEVICES "migkit.io/mig-devices"
 #define MK_ANN_ALLOCATED "migkit.io/mig-allocated"
+#define MK_ANN_HANDED "migkit.io/mig-handed"
 #define MK_ANN_MODE_CHOSEN "migkit.io/vgpu-mode-chosen" /* mig|hami-core: the extender's choice, for a pod
                                                          * without nvidia.com/vgpu-mode (unified pool) */
 
@@ -103,6 +110,17 @@ int mk_claim_reservation_parse(const char *s, struct mk_claim *c, struct mk_erro
 /* Parses migkit.io/mig-devices into c->devices[].mig_uuid. The array must
  * have one string per device. */
 int mk_claim_devices_parse(const char *s, struct mk_claim *c, struct mk_error *e) _nonnull_(1, 2) _wur_;
+
+/* Parses a JSON array of at most MK_MAX_CLAIM_DEVICES device UUIDs (the
+ * value of annotation `field`) into ret[0..*ret_n). -EINVAL with the field
+ * in e, -E2BIG over MK_MAX_RESERVATION_BYTES; ret and *ret_n written only
+ * on success. */
+int mk_claim_uuids_parse(const char *s, const char *field, char (*ret)[MK_UUID_MAX], size_t *ret_n,
+                         struct mk_error *e) _nonnull_(1, 2, 3, 4) _wur_;
+
+/* Whether `handed` (a migkit.io/mig-handed value; NULL: none) names
+ * `uuid`. A malformed value names nothing. */
+bool mk_claim_handed_names(const char *handed, const char *uuid);
 
 /* From a pod object: identity, activity and, when the pod carries a
  * reservation annotation, the claim. 1 when it has one, 0 when it has none

@@ -17,6 +17,7 @@
 #include "plugin/cdi.h"
 #include "plugin/daemon.h"
 #include "plugin/mps.h"
+#include "plugin/podres.h"
 #include "plugin/resources.h"
 #include "spec/plugin-config.h"
 #include "spec/sched-config.h"
@@ -79,6 +80,12 @@ static void help(void) {
                "                              ld.so.preload (" MK_VGPU_DEFAULT_ROOT ") [MIGKIT_VGPU_ROOT]\n"
                "  --vgpu-library PATH         dynamic: the host's libmigkit-vgpu.so mounted into soft slice\n"
                "                              containers (<vgpu-root>/libmigkit-vgpu.so) [MIGKIT_VGPU_LIBRARY]\n"
+               "  --pod-resources[=BOOL]      dynamic: reservations follow the devices kubelet really\n"
+               "                              handed out, read from its PodResources API (default true)\n"
+               "                              [MIGKIT_POD_RESOURCES]\n"
+               "  --pod-resources-socket PATH dynamic: kubelet's PodResources socket (default\n"
+               "                              " MK_DP_PODRES_SOCKET ")\n"
+               "                              [MIGKIT_POD_RESOURCES_SOCKET]\n"
                "  --node-name NAME            this node, for --labels node and --dynamic-mig [NODE_NAME]\n"
                "  --kubeconfig PATH           kubeconfig for --labels node and --dynamic-mig [KUBECONFIG];\n"
                "                              default in-cluster\n"
@@ -167,7 +174,7 @@ struct dp_args {
         const char *mig_strategy, *fail_on_init, *pass_specs, *list_strategy, *id_strategy, *driver_root,
                 *dev_root, *cdi_prefix, *gds, *mofed, *gdrcopy, *config_file, *resource_config, *plugin_path,
                 *labels, *nfd_file, *node_name, *kubeconfig, *machine_file, *dynamic, *kubelet_socket, *cdi_dir,
-                *vgpu_root, *vgpu_library, *split_s, *sched_config, *mps_root;
+                *vgpu_root, *vgpu_library, *split_s, *sched_config, *mps_root, *podres, *podres_socket;
 };
 
 /* Flags and environment into *a, as cli_options_parse() returns. */
@@ -202,6 +209,8 @@ static int parse_args(int argc, char **argv, struct dp_args *a) {
                 {"vgpu-library", 0, required_argument, "MIGKIT_VGPU_LIBRARY", &a->vgpu_library},
                 {"device-split-count", 0, required_argument, "DEVICE_SPLIT_COUNT", &a->split_s},
                 {"scheduler-config", 0, required_argument, "MIGKIT_SCHEDULER_CONFIG", &a->sched_config},
+                {"pod-resources", 0, optional_argument, "MIGKIT_POD_RESOURCES", &a->podres},
+                {"pod-resources-socket", 0, required_argument, "MIGKIT_POD_RESOURCES_SOCKET", &a->podres_socket},
                 {},
         };
         /* Set but empty means "do not register", so not through the table's
@@ -225,6 +234,8 @@ static int daemon_options(const struct dp_args *a, struct mk_dp_daemon_options *
                 .cdi_spec_dir = a->cdi_dir,
                 .mps_root = a->mps_root,
                 .soft = {.root = a->vgpu_root, .library = a->vgpu_library},
+                .follow_handouts = true,
+                .pod_resources_socket = a->podres_socket,
         };
         mk_dp_options_init(&o->dp);
         if (parse_modes(a->mig_strategy, a->list_strategy, a->id_strategy, a->labels, o) < 0 ||
@@ -233,7 +244,8 @@ static int daemon_options(const struct dp_args *a, struct mk_dp_daemon_options *
             cli_option_bool("--gds-enabled", a->gds, &o->dp.gds_enabled) < 0 ||
             cli_option_bool("--mofed-enabled", a->mofed, &o->dp.mofed_enabled) < 0 ||
             cli_option_bool("--gdrcopy-enabled", a->gdrcopy, &o->dp.gdrcopy_enabled) < 0 ||
-            cli_option_bool("--dynamic-mig", a->dynamic, &o->dynamic_mig) < 0)
+            cli_option_bool("--dynamic-mig", a->dynamic, &o->dynamic_mig) < 0 ||
+            cli_option_bool("--pod-resources", a->podres, &o->follow_handouts) < 0)
                 return MK_EXIT_USAGE;
         int r = parse_split(a->split_s, a->sched_config, a->node_name, &o->soft.split);
         if (r != MK_EXIT_OK)

@@ -39,6 +39,8 @@
 #include "plugin/cdi.h"
 #include "plugin/daemon.h"
 #include "plugin/dynamic.h"
+#include "plugin/follow.h"
+#include "plugin/handout.h"
 #include "plugin/grpc.h"
 #include "plugin/health.h"
 #include "plugin/labels.h"
@@ -165,7 +167,10 @@ struct dp_daemon {
         struct mk_snapshot *snapshot;
         struct mk_dp_resources *resources;
         pthread_mutex_t lock;           /* snapshot and resources vs. handlers and health */
-        pthread_mutex_t dyn_lock;       /* one dynamic Allocate at a time (the kubelet sends one) */
+        pthread_mutex_t dyn_lock;       /* one dynamic Allocate at a time (the kubelet sends one), and
+                                         * the follower's rounds */
+        struct mk_dp_follower *follower; /* dynamic MIG with follow_handouts; NULL otherwise */
+        char *handout_path;             /* its state file in the plugin directory */
 
         struct dp_server *servers;
         size_t n_servers;
@@ -415,6 +420,17 @@ static int allocate_dynamic(struct dp_server *s, const V1beta1__AllocateRequest 
         pthread_mutex_lock(&d->dyn_lock);
         r = mk_dp_dynamic_allocate(d->o->kube, d->o->node_name, counts, n, &d->dp, &d->o->soft, dyn_snapshot, d, out,
                                    claim, e);
+        if (r >= 0 && d->follower) {
+                /* What was answered for which ids: kubelet's PodResources
+                 * later says which pod really got them (plugin/follow.h). */
+                const char *const *ids[MK_MAX_POD_CONTAINERS];
+                size_t n_ids[MK_MAX_POD_CONTAINERS];
+                for (size_t i = 0; i < n; i++) {
+                        ids[i] = (const char *const *) m->container_requests[i]->devices_ids;
+                        n_ids[i] = m->container_requests[i]->n_devices_ids;
+                }
+                mk_dp_follower_record(d->follower, ids, n_ids, n, claim);
+        }
         pthread_mutex_unlock(&d->dyn_lock);
         if (r >= 0)
                 log_info("Allocate: %zu container(s) of pod %s/%s get their reserved devices", n, claim->namespace,
@@ -1273,6 +1289,8 @@ static bool kubelet_restarted(struct dp_daemon *d) {
 
 static void daemon_done(struct dp_daemon *d) {
         labeller_stop(d);
+        d->follower = mk_dp_follower_stop(d->follower);
+        free(d->handout_path);
         plugin_stop(d, true);
         mk_dp_resources_free(d->resources);
         mk_snapshot_free(d->snapshot);
@@ -1463,6 +1481,25 @@ int mk_dp_daemon_run(const struct mk_dp_daemon_options *o, struct mk_error *e) {
                 return r;
         }
         mk_grpc_global_init();
+        if (o->dynamic_mig && o->follow_handouts) {
+                r = mk_path_join(d.dir, MK_DP_HANDOUT_FILE, &d.handout_path);
+                const struct mk_dp_follower_options fo = {
+                        .kube = o->kube,
+                        .node = o->node_name,
+                        .socket = o->pod_resources_socket,
+                        .state_path = d.handout_path,
+                        .serialize = &d.dyn_lock,
+                };
+                if (r >= 0)
+                        r = mk_dp_follower_start(&fo, &d.follower, e);
+                else
+                        mk_error_set(e, r, "out of memory");
+                if (r < 0) {
+                        daemon_done(&d);
+                        mk_grpc_global_shutdown();
+                        return r;
+                }
+        }
         r = plugin_start(&d, true, e);
         if (r < 0)
                 r = start_failed(&d, r, e, true, true, MK_DP_RETRY_MS);

@@ -72,6 +72,11 @@ struct mk_dp_daemon_options {
          * soft.split ids; their Allocate mounts the library and the
          * per-container directory under soft.root. */
         struct mk_dp_soft_options soft;
+        /* Dynamic MIG: reservations follow what kubelet really handed out
+         * (plugin/follow.h), read from kubelet's PodResources API at
+         * pod_resources_socket (NULL: MK_DP_PODRES_SOCKET); false: off. */
+        bool follow_handouts;
+        const char *pod_resources_socket;
         const char *machine_type_file;  /* nvidia.com/gpu.machine; NULL: none */
         const char *mps_root;           /* MPS sharing: pipe, log, shm directories (plugin/mps.h); NULL:
                                          * MK_MPS_DEFAULT_ROOT */

@@ -41,6 +41,7 @@ struct idle_gpu {
 struct pod_claim {
         struct mk_claim claim;
         char *devices_ann;      /* migkit.io/mig-devices as found, NULL when absent */
+        char *handed_ann;       /* migkit.io/mig-handed as found (the device plugin's), NULL when absent */
 };
 
 struct agent {
@@ -77,7 +78,7 @@ static int64_t now_s(void) {
 
 static void pod_claims_free(struct pod_claim *p, size_t n) {
         for (size_t i = 0; p && i < n; i++)
-                free(p[i].devices_ann);
+                free(p[i].devices_ann), free(p[i].handed_ann);
         free(p);
 }
 
@@ -116,7 +117,10 @@ static int on_pod_item(json_t *item, void *userdata) {
                 c->alloc = na;
         }
         const char *devs = mk_kube_annotation(item, MK_ANN_DEVICES);
-        c->claims[c->n] = (struct pod_claim) {.claim = *cl, .devices_ann = devs ? strdup(devs) : NULL};
+        const char *handed = mk_kube_annotation(item, MK_ANN_HANDED);
+        c->claims[c->n] = (struct pod_claim) {.claim = *cl,
+                                              .devices_ann = devs ? strdup(devs) : NULL,
+                                              .handed_ann = handed ? strdup(handed) : NULL};
         c->n++;
         free(cl);
         return 0;
@@ -167,6 +171,19 @@ static bool reserved(const struct pod_claim *claims, size_t n, const char *gpu, 
                                 return true;
                 }
         }
+        return false;
+}
+
+/* Whether an active pod holds gi because the device plugin handed it out
+ * (migkit.io/mig-handed): while the plugin moves two pods' reservations
+ * onto the instances kubelet really gave them (plugin/handout.h), one of
+ * those instances may be reserved by neither for a moment, but it is in
+ * use, so it is never an orphan. */
+static bool handed_out(const struct pod_claim *claims, size_t n, const struct mk_gi *gi) {
+        for (size_t c = 0; c < n; c++)
+                for (size_t k = 0; claims[c].claim.active && claims[c].handed_ann && k < gi->n_cis; k++)
+                        if (mk_claim_handed_names(claims[c].handed_ann, gi->cis[k].uuid))
+                                return true;
         return false;
 }
 
@@ -527,7 +544,7 @@ static int destroy_orphans(struct agent *a, const struct mk_snapshot *s, const s
                 const struct mk_gpu *g = &s->gpus[i];
                 for (size_t k = 0; k < g->n_gis; k++) {
                         const struct mk_gi *gi = &g->gis[k];
-                        if (reserved(pcs, n, g->uuid, gi))
+                        if (reserved(pcs, n, g->uuid, gi) || handed_out(pcs, n, gi))
                                 continue;
                         struct orphan *o = orphan_find(a, g->uuid, gi);
                         if (!o) {

@@ -71,3 +71,16 @@ for line in open(sys.argv[1]):
 sys.exit(1)
 PY
 }
+
+# standin_cmd VERB ARGS...: sends a command to the stand-in kubelet (its
+# stdin on fd 7) and prints its reply (JSON line), waited for with the
+# caller's wait_ev; fails without one. Called in $(...) subshells, so the
+# command counter lives in $tmp/cmd-no.
+standin_cmd() {
+  local cmd_no r
+  cmd_no=$(($(cat "$tmp/cmd-no" 2>/dev/null || echo 0) + 1))
+  echo "$cmd_no" >"$tmp/cmd-no"
+  echo "c$cmd_no $*" >&7
+  r=$(wait_ev "e['event'] == 'reply' and e['id'] == 'c$cmd_no'") || fail "no reply to '$*'"
+  echo "$r"
+}

@@ -48,17 +48,8 @@ wait_ev() {
 }
 # lines: the number of event lines so far (a FROM for later waits).
 lines() { wc -l <"$out"; }
-# cmd VERB ARGS...: runs a stand-in command and prints its reply (JSON); fails when not ok.
-# (Called in $(...) subshells: the command counter lives in a file.)
-cmd() {
-  local cmd_no
-  cmd_no=$(($(cat "$tmp/cmd-no") + 1))
-  echo "$cmd_no" >"$tmp/cmd-no"
-  echo "c$cmd_no $*" >&7
-  local r
-  r=$(wait_ev "e['event'] == 'reply' and e['id'] == 'c$cmd_no'") || fail "no reply to '$*'"
-  echo "$r"
-}
+# cmd VERB ARGS...: runs a stand-in command and prints its reply (JSON).
+cmd() { standin_cmd "$@"; }
 cmd_ok() {
   local r
   r=$(cmd "$@")

@@ -1,0 +1,117 @@
+/* kubelet's PodResources API v1 List (podres.h). */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/dynbuf.h"
+#include "base/error.h"
+#include "base/macro.h"
+#include "claim/claim.h"
+#include "plugin/grpc.h"
+#include "plugin/handout.h"
+#include "plugin/podres.h"
+#include "proto/podresources.pb-c.h"
+
+void mk_dp_held_free(struct mk_dp_held *held, size_t n) {
+        for (size_t i = 0; held && i < n; i++) {
+                free((char *) held[i].namespace);
+                free((char *) held[i].name);
+                for (size_t k = 0; k < held[i].n_keys; k++)
+                        free(held[i].keys[k]);
+                free(held[i].keys);
+        }
+        free(held);
+}
+
+/* The keys of pod p's containers holding ids of `resource`, into h. */
+static int pod_keys(const V1__PodResources *p, const char *resource, struct mk_dp_held *h) {
+        for (size_t c = 0; c < p->n_containers; c++) {
+                const V1__ContainerResources *cr = p->containers[c];
+                for (size_t d = 0; cr && d < cr->n_devices; d++) {
+                        const V1__ContainerDevices *cd = cr->devices[d];
+                        if (!cd || !cd->resource_name || !streq(cd->resource_name, resource))
+                                continue;
+                        char *k = NULL;
+                        int r = mk_dp_handout_key((const char *const *) cd->device_ids, cd->n_device_ids, &k);
+                        if (r == -ENOMEM)
+                                return r;
+                        if (r < 0)
+                                continue; /* not one of ours */
+                        char **v = realloc(h->keys, (h->n_keys + 1) * sizeof(*v));
+                        if (!v) {
+                                free(k);
+                                return -ENOMEM;
+                        }
+                        h->keys = v;
+                        h->keys[h->n_keys++] = k;
+                }
+        }
+        return 0;
+}
+
+int mk_dp_podres_decode(const uint8_t *buf, size_t len, const char *resource, struct mk_dp_held **ret,
+                        size_t *ret_n, struct mk_error *e) {
+        V1__ListPodResourcesResponse *m = v1__list_pod_resources_response__unpack(NULL, len, buf);
+        if (!m)
+                return mk_error_set(e, -EINVAL, "PodResources List: cannot decode the answer");
+        int r = 0;
+        struct mk_dp_held *held = NULL;
+        size_t n = 0;
+        if (m->n_pod_resources > MK_DP_PODRES_MAX_PODS) {
+                r = mk_error_set(e, -E2BIG, "PodResources List: %zu pods, at most %u", m->n_pod_resources,
+                                 MK_DP_PODRES_MAX_PODS);
+                goto out;
+        }
+        held = calloc(m->n_pod_resources ? m->n_pod_resources : 1, sizeof(*held));
+        if (!held) {
+                r = mk_error_set(e, -ENOMEM, "out of memory");
+                goto out;
+        }
+        for (size_t i = 0; i < m->n_pod_resources; i++) {
+                const V1__PodResources *p = m->pod_resources[i];
+                if (!p || !p->name || !p->namespace_ || !*p->name || !*p->namespace_)
+                        continue;
+                struct mk_dp_held h = {0};
+                r = pod_keys(p, resource, &h);
+                if (r >= 0 && h.n_keys > 0) {
+                        h.namespace = strdup(p->namespace_);
+                        h.name = strdup(p->name);
+                        if (!h.namespace || !h.name)
+                                r = -ENOMEM;
+                }
+                if (r < 0 || h.n_keys == 0) {
+                        free((char *) h.namespace);
+                        free((char *) h.name);
+                        for (size_t k = 0; k < h.n_keys; k++)
+                                free(h.keys[k]);
+                        free(h.keys);
+                        if (r < 0) {
+                                r = mk_error_set(e, r, "out of memory");
+                                goto out;
+                        }
+                        continue;
+                }
+                held[n++] = h;
+        }
+out:
+        v1__list_pod_resources_response__free_unpacked(m, NULL);
+        if (r < 0) {
+                mk_dp_held_free(held, n);
+                return r;
+        }
+        *ret = held;
+        *ret_n = n;
+        return 0;
+}
+
+int mk_dp_podres_list(struct mk_grpc_client *c, const char *resource, struct mk_dp_held **ret, size_t *ret_n,
+                      int *ret_status, struct mk_error *e) {
+        _cleanup_buf_done_ struct mk_buf resp;
+        mk_buf_init(&resp, MK_DP_PODRES_MAX_BYTES);
+        /* ListPodResourcesRequest has no field: its packed form is empty. */
+        int r = mk_grpc_client_call(c, MK_DP_PODRES_LIST, (const uint8_t *) "", 0, MK_DP_PODRES_TIMEOUT_MS, false,
+                                    &resp, ret_status, e);
+        if (r < 0)
+                return r;
+        return mk_dp_podres_decode((const uint8_t *) (resp.data ? resp.data : ""), resp.len, resource, ret, ret_n, e);
+}

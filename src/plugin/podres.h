@@ -1,0 +1,39 @@
+/* kubelet's PodResources API v1 (Kubernetes 1.20+), the List call only:
+ * which pod holds which device ids of a resource. The dynamic MIG device
+ * plugin reads it to see which pod an Allocate really served
+ * (plugin/handout.h). Messages from proto/podresources.proto. */
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/error.h"
+#include "base/macro.h"
+#include "plugin/handout.h"
+
+struct mk_grpc_client;
+
+#define MK_DP_PODRES_SOCKET "/var/lib/kubelet/pod-resources/kubelet.sock"
+#define MK_DP_PODRES_LIST "/v1.PodResourcesLister/List"
+#define MK_DP_PODRES_MAX_PODS 4096u            /* pods of one List looked at */
+#define MK_DP_PODRES_TIMEOUT_MS 5000           /* one List call */
+#define MK_DP_PODRES_MAX_BYTES (16u << 20)     /* one List answer */
+
+/* Frees n held pods (their names and keys) and the array; NULL ok. */
+void mk_dp_held_free(struct mk_dp_held *held, size_t n);
+
+/* From a packed ListPodResourcesResponse: the pods holding ids of
+ * `resource`, each with one key (mk_dp_handout_key) per container holding
+ * some; containers with more than MK_MAX_CLAIM_DEVICES ids of it, or ids
+ * no key can carry, are left out (no Allocate of ours answered them).
+ * -EINVAL for bytes that do not decode, -E2BIG over MK_DP_PODRES_MAX_PODS
+ * pods, -ENOMEM. *ret (mk_dp_held_free) and *ret_n only on success. */
+int mk_dp_podres_decode(const uint8_t *buf, size_t len, const char *resource, struct mk_dp_held **ret,
+                        size_t *ret_n, struct mk_error *e) _nonnull_(3, 4, 5) _wur_;
+
+/* One List call on `c` (no wait for the socket: a kubelet without the API
+ * fails at once), decoded as mk_dp_podres_decode(). The client's errors
+ * (-ECONNREFUSED: no socket or nobody listening; -EPROTO with
+ * UNIMPLEMENTED: a kubelet without v1) pass through. */
+int mk_dp_podres_list(struct mk_grpc_client *c, const char *resource, struct mk_dp_held **ret, size_t *ret_n,
+                      int *ret_status, struct mk_error *e) _nonnull_(1, 2, 3, 4) _wur_;
