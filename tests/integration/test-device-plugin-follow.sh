@@ -33,7 +33,7 @@ unset MIGKIT_POD_RESOURCES MIGKIT_POD_RESOURCES_SOCKET NODE_NAME DEVICE_PLUGIN_P
 . "$(dirname "${BASH_SOURCE[0]}")/plugin-lib.sh"
 # shellcheck source=stub-apiserver.sh
 . "$(dirname "${BASH_SOURCE[0]}")/stub-apiserver.sh" # write_kubeconfig
-grpc_python
+grpc_python || missing "python3-grpcio, python3-protobuf or protoc" scripts/install-deps
 
 plugin_tmp mk-fol
 dir=$tmp/dp
