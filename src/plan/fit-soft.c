@@ -88,7 +88,6 @@ static unsigned soft_slots(size_t n_used, unsigned split, unsigned cores_used) {
 
 struct soft_cand {
         unsigned gpu;
-        uint64_t loss;                  /* soft_capacity before - after: the node score's */
         uint64_t left;                  /* free MiB after the slice */
         uint64_t need;                  /* the slice's MiB */
         size_t n_used;                  /* slices before */
@@ -162,13 +161,8 @@ int mk_fit_soft_node(const struct mk_fit_soft_node *node, const struct mk_fit_re
                 uint64_t need = soft_need(req, g->memory_mib);
                 if (!soft_room(g, &st, need, cores))
                         continue;
-                unsigned slots = soft_slots(g->n_used, st.split, st.cores_used);
-                unsigned slots_after = soft_slots(g->n_used + 1, st.split, st.cores_used + cores);
-                uint64_t before = soft_capacity(free, g->memory_mib, slots);
-                uint64_t after = soft_capacity(free - need, g->memory_mib, slots_after);
                 cands[n_cands++] = (struct soft_cand) {
                         .gpu = (unsigned) gi,
-                        .loss = before > after ? before - after : 0,
                         .left = free - need,
                         .need = need,
                         .n_used = g->n_used,
@@ -182,16 +176,21 @@ int mk_fit_soft_node(const struct mk_fit_soft_node *node, const struct mk_fit_re
         FIT_SELECT_BEST(cands, n_cands, req->gpus, soft_cand_compare, gpu_policy);
 
         /* The chosen GPUs after their slices. What a slice destroys: its
-         * loss of soft capacity against an empty GPU's (soft_capacity). */
+         * loss of soft capacity against an empty GPU's (soft_capacity;
+         * computed for the chosen GPUs only, the GPU order is best fit). */
         for (size_t k = 0; k < req->gpus; k++) {
                 const struct soft_cand *c = &cands[k];
                 uint64_t memory = node->gpus[c->gpu].memory_mib;
                 uint64_t free = c->left + c->need;
+                unsigned slots = soft_slots(c->n_used, c->split, c->cores_used);
+                unsigned slots_after = soft_slots(c->n_used + 1, c->split, c->cores_used + cores);
+                uint64_t before = soft_capacity(free, memory, slots);
+                uint64_t after = soft_capacity(c->left, memory, slots_after);
                 sm.cap_sum -= (unsigned) soft_usable(free, c->n_used, c->split, c->cores_used);
                 sm.cap_sum += (unsigned) soft_usable(c->left, c->n_used + 1, c->split, c->cores_used + cores);
                 sm.ideal_sum -= (unsigned) c->need;
                 sm.used_units += (unsigned) c->need;
-                sm.loss += (unsigned) c->loss;
+                sm.loss += (unsigned) (before > after ? before - after : 0);
                 sm.empty_cap += (unsigned) soft_capacity(memory, memory, c->split);
         }
         double score, frag;
