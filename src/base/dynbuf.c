@@ -36,6 +36,12 @@ static int buf_reserve(struct mk_buf *b, size_t extra) {
         return 0;
 }
 
+int mk_buf_reserve(struct mk_buf *b, size_t n) {
+        if (n > b->cap - b->len)
+                return -E2BIG;
+        return buf_reserve(b, n);
+}
+
 int mk_buf_append(struct mk_buf *b, const void *data, size_t n) {
         if (n > b->cap - b->len) /* len <= cap always */
                 return -E2BIG;

@@ -23,6 +23,11 @@ struct mk_buf {
  * is mandatory; with cap 0 every non-empty append fails with -E2BIG. */
 void mk_buf_init(struct mk_buf *b, size_t cap) _nonnull_(1);
 
+/* Makes room for n more bytes at once (a writer that knows about how much
+ * it will append saves the doublings). -E2BIG past the cap (then nothing
+ * is reserved), -ENOMEM. */
+int mk_buf_reserve(struct mk_buf *b, size_t n) _nonnull_(1) _wur_;
+
 /* Appends n bytes. -E2BIG when len + n would exceed the cap, -ENOMEM; on
  * failure nothing is appended. data may hold NUL bytes. */
 int mk_buf_append(struct mk_buf *b, const void *data, size_t n) _nonnull_(1) _wur_;

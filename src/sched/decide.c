@@ -228,6 +228,10 @@ int mk_sched_decide(const struct mk_sched_config *cfg, struct mk_sched_cache *c,
                     size_t size) {
         const struct mk_pod_request *req = ask->req;
         mk_buf_init(&d->reasons, (size_t) MK_MAX_EXTENDER_NODES * (MK_ERROR_MSG_MAX + 1));
+        if (with_reasons && mk_buf_reserve(&d->reasons, d->n * 96) < 0) { /* most reasons are shorter */
+                snprintf(err, size, "out of memory");
+                return -ENOMEM;
+        }
         d->feasible = 0;
         d->memo_hits = 0;
         _cleanup_free_ struct mk_sched_node **ents = calloc(d->n + 1, sizeof(*ents));

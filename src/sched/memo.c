@@ -35,8 +35,11 @@ void mk_sched_memo_put(struct mk_sched_memo *m, uint64_t shape, int r, int prior
         m->r[k] = r;
         m->priority[k] = (int8_t) priority;
         m->has_reason[k] = r < 0 && reason && m->reason;
-        if (m->has_reason[k])
-                snprintf(m->reason[k], sizeof(m->reason[k]), "%s", reason);
+        if (m->has_reason[k]) { /* a copy, not a snprintf("%s"): it runs for every failed node of a filter */
+                size_t len = strnlen(reason, sizeof(m->reason[k]) - 1);
+                memcpy(m->reason[k], reason, len);
+                m->reason[k][len] = 0;
+        }
         atomic_flag_clear(&m->busy);
 }
 

@@ -389,7 +389,15 @@ char *mk_sched_wire_filter_text(const struct mk_sched_decisions *d) {
         }
         _cleanup_buf_done_ struct mk_buf b;
         mk_buf_init(&b, SIZE_MAX);
-        int r = mk_buf_puts(&b, "{\"Nodes\":null,\"NodeNames\":[");
+        /* The answer's size, near enough (names and reasons as they are,
+         * quotes, separators): one allocation instead of a dozen doublings,
+         * each a copy, the larger ones fresh pages. */
+        size_t est = 64;
+        for (size_t i = 0; i < d->n; i++)
+                est += d->cands[i].len + 4 + (d->v[i].r >= 0 ? 0 : 16 + strlen(mk_sched_verdict_reason(d, i)));
+        int r = mk_buf_reserve(&b, est) == -ENOMEM ? -ENOMEM : 0;
+        if (r >= 0)
+                r = mk_buf_puts(&b, "{\"Nodes\":null,\"NodeNames\":[");
         for (size_t i = 0, k = 0; r >= 0 && i < d->n; i++)
                 if (d->v[i].r >= 0 && (r = k++ ? mk_buf_putc(&b, ',') : 0) >= 0)
                         r = mk_sched_wire_put_string(&b, d->cands[i].name);
@@ -416,7 +424,12 @@ char *mk_sched_wire_filter_text(const struct mk_sched_decisions *d) {
 char *mk_sched_wire_prioritize_text(const struct mk_sched_decisions *d) {
         _cleanup_buf_done_ struct mk_buf b;
         mk_buf_init(&b, SIZE_MAX);
-        int r = mk_buf_putc(&b, '[');
+        size_t est = 8; /* as in the filter's answer: one allocation */
+        for (size_t i = 0; i < d->n; i++)
+                est += d->cands[i].len + sizeof(",{\"Host\":\"\",\"Score\":10}");
+        int r = mk_buf_reserve(&b, est) == -ENOMEM ? -ENOMEM : 0;
+        if (r >= 0)
+                r = mk_buf_putc(&b, '[');
         for (size_t i = 0; r >= 0 && i < d->n; i++) {
                 /* 0..10 (MaxExtenderPriority) from a table: no snprintf per node */
                 static const char *const tails[] = {
