@@ -459,6 +459,25 @@ static void test_buf_atomic(void **state) {
         mk_buf_done(&b);
 }
 
+/* A reservation makes room at once, within the cap; appends then fit
+ * without moving the data. */
+static void test_buf_reserve(void **state) {
+        (void) state;
+        _cleanup_buf_done_ struct mk_buf b;
+        mk_buf_init(&b, 100);
+        assert_int_equal(mk_buf_reserve(&b, 101), -E2BIG);
+        assert_null(b.data);
+        assert_int_equal(mk_buf_reserve(&b, 100), 0);
+        assert_true(b.alloc >= 101);
+        const char *p = b.data;
+        for (int i = 0; i < 10; i++)
+                assert_int_equal(mk_buf_puts(&b, "0123456789"), 0);
+        assert_ptr_equal(b.data, p);
+        assert_int_equal(b.len, 100);
+        assert_int_equal(mk_buf_reserve(&b, 1), -E2BIG);
+        assert_int_equal(mk_buf_reserve(&b, 0), 0);
+}
+
 static void test_buf_printf(void **state) {
         struct mk_buf b;
         mk_buf_init(&b, 1 << 20);
@@ -1771,6 +1790,7 @@ int main(void) {
         };
         const struct CMUnitTest buf_tests[] = {
                 cmocka_unit_test(test_buf_cap_boundary), cmocka_unit_test(test_buf_atomic),
+                cmocka_unit_test(test_buf_reserve),
                 cmocka_unit_test(test_buf_printf),       cmocka_unit_test(test_buf_take),
                 cmocka_unit_test(test_buf_binary_and_zero_cap), cmocka_unit_test(test_buf_large),
                 cmocka_unit_test(test_read_file),        cmocka_unit_test(test_read_file_errors),
