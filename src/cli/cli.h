@@ -33,6 +33,14 @@ struct mk_snapshot *cli_snapshot(void);
 /* Prints "Error: <formatted error>" on stderr and returns MK_EXIT_FAILURE. */
 int cli_fail(const struct mk_error *e);
 
+/* For the daemons that apply MIG layouts (`scheduler node`, `manager`):
+ * one malloc arena. apply changes GPUs on threads of their own, and with
+ * glibc's default each may get an arena that keeps what it freed: the node
+ * agent's RSS went from 13.6 MiB to 30-45 MiB after applies in the soak.
+ * Those threads make NVML calls only: sharing the main arena costs them
+ * nothing measurable. */
+void cli_daemon_malloc(void);
+
 /* Writes `v` as YAML with mk_yaml_write() (spec/emit.h); keys of nested
  * objects sorted when sort_keys. Prints an error line on a write failure. */
 void cli_print_yaml(FILE *f, const json_t *v, bool sort_keys);

@@ -3,6 +3,7 @@
 #include <getopt.h>
 #include <jansson.h>
 #include <limits.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -429,4 +430,8 @@ int main(int argc, char **argv) {
         if (argc > 0 && cli_upstream_name(argv[0]))
                 return cli_upstream_main(argc, argv);
         return cli_main(argc, argv);
+}
+
+void cli_daemon_malloc(void) {
+        (void) mallopt(M_ARENA_MAX, 1);
 }

@@ -254,6 +254,7 @@ int cli_manager(int argc, char **argv) {
         (void) sigaction(SIGTERM, &sa, NULL);
         (void) sigaction(SIGINT, &sa, NULL);
 
+        cli_daemon_malloc();
         r = mk_manager_run(k, cfg, h, o.with_shutdown_host_gpu_clients ? &clients : NULL, &o);
         return r < 0 ? MK_EXIT_FAILURE : MK_EXIT_OK;
 }

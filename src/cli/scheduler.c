@@ -186,6 +186,7 @@ static int do_node(struct mk_sched_config *cfg, const char *kubeconfig, const ch
         if (make_kube(kubeconfig, &k) < 0)
                 return MK_EXIT_FAILURE;
         install_signals();
+        cli_daemon_malloc();
         struct mk_sched_server *srv = NULL;
         if (metrics_address) {
                 struct mk_sched_server_opts so = {.address = host, .port = mport, .threads = 1,
