@@ -30,6 +30,7 @@
 #include "base/fileio.h"
 #include "base/host.h"
 #include "base/log.h"
+#include "base/thread.h"
 #include "base/parse.h"
 #include "base/macro.h"
 #include "kube/kube.h"
@@ -986,11 +987,7 @@ static void *labeller_main(void *userdata) {
 }
 
 static int labeller_start(struct dp_daemon *d, struct mk_error *e) {
-        pthread_condattr_t attr;
-        pthread_condattr_init(&attr);
-        pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-        pthread_cond_init(&d->lab_cond, &attr);
-        pthread_condattr_destroy(&attr);
+        mk_cond_init_monotonic(&d->lab_cond);
         pthread_mutex_init(&d->lab_lock, NULL);
         d->lab_init = true;
         int r = pthread_create(&d->lab_thread, NULL, labeller_main, d);

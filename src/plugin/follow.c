@@ -12,6 +12,7 @@
 
 #include "base/error.h"
 #include "base/log.h"
+#include "base/thread.h"
 #include "base/macro.h"
 #include "claim/claim.h"
 #include "kube/kube.h"
@@ -262,11 +263,7 @@ int mk_dp_follower_start(const struct mk_dp_follower_options *o, struct mk_dp_fo
         if (r < 0)
                 log_warning_errno(r, "Cannot read what the device plugin handed out before: %s; starting afresh",
                                   le.msg);
-        pthread_condattr_t attr;
-        pthread_condattr_init(&attr);
-        pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-        pthread_cond_init(&f->cond, &attr);
-        pthread_condattr_destroy(&attr);
+        mk_cond_init_monotonic(&f->cond);
         pthread_mutex_init(&f->lock, NULL);
         r = mk_grpc_client_open(f->o.socket, &f->client, e);
         if (r >= 0) {

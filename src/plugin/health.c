@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "base/log.h"
+#include "base/thread.h"
 #include "base/macro.h"
 #include "base/parse.h"
 #include "mig/gpu.h"
@@ -502,11 +503,7 @@ int mk_health_start(struct mk_nvml *n, const struct mk_snapshot *s, const struct
         h->o = (struct mk_health_options){.disabled = o->disabled,
                                           .recheck_ms = o->recheck_ms ? o->recheck_ms : MK_HEALTH_DEFAULT_RECHECK_MS};
         pthread_mutex_init(&h->lock, NULL);
-        pthread_condattr_t ca;
-        pthread_condattr_init(&ca);
-        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-        pthread_cond_init(&h->cond, &ca);
-        pthread_condattr_destroy(&ca);
+        mk_cond_init_monotonic(&h->cond);
         if (o->n_ignored > 0) {
                 h->o.ignored_xids = calloc(o->n_ignored, sizeof(*h->o.ignored_xids));
                 if (!h->o.ignored_xids) {
