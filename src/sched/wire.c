@@ -392,9 +392,9 @@ char *mk_sched_wire_filter_text(const struct mk_sched_decisions *d) {
         /* The answer's size, near enough (names and reasons as they are,
          * quotes, separators): one allocation instead of a dozen doublings,
          * each a copy, the larger ones fresh pages. */
-        size_t est = 64;
+        size_t est = 64 + d->reasons.len; /* every failed node's reason, NUL-separated */
         for (size_t i = 0; i < d->n; i++)
-                est += d->cands[i].len + 4 + (d->v[i].r >= 0 ? 0 : 16 + strlen(mk_sched_verdict_reason(d, i)));
+                est += d->cands[i].len + 4 + (d->v[i].r >= 0 ? 0 : 16);
         int r = mk_buf_reserve(&b, est) == -ENOMEM ? -ENOMEM : 0;
         if (r >= 0)
                 r = mk_buf_puts(&b, "{\"Nodes\":null,\"NodeNames\":[");
