@@ -292,7 +292,7 @@ static bool cached_winner(const struct mk_fit_node *node, const struct mk_fit_no
         const struct mk_gi_profile *p = &g0->profiles[j];
         uint32_t all = fit_units_mask(g0->memory_units);
         const struct mk_fit_node_cache_best *nb = &bc->best[gpu_policy][j];
-        if (changed & (UINT64_C(1) << nb->gpu))
+        if (nb->gpu == UINT8_MAX || (changed & (UINT64_C(1) << nb->gpu)))
                 nb = &bc->best2[gpu_policy][j];
         if (nb->gpu != UINT8_MAX && (changed & (UINT64_C(1) << nb->gpu)))
                 return false;
