@@ -1,8 +1,13 @@
 /* The Kubernetes API client: requests over libcurl, JSON with jansson.
  *
- * One curl easy handle per request attempt; connections, TLS sessions and
- * DNS answers are shared between threads through a curl share handle whose
- * locks live in struct mk_kube. The only process-wide state is libcurl
+ * Requests run on easy handles kept in a small pool of idle ones: each
+ * keeps its own connections, and a handle is used by one thread at a time,
+ * so a connection is never in two threads' hands. TLS sessions and DNS
+ * answers are shared between threads through a curl share handle whose
+ * locks live in struct mk_kube. The connection cache is not shared:
+ * libcurl does not support sharing it between concurrent threads
+ * (CURLSHOPT_SHARE(3), CURL_LOCK_DATA_CONNECT), and doing so corrupted the
+ * heap of a multi-threaded daemon (curl issues 4544, 13840). The only process-wide state is libcurl
  * itself: loaded with dlopen() (libcurl.so.4, or MIGKIT_CURL_LIB) into a
  * table of the functions used here and curl_global_init()'ed, once under
  * pthread_once, by the first mk_kube_new(). A daemon that never talks to the
@@ -39,6 +44,7 @@
 #define MAX_URL_BYTES (64u << 10)       /* a request URL we build (selectors, continue tokens) */
 #define STATUS_SNIPPET 200              /* bytes of a non-JSON error body quoted in messages */
 #define WATCH_MIN_STREAM_MS 1000        /* a stream that ends sooner without events counts as a failure */
+#define MK_KUBE_IDLE_HANDLES 8          /* easy handles kept between requests (more threads: new ones) */
 
 struct mk_kube {
         struct mk_kube_config cfg;
@@ -47,6 +53,9 @@ struct mk_kube {
         char *noproxy;
         CURLSH *share;
         pthread_mutex_t share_locks[CURL_LOCK_DATA_LAST];
+        pthread_mutex_t idle_lock;      /* guards idle[] and n_idle */
+        CURL *idle[MK_KUBE_IDLE_HANDLES]; /* easy handles between requests, their connections kept */
+        size_t n_idle;
         pthread_mutex_t token_lock;     /* guards cfg.token and token_read_ms */
         uint64_t token_read_ms;
 };
@@ -140,8 +149,8 @@ bool mk_kube_error_is_transient(int error) {
 /* The libcurl functions this module calls, as curl.h declares them. */
 #define MK_CURL_FUNCTIONS(X)                                                                            \
         X(version_info) X(global_init) X(easy_strerror) X(share_init) X(share_setopt) X(share_cleanup) \
-        X(easy_init) X(easy_setopt) X(easy_perform) X(easy_getinfo) X(easy_cleanup) X(slist_append)    \
-        X(slist_free_all)
+        X(easy_init) X(easy_setopt) X(easy_perform) X(easy_getinfo) X(easy_cleanup) X(easy_reset)      \
+        X(slist_append) X(slist_free_all)
 static struct {
 #define X(name) __typeof__(curl_##name) *name;
         MK_CURL_FUNCTIONS(X)
@@ -211,11 +220,15 @@ static void share_unlock(CURL *h, curl_lock_data data, void *userdata) {
 struct mk_kube *mk_kube_free(struct mk_kube *k) {
         if (!k)
                 return NULL;
+        /* The handles first: a share in use cannot be cleaned up. */
+        for (size_t i = 0; i < k->n_idle; i++)
+                curl.easy_cleanup(k->idle[i]);
         if (k->share)
                 curl.share_cleanup(k->share);
         for (size_t i = 0; i < ELEMENTSOF(k->share_locks); i++)
                 pthread_mutex_destroy(&k->share_locks[i]);
         pthread_mutex_destroy(&k->token_lock);
+        pthread_mutex_destroy(&k->idle_lock);
         mk_kube_config_done(&k->cfg);
         free(k->user_agent);
         free(k->noproxy);
@@ -266,6 +279,7 @@ int mk_kube_new(struct mk_kube_config *cfg, const struct mk_kube_options *o, str
         for (size_t i = 0; i < ELEMENTSOF(k->share_locks); i++)
                 pthread_mutex_init(&k->share_locks[i], NULL);
         pthread_mutex_init(&k->token_lock, NULL);
+        pthread_mutex_init(&k->idle_lock, NULL);
         _cleanup_kube_free_ struct mk_kube *kk = k;
 
         if (opts.user_agent)
@@ -292,8 +306,7 @@ int mk_kube_new(struct mk_kube_config *cfg, const struct mk_kube_options *o, str
             curl.share_setopt(k->share, CURLSHOPT_UNLOCKFUNC, share_unlock) != CURLSHE_OK ||
             curl.share_setopt(k->share, CURLSHOPT_USERDATA, k) != CURLSHE_OK ||
             curl.share_setopt(k->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS) != CURLSHE_OK ||
-            curl.share_setopt(k->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION) != CURLSHE_OK ||
-            curl.share_setopt(k->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_CONNECT) != CURLSHE_OK)
+            curl.share_setopt(k->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION) != CURLSHE_OK)
                 return mk_error_set(e, -EIO, "curl_share_setopt failed");
 
         k->o = opts;
@@ -653,10 +666,6 @@ static int status_error(const struct request *rq, long status, const struct mk_b
         return mk_error_set(e, r, "%s %s: HTTP %ld%s%s", rq->method, rq->path, status, n ? ": " : "", snippet);
 }
 
-static inline void curl_easy_cleanupp(CURL **c) {
-        if (*c)
-                curl.easy_cleanup(*c);
-}
 static inline void curl_slist_freep(struct curl_slist **l) {
         curl.slist_free_all(*l);
 }
@@ -762,12 +771,49 @@ static CURLcode request_setup(struct mk_kube *k, const struct request *rq, struc
         return cc;
 }
 
+/* An easy handle for one attempt: an idle one of the pool (its live
+ * connections kept), else a new one. */
+static CURL *handle_take(struct mk_kube *k) {
+        CURL *c = NULL;
+        pthread_mutex_lock(&k->idle_lock);
+        if (k->n_idle > 0)
+                c = k->idle[--k->n_idle];
+        pthread_mutex_unlock(&k->idle_lock);
+        return c ? c : curl.easy_init();
+}
+
+/* Gives a handle back to the pool, its options reset (no pointer into the
+ * finished attempt's stack or headers stays set), or cleans it up when the
+ * pool is full. */
+static void handle_give(struct mk_kube *k, CURL *c) {
+        if (!c)
+                return;
+        curl.easy_reset(c);
+        pthread_mutex_lock(&k->idle_lock);
+        bool kept = k->n_idle < ELEMENTSOF(k->idle);
+        if (kept)
+                k->idle[k->n_idle++] = c;
+        pthread_mutex_unlock(&k->idle_lock);
+        if (!kept)
+                curl.easy_cleanup(c);
+}
+
+struct held_handle {
+        struct mk_kube *k;
+        CURL *c;
+};
+
+static void held_handle_give(struct held_handle *h) {
+        handle_give(h->k, h->c);
+}
+
 /* Runs one attempt. 0 on a 2xx answer (t->body holds it); otherwise a
  * negative errno with e set and *ret_retryable telling whether another try
  * may succeed. For watches, 1 when the callback stopped the watch. */
 static int attempt(struct mk_kube *k, const struct request *rq, struct transfer *t, bool *ret_retryable,
                    struct mk_error *e) {
-        _cleanup_(curl_easy_cleanupp) CURL *c = curl.easy_init();
+        _cleanup_(held_handle_give) struct held_handle held = {k, handle_take(k)};
+        CURL *c = held.c;
         _cleanup_(curl_slist_freep) struct curl_slist *headers = NULL;
         _cleanup_free_ char *url = NULL;
         char errbuf[CURL_ERROR_SIZE] = "";
