@@ -53,6 +53,7 @@
  *                    [--mixes issue,inference,large,cores,small,isolation] [--quick] */
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1313,6 +1314,8 @@ static unsigned trace_pool_bound(const struct model *m, const struct trace *t) {
         return (unsigned) ((best + 999) / 1000);
 }
 
+#define MAX_SEEDS 8
+
 struct pool_sum {
         double loads[8];
         unsigned long accepted[8][_P_MAX];
@@ -1388,6 +1391,68 @@ static void pools_needed(const struct model *m, size_t ref_nodes, size_t n_pods,
         }
         sum->bound = lb;
         trace_done(&t);
+}
+
+/* One mix's pools summary: unified against each other pool per load, and
+ * the GPUs each pool needs. */
+static void pools_summary(const struct pool_sum *ps, const char *key, uint64_t seed) {
+        printf("\n  pools summary, mix '%s', seed %" PRIu64 " (A100-80GB): pods that got their request, unified vs", key,
+               seed);
+        for (size_t i = 0; i < ELEMENTSOF(pools); i++)
+                if (pools[i] != P_UNIFIED)
+                        printf(" %s%s", policy_names[pools[i]], i + 1 < ELEMENTSOF(pools) ? "," : "");
+        printf("\n");
+        for (size_t l = 0; l < ps->n_loads; l++) {
+                printf("    load %.1f: unified %lu;", ps->loads[l], ps->accepted[l][P_UNIFIED]);
+                bool best = true;
+                for (size_t i = 0; i < ELEMENTSOF(pools); i++) {
+                        enum policy p = pools[i];
+                        if (p == P_UNIFIED)
+                                continue;
+                        double o = (double) ps->accepted[l][p];
+                        best &= ps->accepted[l][P_UNIFIED] > ps->accepted[l][p];
+                        printf(" %+.1f%%", o > 0 ? 100.0 * ((double) ps->accepted[l][P_UNIFIED] / o - 1) : 0);
+                }
+                printf("   %s\n", best ? "(more than every other pool)" : "(NOT more than every other pool)");
+        }
+        printf("    GPUs needed (bound %u):", ps->bound);
+        for (size_t i = 0; i < ELEMENTSOF(pools); i++) {
+                if (ps->needed[pools[i]])
+                        printf(" %s %u (%.3f x)", policy_names[pools[i]], ps->needed[pools[i]],
+                               (double) ps->needed[pools[i]] / ps->bound);
+                else
+                        printf(" %s never", policy_names[pools[i]]);
+                printf("%s", i + 1 < ELEMENTSOF(pools) ? "," : "\n");
+        }
+}
+
+/* Over several seeds (--seeds): per mix and load, unified minus the best
+ * other pool on each seed, and the worst of them (a rule change is checked
+ * on every seed, not tuned to one). */
+static void pools_seeds_summary(const struct pool_sum psum[][ELEMENTSOF(mixes)], size_t k, const uint64_t *seeds,
+                                size_t n_seeds) {
+        const struct pool_sum *ps = &psum[0][k];
+        const char *key = mixes[k].key;
+        printf("\n  pools over %zu seeds, mix '%s': unified minus the best other pool (which), per seed\n", n_seeds,
+               key);
+        for (size_t l = 0; l < ps->n_loads; l++) {
+                long worst = LONG_MAX;
+                printf("    load %.1f:", ps->loads[l]);
+                for (size_t s = 0; s < n_seeds; s++) {
+                        const unsigned long *acc = psum[s][k].accepted[l];
+                        unsigned long u = acc[P_UNIFIED], best = 0;
+                        enum policy bp = P_UNIFIED;
+                        for (size_t i = 0; i < ELEMENTSOF(pools); i++)
+                                if (pools[i] != P_UNIFIED && (bp == P_UNIFIED || acc[pools[i]] > best)) {
+                                        best = acc[pools[i]];
+                                        bp = pools[i];
+                                }
+                        long d = (long) u - (long) best;
+                        worst = MIN(worst, d);
+                        printf(" seed %" PRIu64 " %+ld (%s)%s", seeds[s], d, policy_names[bp], s + 1 < n_seeds ? "," : "");
+                }
+                printf("; worst %+ld%s\n", worst, worst > 0 ? "" : "   (NOT more than every other pool on every seed)");
+        }
 }
 
 static int dbl_cmp(const void *a, const void *b) {
@@ -1571,7 +1636,8 @@ static int parse_size(const char *s, size_t *ret) {
 
 int main(int argc, char **argv) {
         size_t n_nodes = 50, n_pods = 12000, timing_nodes = 1000, n_decisions = 2000;
-        uint64_t seed = 42;
+        uint64_t seed = 42, seeds[MAX_SEEDS] = {42};
+        size_t n_seeds = 1;
         bool tables = true, do_acc = true, do_needed = true, do_time = true, do_pools = true, loads_given = false;
         const char *mix_filter = NULL;
         double loads[8] = {0.8, 1.0, 1.2};
@@ -1595,7 +1661,7 @@ int main(int argc, char **argv) {
                         continue;
                 }
                 if (!v) {
-                        fprintf(stderr, "usage: bench-sched [--nodes N] [--pods N] [--seed N] [--loads a,b] "
+                        fprintf(stderr, "usage: bench-sched [--nodes N] [--pods N] [--seed N] [--seeds a,b] [--loads a,b] "
                                         "[--timing-nodes N] [--no-tables] [--no-cache] "
                                         "[--sections accept,needed,time,pools] "
                                         "[--mixes issue,inference,large,cores,small,isolation] [--quick]\n");
@@ -1615,8 +1681,30 @@ int main(int argc, char **argv) {
                         do_needed = strstr(v, "needed") != NULL;
                         do_time = strstr(v, "time") != NULL;
                         do_pools = strstr(v, "pools") != NULL;
-                } else if (streq(a, "--seed"))
+                } else if (streq(a, "--seed")) {
                         r = mk_parse_u64(v, &seed);
+                        seeds[0] = seed;
+                        n_seeds = 1;
+                } else if (streq(a, "--seeds")) {
+                        /* the pools section on each; the other sections on the first */
+                        n_seeds = 0;
+                        for (const char *p = v; *p && r >= 0;) {
+                                const char *comma = strchr(p, ',');
+                                char one[24];
+                                size_t len = comma ? (size_t) (comma - p) : strlen(p);
+                                if (n_seeds >= MAX_SEEDS || len == 0 || len >= sizeof one)
+                                        r = -EINVAL;
+                                else {
+                                        memcpy(one, p, len);
+                                        one[len] = 0;
+                                        r = mk_parse_u64(one, &seeds[n_seeds++]);
+                                }
+                                p = comma ? comma + 1 : p + len;
+                        }
+                        if (n_seeds == 0)
+                                r = -EINVAL;
+                        seed = seeds[0];
+                }
                 else if (streq(a, "--loads")) {
                         n_loads = 0;
                         loads_given = true;
@@ -1721,50 +1809,26 @@ int main(int argc, char **argv) {
         static const double pool_loads_default[] = {1.2, 1.5};
         const double *pool_loads = loads_given ? loads : pool_loads_default;
         size_t n_pool_loads = loads_given ? n_loads : ELEMENTSOF(pool_loads_default);
-        struct pool_sum psum[ELEMENTSOF(mixes)] = {};
+        static struct pool_sum psum[MAX_SEEDS][ELEMENTSOF(mixes)];
         bool pool_ran[ELEMENTSOF(mixes)] = {};
-        for (size_t k = 0; do_pools && k < ELEMENTSOF(mixes); k++) {
-                mix = &mixes[k];
-                if (mix_filter && !strstr(mix_filter, mix->key))
-                        continue;
-                printf("\n=== pools, mix '%s': %s\n", mix->key, mix->title);
-                for (size_t l = 0; l < n_pool_loads; l++)
-                        pools_acceptance(&models[0], n_nodes, n_pods, pool_loads[l], seed + l, &psum[k]);
-                pools_needed(&models[0], n_nodes, n_pods, 1.0, seed + 100, &psum[k]);
-                pool_ran[k] = true;
-        }
-        for (size_t k = 0; do_pools && k < ELEMENTSOF(mixes); k++) {
-                if (!pool_ran[k])
-                        continue;
-                const struct pool_sum *ps = &psum[k];
-                printf("\n  pools summary, mix '%s' (A100-80GB): pods that got their request, unified vs", mixes[k].key);
-                for (size_t i = 0; i < ELEMENTSOF(pools); i++)
-                        if (pools[i] != P_UNIFIED)
-                                printf(" %s%s", policy_names[pools[i]], i + 1 < ELEMENTSOF(pools) ? "," : "");
-                printf("\n");
-                for (size_t l = 0; l < ps->n_loads; l++) {
-                        printf("    load %.1f: unified %lu;", ps->loads[l], ps->accepted[l][P_UNIFIED]);
-                        bool best = true;
-                        for (size_t i = 0; i < ELEMENTSOF(pools); i++) {
-                                enum policy p = pools[i];
-                                if (p == P_UNIFIED)
-                                        continue;
-                                double o = (double) ps->accepted[l][p];
-                                best &= ps->accepted[l][P_UNIFIED] > ps->accepted[l][p];
-                                printf(" %+.1f%%", o > 0 ? 100.0 * ((double) ps->accepted[l][P_UNIFIED] / o - 1) : 0);
-                        }
-                        printf("   %s\n", best ? "(more than every other pool)" : "(NOT more than every other pool)");
+        for (size_t s = 0; do_pools && s < n_seeds; s++)
+                for (size_t k = 0; k < ELEMENTSOF(mixes); k++) {
+                        mix = &mixes[k];
+                        if (mix_filter && !strstr(mix_filter, mix->key))
+                                continue;
+                        printf("\n=== pools, mix '%s', seed %" PRIu64 ": %s\n", mix->key, seeds[s], mix->title);
+                        for (size_t l = 0; l < n_pool_loads; l++)
+                                pools_acceptance(&models[0], n_nodes, n_pods, pool_loads[l], seeds[s] + l, &psum[s][k]);
+                        pools_needed(&models[0], n_nodes, n_pods, 1.0, seeds[s] + 100, &psum[s][k]);
+                        pool_ran[k] = true;
                 }
-                printf("    GPUs needed (bound %u):", ps->bound);
-                for (size_t i = 0; i < ELEMENTSOF(pools); i++) {
-                        if (ps->needed[pools[i]])
-                                printf(" %s %u (%.3f x)", policy_names[pools[i]], ps->needed[pools[i]],
-                                       (double) ps->needed[pools[i]] / ps->bound);
-                        else
-                                printf(" %s never", policy_names[pools[i]]);
-                        printf("%s", i + 1 < ELEMENTSOF(pools) ? "," : "\n");
-                }
-        }
+        for (size_t s = 0; do_pools && s < n_seeds; s++)
+                for (size_t k = 0; k < ELEMENTSOF(mixes); k++)
+                        if (pool_ran[k])
+                                pools_summary(&psum[s][k], mixes[k].key, seeds[s]);
+        for (size_t k = 0; do_pools && n_seeds > 1 && k < ELEMENTSOF(mixes); k++)
+                if (pool_ran[k])
+                        pools_seeds_summary(psum, k, seeds, n_seeds);
         mix = &mixes[0];
         for (size_t i = 0; do_time && i < 2; i++)
                 decision_time(&models[i], timing_nodes, n_decisions, seed + 200);
