@@ -874,6 +874,7 @@ static void test_threads_hammer(void **state) {
                         fail_msg("thread %d: %u of %u requests failed, last: %s", i, h[i].failures, h[i].requests,
                                  h[i].msg);
         unsigned conns = atomic_load(&srv.connections);
+        print_message("%u connections for %d requests in %d threads\n", conns, THREADS * REQUESTS, THREADS);
         if (conns > THREADS * 4)
                 fail_msg("%u connections for %d requests: connections are not reused", conns, THREADS * REQUESTS);
 }
