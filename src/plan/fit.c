@@ -205,8 +205,74 @@ static void mig_after(const struct mk_fit_gpu *g, struct fit_gpu_state *s, const
         sm->empty_cap += fit_ideal_capacity(g, s, g->memory_units, s->slices);
 }
 
+/* A message written by hand: no_room() runs for every node a filter finds
+ * full, where vsnprintf cost more than the fit itself. `over` once it
+ * would not fit (the caller then formats it with mk_error_set, which cuts
+ * it as it always did). */
+struct fit_msg {
+        char *buf;
+        size_t len, size;
+        bool over;
+};
+
+static void msg_put(struct fit_msg *m, const char *s, size_t n) {
+        if (m->over || n >= m->size - m->len) {
+                m->over = true;
+                return;
+        }
+        memcpy(m->buf + m->len, s, n);
+        m->len += n;
+}
+
+static void msg_puts(struct fit_msg *m, const char *s) {
+        msg_put(m, s, strlen(s));
+}
+
+static void msg_put_u64(struct fit_msg *m, uint64_t v) {
+        char d[24];
+        size_t k = sizeof(d);
+        do
+                d[--k] = (char) ('0' + v % 10);
+        while ((v /= 10) > 0);
+        msg_put(m, d + k, sizeof(d) - k);
+}
+
 static int no_room(const struct mk_fit_node *node, const struct mk_fit_request *req, const struct fit_needs *n,
                    size_t n_cands, struct mk_error *e) {
+        if (!e) /* no reason wanted (a prioritize) */
+                return -ENOSPC;
+        bool variant = req->variant && *req->variant;
+        char text[MK_ERROR_MSG_MAX];
+        struct fit_msg m = {.buf = text, .size = sizeof(text)};
+        msg_put_u64(&m, n_cands);
+        msg_puts(&m, " of ");
+        msg_put_u64(&m, node->n_gpus);
+        msg_puts(&m, " GPUs have a free MIG placement for ");
+        if (n->whole)
+                msg_puts(&m, "a whole GPU");
+        else if (req->mem_mib > 0) {
+                msg_put_u64(&m, req->mem_mib);
+                msg_puts(&m, " MiB");
+        } else {
+                msg_put_u64(&m, req->mem_percent);
+                msg_puts(&m, "% of GPU memory");
+        }
+        if (req->cores_percent)
+                msg_puts(&m, " with cores");
+        if (variant) {
+                msg_puts(&m, " variant ");
+                msg_puts(&m, req->variant);
+        }
+        msg_puts(&m, ", ");
+        msg_put_u64(&m, req->gpus);
+        msg_puts(&m, " needed");
+        if (!m.over) {
+                mk_error_clear(e);
+                e->code = -ENOSPC;
+                memcpy(e->msg, text, m.len);
+                e->msg[m.len] = 0;
+                return -ENOSPC;
+        }
         char what[96];
         if (n->whole)
                 (void) snprintf(what, sizeof what, "a whole GPU");
@@ -216,8 +282,7 @@ static int no_room(const struct mk_fit_node *node, const struct mk_fit_request *
                 (void) snprintf(what, sizeof what, "%u%% of GPU memory", req->mem_percent);
         return mk_error_set(e, -ENOSPC, "%zu of %zu GPUs have a free MIG placement for %s%s%s%s, %u needed",
                             n_cands, node->n_gpus, what, req->cores_percent ? " with cores" : "",
-                            req->variant && *req->variant ? " variant " : "",
-                            req->variant && *req->variant ? req->variant : "", req->gpus);
+                            variant ? " variant " : "", variant ? req->variant : "", req->gpus);
 }
 
 /* --- the node ----------------------------------------------------------------------------- */

@@ -105,9 +105,8 @@ static bool node_state_plain(const struct mk_sched_node *n, const char *uid, con
 /* A MIG node's reason for a pod that allowed soft slices too: says so,
  * so that a pod fitting nowhere reads why for both modes. */
 static void name_both_modes(char *reason, size_t size) {
-        char mig[MK_ERROR_MSG_MAX];
-        snprintf(mig, sizeof(mig), "%s", reason);
-        snprintf(reason, size, "MIG: %.400s; hami-core: node is in operating mode mig (no shared GPU)", mig);
+        mk_sched_reason_join(reason, size, "MIG: ", reason, 400,
+                             "; hami-core: node is in operating mode mig (no shared GPU)");
 }
 
 /* What a request holds while its nodes are decided. */

@@ -168,12 +168,30 @@ void mk_sched_take_mig(struct mk_sched_scratch *sc, const struct mk_inventory *i
         }
 }
 
+void mk_sched_reason_join(char *out, size_t size, const char *a, const char *b, size_t max_b, const char *c) {
+        if (size == 0)
+                return;
+        size_t room = size - 1, la = strlen(a), lb = strnlen(b, max_b), lc = strlen(c);
+        size_t na = MIN(la, room), nb = MIN(lb, room - na), nc = MIN(lc, room - na - nb);
+        memmove(out + na, b, nb); /* first: b may be out */
+        memcpy(out, a, na);
+        memcpy(out + na + nb, c, nc);
+        out[na + nb + nc] = 0;
+}
+
 void mk_sched_fit_reason(const struct mk_pod_request *req, unsigned container, const struct mk_error *e, char *reason,
                          size_t size) {
-        if (req->n_containers > 1)
-                snprintf(reason, size, "container %u: %.400s", container, e->msg);
-        else
-                snprintf(reason, size, "%s", e->msg[0] ? e->msg : "does not fit");
+        if (req->n_containers > 1) {
+                char prefix[32] = "container ", d[12];
+                size_t k = sizeof(d), len = strlen(prefix);
+                do
+                        d[--k] = (char) ('0' + container % 10);
+                while ((container /= 10) > 0);
+                memcpy(prefix + len, d + k, sizeof(d) - k);
+                memcpy(prefix + len + sizeof(d) - k, ": ", 3);
+                mk_sched_reason_join(reason, size, prefix, e->msg, 400, "");
+        } else
+                mk_sched_reason_join(reason, size, "", e->msg[0] ? e->msg : "does not fit", SIZE_MAX, "");
 }
 
 /* The slow path: the view rebuilt for this pod, container by container;

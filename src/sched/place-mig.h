@@ -89,6 +89,11 @@ int mk_sched_fill_mig(struct mk_sched_scratch *sc, const struct mk_sched_place *
  * them all; the claim holds at most MK_MAX_CLAIM_DEVICES). */
 void mk_sched_take_mig(struct mk_sched_scratch *sc, const struct mk_inventory *inv, const struct mk_fit_result *res,
                        unsigned container, struct mk_claim *claim, size_t *n_dev) _nonnull_(1, 2, 3, 6);
+/* snprintf(out, size, "%s%.*s%s", a, max_b, b, c) without vsnprintf (a
+ * filter writes a reason for every node that fails): the same text, cut
+ * at size - 1. `b` may be `out` itself; `a` and `c` may not overlap it. */
+void mk_sched_reason_join(char *out, size_t size, const char *a, const char *b, size_t max_b, const char *c)
+        _nonnull_(3, 4, 6);
 /* The reason of a failed fit of one container of the pod. */
 void mk_sched_fit_reason(const struct mk_pod_request *req, unsigned container, const struct mk_error *e, char *reason,
                          size_t size) _nonnull_(1, 3);

@@ -1,5 +1,6 @@
 /* The extender protocol's wire format (wire.h). */
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,12 +83,25 @@ static const char *skip_ws(const char *p, const char *end) {
         return p;
 }
 
+/* Bytes by class, looked up per byte of every name of a request (1,000s):
+ * NAME_BYTE a byte of a plain name (printable ASCII but blank, quote and
+ * backslash), JSON_PLAIN one a JSON string holds as it is (0x20..0x7f but
+ * quote and backslash). */
+enum { NAME_BYTE = 1, JSON_PLAIN = 2 };
+static const uint8_t byte_class[256] = {
+        [0x20] = JSON_PLAIN,
+        [0x21] = NAME_BYTE | JSON_PLAIN,
+        [0x23 ... 0x5b] = NAME_BYTE | JSON_PLAIN,
+        [0x5d ... 0x7e] = NAME_BYTE | JSON_PLAIN,
+        [0x7f] = JSON_PLAIN,
+};
+
 /* A plain name at p (after its opening quote): its length, the closing
  * quote at p[len]; 0 when it is empty, too long, or holds anything but
  * printable ASCII other than quotes and backslashes. */
 static size_t plain_name(const char *p, const char *end) {
-        size_t k = 0;
-        while (p + k < end && k < MK_K8S_NAME_MAX && p[k] > 0x20 && p[k] < 0x7f && p[k] != '"' && p[k] != '\\')
+        size_t max = MIN((size_t) (end - p), (size_t) MK_K8S_NAME_MAX), k = 0;
+        while (k < max && byte_class[(uint8_t) p[k]] & NAME_BYTE)
                 k++;
         return p + k < end && p[k] == '"' && k < MK_K8S_NAME_MAX ? k : 0;
 }
@@ -330,6 +344,21 @@ int mk_sched_wire_put_string(struct mk_buf *b, const char *v) {
         char out[512];
         size_t k = 0;
         int r;
+        /* Names and reasons are plain ASCII almost always: one copy. */
+        size_t plain = 0;
+        while (byte_class[(uint8_t) v[plain]] & JSON_PLAIN)
+                plain++;
+        if (!v[plain]) {
+                if ((r = mk_buf_reserve(b, plain + 2)) < 0)
+                        return r;
+                char *w = b->data + b->len;
+                w[0] = '"';
+                memcpy(w + 1, v, plain);
+                w[plain + 1] = '"';
+                w[plain + 2] = 0;
+                b->len += plain + 2;
+                return 0;
+        }
         out[k++] = '"';
         for (const unsigned char *p = (const unsigned char *) v; *p;) {
                 if (k > sizeof(out) - 16) {

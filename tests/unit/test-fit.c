@@ -428,6 +428,39 @@ static void test_failure_messages(void **state) {
         assert_int_equal(mk_fit_node(&node, &rq, MK_FIT_BINPACK, MK_FIT_BINPACK, &res, &e), -ENOSPC);
         assert_non_null(strstr(e.msg, "12345 MiB"));
         assert_int_equal(res.n_choices, 99); /* untouched on failure */
+        /* The message is written by hand: every form, exactly as the format
+         * it replaced writes it; one too long for a message cut as before. */
+        char long_variant[700];
+        memset(long_variant, 'v', sizeof(long_variant) - 1);
+        long_variant[sizeof(long_variant) - 1] = 0;
+        static const struct {
+                struct mk_fit_request rq;
+                const char *want;
+        } forms[] = {
+                {{.gpus = 1, .mem_mib = 12345}, "0 of 1 GPUs have a free MIG placement for 12345 MiB, 1 needed"},
+                {{.gpus = 2, .mem_percent = 100}, "0 of 1 GPUs have a free MIG placement for a whole GPU, 2 needed"},
+                {{.gpus = 1}, "0 of 1 GPUs have a free MIG placement for a whole GPU, 1 needed"},
+                {{.gpus = 1, .mem_percent = 30, .cores_percent = 20},
+                 "0 of 1 GPUs have a free MIG placement for 30% of GPU memory with cores, 1 needed"},
+                {{.gpus = 16, .mem_mib = 10, .variant = "+me"},
+                 "0 of 1 GPUs have a free MIG placement for 10 MiB variant +me, 16 needed"},
+                {{.gpus = 1, .mem_mib = 10, .variant = ""}, "0 of 1 GPUs have a free MIG placement for 10 MiB, 1 needed"},
+        };
+        for (size_t i = 0; i < ELEMENTSOF(forms); i++) {
+                e = (struct mk_error) {};
+                assert_int_equal(mk_fit_node(&node, &forms[i].rq, MK_FIT_BINPACK, MK_FIT_SPREAD, &res, &e), -ENOSPC);
+                assert_int_equal(e.code, -ENOSPC);
+                assert_string_equal(e.msg, forms[i].want);
+        }
+        rq = (struct mk_fit_request) {.gpus = 1, .mem_mib = 10, .variant = long_variant};
+        assert_int_equal(mk_fit_node(&node, &rq, MK_FIT_BINPACK, MK_FIT_SPREAD, &res, &e), -ENOSPC);
+        char want[sizeof(e.msg)];
+        static const char head[] = "0 of 1 GPUs have a free MIG placement for 10 MiB variant ";
+        memcpy(want, head, sizeof(head) - 1);
+        memcpy(want + sizeof(head) - 1, long_variant, sizeof(want) - sizeof(head));
+        memcpy(want + sizeof(want) - 4, "...", 4); /* cut at the message's size, marked */
+        assert_string_equal(e.msg, want);
+        assert_int_equal(mk_fit_node(&node, &rq, MK_FIT_BINPACK, MK_FIT_SPREAD, &res, NULL), -ENOSPC);
 }
 
 struct frag_case {

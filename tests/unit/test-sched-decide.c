@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +27,7 @@
 #include "sched/inventory.h"
 #include "sched/memo.h"
 #include "sched/nodecache.h"
+#include "sched/place-mig.h"
 #include "sched/request.h"
 #include "spec/sched-config.h"
 
@@ -441,6 +443,50 @@ static void test_one_scale(void **state) {
         }
 }
 
+/* mk_sched_reason_join writes what snprintf("%s%.*s%s") wrote, cut alike,
+ * with `b` apart or the output buffer itself (reasons are rewritten in
+ * place); mk_sched_fit_reason as its snprintf did. */
+static void test_reason_join(void **state) {
+        (void) state;
+        static const char *const as[] = {"", "MIG: ", "container 12: "};
+        static const char *const cs[] = {"", "; hami-core: node is in operating mode mig (no shared GPU)"};
+        char long_b[700];
+        memset(long_b, 'x', sizeof(long_b) - 1);
+        long_b[sizeof(long_b) - 1] = 0;
+        const char *bs[] = {"", "3 of 8 GPUs have a free MIG placement for 19000 MiB, 1 needed", long_b};
+        static const size_t sizes[] = {1, 2, 7, 40, 100, 410, 512};
+        static const size_t maxes[] = {0, 5, 400, SIZE_MAX};
+        for (size_t ia = 0; ia < ELEMENTSOF(as); ia++)
+                for (size_t ib = 0; ib < ELEMENTSOF(bs); ib++)
+                        for (size_t ic = 0; ic < ELEMENTSOF(cs); ic++)
+                                for (size_t is = 0; is < ELEMENTSOF(sizes); is++)
+                                        for (size_t im = 0; im < ELEMENTSOF(maxes); im++) {
+                                                size_t size = sizes[is], max = maxes[im];
+                                                char want[1024], got[1024], inplace[1024];
+                                                snprintf(want, size, "%s%.*s%s", as[ia],
+                                                         (int) MIN(max, (size_t) INT_MAX), bs[ib], cs[ic]);
+                                                mk_sched_reason_join(got, size, as[ia], bs[ib], max, cs[ic]);
+                                                snprintf(inplace, sizeof(inplace), "%s", bs[ib]);
+                                                mk_sched_reason_join(inplace, size, as[ia], inplace, max, cs[ic]);
+                                                if (!streq(want, got) || !streq(want, inplace))
+                                                        fail_msg("a %zu b %zu c %zu size %zu max %zu: '%s' / '%s', "
+                                                                 "want '%s'",
+                                                                 ia, ib, ic, size, max, got, inplace, want);
+                                        }
+        struct mk_pod_request req = {.n_containers = 2};
+        struct mk_error e = {.code = -ENOSPC};
+        memset(e.msg, 'y', sizeof(e.msg) - 1);
+        e.msg[sizeof(e.msg) - 1] = 0;
+        char got[512], want[512];
+        mk_sched_fit_reason(&req, 1, &e, got, sizeof(got));
+        snprintf(want, sizeof(want), "container %u: %.400s", 1u, e.msg);
+        assert_string_equal(got, want);
+        req.n_containers = 1;
+        e.msg[0] = 0;
+        mk_sched_fit_reason(&req, 0, &e, got, sizeof(got));
+        assert_string_equal(got, "does not fit");
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_decide, setup, teardown),
@@ -448,6 +494,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_pool, setup_pool, teardown),
                 cmocka_unit_test_setup_teardown(test_pool_switch, setup_switch, teardown),
                 cmocka_unit_test_setup_teardown(test_one_scale, setup_scale, teardown),
+                cmocka_unit_test(test_reason_join),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

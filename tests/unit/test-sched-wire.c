@@ -240,6 +240,8 @@ static void test_put_string(void **state) {
                 {"\xe0\x80\xaf", "\"???\""},                                   /* overlong */
                 {"\xf4\x90\x80\x80", "\"????\""},                              /* past U+10FFFF */
                 {"\xff", "\"?\""},
+                {"a b\x7f~!", "\"a b\x7f~!\""},                                /* plain: copied whole */
+                {"plain then \"", "\"plain then \\\"\""},
         };
         for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
                 struct mk_buf b;
@@ -261,6 +263,16 @@ static void test_put_string(void **state) {
         mk_buf_init(&b, 1 << 16);
         assert_int_equal(mk_sched_wire_put_string(&b, long_s), 0);
         assert_int_equal(b.len, 2 + 2 * 4999);
+        mk_buf_done(&b);
+        memset(long_s, 'a', 4999); /* plain, longer than the chunk */
+        mk_buf_init(&b, 1 << 16);
+        assert_int_equal(mk_buf_puts(&b, "x"), 0);
+        assert_int_equal(mk_sched_wire_put_string(&b, long_s), 0);
+        assert_int_equal(b.len, 1 + 2 + 4999);
+        assert_true(b.data[1] == '"' && b.data[5001] == '"' && b.data[5002] == 0 && b.data[2] == 'a');
+        mk_buf_done(&b);
+        mk_buf_init(&b, 4999); /* over the cap: refused */
+        assert_int_equal(mk_sched_wire_put_string(&b, long_s), -E2BIG);
         mk_buf_done(&b);
         free(long_s);
 }
