@@ -535,8 +535,11 @@ static void cache_sums(const struct mk_fit_node *node, struct mk_fit_node_cache 
         c->ideal_sum = ideal_sum;
 }
 
-int mk_fit_node_cache_derive(const struct mk_fit_node *node, const struct mk_fit_node_cache *from, uint64_t changed,
-                             struct mk_fit_node_cache *ret) {
+/* What every derived cache takes from `from` (ret != from: the per-GPU
+ * states to change), and the cache with winners it derives from. Marks
+ * *ret unusable; false when `from` cannot be derived from. */
+static bool derive_begin(const struct mk_fit_node *node, const struct mk_fit_node_cache *from, uint64_t changed,
+                         struct mk_fit_node_cache *ret) {
         bool ok = from->usable && from->n_gpus == node->n_gpus && node->gpus;
         if (ret != from) {
                 ret->first = from->first;
@@ -553,7 +556,82 @@ int mk_fit_node_cache_derive(const struct mk_fit_node *node, const struct mk_fit
         ret->changed = since;
         ret->gpus = node->gpus;
         ret->n_gpus = node->n_gpus;
-        if (!ok)
+        return ok;
+}
+
+/* GPU gi's cached state read again from its description: -EINVAL for a
+ * GPU the fit would reject, -EOPNOTSUPP for one the tables `tab` do not
+ * describe. */
+static int derive_gpu_read(const struct mk_fit_node *node, const struct mk_fit_tables *tab, size_t gi,
+                           struct fit_profcache *pc, struct mk_fit_node_cache *ret) {
+        const struct mk_fit_gpu *g = &node->gpus[gi];
+        struct mk_fit_node_cache_gpu *cg = &ret->gpu[gi];
+        *cg = (struct mk_fit_node_cache_gpu) {};
+        struct fit_gpu_state s;
+        if (fit_gpu_prepare(pc, g, &s) < 0)
+                return -EINVAL;
+        if (s.ps->tab != tab)
+                return -EOPNOTSUPP;
+        cache_gpu_fill(g, &s, cg);
+        return 0;
+}
+
+/* GPU gi's cached state `cg` after an instance of profile j at unit
+ * `start` was added (its description's last used instance), from its state
+ * before: what cache_gpu_fill() computes, without reading the instances
+ * (but to count a limited profile's). false when the GPU is not as
+ * described (the caller reads it). */
+static bool derive_gpu_add(const struct mk_fit_gpu *g, const struct mk_fit_tables *tab, size_t j, unsigned start,
+                           struct mk_fit_node_cache_gpu *cg) {
+        if (!cg->available || j >= g->n_profiles || g->n_used == 0 || g->n_used > MK_FIT_MAX_INSTANCES ||
+            g->tables != tab || !fit_tables_match(tab, g))
+                return false;
+        const struct mk_gi_profile *p = &g->profiles[j];
+        const struct mk_fit_instance *last = &g->used[g->n_used - 1];
+        if (start + tab->pi[j].size > g->memory_units || last->profile_id != p->id || last->slices != p->slices ||
+            last->placement.start != start || last->placement.size != tab->pi[j].size || p->slices > cg->free_slices)
+                return false;
+        uint32_t m = fit_units_mask(tab->pi[j].size) << start;
+        uint32_t all = fit_units_mask(g->memory_units);
+        if (cg->used & m)
+                return false;
+        uint32_t used = cg->used | m, free = all & ~used;
+        unsigned fs = cg->free_slices - p->slices;
+        if (fs > FIT_TAB_SLICES)
+                return false;
+        unsigned cap = tab->cap[free][fs];
+        unsigned ideal = MAX(cap, (unsigned) tab->cap[fit_units_mask(fit_popcount32(free))][fs]);
+        /* A profile hostable now was hostable before: fewer free units and
+         * slices, more instances. */
+        uint64_t hostable = 0;
+        for (uint64_t h = cg->hostable; h; h &= h - 1) {
+                size_t k = (size_t) __builtin_ctzll(h);
+                const struct mk_gi_profile *q = &g->profiles[k];
+                if (q->slices > fs || tab->best[fit_best_index(k, free, fs)] == 0)
+                        continue;
+                if (tab->pi[k].limited) {
+                        unsigned count = 0;
+                        for (size_t i = 0; i < g->n_used; i++)
+                                count += g->used[i].profile_id == q->id;
+                        if (count >= q->max_count)
+                                continue;
+                }
+                hostable |= UINT64_C(1) << k;
+        }
+        cg->hostable = hostable;
+        cg->used = used;
+        cg->cap = (uint16_t) cap;
+        cg->ideal = (uint16_t) ideal;
+        cg->free_slices = (uint8_t) fs;
+        cg->used_units = (uint8_t) fit_popcount32(used);
+        return true;
+}
+
+/* The derived cache: the GPUs in `changed` read again, or, with `res`,
+ * computed from the choice made on them. */
+static int derive(const struct mk_fit_node *node, const struct mk_fit_node_cache *from, uint64_t changed,
+                  const struct mk_fit_result *res, struct mk_fit_node_cache *ret) {
+        if (!derive_begin(node, from, changed, ret))
                 return -EOPNOTSUPP;
         const struct mk_fit_tables *tab = node->gpus[from->first].tables;
         struct fit_profcache pc;
@@ -563,18 +641,34 @@ int mk_fit_node_cache_derive(const struct mk_fit_node *node, const struct mk_fit
                 if (gi >= node->n_gpus || node->gpus[gi].unavailable)
                         continue;
                 const struct mk_fit_gpu *g = &node->gpus[gi];
-                struct mk_fit_node_cache_gpu *cg = &ret->gpu[gi];
-                *cg = (struct mk_fit_node_cache_gpu) {};
-                struct fit_gpu_state s;
-                if (fit_gpu_prepare(&pc, g, &s) < 0)
-                        return -EINVAL;
-                if (s.ps->tab != tab)
-                        return -EOPNOTSUPP;
-                cache_gpu_fill(g, &s, cg);
+                const struct mk_fit_choice *ch = NULL;
+                for (size_t i = 0; res && i < res->n_choices && !ch; i++)
+                        if (res->choices[i].gpu == gi)
+                                ch = &res->choices[i];
+                if (ch && ch->profile >= g->profiles &&
+                    derive_gpu_add(g, tab, (size_t) (ch->profile - g->profiles), ch->placement.start, &ret->gpu[gi]))
+                        continue;
+                int r = derive_gpu_read(node, tab, gi, &pc, ret);
+                if (r < 0)
+                        return r;
         }
         cache_sums(node, ret);
         ret->usable = true;
         return 0;
+}
+
+int mk_fit_node_cache_derive(const struct mk_fit_node *node, const struct mk_fit_node_cache *from, uint64_t changed,
+                             struct mk_fit_node_cache *ret) {
+        return derive(node, from, changed, NULL, ret);
+}
+
+int mk_fit_node_cache_derive_added(const struct mk_fit_node *node, const struct mk_fit_node_cache *from,
+                                   const struct mk_fit_result *res, struct mk_fit_node_cache *ret) {
+        uint64_t changed = 0;
+        for (size_t i = 0; i < res->n_choices; i++)
+                if (res->choices[i].gpu < MK_FIT_MAX_NODE_GPUS)
+                        changed |= UINT64_C(1) << res->choices[i].gpu;
+        return derive(node, from, changed, res, ret);
 }
 
 int mk_fit_node_cache_update(const struct mk_fit_node *node, struct mk_fit_node_cache *c) {

@@ -175,6 +175,16 @@ int mk_fit_node_cache_update(const struct mk_fit_node *node, struct mk_fit_node_
 int mk_fit_node_cache_derive(const struct mk_fit_node *node, const struct mk_fit_node_cache *from, uint64_t changed,
                              struct mk_fit_node_cache *ret) _nonnull_(1, 2, 4);
 
+/* The same as mk_fit_node_cache_derive() for the GPUs of `res` after its
+ * instances were added to node->gpus (each the last of its GPU's `used`,
+ * the rest as `from` saw them): the changed GPUs' states computed from the
+ * choices instead of read again (a GPU not as described is read). For a
+ * pod's later containers; the same answers. */
+struct mk_fit_result;
+int mk_fit_node_cache_derive_added(const struct mk_fit_node *node, const struct mk_fit_node_cache *from,
+                                   const struct mk_fit_result *res, struct mk_fit_node_cache *ret)
+        _nonnull_(1, 2, 3, 4);
+
 /* What one container asks for: `gpus` distinct GPUs, one MIG instance on
  * each, each with at least the memory and cores asked. */
 struct mk_fit_request {

@@ -111,7 +111,6 @@ static int fit_fast(struct mk_sched_scratch **scp, const struct mk_sched_place *
                         memcpy(sc->gpus, fn.gpus, ng * sizeof(sc->gpus[0]));
                         fn.gpus = sc->gpus;
                 }
-                uint64_t changed = 0;
                 for (size_t i = 0; i < res.n_choices; i++) {
                         unsigned g = res.choices[i].gpu;
                         if (!(copied & (UINT64_C(1) << g))) {
@@ -119,11 +118,10 @@ static int fit_fast(struct mk_sched_scratch **scp, const struct mk_sched_place *
                                 sc->gpus[g].used = sc->used[g];
                                 copied |= UINT64_C(1) << g;
                         }
-                        changed |= UINT64_C(1) << g;
                 }
                 size_t n_dev = 0;
                 mk_sched_take_mig(sc, n->inv, &res, rc->index, NULL, &n_dev);
-                if (fn.cache && mk_fit_node_cache_derive(&fn, fn.cache, changed, &sc->cache) >= 0)
+                if (fn.cache && mk_fit_node_cache_derive_added(&fn, fn.cache, &res, &sc->cache) >= 0)
                         fn.cache = &sc->cache;
                 else
                         fn.cache = NULL; /* the fit reads the GPUs: slower, same answer */

@@ -677,9 +677,30 @@ static void test_node_cache(void **state) {
         assert_int_equal(mk_fit_node_cache_update(&big, &nc), -EINVAL);
 }
 
+/* The first field in which two caches of one node differ, NULL when none. */
+static const char *cache_difference(const struct mk_fit_node *node, const struct mk_fit_node_cache *x,
+                                    const struct mk_fit_node_cache *y) {
+        if (x->usable != y->usable || x->has_best != y->has_best || x->base != y->base || x->changed != y->changed ||
+            x->gpus != y->gpus || x->n_gpus != y->n_gpus || x->first != y->first)
+                return "the header";
+        if (x->hostable != y->hostable || x->total_units != y->total_units || x->used_units != y->used_units ||
+            x->cap_sum != y->cap_sum || x->ideal_sum != y->ideal_sum || x->empty_cap != y->empty_cap ||
+            memcmp(x->rank, y->rank, sizeof(x->rank)))
+                return "the sums";
+        for (size_t gi = 0; gi < node->n_gpus; gi++) {
+                const struct mk_fit_node_cache_gpu *a = &x->gpu[gi], *b = &y->gpu[gi];
+                if (a->hostable != b->hostable || a->used != b->used || a->cap != b->cap || a->ideal != b->ideal ||
+                    a->free_slices != b->free_slices || a->used_units != b->used_units ||
+                    a->available != b->available || a->switchable != b->switchable)
+                        return "a GPU's state";
+        }
+        return NULL;
+}
+
 /* A pod's containers fitted one after another through derived caches
  * (mk_fit_node_cache_derive after each container's instances are added,
- * from the node's cache with winners) answer exactly as without a cache:
+ * from the node's cache with winners) answer exactly as without a cache,
+ * and mk_fit_node_cache_derive_added gives the cache field by field:
  * choices, score, fragmentation, message. Random states, mostly one-GPU
  * containers (the path that takes the first cache's winner or runner-up
  * on a GPU that did not change), both GPU policies. */
@@ -701,10 +722,10 @@ static void test_derived_cache_sequences(void **state) {
                         b.gpus[gi].tables = t;
                         b.gpus[gi].used = b.used[gi];
                 }
-                struct mk_fit_node_cache base, derived;
+                struct mk_fit_node_cache base, derived, added;
                 if (mk_fit_node_cache_update(&node, &base) < 0)
                         continue; /* no available GPU */
-                const struct mk_fit_node_cache *cur = &base;
+                const struct mk_fit_node_cache *cur = &base, *cur_added = &base;
                 enum mk_fit_policy np = rand_r(&seed) % 2 ? MK_FIT_BINPACK : MK_FIT_SPREAD;
                 enum mk_fit_policy gp = rand_r(&seed) % 2 ? MK_FIT_BINPACK : MK_FIT_SPREAD;
                 for (int step = 0; step < 4; step++) {
@@ -746,6 +767,13 @@ static void test_derived_cache_sequences(void **state) {
                         }
                         assert_int_equal(mk_fit_node_cache_derive(&node, cur, changed, &derived), 0);
                         cur = &derived;
+                        /* From the choices: the same cache as read again. */
+                        assert_int_equal(mk_fit_node_cache_derive_added(&node, cur_added, &a, &added), 0);
+                        cur_added = &added;
+                        const char *diff = cache_difference(&node, &derived, &added);
+                        if (diff)
+                                fail_msg("iteration %d step %d: the cache derived from the choices differs in %s",
+                                         iter, step, diff);
                 }
         }
         print_message("derived caches: %u fits compared, %u placed\n", compared, fitted);
