@@ -383,6 +383,45 @@ static bool cached_winner(const struct mk_fit_node *node, const struct mk_fit_no
         return true;
 }
 
+/* The profiles adequate for the request on the node's kind of GPU, in
+ * c->rank's order (a function of the profile array): from `memo` when it
+ * was computed for this request and kind, else computed (into `memo`, or
+ * `own`, the call's, when there is none). */
+static const struct mk_fit_memo *adequate_memo(const struct mk_fit_gpu *g0, const struct mk_fit_tables *tab,
+                                               const struct mk_fit_node_cache *c, const struct fit_needs *n,
+                                               struct mk_fit_memo *memo, struct mk_fit_memo *own) {
+        unsigned slices = g0->slices > 0 ? g0->slices : tab->max_slices;
+        unsigned sms = g0->multiprocessors > 0 ? g0->multiprocessors : tab->max_sms;
+        if (memo && memo->known && memo->profiles == g0->profiles && memo->n_profiles == g0->n_profiles &&
+            memo->tables == tab && memo->memory_units == g0->memory_units && memo->memory_mib == g0->memory_mib &&
+            memo->sms == sms && memo->slices == slices && memo->whole == n->whole && memo->mem_mib == n->mem_mib &&
+            memo->mem_percent == n->mem_percent && memo->cores == n->cores && memo->variant == n->variant)
+                return memo;
+        struct mk_fit_memo *mo = memo ? memo : own;
+        *mo = (struct mk_fit_memo) {
+                .known = true,
+                .whole = n->whole,
+                .profiles = g0->profiles,
+                .tables = tab,
+                .variant = n->variant,
+                .n_profiles = g0->n_profiles,
+                .memory_mib = g0->memory_mib,
+                .mem_mib = n->mem_mib,
+                .memory_units = g0->memory_units,
+                .sms = sms,
+                .slices = slices,
+                .mem_percent = n->mem_percent,
+                .cores = n->cores,
+        };
+        uint64_t need = needs_mib(n, g0->memory_mib);
+        for (size_t k = 0; k < g0->n_profiles; k++) {
+                size_t j = c->rank[k];
+                if (profile_adequate(&g0->profiles[j], &tab->pi[j], g0->memory_units, need, n, sms, slices))
+                        mo->order[mo->n_order++] = (uint8_t) j;
+        }
+        return mo;
+}
+
 /* The fit from the node cache: the same choices and sums as fit_place_read()
  * (one GPU description, tables, MIG rooms only), from the cached per-GPU
  * state. */
@@ -395,17 +434,16 @@ static int fit_place_cached(const struct mk_fit_node *node, const struct mk_fit_
         if (!n->whole && n->mem_mib == 0 && g0->memory_mib > UINT64_MAX / 100)
                 return mk_error_set(e, -EINVAL, "GPU %zu: memory out of range", c->first);
 
-        /* The adequate profiles hosted somewhere, smallest first (adequate_profiles()'s order). */
-        unsigned slices = g0->slices > 0 ? g0->slices : tab->max_slices;
-        unsigned sms = g0->multiprocessors > 0 ? g0->multiprocessors : tab->max_sms;
-        uint64_t need = needs_mib(n, g0->memory_mib);
+        /* The adequate profiles hosted somewhere, smallest first (adequate_profiles()'s order):
+         * the adequate ones from the request's memo, those hosted here kept. */
+        struct mk_fit_memo own;
+        const struct mk_fit_memo *mo = adequate_memo(g0, tab, c, n, req->memo, &own);
         uint8_t order[MK_FIT_MAX_PROFILES];
         size_t n_order = 0;
         uint64_t adequate = 0;
-        for (size_t k = 0; k < g0->n_profiles; k++) {
-                size_t j = c->rank[k];
-                if (!(c->hostable & (UINT64_C(1) << j)) ||
-                    !profile_adequate(&profiles[j], &tab->pi[j], g0->memory_units, need, n, sms, slices))
+        for (size_t k = 0; k < mo->n_order; k++) {
+                size_t j = mo->order[k];
+                if (!(c->hostable & (UINT64_C(1) << j)))
                         continue;
                 order[n_order++] = (uint8_t) j;
                 adequate |= UINT64_C(1) << j;

@@ -185,6 +185,27 @@ int mk_fit_node_cache_derive_added(const struct mk_fit_node *node, const struct 
                                    const struct mk_fit_result *res, struct mk_fit_node_cache *ret)
         _nonnull_(1, 2, 3, 4);
 
+/* What a fit derives from the request alone for one kind of GPU (its
+ * profile array, tables, units, memory, SMs, slices): the profiles
+ * adequate for the request, smallest first. A caller fitting one request
+ * on many nodes keeps one per request (mk_fit_request.memo) so that each
+ * node's fit looks them up instead of testing every profile; the key
+ * holds the request's values too, so a memo used with another request or
+ * GPU kind is recomputed, never wrong. Zeroed is empty; the fields are
+ * private to plan/fit. */
+struct mk_fit_memo {
+        bool known;
+        bool whole;
+        const struct mk_gi_profile *profiles;
+        const struct mk_fit_tables *tables;
+        const char *variant;
+        size_t n_profiles;
+        uint64_t memory_mib, mem_mib;
+        unsigned memory_units, sms, slices, mem_percent, cores;
+        uint8_t n_order;
+        uint8_t order[MK_FIT_MAX_PROFILES];     /* adequate profile indices, smallest first */
+};
+
 /* What one container asks for: `gpus` distinct GPUs, one MIG instance on
  * each, each with at least the memory and cores asked. */
 struct mk_fit_request {
@@ -198,6 +219,8 @@ struct mk_fit_request {
                                          * attribute suffix: "+me", "+me.all", "+gfx", "-me" */
         uint64_t cpu_milli;             /* the pod's CPU and memory requests (whole pod), checked and scored */
         uint64_t memory_bytes;          /* against mk_fit_node.resources when that is set */
+        struct mk_fit_memo *memo;       /* optional: kept by the caller between the fits of this request on
+                                         * several nodes (written by the fit); NULL: derived per call */
 };
 
 /* One instance the request gets. */

@@ -123,6 +123,7 @@ struct request {
         const char *models[8];
         bool model_ok[8];
         size_t n_models;
+        struct mk_fit_memo fit_memo[MK_SCHED_FIT_MEMOS];      /* per container: kept between nodes */
 };
 
 /* How the pod's GPU-type filter meets node n's GPUs: from the one model
@@ -184,6 +185,7 @@ static int eval_node(struct request *rq, const struct mk_sched_cand *c, struct m
                 .plain = plain,
                 .tiered = tiered(rq->cfg, rq->ask->req),
                 .types = own ? MK_SCHED_TYPES_SOME : node_types(rq, n),
+                .fit_memo = rq->fit_memo,
         };
         double score = 0;
         r = place(&rq->scratch, &p, &score, reason, size);

@@ -48,6 +48,7 @@ static int fit_container(const struct mk_fit_node *fn, const struct mk_sched_pla
                          char *reason, size_t size) {
         const struct mk_pod_request_container *rc = &p->req->containers[k];
         struct mk_fit_request fr = mk_sched_fit_request(p->req, rc);
+        fr.memo = p->fit_memo && k < MK_SCHED_FIT_MEMOS ? &p->fit_memo[k] : NULL;
         struct mk_error e; /* only code and msg are read: not the whole 1 KiB zeroed per node */
         e.code = 0;
         e.msg[0] = 0;

@@ -62,7 +62,11 @@ struct mk_sched_place {
         bool tiered;                            /* score on the mode choice's tier scale (mk_fit_mig_tier_score) */
         enum mk_sched_types types;              /* the pod's GPU-type filter on this node */
         struct mk_claim *claim;                 /* reserve: receives the devices chosen; NULL otherwise */
+        struct mk_fit_memo *fit_memo;           /* optional: MK_SCHED_FIT_MEMOS, the request's, one per
+                                                 * container (mk_fit_request.memo), kept between nodes */
 };
+
+#define MK_SCHED_FIT_MEMOS 4u   /* containers of a request with a fit memo (later ones: none) */
 
 /* A kind of placement: 0 with the node's score (0..100) in *ret_score, or
  * -ENOSPC (does not fit) / another error, with the reason in `reason`

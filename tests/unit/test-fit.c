@@ -700,7 +700,9 @@ static const char *cache_difference(const struct mk_fit_node *node, const struct
 /* A pod's containers fitted one after another through derived caches
  * (mk_fit_node_cache_derive after each container's instances are added,
  * from the node's cache with winners) answer exactly as without a cache,
- * and mk_fit_node_cache_derive_added gives the cache field by field:
+ * with or without a request memo (mk_fit_memo: one per request, kept
+ * across nodes of both models, and one shared by all requests), and
+ * mk_fit_node_cache_derive_added gives the cache field by field:
  * choices, score, fragmentation, message. Random states, mostly one-GPU
  * containers (the path that takes the first cache's winner or runner-up
  * on a GPU that did not change), both GPU policies. */
@@ -708,6 +710,7 @@ static void test_derived_cache_sequences(void **state) {
         (void) state;
         unsigned seed = 777;
         unsigned compared = 0, fitted = 0;
+        struct mk_fit_memo per_request[4][2] = {}, shared = {};
         for (int iter = 0; iter < 2000; iter++) {
                 struct node_buf b;
                 const char *gpus[MAX_GPUS] = {"", "", "", ""};
@@ -730,26 +733,36 @@ static void test_derived_cache_sequences(void **state) {
                 enum mk_fit_policy gp = rand_r(&seed) % 2 ? MK_FIT_BINPACK : MK_FIT_SPREAD;
                 for (int step = 0; step < 4; step++) {
                         static const uint64_t sizes[] = {GIB(4), GIB(9), GIB(19), GIB(39)};
+                        unsigned n_req = rand_r(&seed) % 6 == 0 ? 2 : 1, si = (unsigned) rand_r(&seed) % 4;
                         struct mk_fit_request rq = {
-                                .gpus = rand_r(&seed) % 6 == 0 ? 2 : 1,
-                                .mem_mib = sizes[rand_r(&seed) % 4],
+                                .gpus = n_req,
+                                .mem_mib = sizes[si],
                                 .variant = rand_r(&seed) % 8 == 0 ? "+me" : NULL,
                         };
                         struct mk_fit_result a, c;
                         struct mk_error ea = {}, ec = {};
                         node.cache = NULL;
                         int ra = mk_fit_node(&node, &rq, np, gp, &a, &ea);
-                        node.cache = cur;
-                        int rc = mk_fit_node(&node, &rq, np, gp, &c, &ec);
-                        node.cache = NULL;
-                        char x[256], y[256];
-                        result_format(ra, &a, x, sizeof x);
-                        result_format(rc, &c, y, sizeof y);
-                        if (ra != rc || !streq(x, y) || !streq(ea.msg, ec.msg) ||
-                            (ra == 0 && (a.score != c.score || a.fragmentation != c.fragmentation)))
-                                fail_msg("iteration %d step %d: derived cache '%s' (score %.17g, '%s'), without '%s' "
-                                         "(score %.17g, '%s')",
-                                         iter, step, y, c.score, ec.msg, x, a.score, ea.msg);
+                        /* Without a memo, with this request's (kept across nodes, both models), with
+                         * one shared by every request (its key must tell them apart). */
+                        struct mk_fit_memo *memos[] = {NULL, &per_request[si][rq.variant != NULL],
+                                                       &shared};
+                        for (size_t mi = 0; mi < ELEMENTSOF(memos); mi++) {
+                                rq.memo = memos[mi];
+                                ec = (struct mk_error) {};
+                                node.cache = cur;
+                                int rc = mk_fit_node(&node, &rq, np, gp, &c, &ec);
+                                node.cache = NULL;
+                                char x[256], y[256];
+                                result_format(ra, &a, x, sizeof x);
+                                result_format(rc, &c, y, sizeof y);
+                                if (ra != rc || !streq(x, y) || !streq(ea.msg, ec.msg) ||
+                                    (ra == 0 && (a.score != c.score || a.fragmentation != c.fragmentation)))
+                                        fail_msg("iteration %d step %d memo %zu: derived cache '%s' (score %.17g, "
+                                                 "'%s'), without '%s' (score %.17g, '%s')",
+                                                 iter, step, mi, y, c.score, ec.msg, x, a.score, ea.msg);
+                        }
+                        rq.memo = NULL;
                         compared++;
                         if (ra < 0)
                                 break;
