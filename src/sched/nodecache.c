@@ -25,13 +25,6 @@ bool mk_sched_pod_expired(const struct mk_sched_pod *p, int64_t now) {
 
 /* --- the fit's view of a node --- */
 
-static struct mk_fit_tables **tables_free(struct mk_fit_tables **t, size_t n) {
-        for (size_t i = 0; t && i < n; i++)
-                mk_fit_tables_free(t[i]);
-        free(t);
-        return NULL;
-}
-
 static bool same_gpu_kind(const struct mk_inv_gpu *a, const struct mk_inv_gpu *b) {
         if (a->n_profiles != b->n_profiles || a->memory_units != b->memory_units || a->slices != b->slices ||
             a->memory_mib != b->memory_mib || a->multiprocessors != b->multiprocessors)
@@ -66,27 +59,107 @@ static uint16_t *reps_new(const struct mk_inventory *inv) {
         return r;
 }
 
-/* The fit's capacity tables, built once per inventory for each kind of GPU
- * (at its representative's index; NULL elsewhere, and where the fit cannot
- * use tables: it then computes per call). */
-static struct mk_fit_tables **tables_new(const struct mk_inventory *inv) {
-        struct mk_fit_tables **t = calloc(inv->n_gpus + 1, sizeof(*t));
-        for (size_t g = 0; t && g < inv->n_gpus; g++) {
-                if (gpu_rep(inv, g) != g)
+static void kind_free(struct mk_sched_kind *k) {
+        mk_fit_tables_free(k->tables);
+        for (size_t i = 0; i < k->desc.n_profiles; i++)
+                free(k->desc.profiles[i].placements);
+        free(k->desc.profiles);
+        free(k);
+}
+
+static void kind_unref(struct mk_sched_kind *k) {
+        if (!k || --k->refs > 0)
+                return;
+        struct mk_sched_cache *c = k->owner;
+        c->kinds[k->slot] = c->kinds[--c->n_kinds];
+        c->kinds[k->slot]->slot = k->slot;
+        kind_free(k);
+}
+
+/* Drops a node's kinds (an array per GPU of `n_gpus`). */
+static struct mk_sched_kind **kinds_unref(struct mk_sched_kind **kinds, size_t n_gpus) {
+        for (size_t g = 0; kinds && g < n_gpus; g++)
+                kind_unref(kinds[g]);
+        free(kinds);
+        return NULL;
+}
+
+/* A new kind like GPU `ig`: its profiles copied (no CI profiles), its
+ * tables built for the copy. NULL when out of memory. */
+static struct mk_sched_kind *kind_new(const struct mk_inv_gpu *ig) {
+        struct mk_sched_kind *k = calloc(1, sizeof(*k));
+        struct mk_gi_profile *pr = calloc(ig->n_profiles + 1, sizeof(*pr));
+        if (!k || !pr) {
+                free(k);
+                free(pr);
+                return NULL;
+        }
+        k->desc = (struct mk_inv_gpu) {
+                .memory_mib = ig->memory_mib,
+                .memory_units = ig->memory_units,
+                .slices = ig->slices,
+                .multiprocessors = ig->multiprocessors,
+                .profiles = pr,
+        };
+        for (size_t i = 0; i < ig->n_profiles; i++, k->desc.n_profiles++) {
+                pr[i] = ig->profiles[i];
+                pr[i].ci_profiles = NULL;
+                pr[i].n_ci_profiles = 0;
+                pr[i].placements = calloc(ig->profiles[i].n_placements + 1, sizeof(*pr[i].placements));
+                if (!pr[i].placements) {
+                        kind_free(k);
+                        return NULL;
+                }
+                memcpy(pr[i].placements, ig->profiles[i].placements,
+                       ig->profiles[i].n_placements * sizeof(*pr[i].placements));
+        }
+        struct mk_fit_gpu fg = {
+                .profiles = pr,
+                .n_profiles = k->desc.n_profiles,
+                .memory_units = ig->memory_units,
+                .slices = ig->slices,
+                .memory_mib = ig->memory_mib,
+                .multiprocessors = ig->multiprocessors,
+        };
+        if (mk_fit_tables_new(&fg, &k->tables) < 0)
+                k->tables = NULL;
+        return k;
+}
+
+/* The kinds of inv's GPUs (at each kind's first GPU, reps[]), taken from
+ * the cache's or added to them, a reference held for each (under the write
+ * lock). NULL when out of memory (the node's own profiles are used then,
+ * without tables). */
+static struct mk_sched_kind **kinds_get(struct mk_sched_cache *c, const struct mk_inventory *inv,
+                                        const uint16_t *reps) {
+        struct mk_sched_kind **kinds = calloc(inv->n_gpus + 1, sizeof(*kinds));
+        for (size_t g = 0; kinds && reps && g < inv->n_gpus; g++) {
+                if (reps[g] != g)
                         continue;
                 const struct mk_inv_gpu *ig = &inv->gpus[g];
-                struct mk_fit_gpu fg = {
-                        .profiles = ig->profiles,
-                        .n_profiles = ig->n_profiles,
-                        .memory_units = ig->memory_units,
-                        .slices = ig->slices,
-                        .memory_mib = ig->memory_mib,
-                        .multiprocessors = ig->multiprocessors,
-                };
-                if (mk_fit_tables_new(&fg, &t[g]) < 0)
-                        t[g] = NULL;
+                struct mk_sched_kind *k = NULL;
+                for (size_t i = 0; i < c->n_kinds && !k; i++)
+                        if (same_gpu_kind(&c->kinds[i]->desc, ig))
+                                k = c->kinds[i];
+                if (!k) {
+                        if (c->n_kinds == c->alloc_kinds) {
+                                size_t a = c->alloc_kinds ? 2 * c->alloc_kinds : 8;
+                                struct mk_sched_kind **v = realloc(c->kinds, a * sizeof(*v));
+                                if (!v)
+                                        continue;
+                                c->kinds = v;
+                                c->alloc_kinds = a;
+                        }
+                        if (!(k = kind_new(ig)))
+                                continue;
+                        k->owner = c;
+                        k->slot = c->n_kinds;
+                        c->kinds[c->n_kinds++] = k;
+                }
+                k->refs++;
+                kinds[g] = k;
         }
-        return t;
+        return kinds;
 }
 
 int mk_sched_add_used(struct mk_fit_gpu *fg, struct mk_fit_instance *arr, unsigned profile_id, unsigned slices,
@@ -116,24 +189,25 @@ enum mk_claim_mode mk_sched_gpu_mode(const struct mk_inv_gpu *ig, struct mk_sche
 }
 
 int mk_sched_fill_gpus(struct mk_fit_gpu *gpus, struct mk_fit_instance *used, const struct mk_inventory *inv,
-                       struct mk_fit_tables *const *tables, const uint16_t *reps, struct mk_sched_pod *const *claims,
+                       struct mk_sched_kind *const *kinds, const uint16_t *reps, struct mk_sched_pod *const *claims,
                        size_t n_claims, const struct mk_pod_request *req, const char *skip_uid, int64_t now) {
         int r = 0;
         for (size_t g = 0; g < inv->n_gpus && r >= 0; g++) {
                 const struct mk_inv_gpu *ig = &inv->gpus[g];
                 size_t rep = reps ? reps[g] : gpu_rep(inv, g);
+                const struct mk_sched_kind *k = kinds ? kinds[rep] : NULL;
                 struct mk_fit_instance *u = used + g * MK_FIT_MAX_INSTANCES;
                 bool sw;
                 enum mk_claim_mode mode = mk_sched_gpu_mode(ig, claims, n_claims, skip_uid, now, &sw);
                 gpus[g] = (struct mk_fit_gpu) {
-                        .profiles = inv->gpus[rep].profiles,
+                        .profiles = k ? k->desc.profiles : inv->gpus[rep].profiles,
                         .n_profiles = ig->n_profiles,
                         .memory_units = ig->memory_units,
                         .slices = ig->slices,
                         .memory_mib = ig->memory_mib,
                         .multiprocessors = ig->multiprocessors,
                         .used = u,
-                        .tables = tables ? tables[rep] : NULL,
+                        .tables = k ? k->tables : NULL,
                         .unavailable = !(sw || (mode == MK_CLAIM_MIG && (ig->mig_enabled || ig->switchable))) ||
                                        (req && !mk_pod_request_gpu_type_ok(req, ig->model)),
                         .switchable = sw && ig->mode != MK_CLAIM_MIG,
@@ -166,7 +240,7 @@ static void node_free(void *p) {
         struct mk_sched_node *n = p;
         if (!n)
                 return;
-        n->tables = tables_free(n->tables, n->inv ? n->inv->n_gpus : 0);
+        n->kinds = kinds_unref(n->kinds, n->inv ? n->inv->n_gpus : 0);
         free(n->reps);
         mk_inventory_free(n->inv);
         free(n->fit_gpus);
@@ -218,7 +292,7 @@ static void node_refit(struct mk_sched_node *n) {
                         return;
                 }
         }
-        if (mk_sched_fill_gpus(n->fit_gpus, n->fit_used, n->inv, n->tables, n->reps, n->claims, n->n_claims, NULL,
+        if (mk_sched_fill_gpus(n->fit_gpus, n->fit_used, n->inv, n->kinds, n->reps, n->claims, n->n_claims, NULL,
                                NULL, 0) < 0)
                 return;
         struct mk_fit_node fn = {.gpus = n->fit_gpus, .n_gpus = ng};
@@ -389,7 +463,8 @@ int mk_sched_cache_init(struct mk_sched_cache *c) {
 }
 
 void mk_sched_cache_done(struct mk_sched_cache *c) {
-        mk_hashmap_clear(&c->nodes, node_free);
+        mk_hashmap_clear(&c->nodes, node_free); /* releases every kind */
+        free(c->kinds);
         mk_hashmap_clear(&c->pods, free);
         mk_hashmap_clear(&c->usage, free);
         mk_hashmap_clear(&c->gone, free);
@@ -442,16 +517,14 @@ int mk_sched_cache_node_event(struct mk_sched_cache *c, enum mk_kube_event_type 
                     allocatable(alloc, "memory", &mem, why, sizeof(why)) < 0);
         int said = 0; /* 1: a new allocatable error to log, -1: it went away */
         struct mk_inventory *inv = NULL;
-        struct mk_fit_tables **tables = NULL;
         uint16_t *reps = NULL;
         char reason[MK_ERROR_MSG_MAX];
         if (type != MK_KUBE_EVENT_DELETED)
                 mk_inventory_from_node(node, &inv, reason, sizeof(reason));
-        if (inv) {
-                tables = tables_new(inv);
+        if (inv)
                 reps = reps_new(inv);
-        }
         pthread_rwlock_wrlock(&c->lock);
+        struct mk_sched_kind **kinds = inv && type != MK_KUBE_EVENT_DELETED ? kinds_get(c, inv, reps) : NULL;
         int r = 0;
         if (type == MK_KUBE_EVENT_DELETED) {
                 struct mk_sched_node *n = mk_hashmap_get(&c->nodes, name);
@@ -459,7 +532,7 @@ int mk_sched_cache_node_event(struct mk_sched_cache *c, enum mk_kube_event_type 
                         node_free(mk_hashmap_remove(&c->nodes, name));
                         c->nodes_gen++;
                 } else if (n) {
-                        n->tables = tables_free(n->tables, n->inv ? n->inv->n_gpus : 0);
+                        n->kinds = kinds_unref(n->kinds, n->inv ? n->inv->n_gpus : 0);
                         free(n->reps);
                         n->reps = NULL;
                         n->inv = mk_inventory_free(n->inv);
@@ -471,10 +544,10 @@ int mk_sched_cache_node_event(struct mk_sched_cache *c, enum mk_kube_event_type 
                 if (!n)
                         r = -ENOMEM;
                 else {
-                        tables_free(n->tables, n->inv ? n->inv->n_gpus : 0);
+                        kinds_unref(n->kinds, n->inv ? n->inv->n_gpus : 0);
                         free(n->reps);
                         mk_inventory_free(n->inv);
-                        n->tables = TAKE_PTR(tables);
+                        n->kinds = TAKE_PTR(kinds);
                         n->reps = TAKE_PTR(reps);
                         n->inv = TAKE_PTR(inv);
                         n->res.cpu_allocatable_milli = bad ? 0 : cpu;
@@ -491,8 +564,8 @@ int mk_sched_cache_node_event(struct mk_sched_cache *c, enum mk_kube_event_type 
                         node_refit(n);
                 }
         }
+        kinds_unref(kinds, inv ? inv->n_gpus : 0); /* under the lock: the cache's kinds change */
         pthread_rwlock_unlock(&c->lock);
-        tables_free(tables, inv ? inv->n_gpus : 0);
         free(reps);
         mk_inventory_free(inv);
         if (r < 0)

@@ -26,6 +26,7 @@
 #include "claim/claim.h"
 #include "kube/kube.h"
 #include "plan/fit.h"
+#include "sched/inventory.h"
 #include "sched/memo.h"
 
 struct mk_inventory;
@@ -60,7 +61,8 @@ struct mk_sched_node {
         const char *model;              /* the model all of inv's GPUs share (in inv), NULL when they differ */
         struct mk_inventory *inv;       /* NULL when absent or malformed */
         char *name;
-        struct mk_fit_tables **tables;  /* per GPU of inv (entries may be NULL): the fit's accelerator */
+        struct mk_sched_kind **kinds;   /* per GPU of inv, at its kind's first GPU (entries may be NULL):
+                                         * the shared profile array and fit tables (refs held) */
         uint16_t *reps;                 /* per GPU of inv: the first GPU of its kind (NULL: per call) */
         char *alloc_error;              /* status.allocatable CPU or memory present but not a quantity,
                                          * naming the field: the node is refused (NULL: fine or absent) */
@@ -77,8 +79,25 @@ struct mk_sched_node {
                                          * node, and they share fewer cache lines without it between */
 };
 
+/* One kind of GPU (allowed profiles, units, slices, memory, SMs) with its
+ * fit tables, shared by every GPU of that kind on every node: one copy of
+ * the tables (about 48 KiB for an A100) for the cluster instead of one per
+ * node, so a filter over 1,000s of nodes reads the same tables, and a fit
+ * memo (mk_fit_memo) made on one node holds for the next. Held and
+ * released under the cache's write lock; freed with its last node. */
+struct mk_sched_cache;
+struct mk_sched_kind {
+        unsigned refs;
+        struct mk_sched_cache *owner;
+        size_t slot;                    /* its index in owner->kinds */
+        struct mk_inv_gpu desc;         /* the kind's description; profiles (and placements) owned */
+        struct mk_fit_tables *tables;   /* NULL: the fit computes per call */
+};
+
 struct mk_sched_cache {
         pthread_rwlock_t lock;
+        struct mk_sched_kind **kinds;   /* every kind a node's GPU has (under the write lock) */
+        size_t n_kinds, alloc_kinds;
         struct mk_hashmap nodes;        /* name -> mk_sched_node */
         struct mk_hashmap pods;         /* uid -> mk_sched_pod (pods with a reservation only) */
         struct mk_hashmap usage;        /* uid -> what a bound pod takes of its node's CPU and memory */
@@ -160,10 +179,10 @@ enum mk_claim_mode mk_sched_gpu_mode(const struct mk_inv_gpu *ig, struct mk_sche
 /* The fit's view of a node from its inventory and active reservations into
  * gpus[g] / used[g * MK_FIT_MAX_INSTANCES], leaving out `skip_uid`'s own
  * and those pending reservations expired at `now`; `req` (may be NULL)
- * marks GPUs of an unwanted type unavailable. `tables`, `reps` may be NULL.
+ * marks GPUs of an unwanted type unavailable. `kinds`, `reps` may be NULL.
  * -E2BIG when a GPU has more than MK_FIT_MAX_INSTANCES instances. */
 int mk_sched_fill_gpus(struct mk_fit_gpu *gpus, struct mk_fit_instance *used, const struct mk_inventory *inv,
-                       struct mk_fit_tables *const *tables, const uint16_t *reps, struct mk_sched_pod *const *claims,
+                       struct mk_sched_kind *const *kinds, const uint16_t *reps, struct mk_sched_pod *const *claims,
                        size_t n_claims, const struct mk_pod_request *req, const char *skip_uid, int64_t now)
         _nonnull_(1, 2, 3);
 /* Adds an instance to gpu `fg` (used array `arr`) unless one is there at

@@ -139,7 +139,7 @@ int mk_sched_fill_mig(struct mk_sched_scratch *sc, const struct mk_sched_place *
                 snprintf(reason, size, "node has more than %u GPUs", MK_FIT_MAX_NODE_GPUS);
                 return -E2BIG;
         }
-        int r = mk_sched_fill_gpus(sc->gpus, &sc->used[0][0], inv, own ? NULL : n->tables, own ? NULL : n->reps,
+        int r = mk_sched_fill_gpus(sc->gpus, &sc->used[0][0], inv, own ? NULL : n->kinds, own ? NULL : n->reps,
                                    n ? n->claims : NULL, n ? n->n_claims : 0, p->req, p->uid, p->now);
         if (r < 0)
                 snprintf(reason, size, "a GPU has more than %u instances", MK_FIT_MAX_INSTANCES);

@@ -286,12 +286,64 @@ static void test_junk_allocatable(void **state) {
         close(p[1]);
 }
 
+/* GPUs of one kind share one profile array and one set of tables across
+ * nodes (one copy for the cluster), held while a node has them: a node of
+ * another kind adds one, an updated node keeps its kind, the last node
+ * going frees it. */
+static void test_kinds_shared(void **state) {
+        (void) state;
+        struct mk_sched_cache c;
+        assert_int_equal(mk_sched_cache_init(&c), 0);
+        event(&c, MK_KUBE_EVENT_ADDED, node("n1", true, "8"), true);
+        event(&c, MK_KUBE_EVENT_ADDED, node("n2", true, "8"), true);
+        struct mk_sched_node *a = mk_sched_cache_node(&c, "n1"), *b = mk_sched_cache_node(&c, "n2");
+        assert_int_equal(c.n_kinds, 1);
+        assert_non_null(a->kinds[0]);
+        assert_ptr_equal(a->kinds[0], b->kinds[0]);
+        assert_int_equal(a->kinds[0]->refs, 2);
+        assert_non_null(a->kinds[0]->tables);
+        assert_ptr_equal(a->fit_gpus[0].profiles, b->fit_gpus[0].profiles); /* the fit sees one array */
+        assert_ptr_equal(a->fit_gpus[0].tables, a->kinds[0]->tables);
+        assert_true(a->fit_gpus[0].profiles != a->inv->gpus[0].profiles);
+        /* Another kind: the same GPU with one profile fewer. */
+        char inv[2048];
+        snprintf(inv, sizeof(inv), INV, "n3");
+        json_t *j = json_loads(inv, 0, NULL);
+        assert_non_null(j);
+        json_t *profiles = json_object_get(json_array_get(json_object_get(j, "gpus"), 0), "profiles");
+        assert_true(json_array_size(profiles) >= 2);
+        json_array_remove(profiles, json_array_size(profiles) - 1);
+        char *v = json_dumps(j, JSON_COMPACT);
+        json_decref(j);
+        json_t *n3 = node("n3", false, "8");
+        json_object_set_new(json_object_get(json_object_get(n3, "metadata"), "annotations"), MK_ANN_INVENTORY,
+                            json_string(v));
+        free(v);
+        event(&c, MK_KUBE_EVENT_ADDED, n3, true);
+        assert_int_equal(c.n_kinds, 2);
+        assert_true(mk_sched_cache_node(&c, "n3")->kinds[0] != a->kinds[0]);
+        /* Updated: the kind stays, held once. */
+        event(&c, MK_KUBE_EVENT_MODIFIED, node("n1", true, "16"), true);
+        a = mk_sched_cache_node(&c, "n1");
+        assert_ptr_equal(a->kinds[0], b->kinds[0]);
+        assert_int_equal(a->kinds[0]->refs, 2);
+        event(&c, MK_KUBE_EVENT_DELETED, node("n1", false, "8"), true);
+        assert_int_equal(b->kinds[0]->refs, 1);
+        event(&c, MK_KUBE_EVENT_DELETED, node("n3", false, "8"), true);
+        assert_int_equal(c.n_kinds, 1);
+        assert_int_equal(c.kinds[0]->slot, 0);
+        event(&c, MK_KUBE_EVENT_DELETED, node("n2", false, "8"), true);
+        assert_int_equal(c.n_kinds, 0);
+        mk_sched_cache_done(&c);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_nodes),
                 cmocka_unit_test(test_claims_and_usage),
                 cmocka_unit_test(test_resolve),
                 cmocka_unit_test(test_junk_allocatable),
+                cmocka_unit_test(test_kinds_shared),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
