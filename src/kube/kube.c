@@ -45,6 +45,7 @@
 #define STATUS_SNIPPET 200              /* bytes of a non-JSON error body quoted in messages */
 #define WATCH_MIN_STREAM_MS 1000        /* a stream that ends sooner without events counts as a failure */
 #define MK_KUBE_IDLE_HANDLES 8          /* easy handles kept between requests (more threads: new ones) */
+#define MK_KUBE_IDLE_KEEP_MS 20000      /* default: an idle handle unused that long is closed at the next request */
 
 struct mk_kube {
         struct mk_kube_config cfg;
@@ -54,7 +55,10 @@ struct mk_kube {
         CURLSH *share;
         pthread_mutex_t share_locks[CURL_LOCK_DATA_LAST];
         pthread_mutex_t idle_lock;      /* guards idle[] and n_idle */
-        CURL *idle[MK_KUBE_IDLE_HANDLES]; /* easy handles between requests, their connections kept */
+        struct idle_handle {
+                CURL *c;
+                uint64_t since_ms;      /* given back then */
+        } idle[MK_KUBE_IDLE_HANDLES];   /* easy handles between requests, their connections kept; most recent last */
         size_t n_idle;
         pthread_mutex_t token_lock;     /* guards cfg.token and token_read_ms */
         uint64_t token_read_ms;
@@ -222,7 +226,7 @@ struct mk_kube *mk_kube_free(struct mk_kube *k) {
                 return NULL;
         /* The handles first: a share in use cannot be cleaned up. */
         for (size_t i = 0; i < k->n_idle; i++)
-                curl.easy_cleanup(k->idle[i]);
+                curl.easy_cleanup(k->idle[i].c);
         if (k->share)
                 curl.share_cleanup(k->share);
         for (size_t i = 0; i < ELEMENTSOF(k->share_locks); i++)
@@ -272,6 +276,8 @@ int mk_kube_new(struct mk_kube_config *cfg, const struct mk_kube_options *o, str
                 opts.max_body = MK_MAX_APISERVER_BODY;
         if (opts.max_event == 0)
                 opts.max_event = MK_MAX_WATCH_EVENT;
+        if (opts.idle_keep_ms == 0)
+                opts.idle_keep_ms = MK_KUBE_IDLE_KEEP_MS;
 
         struct mk_kube *k = calloc(1, sizeof(*k));
         if (!k)
@@ -771,14 +777,37 @@ static CURLcode request_setup(struct mk_kube *k, const struct request *rq, struc
         return cc;
 }
 
-/* An easy handle for one attempt: an idle one of the pool (its live
- * connections kept), else a new one. */
+/* Takes the pool's handles idle for over o.idle_keep_ms (the oldest
+ * first, at the bottom) into stale[], so that the pool, and the
+ * connections it holds open, shrinks back after a burst of concurrent
+ * requests. Called with idle_lock held; returns how many. */
+static size_t idle_expire(struct mk_kube *k, uint64_t now, CURL **stale) {
+        size_t n = 0;
+        while (n < k->n_idle && now - k->idle[n].since_ms > k->o.idle_keep_ms) {
+                stale[n] = k->idle[n].c;
+                n++;
+        }
+        memmove(k->idle, k->idle + n, (k->n_idle - n) * sizeof(k->idle[0]));
+        k->n_idle -= n;
+        return n;
+}
+
+static void cleanup_all(CURL **c, size_t n) {
+        for (size_t i = 0; i < n; i++)
+                curl.easy_cleanup(c[i]);
+}
+
+/* An easy handle for one attempt: the pool's most recently used one (its
+ * live connections kept), else a new one. */
 static CURL *handle_take(struct mk_kube *k) {
-        CURL *c = NULL;
+        CURL *c = NULL, *stale[MK_KUBE_IDLE_HANDLES];
+        uint64_t now = now_ms();
         pthread_mutex_lock(&k->idle_lock);
+        size_t n = idle_expire(k, now, stale);
         if (k->n_idle > 0)
-                c = k->idle[--k->n_idle];
+                c = k->idle[--k->n_idle].c;
         pthread_mutex_unlock(&k->idle_lock);
+        cleanup_all(stale, n);
         return c ? c : curl.easy_init();
 }
 
@@ -789,11 +818,15 @@ static void handle_give(struct mk_kube *k, CURL *c) {
         if (!c)
                 return;
         curl.easy_reset(c);
+        CURL *stale[MK_KUBE_IDLE_HANDLES];
+        uint64_t now = now_ms();
         pthread_mutex_lock(&k->idle_lock);
+        size_t n = idle_expire(k, now, stale);
         bool kept = k->n_idle < ELEMENTSOF(k->idle);
         if (kept)
-                k->idle[k->n_idle++] = c;
+                k->idle[k->n_idle++] = (struct idle_handle) {c, now};
         pthread_mutex_unlock(&k->idle_lock);
+        cleanup_all(stale, n);
         if (!kept)
                 curl.easy_cleanup(c);
 }

@@ -52,6 +52,7 @@ struct mk_kube_options {
         size_t max_body;
         size_t max_event;
         const char *user_agent;         /* "migkit/<version>" */
+        unsigned idle_keep_ms;          /* an idle connection unused that long is closed (20 s) */
 };
 
 /* Creates a client. On success it takes the contents of *cfg (leaving it
