@@ -177,7 +177,8 @@ bool mk_sched_scan_names(const char *body, size_t len, struct mk_sched_names *re
         p = arr + 1;
         for (size_t i = 0; i < n; i++) {
                 p = skip_ws(p, end); /* at the quote */
-                size_t k = plain_name(p + 1, end);
+                /* Checked above: a plain name, then its closing quote. */
+                size_t k = (size_t) ((const char *) memchr(p + 1, '"', (size_t) (end - p - 1)) - (p + 1));
                 memcpy(out, p + 1, k);
                 out[k] = 0;
                 pn.cands[i] = (struct mk_sched_cand) {.name = out, .len = k};
