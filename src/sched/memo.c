@@ -27,8 +27,16 @@ void mk_sched_memo_put(struct mk_sched_memo *m, uint64_t shape, int r, int prior
         for (size_t i = 0; i < MK_SCHED_MEMO_SLOTS && k == MK_SCHED_MEMO_SLOTS; i++)
                 if (m->shape[i] == shape)
                         k = i;
-        if (k == MK_SCHED_MEMO_SLOTS)
+        /* A failure's reason is kept from the shape's second decision on
+         * the node (the slot already holds it): pods of many shapes evict
+         * each other before a filter asks again, and copying every failed
+         * node's reason into its memo cost a filter more than the memo
+         * gave it; prioritize, which follows the filter of the same shape,
+         * needs no reason. */
+        if (k == MK_SCHED_MEMO_SLOTS) {
                 k = m->next++ % MK_SCHED_MEMO_SLOTS;
+                reason = NULL;
+        }
         if (r < 0 && reason && !m->reason)
                 m->reason = calloc(MK_SCHED_MEMO_SLOTS, sizeof(*m->reason));
         m->shape[k] = shape;

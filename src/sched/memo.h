@@ -55,8 +55,10 @@ void mk_sched_memo_done(struct mk_sched_memo *m) _nonnull_(1);
  * when another thread holds the memo. */
 static inline bool mk_sched_memo_get(struct mk_sched_memo *m, uint64_t shape, int *r, int *priority, char *reason,
                                      size_t size) _nonnull_(1, 3, 4);
-/* Remembers a decision (`reason`: NULL when none was asked for). Skipped
- * when another thread holds the memo. */
+/* Remembers a decision (`reason`: NULL when none was asked for). A
+ * failure's reason is kept only when the shape already has a slot (its
+ * second decision here): a first one is kept without it. Skipped when
+ * another thread holds the memo. */
 void mk_sched_memo_put(struct mk_sched_memo *m, uint64_t shape, int r, int priority, const char *reason)
         _nonnull_(1);
 

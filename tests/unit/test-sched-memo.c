@@ -40,6 +40,14 @@ static void test_memo(void **state) {
         char small[6];
         assert_true(mk_sched_memo_get(&m, 6, &r, &pri, small, sizeof(small)));
         assert_string_equal(small, "no GP");
+        /* A shape's first failure keeps no reason (a filter's reasons are
+         * copied from its second decision on the node on). */
+        mk_sched_memo_put(&m, 7, -ENOSPC, 0, "first");
+        assert_false(mk_sched_memo_get(&m, 7, &r, &pri, reason, sizeof(reason)));
+        assert_true(mk_sched_memo_get(&m, 7, &r, &pri, reason, 0));
+        mk_sched_memo_put(&m, 7, -ENOSPC, 0, "second");
+        assert_true(mk_sched_memo_get(&m, 7, &r, &pri, reason, sizeof(reason)));
+        assert_string_equal(reason, "second");
         /* Slots: the oldest goes when a fifth shape comes. */
         mk_sched_memo_forget(&m);
         assert_false(mk_sched_memo_get(&m, 5, &r, &pri, reason, 0));
