@@ -34,6 +34,7 @@ struct mk_dp_follower {
         pthread_cond_t cond;
         bool due, stop, running;
         bool warned;                    /* the PodResources API was found missing (said once) */
+        int64_t listed;                 /* unix seconds of the last List that answered; 0: none yet */
 };
 
 static void save(struct mk_dp_follower *f) {
@@ -231,14 +232,19 @@ static void *follower_main(void *userdata) {
                         f->warned = false;
                         log_info("kubelet's PodResources API answers at '%s'", f->o.socket);
                 }
+                int64_t now = (int64_t) time(NULL);
+                if (r >= 0)
+                        f->listed = now;
                 int fixed = 0;
                 pthread_mutex_lock(f->o.serialize);
+                if (r < 0 && mk_dp_handouts_expire_unseen(&f->h, f->listed, now) > 0)
+                        save(f);
                 for (unsigned k = 0; r >= 0 && k < MK_DP_FOLLOW_ROUNDS; k++) {
                         fixed = round_run(f, held, n_held);
                         if (fixed <= 0)
                                 break;
                 }
-                polling = fixed != 0 || mk_dp_handouts_pending(&f->h, (int64_t) time(NULL));
+                polling = fixed != 0 || mk_dp_handouts_pending(&f->h, now);
                 pthread_mutex_unlock(f->o.serialize);
                 mk_dp_held_free(held, n_held);
                 pthread_mutex_lock(&f->lock);

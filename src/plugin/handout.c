@@ -276,15 +276,13 @@ static bool held_any(const struct mk_dp_handout *o, const struct mk_dp_held *hel
         return false;
 }
 
-size_t mk_dp_handouts_prune(struct mk_dp_handouts *h, const struct mk_dp_held *held, size_t n_held,
-                            const struct mk_dp_pod *pods, size_t n_pods, int64_t now) {
+/* Drops (and frees) the handouts `drop` says, keeping the others' order. */
+static size_t drop_where(struct mk_dp_handouts *h, bool (*drop)(const struct mk_dp_handout *o, const void *ctx),
+                         const void *ctx) {
         size_t k = 0, dropped = 0;
         for (size_t i = 0; i < h->n; i++) {
                 struct mk_dp_handout *o = &h->v[i];
-                bool drop = o->holder ? !held_any(o, held, n_held) &&
-                                                  pod_find(pods, n_pods, o->slot->namespace, o->slot->name) < 0
-                                        : now - o->time >= MK_DP_HANDOUT_TTL_S;
-                if (drop) {
+                if (drop(o, ctx)) {
                         handout_done(o);
                         dropped++;
                 } else
@@ -292,6 +290,41 @@ size_t mk_dp_handouts_prune(struct mk_dp_handouts *h, const struct mk_dp_held *h
         }
         h->n = k;
         return dropped;
+}
+
+struct prune_ctx {
+        const struct mk_dp_held *held;
+        size_t n_held;
+        const struct mk_dp_pod *pods;
+        size_t n_pods;
+        int64_t now;
+};
+
+static bool prune_one(const struct mk_dp_handout *o, const void *ctx) {
+        const struct prune_ctx *c = ctx;
+        return o->holder ? !held_any(o, c->held, c->n_held) &&
+                                   pod_find(c->pods, c->n_pods, o->slot->namespace, o->slot->name) < 0
+                         : c->now - o->time >= MK_DP_HANDOUT_TTL_S;
+}
+
+size_t mk_dp_handouts_prune(struct mk_dp_handouts *h, const struct mk_dp_held *held, size_t n_held,
+                            const struct mk_dp_pod *pods, size_t n_pods, int64_t now) {
+        const struct prune_ctx c = {held, n_held, pods, n_pods, now};
+        return drop_where(h, prune_one, &c);
+}
+
+struct unseen_ctx {
+        int64_t listed, now;
+};
+
+static bool unseen_one(const struct mk_dp_handout *o, const void *ctx) {
+        const struct unseen_ctx *c = ctx;
+        return !o->holder && o->time > c->listed && c->now - o->time >= MK_DP_HANDOUT_UNSEEN_S;
+}
+
+size_t mk_dp_handouts_expire_unseen(struct mk_dp_handouts *h, int64_t listed, int64_t now) {
+        const struct unseen_ctx c = {listed, now};
+        return drop_where(h, unseen_one, &c);
 }
 
 /* ---- the state file ---- */

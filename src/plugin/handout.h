@@ -28,6 +28,7 @@
 #define MK_DP_HANDOUT_MAX_FILE (32u << 20)     /* the state file read back */
 #define MK_DP_HANDOUT_MAX_ID 256u              /* one device id */
 #define MK_DP_HANDOUT_TTL_S 3600               /* a handout kubelet never reported is forgotten after */
+#define MK_DP_HANDOUT_UNSEEN_S 120             /* ... or after this when no List has answered since it was made */
 #define MK_DP_HANDOUT_FILE_VERSION 1
 
 /* One dynamic Allocate answered. */
@@ -126,6 +127,14 @@ bool mk_dp_handouts_pending(const struct mk_dp_handouts *h, int64_t now) _nonnul
  * ones older than MK_DP_HANDOUT_TTL_S. Returns how many were dropped. */
 size_t mk_dp_handouts_prune(struct mk_dp_handouts *h, const struct mk_dp_held *held, size_t n_held,
                             const struct mk_dp_pod *pods, size_t n_pods, int64_t now) _nonnull_(1);
+
+/* Drops the unresolved handouts made after `listed` (the last time
+ * kubelet's PodResources List answered, unix seconds; 0: never) that are
+ * MK_DP_HANDOUT_UNSEEN_S old: no List has answered since they were made,
+ * so nothing can resolve them (the API is off or kubelet is down), and
+ * kept for MK_DP_HANDOUT_TTL_S they would only hold memory, up to
+ * MK_DP_HANDOUT_MAX of about 6 KiB each. Returns how many were dropped. */
+size_t mk_dp_handouts_expire_unseen(struct mk_dp_handouts *h, int64_t listed, int64_t now) _nonnull_(1);
 
 /* The state file's text: {"version":1,"next":N,"handouts":[{"seq","time",
  * "containers":[[ids]...],"pod":{"namespace","name","uid"},"reservation":
