@@ -614,20 +614,31 @@ static int derive_gpu_read(const struct mk_fit_node *node, const struct mk_fit_t
         return 0;
 }
 
+/* Instances of profile id `id` on GPU gi: its description's, and those of
+ * `extra` (choices not in the description) on it. */
+static unsigned count_profile(const struct mk_fit_gpu *g, size_t gi, unsigned id, const struct mk_fit_choice *extra,
+                              size_t n_extra) {
+        unsigned count = 0;
+        for (size_t i = 0; i < g->n_used; i++)
+                count += g->used[i].profile_id == id;
+        for (size_t i = 0; i < n_extra; i++)
+                count += extra[i].gpu == gi && extra[i].profile->id == id;
+        return count;
+}
+
 /* GPU gi's cached state `cg` after an instance of profile j at unit
- * `start` was added (its description's last used instance), from its state
- * before: what cache_gpu_fill() computes, without reading the instances
- * (but to count a limited profile's). false when the GPU is not as
- * described (the caller reads it). */
-static bool derive_gpu_add(const struct mk_fit_gpu *g, const struct mk_fit_tables *tab, size_t j, unsigned start,
-                           struct mk_fit_node_cache_gpu *cg) {
-        if (!cg->available || j >= g->n_profiles || g->n_used == 0 || g->n_used > MK_FIT_MAX_INSTANCES ||
-            g->tables != tab || !fit_tables_match(tab, g))
+ * `start` was taken, from its state before: what cache_gpu_fill()
+ * computes, without reading the instances (but to count a limited
+ * profile's: the description's and `extra`'s on this GPU). false when the
+ * choice does not fit the state (the caller reads the GPU or gives up). */
+static bool derive_gpu_take(const struct mk_fit_gpu *g, size_t gi, const struct mk_fit_tables *tab, size_t j,
+                            unsigned start, const struct mk_fit_choice *extra, size_t n_extra,
+                            struct mk_fit_node_cache_gpu *cg) {
+        if (!cg->available || j >= g->n_profiles || g->n_used > MK_FIT_MAX_INSTANCES || g->tables != tab ||
+            !fit_tables_match(tab, g))
                 return false;
         const struct mk_gi_profile *p = &g->profiles[j];
-        const struct mk_fit_instance *last = &g->used[g->n_used - 1];
-        if (start + tab->pi[j].size > g->memory_units || last->profile_id != p->id || last->slices != p->slices ||
-            last->placement.start != start || last->placement.size != tab->pi[j].size || p->slices > cg->free_slices)
+        if (start + tab->pi[j].size > g->memory_units || p->slices > cg->free_slices)
                 return false;
         uint32_t m = fit_units_mask(tab->pi[j].size) << start;
         uint32_t all = fit_units_mask(g->memory_units);
@@ -647,13 +658,8 @@ static bool derive_gpu_add(const struct mk_fit_gpu *g, const struct mk_fit_table
                 const struct mk_gi_profile *q = &g->profiles[k];
                 if (q->slices > fs || tab->best[fit_best_index(k, free, fs)] == 0)
                         continue;
-                if (tab->pi[k].limited) {
-                        unsigned count = 0;
-                        for (size_t i = 0; i < g->n_used; i++)
-                                count += g->used[i].profile_id == q->id;
-                        if (count >= q->max_count)
-                                continue;
-                }
+                if (tab->pi[k].limited && count_profile(g, gi, q->id, extra, n_extra) >= q->max_count)
+                        continue;
                 hostable |= UINT64_C(1) << k;
         }
         cg->hostable = hostable;
@@ -663,6 +669,20 @@ static bool derive_gpu_add(const struct mk_fit_gpu *g, const struct mk_fit_table
         cg->free_slices = (uint8_t) fs;
         cg->used_units = (uint8_t) fit_popcount32(used);
         return true;
+}
+
+/* The same after the instance was added to the description (its last
+ * used instance, which is checked). */
+static bool derive_gpu_add(const struct mk_fit_gpu *g, size_t gi, const struct mk_fit_tables *tab, size_t j,
+                           unsigned start, struct mk_fit_node_cache_gpu *cg) {
+        if (j >= g->n_profiles || g->n_used == 0)
+                return false;
+        const struct mk_gi_profile *p = &g->profiles[j];
+        const struct mk_fit_instance *last = &g->used[g->n_used - 1];
+        if (last->profile_id != p->id || last->slices != p->slices || last->placement.start != start ||
+            j >= tab->n_profiles || last->placement.size != tab->pi[j].size)
+                return false;
+        return derive_gpu_take(g, gi, tab, j, start, NULL, 0, cg);
 }
 
 /* The derived cache: the GPUs in `changed` read again, or, with `res`,
@@ -684,7 +704,8 @@ static int derive(const struct mk_fit_node *node, const struct mk_fit_node_cache
                         if (res->choices[i].gpu == gi)
                                 ch = &res->choices[i];
                 if (ch && ch->profile >= g->profiles &&
-                    derive_gpu_add(g, tab, (size_t) (ch->profile - g->profiles), ch->placement.start, &ret->gpu[gi]))
+                    derive_gpu_add(g, gi, tab, (size_t) (ch->profile - g->profiles), ch->placement.start,
+                                   &ret->gpu[gi]))
                         continue;
                 int r = derive_gpu_read(node, tab, gi, &pc, ret);
                 if (r < 0)
@@ -707,6 +728,46 @@ int mk_fit_node_cache_derive_added(const struct mk_fit_node *node, const struct 
                 if (res->choices[i].gpu < MK_FIT_MAX_NODE_GPUS)
                         changed |= UINT64_C(1) << res->choices[i].gpu;
         return derive(node, from, changed, res, ret);
+}
+
+int mk_fit_node_cache_derive_taken(const struct mk_fit_node *node, const struct mk_fit_node_cache *from,
+                                   const struct mk_fit_result *res, const struct mk_fit_choice *taken,
+                                   size_t n_taken, struct mk_fit_node_cache *ret) {
+        uint64_t changed = 0;
+        for (size_t i = 0; i < res->n_choices; i++)
+                if (res->choices[i].gpu < MK_FIT_MAX_NODE_GPUS)
+                        changed |= UINT64_C(1) << res->choices[i].gpu;
+        unsigned used_units = from->used_units, cap_sum = from->cap_sum, ideal_sum = from->ideal_sum,
+                 total_units = from->total_units;
+        if (!derive_begin(node, from, changed, ret))
+                return -EOPNOTSUPP;
+        const struct mk_fit_tables *tab = node->gpus[from->first].tables;
+        for (size_t i = 0; i < res->n_choices; i++) {
+                const struct mk_fit_choice *ch = &res->choices[i];
+                size_t gi = ch->gpu;
+                if (gi >= node->n_gpus || node->gpus[gi].unavailable || ch->profile < node->gpus[gi].profiles)
+                        return -EOPNOTSUPP;
+                const struct mk_fit_gpu *g = &node->gpus[gi];
+                struct mk_fit_node_cache_gpu *cg = &ret->gpu[gi];
+                struct mk_fit_node_cache_gpu was = *cg;
+                if (!derive_gpu_take(g, gi, tab, (size_t) (ch->profile - g->profiles), ch->placement.start, taken,
+                                     n_taken, cg))
+                        return -EOPNOTSUPP;
+                used_units = used_units - was.used_units + cg->used_units;
+                cap_sum = cap_sum - was.cap + cg->cap;
+                ideal_sum = ideal_sum - was.ideal + cg->ideal;
+        }
+        uint64_t hostable = 0;
+        for (size_t gi = 0; gi < node->n_gpus; gi++)
+                if (ret->gpu[gi].available)
+                        hostable |= ret->gpu[gi].hostable;
+        ret->hostable = hostable;
+        ret->total_units = total_units;
+        ret->used_units = used_units;
+        ret->cap_sum = cap_sum;
+        ret->ideal_sum = ideal_sum;
+        ret->usable = true;
+        return 0;
 }
 
 int mk_fit_node_cache_update(const struct mk_fit_node *node, struct mk_fit_node_cache *c) {

@@ -185,6 +185,20 @@ int mk_fit_node_cache_derive_added(const struct mk_fit_node *node, const struct 
                                    const struct mk_fit_result *res, struct mk_fit_node_cache *ret)
         _nonnull_(1, 2, 3, 4);
 
+/* The same as mk_fit_node_cache_derive_added() with node->gpus left as
+ * `from` saw them at the start (nothing added to the descriptions): the
+ * cache describes the node with the instances of `taken` (every choice
+ * taken since, `res`'s included) added, and a fit with it answers for that
+ * node while reading only the profiles and tables of node->gpus. Nothing
+ * is read again: a choice that does not fit the cached state, or a
+ * changed GPU the fit would reject, gives -EOPNOTSUPP (*ret unusable; the
+ * caller fits on a copy with the instances added instead). For a pod's
+ * later containers without copying the node's GPU descriptions. */
+struct mk_fit_choice;
+int mk_fit_node_cache_derive_taken(const struct mk_fit_node *node, const struct mk_fit_node_cache *from,
+                                   const struct mk_fit_result *res, const struct mk_fit_choice *taken,
+                                   size_t n_taken, struct mk_fit_node_cache *ret) _nonnull_(1, 2, 3, 6);
+
 /* What a fit derives from the request alone for one kind of GPU (its
  * profile array, tables, units, memory, SMs, slices): the profiles
  * adequate for the request, smallest first. A caller fitting one request

@@ -71,12 +71,30 @@ static struct mk_sched_scratch *scratch_get(struct mk_sched_scratch **scp, char 
         return *scp;
 }
 
+/* Adds choices to the scratch's GPUs (copies of the node's), each GPU's
+ * used instances copied when first touched (bit g of *copied). */
+static void take_copied(struct mk_sched_scratch *sc, const struct mk_fit_choice *ch, size_t n, uint64_t *copied) {
+        for (size_t i = 0; i < n; i++) {
+                unsigned g = ch[i].gpu;
+                if (!(*copied & (UINT64_C(1) << g))) {
+                        memcpy(sc->used[g], sc->gpus[g].used, sc->gpus[g].n_used * sizeof(sc->used[g][0]));
+                        sc->gpus[g].used = sc->used[g];
+                        *copied |= UINT64_C(1) << g;
+                }
+                (void) mk_sched_add_used(&sc->gpus[g], sc->used[g], ch[i].profile->id, ch[i].profile->slices,
+                                         ch[i].placement);
+        }
+}
+
 /* The fast path: the containers one after another on the kept view (or,
  * when no GPU passes the type filter, on the node's GPUs all unavailable,
- * as the slow path sees them), the first with the kept node cache; before
- * each later one, the GPUs the earlier ones took are copied into the
- * scratch with their new instances (the rest stay borrowed) and the node
- * cache is derived for them. */
+ * as the slow path sees them), the first with the kept node cache. Each
+ * later one is fitted on a cache derived from the choices taken so far
+ * over the kept GPU descriptions, which are neither copied nor read
+ * (mk_fit_node_cache_derive_taken): a two-container pod reads little more
+ * of a node than a one-container pod. Where that cannot be derived (no
+ * kept cache, a choice it cannot follow), the GPUs are copied into the
+ * scratch with every instance taken so far and read from then on. */
 static int fit_fast(struct mk_sched_scratch **scp, const struct mk_sched_place *p, double *ret_score, char *reason,
                     size_t size) {
         const struct mk_sched_node *n = p->node;
@@ -96,32 +114,38 @@ static int fit_fast(struct mk_sched_scratch **scp, const struct mk_sched_place *
         enum mk_fit_policy np, gp;
         mk_sched_request_policies(req, &np, &gp);
         struct mk_sched_scratch *sc = NULL;
+        bool derived = fn.cache != NULL; /* later containers on derived caches, nothing copied */
+        struct mk_fit_choice taken[MK_MAX_CLAIM_DEVICES];
+        size_t n_taken = 0;
         uint64_t copied = 0;
         double score = 0;
         for (size_t k = 0; k < req->n_containers; k++) {
-                const struct mk_pod_request_container *rc = &req->containers[k];
                 struct mk_fit_result res;
                 int r = fit_container(&fn, p, k, np, gp, &res, &score, reason, size);
                 if (r < 0)
                         return r;
                 if (k + 1 == req->n_containers)
                         break;
-                if (!sc) {
-                        if (!(sc = scratch_get(scp, reason, size)))
-                                return -ENOMEM;
+                if (!sc && !(sc = scratch_get(scp, reason, size)))
+                        return -ENOMEM;
+                if (derived && n_taken + res.n_choices <= ELEMENTSOF(taken)) {
+                        memcpy(taken + n_taken, res.choices, res.n_choices * sizeof(res.choices[0]));
+                        n_taken += res.n_choices;
+                        if (mk_fit_node_cache_derive_taken(&fn, fn.cache, &res, taken, n_taken, &sc->cache) >= 0) {
+                                fn.cache = &sc->cache;
+                                continue;
+                        }
+                        n_taken -= res.n_choices; /* res is added below */
+                }
+                if (fn.gpus != sc->gpus) { /* the GPUs copied, with what was taken so far */
                         memcpy(sc->gpus, fn.gpus, ng * sizeof(sc->gpus[0]));
                         fn.gpus = sc->gpus;
+                        copied = 0;
+                        take_copied(sc, taken, n_taken, &copied);
+                        fn.cache = derived ? NULL : fn.cache;
+                        derived = false;
                 }
-                for (size_t i = 0; i < res.n_choices; i++) {
-                        unsigned g = res.choices[i].gpu;
-                        if (!(copied & (UINT64_C(1) << g))) {
-                                memcpy(sc->used[g], sc->gpus[g].used, sc->gpus[g].n_used * sizeof(sc->used[g][0]));
-                                sc->gpus[g].used = sc->used[g];
-                                copied |= UINT64_C(1) << g;
-                        }
-                }
-                size_t n_dev = 0;
-                mk_sched_take_mig(sc, n->inv, &res, rc->index, NULL, &n_dev);
+                take_copied(sc, res.choices, res.n_choices, &copied);
                 if (fn.cache && mk_fit_node_cache_derive_added(&fn, fn.cache, &res, &sc->cache) >= 0)
                         fn.cache = &sc->cache;
                 else

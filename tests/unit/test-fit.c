@@ -702,14 +702,16 @@ static const char *cache_difference(const struct mk_fit_node *node, const struct
  * from the node's cache with winners) answer exactly as without a cache,
  * with or without a request memo (mk_fit_memo: one per request, kept
  * across nodes of both models, and one shared by all requests), and
- * mk_fit_node_cache_derive_added gives the cache field by field:
- * choices, score, fragmentation, message. Random states, mostly one-GPU
+ * mk_fit_node_cache_derive_added gives the cache field by field; and
+ * caches derived from the choices taken over the node left as it was
+ * (mk_fit_node_cache_derive_taken, +me's one-instance limit included)
+ * answer the same: choices, score, fragmentation, message. Random states, mostly one-GPU
  * containers (the path that takes the first cache's winner or runner-up
  * on a GPU that did not change), both GPU policies. */
 static void test_derived_cache_sequences(void **state) {
         (void) state;
         unsigned seed = 777;
-        unsigned compared = 0, fitted = 0;
+        unsigned compared = 0, fitted = 0, taken_compared = 0;
         struct mk_fit_memo per_request[4][2] = {}, shared = {};
         for (int iter = 0; iter < 2000; iter++) {
                 struct node_buf b;
@@ -725,10 +727,24 @@ static void test_derived_cache_sequences(void **state) {
                         b.gpus[gi].tables = t;
                         b.gpus[gi].used = b.used[gi];
                 }
-                struct mk_fit_node_cache base, derived, added;
+                struct mk_fit_node_cache base, derived, added, base0, taken_cache;
                 if (mk_fit_node_cache_update(&node, &base) < 0)
                         continue; /* no available GPU */
                 const struct mk_fit_node_cache *cur = &base, *cur_added = &base;
+                /* The node as it was, never changed, with caches derived from the choices
+                 * taken (mk_fit_node_cache_derive_taken). */
+                struct mk_fit_gpu gpus0[MAX_GPUS];
+                struct mk_fit_instance used0[MAX_GPUS][8];
+                memcpy(gpus0, b.gpus, sizeof(gpus0));
+                memcpy(used0, b.used, sizeof(used0));
+                for (size_t gi = 0; gi < MAX_GPUS; gi++)
+                        gpus0[gi].used = used0[gi];
+                struct mk_fit_node node0 = node;
+                node0.gpus = gpus0;
+                assert_int_equal(mk_fit_node_cache_update(&node0, &base0), 0);
+                const struct mk_fit_node_cache *cur_taken = &base0;
+                struct mk_fit_choice taken[16];
+                size_t n_taken = 0;
                 enum mk_fit_policy np = rand_r(&seed) % 2 ? MK_FIT_BINPACK : MK_FIT_SPREAD;
                 enum mk_fit_policy gp = rand_r(&seed) % 2 ? MK_FIT_BINPACK : MK_FIT_SPREAD;
                 for (int step = 0; step < 4; step++) {
@@ -763,10 +779,36 @@ static void test_derived_cache_sequences(void **state) {
                                                  iter, step, mi, y, c.score, ec.msg, x, a.score, ea.msg);
                         }
                         rq.memo = NULL;
+                        if (cur_taken) {
+                                struct mk_fit_result tr;
+                                struct mk_error et = {};
+                                node0.cache = cur_taken;
+                                int rt = mk_fit_node(&node0, &rq, np, gp, &tr, &et);
+                                node0.cache = NULL;
+                                char x[256], y[256];
+                                result_format(ra, &a, x, sizeof x);
+                                result_format(rt, &tr, y, sizeof y);
+                                if (ra != rt || !streq(x, y) || !streq(ea.msg, et.msg) ||
+                                    (ra == 0 && (a.score != tr.score || a.fragmentation != tr.fragmentation)))
+                                        fail_msg("iteration %d step %d: cache from the choices taken '%s' (score "
+                                                 "%.17g, '%s'), without '%s' (score %.17g, '%s')",
+                                                 iter, step, y, tr.score, et.msg, x, a.score, ea.msg);
+                                taken_compared++;
+                        }
                         compared++;
                         if (ra < 0)
                                 break;
                         fitted++;
+                        if (cur_taken && n_taken + a.n_choices <= ELEMENTSOF(taken)) {
+                                memcpy(taken + n_taken, a.choices, a.n_choices * sizeof(a.choices[0]));
+                                n_taken += a.n_choices;
+                                assert_int_equal(
+                                        mk_fit_node_cache_derive_taken(&node0, cur_taken, &a, taken, n_taken,
+                                                                       &taken_cache),
+                                        0);
+                                cur_taken = &taken_cache;
+                        } else
+                                cur_taken = NULL;
                         uint64_t changed = 0;
                         for (size_t k = 0; k < a.n_choices; k++) {
                                 const struct mk_fit_choice *ch = &a.choices[k];
@@ -789,8 +831,10 @@ static void test_derived_cache_sequences(void **state) {
                                          iter, step, diff);
                 }
         }
-        print_message("derived caches: %u fits compared, %u placed\n", compared, fitted);
+        print_message("derived caches: %u fits compared (%u from the choices taken), %u placed\n", compared,
+                      taken_compared, fitted);
         assert_true(compared > 5000);
+        assert_true(taken_compared > 4000);
         assert_true(fitted > 3000);
 }
 
