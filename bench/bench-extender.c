@@ -13,7 +13,9 @@
  *     jansson, the decisions, the answer written as text), memo on;
  *   - nomemo: the same with the memo off (every pod a new request shape);
  *   - http: over HTTP on loopback (mk_sched_server, libcurl, keep-alive);
- *     its CPU time is the whole process's, client and server;
+ *     its CPU time is the whole process's, client and server, and the
+ *     server's alone (the process's less the client thread's: the
+ *     extender's own cost, column http-server);
  *   - exact: the server path with mk_sched_set_exact (every node fitted on a
  *     view rebuilt for the pod: the slow path every pod but the common one
  *     took before issue 17);
@@ -530,10 +532,11 @@ int main(int argc, char **argv) {
 
         size_t n_max = MAX(n_pods, n_http);
         double *tf = malloc(n_max * sizeof(*tf)), *tp = malloc(n_max * sizeof(*tp)),
-               *cf = malloc(n_max * sizeof(*cf)), *cp = malloc(n_max * sizeof(*cp));
-        if (!tf || !tp || !cf || !cp)
+               *cf = malloc(n_max * sizeof(*cf)), *cp = malloc(n_max * sizeof(*cp)),
+               *hf = malloc(n_max * sizeof(*hf)), *hp = malloc(n_max * sizeof(*hp));
+        if (!tf || !tp || !cf || !cp || !hf || !hp)
                 die("out of memory");
-        double p99[ELEMENTSOF(kinds)][_PASS_MAX][2] = {{{0}}};
+        double p99[ELEMENTSOF(kinds)][_PASS_MAX][2] = {{{0}}}, p99_srv[ELEMENTSOF(kinds)][2] = {{0}};
         struct bound bnd = {0};
         struct mk_sched_server *srv = NULL;
         CURL *c = NULL;
@@ -573,9 +576,9 @@ int main(int argc, char **argv) {
                                 json_decref(pod);
                                 size_t f = 0;
                                 if (http) {
-                                        uint64_t a = mono_ns(), ca = proc_cpu_ns();
+                                        uint64_t a = mono_ns(), ca = proc_cpu_ns(), ta = cpu_ns();
                                         char *out = http_post(c, port, "/filter", body);
-                                        uint64_t b = mono_ns(), cb = proc_cpu_ns();
+                                        uint64_t b = mono_ns(), cb = proc_cpu_ns(), tb = cpu_ns();
                                         json_error_t je;
                                         json_t *r = json_loads(out, 0, &je); /* not timed */
                                         if (!r)
@@ -583,9 +586,9 @@ int main(int argc, char **argv) {
                                         pick(r, &f, NULL, 0);
                                         json_decref(r);
                                         free(out);
-                                        uint64_t b2 = mono_ns(), cb2 = proc_cpu_ns();
+                                        uint64_t b2 = mono_ns(), cb2 = proc_cpu_ns(), tb2 = cpu_ns();
                                         out = http_post(c, port, "/prioritize", body);
-                                        uint64_t e = mono_ns(), ce = proc_cpu_ns();
+                                        uint64_t e = mono_ns(), ce = proc_cpu_ns(), te = cpu_ns();
                                         if (!(r = json_loads(out, 0, &je)))
                                                 die(je.text);
                                         pick(r, NULL, best, sizeof(best));
@@ -595,6 +598,10 @@ int main(int argc, char **argv) {
                                         tp[i] = (double) (e - b2) / 1e3;
                                         cf[i] = (double) (cb - ca) / 1e3;
                                         cp[i] = (double) (ce - cb2) / 1e3;
+                                        /* The server's threads alone: the process less this
+                                         * (the client's) thread. */
+                                        hf[i] = (double) ((cb - ca) - MIN(cb - ca, tb - ta)) / 1e3;
+                                        hp[i] = (double) ((ce - cb2) - MIN(ce - cb2, te - tb2)) / 1e3;
                                 } else {
                                         bool raw = pass != PASS_API;
                                         free(verb(s, true, false, raw, body, &f, &sf, NULL, 0));
@@ -620,6 +627,12 @@ int main(int argc, char **argv) {
                         p99[k][pass][1] = pct(cp, np, 0.99);
                         report("filter, CPU time", cf, np);
                         report("prioritize, CPU time", cp, np);
+                        if (http) {
+                                p99_srv[k][0] = pct(hf, np, 0.99);
+                                p99_srv[k][1] = pct(hp, np, 0.99);
+                                report("filter, CPU time of the server", hf, np);
+                                report("prioritize, CPU time of the server", hp, np);
+                        }
                         report("filter, wall", tf, np);
                         report("prioritize, wall", tp, np);
                 }
@@ -630,15 +643,18 @@ int main(int argc, char **argv) {
         printf("  %-36s", "pod kind");
         for (int pass = 0; pass < _PASS_MAX; pass++)
                 if (pass_set & (1u << pass))
-                        printf(" %15s", pass_names[pass]);
+                        printf(" %15s%s", pass_names[pass], pass == PASS_HTTP ? "      http-server" : "");
         printf("\n");
         for (size_t k = 0; k < ELEMENTSOF(kinds); k++) {
                 if (!(kind_set & (1u << k)))
                         continue;
                 printf("  %-36s", kinds[k].title);
                 for (int pass = 0; pass < _PASS_MAX; pass++)
-                        if (pass_set & (1u << pass))
+                        if (pass_set & (1u << pass)) {
                                 printf("     %5.0f/%5.0f", p99[k][pass][0], p99[k][pass][1]);
+                                if (pass == PASS_HTTP)
+                                        printf("      %5.0f/%5.0f", p99_srv[k][0], p99_srv[k][1]);
+                        }
                 printf("\n");
         }
         if (srv) {
@@ -653,6 +669,8 @@ int main(int argc, char **argv) {
         free(tp);
         free(cf);
         free(cp);
+        free(hf);
+        free(hp);
         json_decref(names);
         mk_sched_free(s);
         mk_sched_config_free(cfg);
