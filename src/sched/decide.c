@@ -113,7 +113,12 @@ static void name_both_modes(char *reason, size_t size) {
 struct request {
         const struct mk_sched_config *cfg;
         const struct mk_sched_pod_ask *ask;
-        uint64_t shape;                         /* 0: no memo */
+        uint64_t shape;                         /* 0: no memo, no handoff */
+        uint64_t memo_shape;                    /* the node memo's key: 0 for pods of several GPU containers */
+        /* A prioritize: the verdicts its filter kept (mk_sched_handoff), and
+         * where the last node was found in them. */
+        const struct mk_sched_handoff_verdict *hv;
+        size_t hn, hcur;
         const struct mk_sched_node *own_node;
         int64_t now;
         struct mk_sched_scratch *scratch;       /* the slow path's, allocated when first needed */
@@ -145,9 +150,11 @@ static enum mk_sched_types node_types(struct request *rq, const struct mk_sched_
         return ok ? MK_SCHED_TYPES_ALL : MK_SCHED_TYPES_NONE;
 }
 
-/* Decides one candidate: 0 feasible with *priority, else <0 with reason. */
+/* Decides one candidate: 0 feasible with *priority, else <0 with reason.
+ * *ret_plain: whether the decision depends only on the node's kept state
+ * and the request (then it may be kept). */
 static int eval_node(struct request *rq, const struct mk_sched_cand *c, struct mk_sched_node *n, int *priority,
-                     char *reason, size_t size) {
+                     char *reason, size_t size, bool *ret_plain) {
         mk_sched_place_fn place = place_for(rq->cfg, c->name, rq->ask->req, false, reason, size);
         if (!place)
                 return -ENOSPC;
@@ -171,8 +178,9 @@ static int eval_node(struct request *rq, const struct mk_sched_cand *c, struct m
                 return -EINVAL;
         }
         bool plain = !own && !rq->ask->exact && node_state_plain(n, rq->ask->uid, rq->own_node, rq->now);
+        *ret_plain = plain;
         int r;
-        if (plain && rq->shape && mk_sched_memo_get(&n->memo, rq->shape, &r, priority, reason, size)) {
+        if (plain && rq->memo_shape && mk_sched_memo_get(&n->memo, rq->memo_shape, &r, priority, reason, size)) {
                 rq->hits++;
                 return r;
         }
@@ -193,9 +201,28 @@ static int eval_node(struct request *rq, const struct mk_sched_cand *c, struct m
                 name_both_modes(reason, size);
         mk_inventory_free(own);
         *priority = r >= 0 ? score_priority(score) : 0;
-        if (plain && rq->shape && r != -ENOMEM)
-                mk_sched_memo_put(&n->memo, rq->shape, r, *priority, size > 0 ? reason : NULL);
+        if (plain && rq->memo_shape && r != -ENOMEM)
+                mk_sched_memo_put(&n->memo, rq->memo_shape, r, *priority, size > 0 ? reason : NULL);
         return r;
+}
+
+/* A prioritize's node from its filter's verdicts: true with *r and
+ * *priority when the filter decided it, its generation is unchanged and it
+ * is still plain. They are in the filter's order, which kube-scheduler
+ * keeps (it sends the feasible ones): looked for a few ahead of the last
+ * one found. */
+static bool handoff_get(struct request *rq, const struct mk_sched_node *n, int *r, int *priority) {
+        for (size_t j = rq->hcur; j < rq->hn && j < rq->hcur + MK_SCHED_HANDOFF_AHEAD; j++) {
+                if (rq->hv[j].node != n)
+                        continue;
+                rq->hcur = j + 1;
+                if (rq->hv[j].gen != n->memo.gen || !node_state_plain(n, rq->ask->uid, rq->own_node, rq->now))
+                        return false;
+                *r = rq->hv[j].r;
+                *priority = rq->hv[j].priority;
+                return true;
+        }
+        return false;
 }
 
 /* A filter over 1,000s of nodes waits on memory more than it computes:
@@ -246,6 +273,20 @@ int mk_sched_decide(const struct mk_sched_config *cfg, struct mk_sched_cache *c,
                 .shape = d->by_name && shapes ? mk_sched_shape_id(shapes, req) : 0,
                 .now = now_s(),
         };
+        /* The node memo for pods of one GPU container: their shapes are few
+         * and recur. Those of several come in many more (the product of
+         * their containers' sizes), evict each other from a node's slots
+         * and made a filter slower with the memo than without; their
+         * prioritize takes the filter's verdicts instead (memo.h). A
+         * prioritize keeps no reasons: only a filter's verdicts are kept. */
+        rq.memo_shape = req->n_containers <= 1 ? rq.shape : 0;
+        bool handoff = rq.shape && !rq.memo_shape && ask->uid && *ask->uid && !ask->exact;
+        _cleanup_free_ struct mk_sched_handoff_verdict *hv = NULL, *keep = NULL;
+        size_t n_keep = 0;
+        if (handoff && !with_reasons)
+                rq.hv = hv = mk_sched_handoff_take(&shapes->handoff, ask->uid, rq.shape, rq.now, &rq.hn);
+        else if (handoff)
+                keep = malloc(d->n * sizeof(*keep)); /* NULL: nothing kept */
         pthread_rwlock_rdlock(&c->lock);
         const struct mk_sched_pod *mine = ask->uid ? mk_sched_cache_pod(c, ask->uid) : NULL;
         rq.own_node = mine ? mk_sched_cache_node(c, mine->claim.node) : NULL;
@@ -274,8 +315,15 @@ int mk_sched_decide(const struct mk_sched_config *cfg, struct mk_sched_cache *c,
                         q = -EINVAL;
                 } else if (req->n_containers == 0)
                         q = 0;
-                else
-                        q = eval_node(&rq, &d->cands[i], ents[i], &priority, reason, rsize);
+                else if (rq.hv && ents[i] && !d->cands[i].object && handoff_get(&rq, ents[i], &q, &priority))
+                        rq.hits++;
+                else {
+                        bool plain = false;
+                        q = eval_node(&rq, &d->cands[i], ents[i], &priority, reason, rsize, &plain);
+                        if (keep && plain && q != -ENOMEM)
+                                keep[n_keep++] = (struct mk_sched_handoff_verdict) {
+                                        .node = ents[i], .gen = ents[i]->memo.gen, .r = q, .priority = priority};
+                }
                 struct mk_sched_verdict *v = &d->v[i];
                 v->r = q;
                 if (q >= 0) {
@@ -288,6 +336,8 @@ int mk_sched_decide(const struct mk_sched_config *cfg, struct mk_sched_cache *c,
                 }
         }
         pthread_rwlock_unlock(&c->lock);
+        if (keep)
+                mk_sched_handoff_put(&shapes->handoff, ask->uid, rq.shape, rq.now, TAKE_PTR(keep), n_keep);
         d->memo_hits = rq.hits;
         free(rq.scratch);
         return 0;

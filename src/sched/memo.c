@@ -9,9 +9,12 @@
 #include "sched/memo.h"
 #include "sched/request.h"
 
+static atomic_uint_fast64_t memo_gen;
+
 void mk_sched_memo_forget(struct mk_sched_memo *m) {
         for (size_t i = 0; i < MK_SCHED_MEMO_SLOTS; i++)
                 m->shape[i] = 0;
+        m->gen = (uint64_t) atomic_fetch_add(&memo_gen, 1) + 1;
 }
 
 void mk_sched_memo_done(struct mk_sched_memo *m) {
@@ -53,12 +56,69 @@ void mk_sched_memo_put(struct mk_sched_memo *m, uint64_t shape, int r, int prior
 
 int mk_sched_shapes_init(struct mk_sched_shapes *s) {
         *s = (struct mk_sched_shapes) {.next = 1};
-        return pthread_mutex_init(&s->lock, NULL) == 0 ? 0 : -ENOMEM;
+        if (pthread_mutex_init(&s->lock, NULL) != 0)
+                return -ENOMEM;
+        if (pthread_mutex_init(&s->handoff.lock, NULL) != 0) {
+                pthread_mutex_destroy(&s->lock);
+                return -ENOMEM;
+        }
+        return 0;
 }
 
 void mk_sched_shapes_done(struct mk_sched_shapes *s) {
         mk_hashmap_clear(&s->ids, free);
         pthread_mutex_destroy(&s->lock);
+        for (size_t i = 0; i < MK_SCHED_HANDOFF_SLOTS; i++)
+                free(s->handoff.slot[i].v);
+        pthread_mutex_destroy(&s->handoff.lock);
+}
+
+void mk_sched_handoff_put(struct mk_sched_handoff *h, const char *uid, uint64_t shape, int64_t now,
+                          struct mk_sched_handoff_verdict *v, size_t n) {
+        size_t len = strlen(uid);
+        if (shape == 0 || len == 0 || len >= MK_SCHED_UID_MAX) {
+                free(v);
+                return;
+        }
+        struct mk_sched_handoff_verdict *old = NULL;
+        pthread_mutex_lock(&h->lock);
+        struct mk_sched_handoff_slot *sl = NULL;
+        for (size_t i = 0; i < MK_SCHED_HANDOFF_SLOTS && !sl; i++) /* the pod's last filter is replaced */
+                if (h->slot[i].shape && streq(h->slot[i].uid, uid))
+                        sl = &h->slot[i];
+        if (!sl)
+                sl = &h->slot[h->next++ % MK_SCHED_HANDOFF_SLOTS];
+        old = sl->v;
+        sl->shape = shape;
+        sl->time = now;
+        memcpy(sl->uid, uid, len + 1);
+        sl->v = v;
+        sl->n = n;
+        pthread_mutex_unlock(&h->lock);
+        free(old);
+}
+
+struct mk_sched_handoff_verdict *mk_sched_handoff_take(struct mk_sched_handoff *h, const char *uid, uint64_t shape,
+                                                       int64_t now, size_t *ret_n) {
+        struct mk_sched_handoff_verdict *v = NULL;
+        *ret_n = 0;
+        if (shape == 0 || !*uid)
+                return NULL;
+        pthread_mutex_lock(&h->lock);
+        for (size_t i = 0; i < MK_SCHED_HANDOFF_SLOTS; i++) {
+                struct mk_sched_handoff_slot *sl = &h->slot[i];
+                if (!sl->shape || !streq(sl->uid, uid))
+                        continue;
+                if (sl->shape == shape && now >= sl->time && now - sl->time <= MK_SCHED_HANDOFF_TTL_S) {
+                        v = sl->v;
+                        *ret_n = sl->n;
+                } else
+                        free(sl->v);
+                *sl = (struct mk_sched_handoff_slot) {0};
+                break;
+        }
+        pthread_mutex_unlock(&h->lock);
+        return v;
 }
 
 /* Appends `v` to the shape text as "<length>:<v>" (no separator can be forged). */

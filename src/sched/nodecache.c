@@ -310,6 +310,7 @@ static struct mk_sched_node *node_get_or_add(struct mk_sched_cache *c, const cha
                 return NULL;
         }
         c->nodes_gen++;
+        mk_sched_memo_forget(&n->memo); /* a generation of its own */
         snprintf(n->reason, sizeof(n->reason), "node has no %s annotation (is 'migkit scheduler node' running there?)",
                  MK_ANN_INVENTORY);
         return n;

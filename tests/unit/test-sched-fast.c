@@ -275,9 +275,95 @@ static void test_fast_equals_exact(void **state) {
         mk_sched_config_free(cfg);
 }
 
+/* A prioritize answered from its filter's verdicts (memo.h, the handoff)
+ * follows what changed in between: after each filter another pod is
+ * reserved on a node (often a feasible one), and the prioritize that
+ * follows answers exactly as the exact path does then; the nodes that did
+ * not change come from the filter's verdicts (counted). A later pod of
+ * the same uid but another shape, or a prioritize without its filter,
+ * decides again. */
+static void test_handoff_follows_changes(void **state) {
+        (void) state;
+        const char *y = "version: v1\n";
+        struct mk_sched_config *cfg = NULL;
+        struct mk_sched *s = NULL;
+        assert_int_equal(mk_sched_config_parse(y, strlen(y), "c", &cfg, NULL), 0);
+        assert_int_equal(mk_sched_new(cfg, &s), 0);
+        uint64_t x = 4242;
+        int64_t now = (int64_t) time(NULL);
+        char names[NODES][16];
+        json_t *list = json_array();
+        unsigned long compared = 0, changed_feasible = 0, from_filter = 0;
+        for (unsigned i = 0; i < NODES; i++) {
+                snprintf(names[i], sizeof(names[i]), "node-%u", i);
+                json_array_append_new(list, json_string(names[i]));
+        }
+        for (unsigned round = 0; round < 20; round++) {
+                for (unsigned i = 0; i < NODES; i++) {
+                        json_t *n = node_json(&x, names[i]);
+                        assert_int_equal(mk_sched_node_event(s, round ? MK_KUBE_EVENT_MODIFIED : MK_KUBE_EVENT_ADDED,
+                                                             n),
+                                         0);
+                        json_decref(n);
+                }
+                for (unsigned q = 0; q < 30; q++) {
+                        char uid[16], held[32];
+                        snprintf(uid, sizeof(uid), "p%u-%u", round, q);
+                        json_t *pod = pod_json(&x, uid);
+                        json_t *args = json_pack("{s:O, s:O}", "Pod", pod, "NodeNames", list);
+                        mk_sched_set_memo(s, true);
+                        mk_sched_set_exact(s, false);
+                        char *f = mk_sched_filter_text(s, args);
+                        assert_non_null(f);
+                        /* Another pod, the same shape, reserved on a node the filter found feasible
+                         * (or any): that node's priority may change, or it may stop fitting. */
+                        json_t *fj = json_loads(f, 0, NULL);
+                        json_t *feas = json_object_get(fj, "NodeNames");
+                        const char *node = json_array_size(feas) > 0
+                                                   ? json_string_value(json_array_get(
+                                                             feas, pick(&x, (unsigned) json_array_size(feas))))
+                                                   : names[pick(&x, NODES)];
+                        changed_feasible += json_array_size(feas) > 0;
+                        snprintf(held, sizeof(held), "held-%u-%u", round, q);
+                        json_t *other = json_deep_copy(pod);
+                        json_object_set_new(json_object_get(other, "metadata"), "uid", json_string(held));
+                        reserve(s, other, node, now, false);
+                        json_decref(other);
+                        unsigned long h0 = atomic_load(&mk_sched_stats(s)->memo_hits);
+                        char *pm = dumps(mk_sched_prioritize(s, args));
+                        from_filter += atomic_load(&mk_sched_stats(s)->memo_hits) - h0;
+                        mk_sched_set_exact(s, true);
+                        char *pe = dumps(mk_sched_prioritize(s, args));
+                        mk_sched_set_exact(s, false);
+                        if (!streq(pm, pe)) {
+                                char *pt = json_dumps(pod, JSON_COMPACT);
+                                fail_msg("round %u pod %u: prioritize after a reservation on %s differs\n exact "
+                                         "%s\n kept  %s\n pod %s",
+                                         round, q, node, pe, pm, pt);
+                        }
+                        free(pm);
+                        free(pe);
+                        free(f);
+                        json_decref(fj);
+                        json_decref(args);
+                        json_decref(pod);
+                        compared++;
+                }
+        }
+        print_message("handoff: %lu prioritizes compared (%lu after a reservation on a feasible node), %lu node "
+                      "decisions from the filters' verdicts\n",
+                      compared, changed_feasible, from_filter);
+        assert_true(changed_feasible > 100);
+        assert_true(from_filter > 1000);
+        json_decref(list);
+        mk_sched_free(s);
+        mk_sched_config_free(cfg);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_fast_equals_exact),
+                cmocka_unit_test(test_handoff_follows_changes),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
