@@ -79,6 +79,20 @@ static mk_sched_place_fn place_for(const struct mk_sched_config *cfg, const char
         return NULL;
 }
 
+/* Whether the node's inventory lists a reserved instance or a soft slice of pod `uid`. */
+static bool node_lists_pod(const struct mk_sched_node *n, const char *uid) {
+        for (size_t g = 0; g < n->inv->n_gpus; g++)
+                for (size_t i = 0; i < n->inv->gpus[g].n_instances; i++)
+                        if (n->inv->gpus[g].instances[i].state == MK_INV_RESERVED &&
+                            streq(n->inv->gpus[g].instances[i].uid, uid))
+                                return true;
+        for (size_t g = 0; g < n->inv->n_gpus; g++)
+                for (size_t i = 0; i < n->inv->gpus[g].n_soft; i++)
+                        if (streq(n->inv->gpus[g].soft[i].uid, uid))
+                                return true;
+        return false;
+}
+
 /* Whether the node's decisions depend only on its kept state and the
  * request: no pending reservation on the node expired at `now` (the kept
  * view holds them all; once one expires the node is not plain, so what was
@@ -86,20 +100,11 @@ static mk_sched_place_fn place_for(const struct mk_sched_config *cfg, const char
  * cache (`own_node`: the node its reservation is linked to) or in the
  * inventory (left out of its fit). Only then may a decision be remembered,
  * or fitted on the kept view. */
-static bool node_state_plain(const struct mk_sched_node *n, const char *uid, const struct mk_sched_node *own_node,
-                             int64_t now) {
+static inline __attribute__((always_inline)) bool node_state_plain(const struct mk_sched_node *n, const char *uid,
+                                                                   const struct mk_sched_node *own_node, int64_t now) {
         if ((n->n_pending > 0 && now > n->pending_until) || n == own_node)
                 return false;
-        for (size_t g = 0; n->inv_reserved && uid && g < n->inv->n_gpus; g++)
-                for (size_t i = 0; i < n->inv->gpus[g].n_instances; i++)
-                        if (n->inv->gpus[g].instances[i].state == MK_INV_RESERVED &&
-                            streq(n->inv->gpus[g].instances[i].uid, uid))
-                                return false;
-        for (size_t g = 0; n->inv_reserved && uid && g < n->inv->n_gpus; g++)
-                for (size_t i = 0; i < n->inv->gpus[g].n_soft; i++)
-                        if (streq(n->inv->gpus[g].soft[i].uid, uid))
-                                return false;
-        return true;
+        return !n->inv_reserved || !uid || !n->inv || !node_lists_pod(n, uid);
 }
 
 /* A MIG node's reason for a pod that allowed soft slices too: says so,
