@@ -338,6 +338,9 @@ static void test_body_count(void **state) {
                 {"{\"Pod\":{\"NodeNames\":[\"a\"]},\"x\":\"NodeNames\\\"\"}", 0, 5},
                 {"{\"Nodes\":[[\"a\"]],\"items\":[1]}", 0, 6},
                 {"[\"NodeNames\",[1,2]]", 0, 5},
+                /* Escapes in names: a backslash before the closing quote, an escaped quote. */
+                {"{\"NodeNames\":[\"a\\\\\",\"b\\\"c\",\"\\\\\\\"\\\\\",\"dddddddddddddddddddddddddddddd\"]}", 4, 6},
+                {"{\"NodeNames\":[\"x\\\"\",\"y\"],\"Pod\":{\"k\":\"v\\\\\"}}", 2, 6},
         };
         for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
                 const char *b = cases[i].body;
