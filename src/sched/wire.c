@@ -147,46 +147,51 @@ bool mk_sched_scan_names(const char *body, size_t len, struct mk_sched_names *re
         }
         if (!arr)
                 return false;
-        /* Two passes over the array: check and count, then copy. */
-        size_t n = 0;
+        /* One pass over the array: each name checked and copied (the names
+         * with their NULs fit in the array's bytes; the list grows). */
+        struct mk_sched_names pn = {.start = (size_t) (arr - body)};
+        size_t cap = 0;
+        char *out = pn.buf = malloc((size_t) (end - arr));
+        if (!pn.buf)
+                return false;
         p = skip_ws(arr + 1, end);
         if (p < end && *p == ']')
                 p++;
         else
                 for (;;) {
                         size_t k = p < end && *p == '"' ? plain_name(p + 1, end) : 0;
-                        if (k == 0 || ++n > MK_MAX_EXTENDER_NODES)
-                                return false;
+                        if (k == 0 || pn.n + 1 > MK_MAX_EXTENDER_NODES)
+                                goto fail;
+                        if (pn.n + 1 >= cap) { /* room for the name and the closing empty entry */
+                                size_t ncap = cap ? 2 * cap : 1024;
+                                struct mk_sched_cand *nc = realloc(pn.cands, ncap * sizeof(*nc));
+                                if (!nc)
+                                        goto fail;
+                                pn.cands = nc;
+                                cap = ncap;
+                        }
+                        memcpy(out, p + 1, k);
+                        out[k] = 0;
+                        pn.cands[pn.n++] = (struct mk_sched_cand) {.name = out, .len = k};
+                        out += k + 1;
                         p = skip_ws(p + k + 2, end);
                         if (p < end && *p == ']') {
                                 p++;
                                 break;
                         }
                         if (p == end || *p != ',')
-                                return false;
+                                goto fail;
                         p = skip_ws(p + 1, end);
                 }
-        struct mk_sched_names pn = {.start = (size_t) (arr - body), .end = (size_t) (p - body), .n = n};
-        pn.buf = malloc(pn.end - pn.start);
-        pn.cands = calloc(n + 1, sizeof(*pn.cands));
-        if (!pn.buf || !pn.cands) {
-                mk_sched_names_done(&pn);
-                return false;
-        }
-        char *out = pn.buf;
-        p = arr + 1;
-        for (size_t i = 0; i < n; i++) {
-                p = skip_ws(p, end); /* at the quote */
-                /* Checked above: a plain name, then its closing quote. */
-                size_t k = (size_t) ((const char *) memchr(p + 1, '"', (size_t) (end - p - 1)) - (p + 1));
-                memcpy(out, p + 1, k);
-                out[k] = 0;
-                pn.cands[i] = (struct mk_sched_cand) {.name = out, .len = k};
-                out += k + 1;
-                p = skip_ws(p + k + 2, end) + 1; /* past ',' or ']' */
-        }
+        if (!pn.cands && !(pn.cands = malloc(sizeof(*pn.cands))))
+                goto fail;
+        pn.cands[pn.n] = (struct mk_sched_cand) {0};
+        pn.end = (size_t) (p - body);
         *ret = pn;
         return true;
+fail:
+        mk_sched_names_done(&pn);
+        return false;
 }
 
 /* --- counting a body as it arrives --- */

@@ -97,6 +97,27 @@ static void test_scan_names(void **state) {
         p += sprintf(p, "]}");
         struct mk_sched_names pn = {0};
         assert_false(mk_sched_scan_names(big, (size_t) (p - big), &pn));
+        /* Exactly the limit, names of every length the list grows through: all read. */
+        free(big);
+        cap = (size_t) MK_MAX_EXTENDER_NODES * 8 + 64;
+        p = big = malloc(cap);
+        assert_non_null(big);
+        p += sprintf(p, "{\"NodeNames\":[");
+        for (size_t k = 0; k < MK_MAX_EXTENDER_NODES; k++)
+                p += sprintf(p, "%s\"%zx\"", k ? "," : "", k);
+        p += sprintf(p, "],\"Pod\":{}}");
+        assert_true((size_t) (p - big) < cap);
+        assert_true(mk_sched_scan_names(big, (size_t) (p - big), &pn));
+        assert_int_equal(pn.n, MK_MAX_EXTENDER_NODES);
+        for (size_t k = 0; k < pn.n; k++) {
+                char want[32];
+                snprintf(want, sizeof(want), "%zx", k);
+                assert_string_equal(pn.cands[k].name, want);
+                assert_int_equal(pn.cands[k].len, strlen(want));
+        }
+        assert_null(pn.cands[pn.n].name);
+        assert_int_equal(big[pn.end], ',');
+        mk_sched_names_done(&pn);
         free(big);
 }
 
