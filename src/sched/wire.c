@@ -425,6 +425,37 @@ int mk_sched_wire_put_string(struct mk_buf *b, const char *v) {
         return mk_buf_append(b, out, k);
 }
 
+/* Appends pre, candidate c's name as a JSON string, post: a name of plain
+ * bytes (almost every one: the body scan takes only such names) is copied
+ * whole, its length known, the rest as mk_sched_wire_put_string() writes
+ * it. 1,000s of these make an answer. */
+static int put_entry(struct mk_buf *b, const char *pre, size_t pre_len, const struct mk_sched_cand *c,
+                     const char *post, size_t post_len) {
+        size_t k = 0;
+        while (k < c->len && byte_class[(uint8_t) c->name[k]] & JSON_PLAIN)
+                k++;
+        int r;
+        if (k < c->len || c->name[k]) { /* not plain, or a NUL before len */
+                if ((r = mk_buf_append(b, pre, pre_len)) < 0 || (r = mk_sched_wire_put_string(b, c->name)) < 0)
+                        return r;
+                return mk_buf_append(b, post, post_len);
+        }
+        if ((r = mk_buf_reserve(b, pre_len + c->len + 2 + post_len)) < 0)
+                return r;
+        char *w = b->data + b->len;
+        memcpy(w, pre, pre_len);
+        w += pre_len;
+        *w++ = '"';
+        memcpy(w, c->name, c->len);
+        w += c->len;
+        *w++ = '"';
+        memcpy(w, post, post_len);
+        w += post_len;
+        *w = 0;
+        b->len = (size_t) (w - b->data);
+        return 0;
+}
+
 char *mk_sched_wire_filter_text(const struct mk_sched_decisions *d) {
         if (!d->by_name) {
                 /* Full Node objects are echoed back: jansson writes them. */
@@ -445,8 +476,8 @@ char *mk_sched_wire_filter_text(const struct mk_sched_decisions *d) {
         if (r >= 0)
                 r = mk_buf_puts(&b, "{\"Nodes\":null,\"NodeNames\":[");
         for (size_t i = 0, k = 0; r >= 0 && i < d->n; i++)
-                if (d->v[i].r >= 0 && (r = k++ ? mk_buf_putc(&b, ',') : 0) >= 0)
-                        r = mk_sched_wire_put_string(&b, d->cands[i].name);
+                if (d->v[i].r >= 0)
+                        r = put_entry(&b, ",", k++ ? 1 : 0, &d->cands[i], "", 0);
         if (r >= 0)
                 r = mk_buf_puts(&b, "],\"FailedNodes\":{");
         for (size_t i = 0, k = 0; r >= 0 && i < d->n; i++) {
@@ -458,8 +489,7 @@ char *mk_sched_wire_filter_text(const struct mk_sched_decisions *d) {
                 memcpy(msg, "migkit: ", sizeof("migkit: ") - 1);
                 memcpy(msg + sizeof("migkit: ") - 1, why, len);
                 msg[sizeof("migkit: ") - 1 + len] = 0;
-                if ((r = k++ ? mk_buf_putc(&b, ',') : 0) >= 0 &&
-                    (r = mk_sched_wire_put_string(&b, d->cands[i].name)) >= 0 && (r = mk_buf_putc(&b, ':')) >= 0)
+                if ((r = put_entry(&b, ",", k++ ? 1 : 0, &d->cands[i], ":", 1)) >= 0)
                         r = mk_sched_wire_put_string(&b, msg);
         }
         if (r >= 0)
@@ -484,12 +514,14 @@ char *mk_sched_wire_prioritize_text(const struct mk_sched_decisions *d) {
                         ",\"Score\":8}", ",\"Score\":9}", ",\"Score\":10}",
                 };
                 char tail[32];
+                const char *t = tail;
                 int pri = d->v[i].r >= 0 ? d->v[i].priority : 0;
                 if (pri < 0 || pri >= (int) ELEMENTSOF(tails))
                         snprintf(tail, sizeof(tail), ",\"Score\":%d}", pri);
-                if ((r = mk_buf_puts(&b, i ? ",{\"Host\":" : "{\"Host\":")) >= 0 &&
-                    (r = mk_sched_wire_put_string(&b, d->cands[i].name)) >= 0)
-                        r = mk_buf_puts(&b, pri < 0 || pri >= (int) ELEMENTSOF(tails) ? tail : tails[pri]);
+                else
+                        t = tails[pri];
+                static const char host[] = ",{\"Host\":";
+                r = put_entry(&b, host + (i ? 0 : 1), sizeof(host) - (i ? 1 : 2), &d->cands[i], t, strlen(t));
         }
         if (r >= 0)
                 r = mk_buf_putc(&b, ']');

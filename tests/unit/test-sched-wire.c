@@ -234,6 +234,15 @@ static void test_writers(void **state) {
         free(a);
         free(b);
         free(t);
+        /* A feasible name that is not plain: escaped in NodeNames and Host as elsewhere. */
+        d.cands[0] = (struct mk_sched_cand) {.name = "n\x01\"1", .len = 4};
+        t = mk_sched_wire_filter_text(&d);
+        assert_non_null(strstr(t, "\"NodeNames\":[\"n\\u0001\\\"1\",\"n3\"]"));
+        free(t);
+        t = mk_sched_wire_prioritize_text(&d);
+        assert_string_equal(t, "[{\"Host\":\"n\\u0001\\\"1\",\"Score\":7},{\"Host\":\"a\\\"b\",\"Score\":0},"
+                               "{\"Host\":\"n3\",\"Score\":3}]");
+        free(t);
         /* A reason that could not be kept reads "out of memory". */
         d.v[1].reason = SIZE_MAX;
         assert_string_equal(mk_sched_verdict_reason(&d, 1), "out of memory");
