@@ -142,14 +142,10 @@ static int fit_fast(struct mk_sched_scratch **scp, const struct mk_sched_place *
                         fn.gpus = sc->gpus;
                         copied = 0;
                         take_copied(sc, taken, n_taken, &copied);
-                        fn.cache = derived ? NULL : fn.cache;
                         derived = false;
                 }
                 take_copied(sc, res.choices, res.n_choices, &copied);
-                if (fn.cache && mk_fit_node_cache_derive_added(&fn, fn.cache, &res, &sc->cache) >= 0)
-                        fn.cache = &sc->cache;
-                else
-                        fn.cache = NULL; /* the fit reads the GPUs: slower, same answer */
+                fn.cache = NULL; /* the fit reads the copied GPUs from now on: slower, same answer */
         }
         *ret_score = score;
         return 0;
