@@ -237,52 +237,85 @@ static void msg_put_u64(struct fit_msg *m, uint64_t v) {
         msg_put(m, d + k, sizeof(d) - k);
 }
 
+/* The reason's text after "<n> of <m>" (the request's part, the same on
+ * every node): " GPUs have a free MIG placement for <what>, <k> needed". */
+static void no_room_tail(struct fit_msg *m, const struct mk_fit_request *req, const struct fit_needs *n) {
+        msg_puts(m, " GPUs have a free MIG placement for ");
+        if (n->whole)
+                msg_puts(m, "a whole GPU");
+        else if (req->mem_mib > 0) {
+                msg_put_u64(m, req->mem_mib);
+                msg_puts(m, " MiB");
+        } else {
+                msg_put_u64(m, req->mem_percent);
+                msg_puts(m, "% of GPU memory");
+        }
+        if (req->cores_percent)
+                msg_puts(m, " with cores");
+        if (req->variant && *req->variant) {
+                msg_puts(m, " variant ");
+                msg_puts(m, req->variant);
+        }
+        msg_puts(m, ", ");
+        msg_put_u64(m, req->gpus);
+        msg_puts(m, " needed");
+}
+
+/* The request's memo when it was made for this request (the tail it keeps
+ * is the request's alone), else NULL. */
+static struct mk_fit_memo *tail_memo(const struct mk_fit_request *req, const struct fit_needs *n) {
+        struct mk_fit_memo *mo = req->memo;
+        if (!mo || !mo->known || mo->whole != n->whole || mo->mem_mib != n->mem_mib ||
+            mo->mem_percent != n->mem_percent || mo->cores != n->cores || mo->variant != n->variant)
+                return NULL;
+        return mo;
+}
+
+/* -ENOSPC: n_cands GPUs have room, fewer than asked. The reason is
+ * written for each failed node of a filter (100s per request): the
+ * request's part is kept in its memo, and only the message is set. */
 static int no_room(const struct mk_fit_node *node, const struct mk_fit_request *req, const struct fit_needs *n,
                    size_t n_cands, struct mk_error *e) {
         if (!e) /* no reason wanted (a prioritize) */
                 return -ENOSPC;
-        bool variant = req->variant && *req->variant;
         char text[MK_ERROR_MSG_MAX];
         struct fit_msg m = {.buf = text, .size = sizeof(text)};
         msg_put_u64(&m, n_cands);
         msg_puts(&m, " of ");
         msg_put_u64(&m, node->n_gpus);
-        msg_puts(&m, " GPUs have a free MIG placement for ");
-        if (n->whole)
-                msg_puts(&m, "a whole GPU");
-        else if (req->mem_mib > 0) {
-                msg_put_u64(&m, req->mem_mib);
-                msg_puts(&m, " MiB");
-        } else {
-                msg_put_u64(&m, req->mem_percent);
-                msg_puts(&m, "% of GPU memory");
+        struct mk_fit_memo *mo = tail_memo(req, n);
+        if (mo && mo->tail_len > 0 && mo->tail_gpus == req->gpus)
+                msg_put(&m, mo->tail, mo->tail_len);
+        else {
+                size_t at = m.len;
+                no_room_tail(&m, req, n);
+                if (mo && !m.over && m.len - at < sizeof(mo->tail)) {
+                        memcpy(mo->tail, text + at, m.len - at);
+                        mo->tail_len = (uint8_t) (m.len - at);
+                        mo->tail_gpus = req->gpus;
+                }
         }
-        if (req->cores_percent)
-                msg_puts(&m, " with cores");
-        if (variant) {
-                msg_puts(&m, " variant ");
-                msg_puts(&m, req->variant);
+        if (m.over) { /* a long variant: cut as mk_error_set() cuts */
+                bool variant = req->variant && *req->variant;
+                char what[96];
+                if (n->whole)
+                        (void) snprintf(what, sizeof what, "a whole GPU");
+                else if (req->mem_mib > 0)
+                        (void) snprintf(what, sizeof what, "%" PRIu64 " MiB", req->mem_mib);
+                else
+                        (void) snprintf(what, sizeof what, "%u%% of GPU memory", req->mem_percent);
+                return mk_error_set(e, -ENOSPC, "%zu of %zu GPUs have a free MIG placement for %s%s%s%s, %u needed",
+                                    n_cands, node->n_gpus, what, req->cores_percent ? " with cores" : "",
+                                    variant ? " variant " : "", variant ? req->variant : "", req->gpus);
         }
-        msg_puts(&m, ", ");
-        msg_put_u64(&m, req->gpus);
-        msg_puts(&m, " needed");
-        if (!m.over) {
-                mk_error_clear(e);
-                e->code = -ENOSPC;
-                memcpy(e->msg, text, m.len);
-                e->msg[m.len] = 0;
-                return -ENOSPC;
-        }
-        char what[96];
-        if (n->whole)
-                (void) snprintf(what, sizeof what, "a whole GPU");
-        else if (req->mem_mib > 0)
-                (void) snprintf(what, sizeof what, "%" PRIu64 " MiB", req->mem_mib);
-        else
-                (void) snprintf(what, sizeof what, "%u%% of GPU memory", req->mem_percent);
-        return mk_error_set(e, -ENOSPC, "%zu of %zu GPUs have a free MIG placement for %s%s%s%s, %u needed",
-                            n_cands, node->n_gpus, what, req->cores_percent ? " with cores" : "",
-                            variant ? " variant " : "", variant ? req->variant : "", req->gpus);
+        /* As mk_error_set() leaves it, without clearing 1 KiB per node. */
+        e->code = -ENOSPC;
+        e->file[0] = 0;
+        e->line = e->column = 0;
+        e->field[0] = 0;
+        memcpy(e->msg, text, m.len);
+        e->msg[m.len] = 0;
+        return -ENOSPC;
 }
 
 /* --- the node ----------------------------------------------------------------------------- */
@@ -628,14 +661,17 @@ static unsigned count_profile(const struct mk_fit_gpu *g, size_t gi, unsigned id
 
 /* GPU gi's cached state `cg` after an instance of profile j at unit
  * `start` was taken, from its state before: what cache_gpu_fill()
- * computes, without reading the instances (but to count a limited
- * profile's: the description's and `extra`'s on this GPU). false when the
- * choice does not fit the state (the caller reads the GPU or gives up). */
-static bool derive_gpu_take(const struct mk_fit_gpu *g, size_t gi, const struct mk_fit_tables *tab, size_t j,
-                            unsigned start, const struct mk_fit_choice *extra, size_t n_extra,
-                            struct mk_fit_node_cache_gpu *cg) {
-        if (!cg->available || j >= g->n_profiles || g->n_used > MK_FIT_MAX_INSTANCES || g->tables != tab ||
-            !fit_tables_match(tab, g))
+ * computes, without reading the instances. `g` is the description GPU
+ * gi shares (its own, or the one every available GPU of a usable cache
+ * shares): node->gpus[gi] is read only to count a limited profile's
+ * instances, its description's and `extra`'s on it, when j is limited to
+ * more than one (another profile's count is unchanged, and one limited to
+ * one is full). false when the choice does not fit the state (the caller
+ * reads the GPU or gives up). */
+static bool derive_gpu_take(const struct mk_fit_node *node, const struct mk_fit_gpu *g, size_t gi,
+                            const struct mk_fit_tables *tab, size_t j, unsigned start,
+                            const struct mk_fit_choice *extra, size_t n_extra, struct mk_fit_node_cache_gpu *cg) {
+        if (!cg->available || j >= g->n_profiles || g->tables != tab || !fit_tables_match(tab, g))
                 return false;
         const struct mk_gi_profile *p = &g->profiles[j];
         if (start + tab->pi[j].size > g->memory_units || p->slices > cg->free_slices)
@@ -651,14 +687,19 @@ static bool derive_gpu_take(const struct mk_fit_gpu *g, size_t gi, const struct 
         unsigned cap = tab->cap[free][fs];
         unsigned ideal = MAX(cap, (unsigned) tab->cap[fit_units_mask(fit_popcount32(free))][fs]);
         /* A profile hostable now was hostable before: fewer free units and
-         * slices, more instances. */
+         * slices, more instances (of j only: a limited j is counted). */
         uint64_t hostable = 0;
+        bool j_full = false;
+        if (tab->pi[j].limited && cg->hostable & (UINT64_C(1) << j)) {
+                const struct mk_fit_gpu *own = &node->gpus[gi];
+                if (p->max_count > 1 && own->n_used > MK_FIT_MAX_INSTANCES)
+                        return false;
+                j_full = p->max_count <= 1 || count_profile(own, gi, p->id, extra, n_extra) >= p->max_count;
+        }
         for (uint64_t h = cg->hostable; h; h &= h - 1) {
                 size_t k = (size_t) __builtin_ctzll(h);
                 const struct mk_gi_profile *q = &g->profiles[k];
-                if (q->slices > fs || tab->best[fit_best_index(k, free, fs)] == 0)
-                        continue;
-                if (tab->pi[k].limited && count_profile(g, gi, q->id, extra, n_extra) >= q->max_count)
+                if (q->slices > fs || tab->best[fit_best_index(k, free, fs)] == 0 || (k == j && j_full))
                         continue;
                 hostable |= UINT64_C(1) << k;
         }
@@ -673,8 +714,9 @@ static bool derive_gpu_take(const struct mk_fit_gpu *g, size_t gi, const struct 
 
 /* The same after the instance was added to the description (its last
  * used instance, which is checked). */
-static bool derive_gpu_add(const struct mk_fit_gpu *g, size_t gi, const struct mk_fit_tables *tab, size_t j,
+static bool derive_gpu_add(const struct mk_fit_node *node, size_t gi, const struct mk_fit_tables *tab, size_t j,
                            unsigned start, struct mk_fit_node_cache_gpu *cg) {
+        const struct mk_fit_gpu *g = &node->gpus[gi];
         if (j >= g->n_profiles || g->n_used == 0)
                 return false;
         const struct mk_gi_profile *p = &g->profiles[j];
@@ -682,7 +724,7 @@ static bool derive_gpu_add(const struct mk_fit_gpu *g, size_t gi, const struct m
         if (last->profile_id != p->id || last->slices != p->slices || last->placement.start != start ||
             j >= tab->n_profiles || last->placement.size != tab->pi[j].size)
                 return false;
-        return derive_gpu_take(g, gi, tab, j, start, NULL, 0, cg);
+        return g->n_used <= MK_FIT_MAX_INSTANCES && derive_gpu_take(node, g, gi, tab, j, start, NULL, 0, cg);
 }
 
 /* The derived cache: the GPUs in `changed` read again, or, with `res`,
@@ -704,7 +746,7 @@ static int derive(const struct mk_fit_node *node, const struct mk_fit_node_cache
                         if (res->choices[i].gpu == gi)
                                 ch = &res->choices[i];
                 if (ch && ch->profile >= g->profiles &&
-                    derive_gpu_add(g, gi, tab, (size_t) (ch->profile - g->profiles), ch->placement.start,
+                    derive_gpu_add(node, gi, tab, (size_t) (ch->profile - g->profiles), ch->placement.start,
                                    &ret->gpu[gi]))
                         continue;
                 int r = derive_gpu_read(node, tab, gi, &pc, ret);
@@ -741,17 +783,19 @@ int mk_fit_node_cache_derive_taken(const struct mk_fit_node *node, const struct 
                  total_units = from->total_units;
         if (!derive_begin(node, from, changed, ret))
                 return -EOPNOTSUPP;
-        const struct mk_fit_tables *tab = node->gpus[from->first].tables;
+        /* Every available GPU of a usable cache shares the first's
+         * description: it alone is read, not each changed GPU's. */
+        const struct mk_fit_gpu *g0 = &node->gpus[from->first];
+        const struct mk_fit_tables *tab = g0->tables;
         for (size_t i = 0; i < res->n_choices; i++) {
                 const struct mk_fit_choice *ch = &res->choices[i];
                 size_t gi = ch->gpu;
-                if (gi >= node->n_gpus || node->gpus[gi].unavailable || ch->profile < node->gpus[gi].profiles)
+                if (gi >= node->n_gpus || ch->profile < g0->profiles)
                         return -EOPNOTSUPP;
-                const struct mk_fit_gpu *g = &node->gpus[gi];
                 struct mk_fit_node_cache_gpu *cg = &ret->gpu[gi];
                 struct mk_fit_node_cache_gpu was = *cg;
-                if (!derive_gpu_take(g, gi, tab, (size_t) (ch->profile - g->profiles), ch->placement.start, taken,
-                                     n_taken, cg))
+                if (!derive_gpu_take(node, g0, gi, tab, (size_t) (ch->profile - g0->profiles), ch->placement.start,
+                                     taken, n_taken, cg))
                         return -EOPNOTSUPP;
                 used_units = used_units - was.used_units + cg->used_units;
                 cap_sum = cap_sum - was.cap + cg->cap;

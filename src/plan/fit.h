@@ -218,6 +218,11 @@ struct mk_fit_memo {
         unsigned memory_units, sms, slices, mem_percent, cores;
         uint8_t n_order;
         uint8_t order[MK_FIT_MAX_PROFILES];     /* adequate profile indices, smallest first */
+        /* The request's part of a no-room reason, for tail_gpus GPUs asked
+         * (tail_len 0: none kept). */
+        uint8_t tail_len;
+        unsigned tail_gpus;
+        char tail[200];
 };
 
 /* What one container asks for: `gpus` distinct GPUs, one MIG instance on

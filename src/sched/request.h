@@ -68,4 +68,6 @@ struct mk_sched_cand {
         const char *name;
         size_t len;                     /* strlen(name) */
         const json_t *object;           /* from Nodes; NULL with NodeNames */
+        bool plain;                     /* checked: printable ASCII but quotes and backslashes (the
+                                         * NodeNames scan's names), written into JSON as it is */
 };

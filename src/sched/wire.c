@@ -96,13 +96,64 @@ static const uint8_t byte_class[256] = {
         [0x7f] = JSON_PLAIN,
 };
 
+/* The same classes eight bytes at a time (names and reasons run to 1,000s
+ * of bytes per answer): a mask with the top bit of each byte set that is
+ * not of the class, exact up to the lowest set byte (a borrow can flag
+ * bytes above a flagged one, never below), so __builtin_ctzll(mask) / 8
+ * is the first byte outside the class. Loaded little-endian. */
+#define BYTES(c) (UINT64_C(0x0101010101010101) * (uint8_t) (c))
+static inline uint64_t load8(const char *p) {
+        uint64_t x;
+        memcpy(&x, p, sizeof(x));
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+        x = __builtin_bswap64(x);
+#endif
+        return x;
+}
+static inline uint64_t bytes_zero(uint64_t x) {
+        return (x - BYTES(1)) & ~x & BYTES(0x80);
+}
+static inline uint64_t bytes_below(uint64_t x, uint8_t n) { /* n <= 0x80 */
+        return (x - BYTES(n)) & ~x & BYTES(0x80);
+}
+static inline uint64_t not_json_plain(uint64_t x) {
+        return bytes_below(x, 0x20) | bytes_zero(x ^ BYTES('"')) | bytes_zero(x ^ BYTES('\\')) | (x & BYTES(0x80));
+}
+static inline uint64_t not_name_byte(uint64_t x) {
+        return bytes_below(x, 0x21) | bytes_zero(x ^ BYTES('"')) | bytes_zero(x ^ BYTES('\\')) |
+               bytes_zero(x ^ BYTES(0x7f)) | (x & BYTES(0x80));
+}
+
+/* The length of the run of JSON_PLAIN bytes that starts p[0..n). */
+static size_t json_plain_run(const char *p, size_t n) {
+        size_t k = 0;
+        for (; k + 8 <= n; k += 8) {
+                uint64_t m = not_json_plain(load8(p + k));
+                if (m)
+                        return k + (size_t) __builtin_ctzll(m) / 8;
+        }
+        while (k < n && byte_class[(uint8_t) p[k]] & JSON_PLAIN)
+                k++;
+        return k;
+}
+
 /* A plain name at p (after its opening quote): its length, the closing
  * quote at p[len]; 0 when it is empty, too long, or holds anything but
  * printable ASCII other than quotes and backslashes. */
 static size_t plain_name(const char *p, const char *end) {
         size_t max = MIN((size_t) (end - p), (size_t) MK_K8S_NAME_MAX), k = 0;
+        /* Blocks may run past the name into the body (the closing quote
+         * stops them), never past its end. */
+        for (; k < max && (size_t) (end - p) - k >= 8; k += 8) {
+                uint64_t m = not_name_byte(load8(p + k));
+                if (m) {
+                        k += (size_t) __builtin_ctzll(m) / 8;
+                        goto done;
+                }
+        }
         while (k < max && byte_class[(uint8_t) p[k]] & NAME_BYTE)
                 k++;
+done:
         return p + k < end && p[k] == '"' && k < MK_K8S_NAME_MAX ? k : 0;
 }
 
@@ -151,7 +202,7 @@ bool mk_sched_scan_names(const char *body, size_t len, struct mk_sched_names *re
          * with their NULs fit in the array's bytes; the list grows). */
         struct mk_sched_names pn = {.start = (size_t) (arr - body)};
         size_t cap = 0;
-        char *out = pn.buf = malloc((size_t) (end - arr));
+        char *out = pn.buf = malloc((size_t) (end - arr) + 16); /* + a short name's whole-block copy */
         if (!pn.buf)
                 return false;
         p = skip_ws(arr + 1, end);
@@ -170,9 +221,12 @@ bool mk_sched_scan_names(const char *body, size_t len, struct mk_sched_names *re
                                 pn.cands = nc;
                                 cap = ncap;
                         }
-                        memcpy(out, p + 1, k);
+                        if (k <= 16 && end - (p + 1) >= 16)
+                                memcpy(out, p + 1, 16); /* one fixed-size copy, inlined */
+                        else
+                                memcpy(out, p + 1, k);
                         out[k] = 0;
-                        pn.cands[pn.n++] = (struct mk_sched_cand) {.name = out, .len = k};
+                        pn.cands[pn.n++] = (struct mk_sched_cand) {.name = out, .len = k, .plain = true};
                         out += k + 1;
                         p = skip_ws(p + k + 2, end);
                         if (p < end && *p == ']') {
@@ -362,10 +416,8 @@ int mk_sched_wire_put_string(struct mk_buf *b, const char *v) {
         size_t k = 0;
         int r;
         /* Names and reasons are plain ASCII almost always: one copy. */
-        size_t plain = 0;
-        while (byte_class[(uint8_t) v[plain]] & JSON_PLAIN)
-                plain++;
-        if (!v[plain]) {
+        size_t len = strlen(v), plain = json_plain_run(v, len);
+        if (plain == len) {
                 if ((r = mk_buf_reserve(b, plain + 2)) < 0)
                         return r;
                 char *w = b->data + b->len;
@@ -431,11 +483,9 @@ int mk_sched_wire_put_string(struct mk_buf *b, const char *v) {
  * it. 1,000s of these make an answer. */
 static int put_entry(struct mk_buf *b, const char *pre, size_t pre_len, const struct mk_sched_cand *c,
                      const char *post, size_t post_len) {
-        size_t k = 0;
-        while (k < c->len && byte_class[(uint8_t) c->name[k]] & JSON_PLAIN)
-                k++;
         int r;
-        if (k < c->len || c->name[k]) { /* not plain, or a NUL before len */
+        if (!c->plain && (json_plain_run(c->name, c->len) < c->len || c->name[c->len])) {
+                /* not plain, or a NUL before len */
                 if ((r = mk_buf_append(b, pre, pre_len)) < 0 || (r = mk_sched_wire_put_string(b, c->name)) < 0)
                         return r;
                 return mk_buf_append(b, post, post_len);

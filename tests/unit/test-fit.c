@@ -445,6 +445,7 @@ static void test_failure_messages(void **state) {
                 {{.gpus = 16, .mem_mib = 10, .variant = "+me"},
                  "0 of 1 GPUs have a free MIG placement for 10 MiB variant +me, 16 needed"},
                 {{.gpus = 1, .mem_mib = 10, .variant = ""}, "0 of 1 GPUs have a free MIG placement for 10 MiB, 1 needed"},
+                {{.gpus = 2, .mem_mib = 10, .variant = ""}, "0 of 1 GPUs have a free MIG placement for 10 MiB, 2 needed"},
         };
         for (size_t i = 0; i < ELEMENTSOF(forms); i++) {
                 e = (struct mk_error) {};
@@ -452,6 +453,32 @@ static void test_failure_messages(void **state) {
                 assert_int_equal(e.code, -ENOSPC);
                 assert_string_equal(e.msg, forms[i].want);
         }
+        /* Through a node cache, one memo for every request, each twice (the
+         * second time from the request's part the memo keeps; the last two
+         * differ only in GPUs asked), into an error holding junk: the same
+         * messages, and nothing else of the error set. */
+        struct mk_fit_tables *t = NULL;
+        assert_int_equal(mk_fit_tables_new(&b.gpus[0], &t), 0);
+        b.gpus[0].tables = t;
+        struct mk_fit_node_cache nc;
+        assert_int_equal(mk_fit_node_cache_update(&node, &nc), 0);
+        node.cache = &nc;
+        struct mk_fit_memo memo = {};
+        for (size_t i = 0; i < 2 * ELEMENTSOF(forms); i++) {
+                struct mk_fit_request fr = forms[i / 2].rq;
+                fr.memo = &memo;
+                memset(&e, 0x5A, sizeof(e));
+                assert_int_equal(mk_fit_node(&node, &fr, MK_FIT_BINPACK, MK_FIT_SPREAD, &res, &e), -ENOSPC);
+                assert_int_equal(e.code, -ENOSPC);
+                assert_string_equal(e.msg, forms[i / 2].want);
+                assert_string_equal(e.file, "");
+                assert_string_equal(e.field, "");
+                assert_int_equal(e.line + e.column, 0);
+                assert_int_not_equal(memo.tail_len, 0);
+        }
+        node.cache = NULL;
+        b.gpus[0].tables = NULL;
+        mk_fit_tables_free(t);
         rq = (struct mk_fit_request) {.gpus = 1, .mem_mib = 10, .variant = long_variant};
         assert_int_equal(mk_fit_node(&node, &rq, MK_FIT_BINPACK, MK_FIT_SPREAD, &res, &e), -ENOSPC);
         char want[sizeof(e.msg)];
@@ -713,11 +740,23 @@ static void test_derived_cache_sequences(void **state) {
         unsigned seed = 777;
         unsigned compared = 0, fitted = 0, taken_compared = 0;
         struct mk_fit_memo per_request[4][2] = {}, shared = {};
-        for (int iter = 0; iter < 2000; iter++) {
+        /* Also an A100 whose 1g.10gb+me is limited to 3 of its 7 placements: a
+         * derived cache counts a limited profile's instances when it may
+         * host more than one. */
+        static struct model a100_lim;
+        a100_lim = a100;
+        bool limited = false;
+        for (size_t i = 0; i < a100_lim.n_profiles; i++)
+                if (streq(a100_lim.profiles[i].name, "1g.10gb+me")) {
+                        a100_lim.profiles[i].max_count = 3;
+                        limited = true;
+                }
+        assert_true(limited);
+        for (int iter = 0; iter < 3000; iter++) {
                 struct node_buf b;
                 const char *gpus[MAX_GPUS] = {"", "", "", ""};
                 struct mk_fit_node node;
-                node_build(&b, iter % 2 ? &a100 : &h100, NULL, gpus, MAX_GPUS, &node);
+                node_build(&b, iter % 3 == 2 ? &a100_lim : iter % 3 ? &a100 : &h100, NULL, gpus, MAX_GPUS, &node);
                 random_fill(&b, &seed);
                 _cleanup_(mk_fit_tables_freep) struct mk_fit_tables *t = NULL;
                 assert_int_equal(mk_fit_tables_new(&b.gpus[0], &t), 0);

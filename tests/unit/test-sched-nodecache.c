@@ -189,7 +189,7 @@ static void test_resolve(void **state) {
         assert_int_equal(mk_sched_cache_init(&c), 0);
         event(&c, MK_KUBE_EVENT_ADDED, node("a", true, "8"), true);
         event(&c, MK_KUBE_EVENT_ADDED, node("b", true, "8"), true);
-        struct mk_sched_cand cands[] = {{"a", 1, NULL}, {"zz", 2, NULL}, {"b", 1, NULL}};
+        struct mk_sched_cand cands[] = {{"a", 1, NULL, true}, {"zz", 2, NULL, true}, {"b", 1, NULL, true}};
         struct mk_sched_node *got[3], *again[3];
         pthread_rwlock_rdlock(&c.lock);
         mk_sched_cache_resolve(&c, cands, 3, got);
@@ -207,7 +207,7 @@ static void test_resolve(void **state) {
         pthread_rwlock_unlock(&c.lock);
         assert_ptr_equal(again[1], mk_sched_cache_node(&c, "zz"));
         /* Another list of the same length does not match the kept one. */
-        struct mk_sched_cand other[] = {{"b", 1, NULL}, {"a", 1, NULL}, {"zz", 2, NULL}};
+        struct mk_sched_cand other[] = {{"b", 1, NULL, true}, {"a", 1, NULL, true}, {"zz", 2, NULL, true}};
         pthread_rwlock_rdlock(&c.lock);
         mk_sched_cache_resolve(&c, other, 3, again);
         pthread_rwlock_unlock(&c.lock);

@@ -307,6 +307,47 @@ static void test_put_string(void **state) {
         free(long_s);
 }
 
+/* The scan and the writer test bytes eight at a time: every byte value at
+ * every position of a 20-byte name (in the first and second block and the
+ * tail) is classed as the byte-wise rules say. */
+static void test_byte_classes(void **state) {
+        (void) state;
+        for (unsigned v = 0; v < 256; v++)
+                for (size_t pos = 0; pos < 20; pos++) {
+                        char name[21];
+                        memset(name, 'n', 20);
+                        name[20] = 0;
+                        name[pos] = (char) v;
+                        bool name_byte = v >= 0x21 && v <= 0x7e && v != '"' && v != '\\';
+                        bool json_plain = v >= 0x20 && v <= 0x7f && v != '"' && v != '\\';
+                        char body[64];
+                        memcpy(body, "{\"NodeNames\":[\"", 15);
+                        memcpy(body + 15, name, 20);
+                        memcpy(body + 35, "\"]}", 3);
+                        struct mk_sched_names pn = {0};
+                        bool found = mk_sched_scan_names(body, 38, &pn);
+                        if (found != name_byte)
+                                fail_msg("byte 0x%02x at %zu: scan found %d", v, pos, found);
+                        if (found) {
+                                assert_int_equal(pn.n, 1);
+                                assert_int_equal(pn.cands[0].len, 20);
+                                assert_true(pn.cands[0].plain);
+                                assert_memory_equal(pn.cands[0].name, name, 20);
+                        }
+                        mk_sched_names_done(&pn);
+                        if (v == 0)
+                                continue;
+                        struct mk_buf b;
+                        mk_buf_init(&b, 1 << 16);
+                        assert_int_equal(mk_sched_wire_put_string(&b, name), 0);
+                        char whole[32];
+                        snprintf(whole, sizeof(whole), "\"%s\"", name);
+                        if (streq(mk_buf_str(&b), whole) != json_plain)
+                                fail_msg("byte 0x%02x at %zu: written '%s'", v, pos, mk_buf_str(&b));
+                        mk_buf_done(&b);
+                }
+}
+
 static void test_bind_args(void **state) {
         (void) state;
         struct mk_bind_args a;
@@ -405,6 +446,7 @@ int main(void) {
                 cmocka_unit_test(test_pod),
                 cmocka_unit_test(test_writers),
                 cmocka_unit_test(test_put_string),
+                cmocka_unit_test(test_byte_classes),
                 cmocka_unit_test(test_bind_args),
                 cmocka_unit_test(test_body_count),
         };
