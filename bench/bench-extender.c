@@ -467,6 +467,9 @@ int main(int argc, char **argv) {
                         return streq(argv[i], "--help") ? EXIT_SUCCESS : EXIT_FAILURE;
                 }
         }
+        /* The allocator as the server process sets it, in every pass (the
+         * server path's too, and before the cache is built). */
+        mk_sched_server_malloc();
         const char *y = "version: v1\n";
         struct mk_sched_config *cfg = NULL;
         struct mk_sched *s = NULL;

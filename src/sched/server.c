@@ -557,6 +557,11 @@ static int initial_item(json_t *item, void *userdata) {
         return r == -ENOMEM ? r : 0;
 }
 
+void mk_sched_server_malloc(void) {
+        (void) mallopt(M_MMAP_THRESHOLD, MK_SCHED_MMAP_THRESHOLD);
+        (void) mallopt(M_TRIM_THRESHOLD, MK_SCHED_TRIM_THRESHOLD);
+}
+
 int mk_sched_server_start(const struct mk_sched_server_opts *o, struct mk_sched_server **ret, struct mk_error *e) {
         struct mk_sched_server *srv = calloc(1, sizeof(*srv));
         if (!srv)
@@ -580,8 +585,7 @@ int mk_sched_server_start(const struct mk_sched_server_opts *o, struct mk_sched_
         struct rlimit rl;
         if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < (rlim_t) max_conn + 128)
                 max_conn = rl.rlim_cur > 128 ? (unsigned) rl.rlim_cur - 128 : 16;
-        /* Big buffers from mmap, so a freed body goes back to the system at once. */
-        (void) mallopt(M_MMAP_THRESHOLD, 256 * 1024);
+        mk_sched_server_malloc();
         pthread_mutex_init(&srv->fail_lock, NULL);
         pthread_mutex_init(&srv->big_lock, NULL);
         int r;

@@ -48,6 +48,21 @@ struct mk_sched_server_opts {
         void *metrics_userdata;
 };
 
+/* The allocator settings of a process that serves the extender (set by
+ * mk_sched_server_start(), process-wide; bench-extender sets them too, so
+ * that it measures what the server runs with): buffers of
+ * MK_SCHED_MMAP_THRESHOLD and more come from mmap, so that a freed large
+ * body goes back to the system at once, and up to MK_SCHED_TRIM_THRESHOLD
+ * stays free at the top of the heap. A filter over 1,000 nodes takes and
+ * frees up to some 600 KiB of smaller buffers (its reasons and its answer
+ * 256 KiB each when most nodes fail): with glibc's defaults (128 KiB, the
+ * mmap threshold moving) they were mapped, or handed back, and faulted in
+ * again by the next request page by page, several microseconds a page in
+ * a VM: 4 faults a request on average, 100s in the slowest. */
+#define MK_SCHED_MMAP_THRESHOLD (1024u * 1024)
+#define MK_SCHED_TRIM_THRESHOLD (8u * 1024 * 1024)
+void mk_sched_server_malloc(void);
+
 /* Starts the HTTP server and, with a client, the informers (threads). */
 int mk_sched_server_start(const struct mk_sched_server_opts *o, struct mk_sched_server **ret, struct mk_error *e)
         _nonnull_(1, 2) _wur_;
