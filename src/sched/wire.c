@@ -256,7 +256,7 @@ static bool is_array_at(const struct mk_sched_body_count *c, unsigned depth) {
         return depth > 0 && (c->arrays >> (depth - 1)) & 1;
 }
 
-static int count_value(struct mk_sched_body_count *c, size_t max_nodes, size_t max_values, char *err, size_t size) {
+static inline int count_value(struct mk_sched_body_count *c, size_t max_nodes, size_t max_values, char *err, size_t size) {
         if (++c->values > max_values) {
                 snprintf(err, size, "more than %zu JSON values in one request", max_values);
                 return -E2BIG;
@@ -301,8 +301,17 @@ int mk_sched_body_count_feed(struct mk_sched_body_count *c, const char *p, size_
                          * quote or backslash at once instead of a byte at a time. */
                         if (!c->escape && !c->is_key && ch != '"' && ch != '\\') {
                                 const char *q = p + i + 1, *end = p + len;
+                                for (; end - q >= 8; q += 8) { /* eight bytes at a time */
+                                        uint64_t x = load8(q);
+                                        uint64_t m = bytes_zero(x ^ BYTES('"')) | bytes_zero(x ^ BYTES('\\'));
+                                        if (m) {
+                                                q += __builtin_ctzll(m) / 8;
+                                                goto stop;
+                                        }
+                                }
                                 while (q < end && *q != '"' && *q != '\\')
                                         q++;
+                        stop:
                                 if (q == end)
                                         break;
                                 i = (size_t) (q - p);

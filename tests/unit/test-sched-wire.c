@@ -425,6 +425,33 @@ static void test_body_count(void **state) {
                         fail_msg("%s: %zu nodes %zu values (bytewise %zu %zu), want %zu %zu", b, whole.nodes,
                                  whole.values, bytes.nodes, bytes.values, cases[i].nodes, cases[i].values);
         }
+        /* Random bodies (strings of every length, quotes and backslashes
+         * anywhere): fed whole, a string's text is skipped eight bytes at a
+         * time; fed a byte at a time, never. Both count alike. */
+        uint64_t seed = 42;
+        for (int iter = 0; iter < 20000; iter++) {
+                seed = seed * 6364136223846793005ull + 1442695040888963407ull; /* a few steps of an LCG */
+                char body[160];
+                size_t n = 0;
+                n += (size_t) snprintf(body, sizeof(body), "{\"NodeNames\":[");
+                static const char alphabet[] = "aaaaaaaaaaaaaaaaaaaa\"\\,[]{}: ";
+                uint64_t x = seed;
+                size_t len = 1 + (x >> 33) % 120;
+                for (size_t k = 0; k < len && n < sizeof(body) - 1; k++) {
+                        x = x * 6364136223846793005ull + 1442695040888963407ull;
+                        body[n++] = alphabet[(x >> 33) % (sizeof(alphabet) - 1)];
+                }
+                body[n] = 0;
+                struct mk_sched_body_count whole = {0}, bytes = {0};
+                char err[128];
+                int rw = mk_sched_body_count_feed(&whole, body, n, 1000, 1000, err, sizeof(err)), rb = 0;
+                for (size_t k = 0; k < n && rb >= 0; k++)
+                        rb = mk_sched_body_count_feed(&bytes, body + k, 1, 1000, 1000, err, sizeof(err));
+                if (rw != rb || whole.nodes != bytes.nodes || whole.values != bytes.values ||
+                    whole.depth != bytes.depth || whole.in_string != bytes.in_string)
+                        fail_msg("'%s': whole %d %zu nodes %zu values, bytewise %d %zu %zu", body, rw, whole.nodes,
+                                 whole.values, rb, bytes.nodes, bytes.values);
+        }
         struct mk_sched_body_count c = {0};
         char err[128];
         const char *b = cases[0].body;
