@@ -69,9 +69,10 @@ struct mk_sched_node {
         struct mk_sched_pod **claims;   /* reservations on this node (borrowed from the pod map) */
         size_t n_claims, alloc_claims;
         /* The fit's view of the node with every active reservation. */
-        struct mk_fit_gpu *fit_gpus;
-        struct mk_fit_instance *fit_used;       /* MK_FIT_MAX_NODE_GPUS * MK_FIT_MAX_INSTANCES */
-        struct mk_fit_node_cache *fit_cache;
+        struct mk_fit_node_cache *fit_cache;    /* one block with fit_gpus and fit_used */
+        struct mk_fit_gpu *fit_gpus;            /* fit_n_gpus */
+        struct mk_fit_instance *fit_used;       /* fit_n_gpus * MK_FIT_MAX_INSTANCES */
+        size_t fit_n_gpus;
         /* CPU and memory: the Node's allocatable, and the requests of the
          * active pods bound there (all pods, not only ours). */
         struct mk_fit_node_resources res;
