@@ -22,7 +22,8 @@
  *   - api: the json_t entry points (jansson parses the 1,000 names).
  * Prints median, p99 and max of the CPU time (this thread's; the
  * process's over HTTP) and the wall time per request, and a table of the
- * p99 CPU times.
+ * p99 CPU times. The process's allocator is set as the server sets it
+ * (mk_sched_server_malloc), in every pass.
  *
  *   bench-extender [--nodes N] [--pods P] [--http-pods P] [--seed S]
  *                  [--kinds common,gputype,two,init] [--passes server,nomemo,http,exact,api]

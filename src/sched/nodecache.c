@@ -304,6 +304,7 @@ static void node_refit(struct mk_sched_node *n) {
                 return;
         struct mk_fit_node fn = {.gpus = n->fit_gpus, .n_gpus = ng};
         (void) mk_fit_node_cache_update(&fn, n->fit_cache); /* an unusable cache only makes fits slower */
+        n->fit_ng = ng;
         n->fit_valid = true;
 }
 

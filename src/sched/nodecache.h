@@ -72,7 +72,9 @@ struct mk_sched_node {
         struct mk_fit_node_cache *fit_cache;    /* one block with fit_gpus and fit_used */
         struct mk_fit_gpu *fit_gpus;            /* fit_n_gpus */
         struct mk_fit_instance *fit_used;       /* fit_n_gpus * MK_FIT_MAX_INSTANCES */
-        size_t fit_n_gpus;
+        size_t fit_n_gpus;              /* room in fit_gpus */
+        size_t fit_ng;                  /* GPUs of the kept view (inv's, kept here: a filter reads no
+                                         * inventory) */
         /* CPU and memory: the Node's allocatable, and the requests of the
          * active pods bound there (all pods, not only ours). */
         struct mk_fit_node_resources res;

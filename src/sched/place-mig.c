@@ -99,7 +99,7 @@ static int fit_fast(struct mk_sched_scratch **scp, const struct mk_sched_place *
                     size_t size) {
         const struct mk_sched_node *n = p->node;
         const struct mk_pod_request *req = p->req;
-        size_t ng = n->inv->n_gpus;
+        size_t ng = n->fit_ng;
         struct mk_fit_gpu none[MK_FIT_MAX_NODE_GPUS];
         struct mk_fit_node fn = {.gpus = n->fit_gpus,
                                  .n_gpus = ng,
