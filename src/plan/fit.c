@@ -385,7 +385,7 @@ static bool cached_winner(const struct mk_fit_node *node, const struct mk_fit_no
         uint64_t changed = c->has_best ? 0 : c->changed;
         if (!bc || !bc->has_best || !(bc->hostable & (UINT64_C(1) << j)))
                 return false;
-        const struct mk_fit_gpu *g0 = &node->gpus[c->first];
+        const struct mk_fit_gpu *g0 = &c->desc;
         const struct mk_fit_tables *tab = g0->tables;
         const struct mk_gi_profile *p = &g0->profiles[j];
         uint32_t all = fit_units_mask(g0->memory_units);
@@ -461,7 +461,7 @@ static const struct mk_fit_memo *adequate_memo(const struct mk_fit_gpu *g0, cons
 static int fit_place_cached(const struct mk_fit_node *node, const struct mk_fit_node_cache *c,
                      const struct mk_fit_request *req, const struct fit_needs *n, enum mk_fit_policy gpu_policy,
                      struct fit_cand cands[static MK_FIT_MAX_NODE_GPUS], struct fit_sums *ret, struct mk_error *e) {
-        const struct mk_fit_gpu *g0 = &node->gpus[c->first];
+        const struct mk_fit_gpu *g0 = &c->desc;
         const struct mk_fit_tables *tab = g0->tables;
         const struct mk_gi_profile *profiles = g0->profiles;
         if (!n->whole && n->mem_mib == 0 && g0->memory_mib > UINT64_MAX / 100)
@@ -537,21 +537,6 @@ static int fit_place_cached(const struct mk_fit_node *node, const struct mk_fit_
         return 0;
 }
 
-/* The request's GPUs, best first, in cands[0..req->gpus), and the node's
- * sums after the allocation: from node->cache when it is usable for this
- * node and the request (fit_place_cached), else from the GPU descriptions
- * (fit_place_read); both give the same answer. 0; -ENOSPC when fewer than
- * req->gpus GPUs have room (reason in `e`); -EINVAL for a malformed GPU. */
-static int fit_place(const struct mk_fit_node *node, const struct mk_fit_request *req,
-                            const struct fit_needs *n, enum mk_fit_policy gpu_policy,
-                            struct fit_cand cands[static MK_FIT_MAX_NODE_GPUS], struct fit_sums *ret,
-                            struct mk_error *e) {
-        const struct mk_fit_node_cache *c = node->cache;
-        if (c && c->usable && c->gpus == node->gpus && c->n_gpus == node->n_gpus)
-                return fit_place_cached(node, c, req, n, gpu_policy, cands, ret, e);
-        return fit_place_read(node, req, n, gpu_policy, cands, ret, e);
-}
-
 /* --- the node cache ------------------------------------------------------------------------ */
 
 /* One available GPU's cached state, from its state in a call (s->ps->tab set). */
@@ -614,6 +599,7 @@ static bool derive_begin(const struct mk_fit_node *node, const struct mk_fit_nod
         bool ok = from->usable && from->n_gpus == node->n_gpus && node->gpus;
         if (ret != from) {
                 ret->first = from->first;
+                ret->desc = from->desc;
                 ret->empty_cap = from->empty_cap;
                 memcpy(ret->rank, from->rank, sizeof(ret->rank));
                 memcpy(ret->gpu, from->gpu, MIN(node->n_gpus, (size_t) MK_FIT_MAX_NODE_GPUS) * sizeof(ret->gpu[0]));
@@ -733,7 +719,7 @@ static int derive(const struct mk_fit_node *node, const struct mk_fit_node_cache
                   const struct mk_fit_result *res, struct mk_fit_node_cache *ret) {
         if (!derive_begin(node, from, changed, ret))
                 return -EOPNOTSUPP;
-        const struct mk_fit_tables *tab = node->gpus[from->first].tables;
+        const struct mk_fit_tables *tab = from->desc.tables;
         struct fit_profcache pc;
         fit_profcache_init(&pc);
         for (; changed; changed &= changed - 1) {
@@ -784,8 +770,8 @@ int mk_fit_node_cache_derive_taken(const struct mk_fit_node *node, const struct 
         if (!derive_begin(node, from, changed, ret))
                 return -EOPNOTSUPP;
         /* Every available GPU of a usable cache shares the first's
-         * description: it alone is read, not each changed GPU's. */
-        const struct mk_fit_gpu *g0 = &node->gpus[from->first];
+         * description, which the cache keeps: no GPU's is read. */
+        const struct mk_fit_gpu *g0 = &from->desc;
         const struct mk_fit_tables *tab = g0->tables;
         for (size_t i = 0; i < res->n_choices; i++) {
                 const struct mk_fit_choice *ch = &res->choices[i];
@@ -849,6 +835,9 @@ int mk_fit_node_cache_update(const struct mk_fit_node *node, struct mk_fit_node_
         }
         if (!g0)
                 return -EOPNOTSUPP;
+        c->desc = *g0;
+        c->desc.used = NULL;
+        c->desc.n_used = 0;
         cache_sums(node, c);
         uint64_t hostable = c->hostable;
         /* Smallest first, stable: adequate_profiles()'s insertion order. */
@@ -916,14 +905,23 @@ int mk_fit_node(const struct mk_fit_node *node, const struct mk_fit_request *req
         };
         struct fit_cand cands[MK_FIT_MAX_NODE_GPUS];
         struct fit_sums sm = {};
-        int q = fit_place(node, req, &n, gpu_policy, cands, &sm, e);
+        /* The request's GPUs, best first, and the node's sums after the
+         * allocation: from the node cache when it is usable for this node
+         * (fit_place_cached), else from the GPU descriptions
+         * (fit_place_read); both give the same answer. */
+        const struct mk_fit_node_cache *c = node->cache;
+        bool cached = c && c->usable && c->gpus == node->gpus && c->n_gpus == node->n_gpus;
+        int q = cached ? fit_place_cached(node, c, req, &n, gpu_policy, cands, &sm, e)
+                       : fit_place_read(node, req, &n, gpu_policy, cands, &sm, e);
         if (q < 0)
                 return q;
 
         double score, frag;
         fit_node_score(&sm, node_policy, FIT_W_UTIL_BINPACK, node->resources != NULL, res_util, &score, &frag);
         for (size_t k = 0; k < req->gpus; k++) {
-                const struct mk_gi_profile *p = &node->gpus[cands[k].gpu].profiles[cands[k].profile];
+                /* A usable cache's GPUs share its description's profiles. */
+                const struct mk_gi_profile *p =
+                        &(cached ? c->desc.profiles : node->gpus[cands[k].gpu].profiles)[cands[k].profile];
                 ret->choices[k] = (struct mk_fit_choice) {
                         .gpu = cands[k].gpu,
                         .profile = p,

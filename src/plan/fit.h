@@ -141,6 +141,8 @@ struct mk_fit_node_cache {
         const struct mk_fit_node_cache *base;
         uint64_t changed;
         size_t first;                   /* the first available GPU, whose description all share */
+        struct mk_fit_gpu desc;         /* that description (its instances left out): a fit reads it
+                                         * here, beside the node's sums, and no GPU description */
         uint64_t hostable;              /* union over the GPUs */
         unsigned total_units, used_units, cap_sum, ideal_sum;  /* over available GPUs */
         unsigned empty_cap;             /* C of an empty GPU */

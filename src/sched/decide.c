@@ -246,11 +246,14 @@ static inline void prefetch_fit(const struct mk_sched_node *n) {
         if (!n || !n->fit_valid || !n->fit_cache)
                 return;
         const struct mk_fit_node_cache *fc = n->fit_cache;
-        __builtin_prefetch(fc);
+        __builtin_prefetch(fc); /* the header: sums, the shared GPU description, the profile ranks */
         __builtin_prefetch((const char *) fc + 64);
         __builtin_prefetch((const char *) fc + 128);
-        __builtin_prefetch(&fc->gpu[0]);
+        __builtin_prefetch((const char *) fc + 192);
+        __builtin_prefetch(&fc->gpu[0]); /* the GPUs' states, 16 bytes each */
         __builtin_prefetch((const char *) &fc->gpu[0] + 64);
+        if (n->fit_ng > 0)
+                __builtin_prefetch(&fc->gpu[MIN(n->fit_ng, (size_t) MK_FIT_MAX_NODE_GPUS) - 1]);
         __builtin_prefetch(n->fit_gpus);
         if (n->model)
                 __builtin_prefetch(n->model);
