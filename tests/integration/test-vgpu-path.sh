@@ -115,7 +115,10 @@ grep -q 'CUDA_DEVICE_MEMORY_LIMIT_0' "$tmp/fill.err" || fail "no refusal line: $
   fail "the region file is not in the container's host directory"
 
 # The node agent's /metrics while the container holds 300 MiB.
-inpod dlsym hold 300 30 >"$tmp/hold.out" 2>&1 &
+# exec: $! is the program itself, so the kill below (and cleanup's) stops it;
+# killing a background function's subshell left it running for 30 s, writing
+# into the temporary directory while cleanup removed it.
+(exec env "${runenv[@]}" "$prog" dlsym hold 300 30) >"$tmp/hold.out" 2>&1 &
 hold=$!
 pids+=($hold)
 for ((i = 0; i < 100; i++)); do grep -q ready "$tmp/hold.out" && break; sleep 0.1; done
