@@ -261,14 +261,17 @@ static void no_room_tail(struct fit_msg *m, const struct mk_fit_request *req, co
         msg_puts(m, " needed");
 }
 
+/* Whether memo `mo` was made for a request with these needs (its key's
+ * request part; the GPU kind's is adequate_memo()'s). */
+static bool memo_for_needs(const struct mk_fit_memo *mo, const struct fit_needs *n) {
+        return mo && mo->known && mo->whole == n->whole && mo->mem_mib == n->mem_mib &&
+               mo->mem_percent == n->mem_percent && mo->cores == n->cores && mo->variant == n->variant;
+}
+
 /* The request's memo when it was made for this request (the tail it keeps
  * is the request's alone), else NULL. */
 static struct mk_fit_memo *tail_memo(const struct mk_fit_request *req, const struct fit_needs *n) {
-        struct mk_fit_memo *mo = req->memo;
-        if (!mo || !mo->known || mo->whole != n->whole || mo->mem_mib != n->mem_mib ||
-            mo->mem_percent != n->mem_percent || mo->cores != n->cores || mo->variant != n->variant)
-                return NULL;
-        return mo;
+        return memo_for_needs(req->memo, n) ? req->memo : NULL;
 }
 
 /* -ENOSPC: n_cands GPUs have room, fewer than asked. The reason is
@@ -425,10 +428,9 @@ static const struct mk_fit_memo *adequate_memo(const struct mk_fit_gpu *g0, cons
                                                struct mk_fit_memo *memo, struct mk_fit_memo *own) {
         unsigned slices = g0->slices > 0 ? g0->slices : tab->max_slices;
         unsigned sms = g0->multiprocessors > 0 ? g0->multiprocessors : tab->max_sms;
-        if (memo && memo->known && memo->profiles == g0->profiles && memo->n_profiles == g0->n_profiles &&
+        if (memo_for_needs(memo, n) && memo->profiles == g0->profiles && memo->n_profiles == g0->n_profiles &&
             memo->tables == tab && memo->memory_units == g0->memory_units && memo->memory_mib == g0->memory_mib &&
-            memo->sms == sms && memo->slices == slices && memo->whole == n->whole && memo->mem_mib == n->mem_mib &&
-            memo->mem_percent == n->mem_percent && memo->cores == n->cores && memo->variant == n->variant)
+            memo->sms == sms && memo->slices == slices)
                 return memo;
         struct mk_fit_memo *mo = memo ? memo : own;
         *mo = (struct mk_fit_memo) {

@@ -252,8 +252,8 @@ static inline void prefetch_fit(const struct mk_sched_node *n) {
         __builtin_prefetch((const char *) fc + 192);
         __builtin_prefetch(&fc->gpu[0]); /* the GPUs' states, 16 bytes each */
         __builtin_prefetch((const char *) &fc->gpu[0] + 64);
-        if (n->fit_ng > 0)
-                __builtin_prefetch(&fc->gpu[MIN(n->fit_ng, (size_t) MK_FIT_MAX_NODE_GPUS) - 1]);
+        if (n->fit_ng > 0) /* <= MK_FIT_MAX_NODE_GPUS, as node_refit() keeps it */
+                __builtin_prefetch(&fc->gpu[n->fit_ng - 1]);
         __builtin_prefetch(n->fit_gpus);
         if (n->model)
                 __builtin_prefetch(n->model);

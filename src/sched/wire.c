@@ -86,14 +86,17 @@ static const char *skip_ws(const char *p, const char *end) {
 /* Bytes by class, looked up per byte of every name of a request (1,000s):
  * NAME_BYTE a byte of a plain name (printable ASCII but blank, quote and
  * backslash), JSON_PLAIN one a JSON string holds as it is (0x20..0x7f but
- * quote and backslash). */
-enum { NAME_BYTE = 1, JSON_PLAIN = 2 };
+ * quote and backslash), STRING_TEXT one inside a JSON string that neither
+ * ends it nor starts an escape (all but quote and backslash). */
+enum { NAME_BYTE = 1, JSON_PLAIN = 2, STRING_TEXT = 4 };
 static const uint8_t byte_class[256] = {
-        [0x20] = JSON_PLAIN,
-        [0x21] = NAME_BYTE | JSON_PLAIN,
-        [0x23 ... 0x5b] = NAME_BYTE | JSON_PLAIN,
-        [0x5d ... 0x7e] = NAME_BYTE | JSON_PLAIN,
-        [0x7f] = JSON_PLAIN,
+        [0x00 ... 0x1f] = STRING_TEXT,
+        [0x20] = JSON_PLAIN | STRING_TEXT,
+        [0x21] = NAME_BYTE | JSON_PLAIN | STRING_TEXT,
+        [0x23 ... 0x5b] = NAME_BYTE | JSON_PLAIN | STRING_TEXT,
+        [0x5d ... 0x7e] = NAME_BYTE | JSON_PLAIN | STRING_TEXT,
+        [0x7f] = JSON_PLAIN | STRING_TEXT,
+        [0x80 ... 0xff] = STRING_TEXT,
 };
 
 /* The same classes eight bytes at a time (names and reasons run to 1,000s
@@ -116,44 +119,42 @@ static inline uint64_t bytes_zero(uint64_t x) {
 static inline uint64_t bytes_below(uint64_t x, uint8_t n) { /* n <= 0x80 */
         return (x - BYTES(n)) & ~x & BYTES(0x80);
 }
-static inline uint64_t not_json_plain(uint64_t x) {
-        return bytes_below(x, 0x20) | bytes_zero(x ^ BYTES('"')) | bytes_zero(x ^ BYTES('\\')) | (x & BYTES(0x80));
+static inline uint64_t not_in_class(uint64_t x, unsigned cls) {
+        uint64_t m = bytes_zero(x ^ BYTES('"')) | bytes_zero(x ^ BYTES('\\'));
+        if (cls == STRING_TEXT)
+                return m;
+        m |= x & BYTES(0x80);
+        if (cls == JSON_PLAIN)
+                return m | bytes_below(x, 0x20);
+        return m | bytes_below(x, 0x21) | bytes_zero(x ^ BYTES(0x7f)); /* NAME_BYTE */
 }
-static inline uint64_t not_name_byte(uint64_t x) {
-        return bytes_below(x, 0x21) | bytes_zero(x ^ BYTES('"')) | bytes_zero(x ^ BYTES('\\')) |
-               bytes_zero(x ^ BYTES(0x7f)) | (x & BYTES(0x80));
+
+/* The length (at most n) of the run of bytes of class `cls` that starts at
+ * p. Eight-byte blocks may read past n up to `avail` bytes (the rest of a
+ * body), never further. Inlined with a constant class. */
+static inline size_t class_run(const char *p, size_t n, size_t avail, unsigned cls) {
+        size_t k = 0;
+        for (; k < n && avail - k >= 8; k += 8) {
+                uint64_t m = not_in_class(load8(p + k), cls);
+                if (m)
+                        return MIN(n, k + (size_t) __builtin_ctzll(m) / 8);
+        }
+        while (k < n && byte_class[(uint8_t) p[k]] & cls)
+                k++;
+        return MIN(k, n);
 }
 
 /* The length of the run of JSON_PLAIN bytes that starts p[0..n). */
 static size_t json_plain_run(const char *p, size_t n) {
-        size_t k = 0;
-        for (; k + 8 <= n; k += 8) {
-                uint64_t m = not_json_plain(load8(p + k));
-                if (m)
-                        return k + (size_t) __builtin_ctzll(m) / 8;
-        }
-        while (k < n && byte_class[(uint8_t) p[k]] & JSON_PLAIN)
-                k++;
-        return k;
+        return class_run(p, n, n, JSON_PLAIN);
 }
 
 /* A plain name at p (after its opening quote): its length, the closing
  * quote at p[len]; 0 when it is empty, too long, or holds anything but
  * printable ASCII other than quotes and backslashes. */
 static size_t plain_name(const char *p, const char *end) {
-        size_t max = MIN((size_t) (end - p), (size_t) MK_K8S_NAME_MAX), k = 0;
-        /* Blocks may run past the name into the body (the closing quote
-         * stops them), never past its end. */
-        for (; k < max && (size_t) (end - p) - k >= 8; k += 8) {
-                uint64_t m = not_name_byte(load8(p + k));
-                if (m) {
-                        k += (size_t) __builtin_ctzll(m) / 8;
-                        goto done;
-                }
-        }
-        while (k < max && byte_class[(uint8_t) p[k]] & NAME_BYTE)
-                k++;
-done:
+        size_t max = MIN((size_t) (end - p), (size_t) MK_K8S_NAME_MAX);
+        size_t k = class_run(p, max, (size_t) (end - p), NAME_BYTE);
         return p + k < end && p[k] == '"' && k < MK_K8S_NAME_MAX ? k : 0;
 }
 
@@ -202,7 +203,7 @@ bool mk_sched_scan_names(const char *body, size_t len, struct mk_sched_names *re
          * with their NULs fit in the array's bytes; the list grows). */
         struct mk_sched_names pn = {.start = (size_t) (arr - body)};
         size_t cap = 0;
-        char *out = pn.buf = malloc((size_t) (end - arr) + 16); /* + a short name's whole-block copy */
+        char *out = pn.buf = malloc((size_t) (end - arr));
         if (!pn.buf)
                 return false;
         p = skip_ws(arr + 1, end);
@@ -221,10 +222,7 @@ bool mk_sched_scan_names(const char *body, size_t len, struct mk_sched_names *re
                                 pn.cands = nc;
                                 cap = ncap;
                         }
-                        if (k <= 16 && end - (p + 1) >= 16)
-                                memcpy(out, p + 1, 16); /* one fixed-size copy, inlined */
-                        else
-                                memcpy(out, p + 1, k);
+                        memcpy(out, p + 1, k);
                         out[k] = 0;
                         pn.cands[pn.n++] = (struct mk_sched_cand) {.name = out, .len = k, .plain = true};
                         out += k + 1;
@@ -301,17 +299,7 @@ int mk_sched_body_count_feed(struct mk_sched_body_count *c, const char *p, size_
                          * quote or backslash at once instead of a byte at a time. */
                         if (!c->escape && !c->is_key && ch != '"' && ch != '\\') {
                                 const char *q = p + i + 1, *end = p + len;
-                                for (; end - q >= 8; q += 8) { /* eight bytes at a time */
-                                        uint64_t x = load8(q);
-                                        uint64_t m = bytes_zero(x ^ BYTES('"')) | bytes_zero(x ^ BYTES('\\'));
-                                        if (m) {
-                                                q += __builtin_ctzll(m) / 8;
-                                                goto stop;
-                                        }
-                                }
-                                while (q < end && *q != '"' && *q != '\\')
-                                        q++;
-                        stop:
+                                q += class_run(q, (size_t) (end - q), (size_t) (end - q), STRING_TEXT);
                                 if (q == end)
                                         break;
                                 i = (size_t) (q - p);
