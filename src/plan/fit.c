@@ -618,23 +618,6 @@ static bool derive_begin(const struct mk_fit_node *node, const struct mk_fit_nod
         return ok;
 }
 
-/* GPU gi's cached state read again from its description: -EINVAL for a
- * GPU the fit would reject, -EOPNOTSUPP for one the tables `tab` do not
- * describe. */
-static int derive_gpu_read(const struct mk_fit_node *node, const struct mk_fit_tables *tab, size_t gi,
-                           struct fit_profcache *pc, struct mk_fit_node_cache *ret) {
-        const struct mk_fit_gpu *g = &node->gpus[gi];
-        struct mk_fit_node_cache_gpu *cg = &ret->gpu[gi];
-        *cg = (struct mk_fit_node_cache_gpu) {};
-        struct fit_gpu_state s;
-        if (fit_gpu_prepare(pc, g, &s) < 0)
-                return -EINVAL;
-        if (s.ps->tab != tab)
-                return -EOPNOTSUPP;
-        cache_gpu_fill(g, &s, cg);
-        return 0;
-}
-
 /* Instances of profile id `id` on GPU gi: its description's, and those of
  * `extra` (choices not in the description) on it. */
 static unsigned count_profile(const struct mk_fit_gpu *g, size_t gi, unsigned id, const struct mk_fit_choice *extra,
@@ -649,13 +632,12 @@ static unsigned count_profile(const struct mk_fit_gpu *g, size_t gi, unsigned id
 
 /* GPU gi's cached state `cg` after an instance of profile j at unit
  * `start` was taken, from its state before: what cache_gpu_fill()
- * computes, without reading the instances. `g` is the description GPU
- * gi shares (its own, or the one every available GPU of a usable cache
- * shares): node->gpus[gi] is read only to count a limited profile's
+ * computes, without reading the instances. `g` is the description every
+ * available GPU of a usable cache shares: node->gpus[gi] is read only to count a limited profile's
  * instances, its description's and `extra`'s on it, when j is limited to
  * more than one (another profile's count is unchanged, and one limited to
  * one is full). false when the choice does not fit the state (the caller
- * reads the GPU or gives up). */
+ * gives up: the pod is fitted on a copy of the GPUs). */
 static bool derive_gpu_take(const struct mk_fit_node *node, const struct mk_fit_gpu *g, size_t gi,
                             const struct mk_fit_tables *tab, size_t j, unsigned start,
                             const struct mk_fit_choice *extra, size_t n_extra, struct mk_fit_node_cache_gpu *cg) {
@@ -698,66 +680,6 @@ static bool derive_gpu_take(const struct mk_fit_node *node, const struct mk_fit_
         cg->free_slices = (uint8_t) fs;
         cg->used_units = (uint8_t) fit_popcount32(used);
         return true;
-}
-
-/* The same after the instance was added to the description (its last
- * used instance, which is checked). */
-static bool derive_gpu_add(const struct mk_fit_node *node, size_t gi, const struct mk_fit_tables *tab, size_t j,
-                           unsigned start, struct mk_fit_node_cache_gpu *cg) {
-        const struct mk_fit_gpu *g = &node->gpus[gi];
-        if (j >= g->n_profiles || g->n_used == 0)
-                return false;
-        const struct mk_gi_profile *p = &g->profiles[j];
-        const struct mk_fit_instance *last = &g->used[g->n_used - 1];
-        if (last->profile_id != p->id || last->slices != p->slices || last->placement.start != start ||
-            j >= tab->n_profiles || last->placement.size != tab->pi[j].size)
-                return false;
-        return g->n_used <= MK_FIT_MAX_INSTANCES && derive_gpu_take(node, g, gi, tab, j, start, NULL, 0, cg);
-}
-
-/* The derived cache: the GPUs in `changed` read again, or, with `res`,
- * computed from the choice made on them. */
-static int derive(const struct mk_fit_node *node, const struct mk_fit_node_cache *from, uint64_t changed,
-                  const struct mk_fit_result *res, struct mk_fit_node_cache *ret) {
-        if (!derive_begin(node, from, changed, ret))
-                return -EOPNOTSUPP;
-        const struct mk_fit_tables *tab = from->desc.tables;
-        struct fit_profcache pc;
-        fit_profcache_init(&pc);
-        for (; changed; changed &= changed - 1) {
-                size_t gi = (size_t) __builtin_ctzll(changed);
-                if (gi >= node->n_gpus || node->gpus[gi].unavailable)
-                        continue;
-                const struct mk_fit_gpu *g = &node->gpus[gi];
-                const struct mk_fit_choice *ch = NULL;
-                for (size_t i = 0; res && i < res->n_choices && !ch; i++)
-                        if (res->choices[i].gpu == gi)
-                                ch = &res->choices[i];
-                if (ch && ch->profile >= g->profiles &&
-                    derive_gpu_add(node, gi, tab, (size_t) (ch->profile - g->profiles), ch->placement.start,
-                                   &ret->gpu[gi]))
-                        continue;
-                int r = derive_gpu_read(node, tab, gi, &pc, ret);
-                if (r < 0)
-                        return r;
-        }
-        cache_sums(node, ret);
-        ret->usable = true;
-        return 0;
-}
-
-int mk_fit_node_cache_derive(const struct mk_fit_node *node, const struct mk_fit_node_cache *from, uint64_t changed,
-                             struct mk_fit_node_cache *ret) {
-        return derive(node, from, changed, NULL, ret);
-}
-
-int mk_fit_node_cache_derive_added(const struct mk_fit_node *node, const struct mk_fit_node_cache *from,
-                                   const struct mk_fit_result *res, struct mk_fit_node_cache *ret) {
-        uint64_t changed = 0;
-        for (size_t i = 0; i < res->n_choices; i++)
-                if (res->choices[i].gpu < MK_FIT_MAX_NODE_GPUS)
-                        changed |= UINT64_C(1) << res->choices[i].gpu;
-        return derive(node, from, changed, res, ret);
 }
 
 int mk_fit_node_cache_derive_taken(const struct mk_fit_node *node, const struct mk_fit_node_cache *from,

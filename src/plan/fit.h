@@ -162,40 +162,20 @@ struct mk_fit_node_cache {
  * cache (and report the same errors). */
 int mk_fit_node_cache_update(const struct mk_fit_node *node, struct mk_fit_node_cache *c) _nonnull_(1, 2);
 
-/* The cache of `node` after instances were added to the GPUs in `changed`
- * (bit g: node->gpus[g]), derived from `from`, the cache of the same GPUs
- * before (node->gpus may be a copy of that array; descriptions and
- * availability unchanged): only the changed GPUs are read again. The
- * per-profile winners are not recomputed: a one-GPU fit takes the winner
- * (or runner-up) of the first cache on a GPU that did not change and
- * compares it with the changed GPUs, and scans the GPUs' cached states only
- * when both sit on changed GPUs. For the later containers of a pod, fitted one after another on
- * the node with the earlier ones' instances added: far cheaper than
- * mk_fit_node_cache_update(), same answers. `from` unusable, or a changed
- * GPU the fit would reject: *ret is marked unusable (fits read the GPUs)
- * and -EOPNOTSUPP / -EINVAL. `ret` may be `from`. */
-int mk_fit_node_cache_derive(const struct mk_fit_node *node, const struct mk_fit_node_cache *from, uint64_t changed,
-                             struct mk_fit_node_cache *ret) _nonnull_(1, 2, 4);
-
-/* The same as mk_fit_node_cache_derive() for the GPUs of `res` after its
- * instances were added to node->gpus (each the last of its GPU's `used`,
- * the rest as `from` saw them): the changed GPUs' states computed from the
- * choices instead of read again (a GPU not as described is read). For a
- * pod's later containers; the same answers. */
+/* The cache of `node` with the instances of `taken` added (every choice
+ * taken for a pod so far, `res`'s the last), derived from `from`, the
+ * cache of node->gpus, which stay as they are (nothing is added to the
+ * descriptions): a fit with it answers for the node with those instances
+ * while reading only the profiles and tables of node->gpus. Only the GPUs
+ * of `res` change; no GPU is read again. The per-profile winners are not
+ * recomputed: a one-GPU fit takes the winner (or runner-up) of the first
+ * cache on a GPU that did not change and compares it with the changed
+ * GPUs, and scans the GPUs' cached states only when both sit on changed
+ * GPUs. For a pod's later containers: far cheaper than
+ * mk_fit_node_cache_update() on a copy, the same answers. A choice that
+ * does not fit the cached state, or `from` unusable: -EOPNOTSUPP (*ret
+ * unusable; the caller fits on a copy with the instances added instead). */
 struct mk_fit_result;
-int mk_fit_node_cache_derive_added(const struct mk_fit_node *node, const struct mk_fit_node_cache *from,
-                                   const struct mk_fit_result *res, struct mk_fit_node_cache *ret)
-        _nonnull_(1, 2, 3, 4);
-
-/* The same as mk_fit_node_cache_derive_added() with node->gpus left as
- * `from` saw them at the start (nothing added to the descriptions): the
- * cache describes the node with the instances of `taken` (every choice
- * taken since, `res`'s included) added, and a fit with it answers for that
- * node while reading only the profiles and tables of node->gpus. Nothing
- * is read again: a choice that does not fit the cached state, or a
- * changed GPU the fit would reject, gives -EOPNOTSUPP (*ret unusable; the
- * caller fits on a copy with the instances added instead). For a pod's
- * later containers without copying the node's GPU descriptions. */
 struct mk_fit_choice;
 int mk_fit_node_cache_derive_taken(const struct mk_fit_node *node, const struct mk_fit_node_cache *from,
                                    const struct mk_fit_result *res, const struct mk_fit_choice *taken,
