@@ -33,7 +33,10 @@ struct mk_snapshot *cli_snapshot(void);
 /* Prints "Error: <formatted error>" on stderr and returns MK_EXIT_FAILURE. */
 int cli_fail(const struct mk_error *e);
 
-/* For the daemons that apply MIG layouts (`scheduler node`, `manager`):
+/* Process-wide allocator settings are made here, by the commands, never by
+ * the library modules: this one, and mk_sched_server_malloc()
+ * (sched/server.h) for `scheduler serve`.
+ * For the daemons that apply MIG layouts (`scheduler node`, `manager`):
  * one malloc arena. apply changes GPUs on threads of their own, and with
  * glibc's default each may get an arena that keeps what it freed: the node
  * agent's RSS went from 13.6 MiB to 30-45 MiB after applies in the soak.

@@ -113,6 +113,7 @@ static int do_serve(struct mk_sched_config *cfg, const char *kubeconfig, struct 
                 return MK_EXIT_FAILURE;
         }
         install_signals();
+        mk_sched_server_malloc(); /* before the server's threads: its requests' buffers kept */
         so.sched = s;
         so.kube = k;
         struct mk_sched_server *srv = NULL;

@@ -585,7 +585,6 @@ int mk_sched_server_start(const struct mk_sched_server_opts *o, struct mk_sched_
         struct rlimit rl;
         if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < (rlim_t) max_conn + 128)
                 max_conn = rl.rlim_cur > 128 ? (unsigned) rl.rlim_cur - 128 : 16;
-        mk_sched_server_malloc();
         pthread_mutex_init(&srv->fail_lock, NULL);
         pthread_mutex_init(&srv->big_lock, NULL);
         int r;

@@ -48,9 +48,12 @@ struct mk_sched_server_opts {
         void *metrics_userdata;
 };
 
-/* The allocator settings of a process that serves the extender (set by
- * mk_sched_server_start(), process-wide; bench-extender sets them too, so
- * that it measures what the server runs with): buffers of
+/* The allocator settings of a process that serves the extender. They are
+ * process-wide, so the library never sets them itself: the program that
+ * serves the extender calls this before starting the server (`migkit
+ * scheduler serve` does, next to the other daemons' settings in cli/;
+ * bench-extender too, so that it measures what the server runs with; the
+ * node agent's metrics server does not need them). Buffers of
  * MK_SCHED_MMAP_THRESHOLD and more come from mmap, so that a freed large
  * body goes back to the system at once, and up to MK_SCHED_TRIM_THRESHOLD
  * stays free at the top of the heap. A filter over 1,000 nodes takes and
