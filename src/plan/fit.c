@@ -392,9 +392,10 @@ static bool cached_winner(const struct mk_fit_node *node, const struct mk_fit_no
         const struct mk_fit_tables *tab = g0->tables;
         const struct mk_gi_profile *p = &g0->profiles[j];
         uint32_t all = fit_units_mask(g0->memory_units);
-        const struct mk_fit_node_cache_best *nb = &bc->best[gpu_policy][j];
+        const struct mk_fit_node_cache_winners *w = &bc->win[gpu_policy][j];
+        const struct mk_fit_node_cache_best *nb = &w->best;
         if (nb->gpu == UINT8_MAX || (changed & (UINT64_C(1) << nb->gpu)))
-                nb = &bc->best2[gpu_policy][j];
+                nb = &w->second;
         if (nb->gpu != UINT8_MAX && (changed & (UINT64_C(1) << nb->gpu)))
                 return false;
         size_t n = 0;
@@ -791,8 +792,8 @@ int mk_fit_node_cache_update(const struct mk_fit_node *node, struct mk_fit_node_
                                            fit_cand_compare(&cd, &second, (enum mk_fit_policy) pol) < 0)
                                         second = cd;
                         }
-                        c->best[pol][j] = cache_best(&best);
-                        c->best2[pol][j] = cache_best(&second);
+                        c->win[pol][j].best = cache_best(&best);
+                        c->win[pol][j].second = cache_best(&second);
                 }
         }
         c->empty_cap = tab->cap[all][g0->slices > 0 ? g0->slices : tab->max_slices];

@@ -132,8 +132,8 @@ struct mk_fit_node_cache {
         const struct mk_fit_gpu *gpus;  /* the array it was computed for */
         size_t n_gpus;
         bool usable;                    /* false: fits read the GPUs */
-        bool has_best;                  /* best[] and best2[] are kept (false in a derived cache) */
-        /* A derived cache: the cache with best[] it comes from (NULL: none)
+        bool has_best;                  /* win[] is kept (false in a derived cache) */
+        /* A derived cache: the cache with win[] it comes from (NULL: none)
          * and the GPUs changed since (bit g). A GPU outside `changed` offers
          * what it offered there, so base's winner (or runner-up) on such a
          * GPU still beats every unchanged GPU: a fit compares it with the
@@ -147,12 +147,16 @@ struct mk_fit_node_cache {
         unsigned total_units, used_units, cap_sum, ideal_sum;  /* over available GPUs */
         unsigned empty_cap;             /* C of an empty GPU */
         uint8_t rank[MK_FIT_MAX_PROFILES];      /* profile indices, smallest first (memory, slices, index) */
-        struct mk_fit_node_cache_best best[_MK_FIT_POLICY_MAX][MK_FIT_MAX_PROFILES];  /* per GPU policy and
-                                                                                       * profile hosted here */
-        struct mk_fit_node_cache_best best2[_MK_FIT_POLICY_MAX][MK_FIT_MAX_PROFILES]; /* the runner-up: the best
-                                                                                       * on another GPU; gpu
-                                                                                       * UINT8_MAX: none */
+        /* The GPUs' states right after the header: a fit reads both, and
+         * a node of 8 GPUs has them in 6 lines in a row (4 more when they
+         * came after the winners, 1 KiB away). */
         struct mk_fit_node_cache_gpu gpu[MK_FIT_MAX_NODE_GPUS];
+        /* Per GPU policy and profile hosted here: the winner, and the
+         * runner-up (the best on another GPU; gpu UINT8_MAX: none) beside
+         * it, on the same line. */
+        struct mk_fit_node_cache_winners {
+                struct mk_fit_node_cache_best best, second;
+        } win[_MK_FIT_POLICY_MAX][MK_FIT_MAX_PROFILES];
 };
 
 /* Computes the node's derived state into *c (node->cache is not read). 0;

@@ -242,19 +242,20 @@ static inline void prefetch_entry(const struct mk_sched_node *n) {
                 __builtin_prefetch((const char *) n + off);
 }
 
-static inline void prefetch_fit(const struct mk_sched_node *n) {
+static inline void prefetch_fit(const struct mk_sched_node *n, enum mk_fit_policy gp) {
         if (!n || !n->fit_valid || !n->fit_cache)
                 return;
         const struct mk_fit_node_cache *fc = n->fit_cache;
-        __builtin_prefetch(fc); /* the header: sums, the shared GPU description, the profile ranks */
-        __builtin_prefetch((const char *) fc + 64);
-        __builtin_prefetch((const char *) fc + 128);
-        __builtin_prefetch((const char *) fc + 192);
-        __builtin_prefetch(&fc->gpu[0]); /* the GPUs' states, 16 bytes each */
-        __builtin_prefetch((const char *) &fc->gpu[0] + 64);
-        if (n->fit_ng > 0) /* <= MK_FIT_MAX_NODE_GPUS, as node_refit() keeps it */
-                __builtin_prefetch(&fc->gpu[n->fit_ng - 1]);
-        __builtin_prefetch(n->fit_gpus);
+        /* The header (sums, the shared GPU description, the profile ranks)
+         * and the GPUs' states after it, 16 bytes each: lines in a row. */
+        size_t ng = MIN(n->fit_ng, (size_t) MK_FIT_MAX_NODE_GPUS);
+        const char *end = (const char *) &fc->gpu[ng];
+        for (const char *l = (const char *) fc; l < end; l += 64)
+                __builtin_prefetch(l);
+        /* The winners of the request's GPU policy for the first 16
+         * profiles (the smallest: what most containers ask for). */
+        __builtin_prefetch(&fc->win[gp][0]);
+        __builtin_prefetch(&fc->win[gp][8]);
         if (n->model)
                 __builtin_prefetch(n->model);
 }
@@ -295,6 +296,8 @@ int mk_sched_decide(const struct mk_sched_config *cfg, struct mk_sched_cache *c,
                 rq.hv = hv = mk_sched_handoff_take(&shapes->handoff, ask->uid, rq.shape, rq.now, &rq.hn);
         else if (handoff)
                 keep = malloc(d->n * sizeof(*keep)); /* NULL: nothing kept */
+        enum mk_fit_policy np, gp;
+        mk_sched_request_policies(req, &np, &gp);
         pthread_rwlock_rdlock(&c->lock);
         const struct mk_sched_pod *mine = ask->uid ? mk_sched_cache_pod(c, ask->uid) : NULL;
         rq.own_node = mine ? mk_sched_cache_node(c, mine->claim.node) : NULL;
@@ -307,7 +310,7 @@ int mk_sched_decide(const struct mk_sched_config *cfg, struct mk_sched_cache *c,
                 if (i + 8 < d->n)
                         prefetch_entry(ents[i + 8]);
                 if (i + 4 < d->n)
-                        prefetch_fit(ents[i + 4]);
+                        prefetch_fit(ents[i + 4], gp);
                 char reason[MK_ERROR_MSG_MAX];
                 size_t rsize = with_reasons ? sizeof(reason) : 0; /* prioritize: no reasons written */
                 int priority = 0;

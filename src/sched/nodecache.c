@@ -291,9 +291,14 @@ static void node_refit(struct mk_sched_node *n) {
                 size_t ag = _Alignof(struct mk_fit_gpu), ai = _Alignof(struct mk_fit_instance);
                 size_t gpus_at = (sizeof(struct mk_fit_node_cache) + ag - 1) / ag * ag;
                 size_t used_at = (gpus_at + ng * sizeof(struct mk_fit_gpu) + ai - 1) / ai * ai;
-                char *block = calloc(1, used_at + ng * MK_FIT_MAX_INSTANCES * sizeof(struct mk_fit_instance));
+                /* On a line of its own: the header and the GPUs' states a
+                 * filter reads of every node then fill whole lines. */
+                size_t size = used_at + ng * MK_FIT_MAX_INSTANCES * sizeof(struct mk_fit_instance);
+                size = (size + 63) / 64 * 64;
+                char *block = aligned_alloc(64, size);
                 if (!block)
                         return;
+                memset(block, 0, size);
                 n->fit_cache = (struct mk_fit_node_cache *) block;
                 n->fit_gpus = (struct mk_fit_gpu *) (block + gpus_at);
                 n->fit_used = (struct mk_fit_instance *) (block + used_at);
