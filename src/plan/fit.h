@@ -148,8 +148,9 @@ struct mk_fit_node_cache {
         unsigned empty_cap;             /* C of an empty GPU */
         uint8_t rank[MK_FIT_MAX_PROFILES];      /* profile indices, smallest first (memory, slices, index) */
         /* The GPUs' states right after the header: a fit reads both, and
-         * a node of 8 GPUs has them in 6 lines in a row (4 more when they
-         * came after the winners, 1 KiB away). */
+         * in a 64-byte aligned cache of 8 GPUs they fill 6 lines in a row
+         * (after the winners, 1 KiB away, the states took 3 lines of their
+         * own). */
         struct mk_fit_node_cache_gpu gpu[MK_FIT_MAX_NODE_GPUS];
         /* Per GPU policy and profile hosted here: the winner, and the
          * runner-up (the best on another GPU; gpu UINT8_MAX: none) beside

@@ -231,10 +231,11 @@ static bool handoff_get(struct request *rq, const struct mk_sched_node *n, int *
 }
 
 /* A filter over 1,000s of nodes waits on memory more than it computes:
- * each node's entry, kept fit state and GPU descriptions are lines no
- * other node shares. They are asked for a few nodes ahead, the entry
- * first, then (once it has arrived) what it points to, so the loads
- * overlap instead of stalling one after another. Hints only. */
+ * each node's entry and kept fit state (cache header, GPUs' states,
+ * winners) are lines no other node shares. They are asked for a few
+ * nodes ahead, the entry first, then (once it has arrived) what it points
+ * to, so the loads overlap instead of stalling one after another. Hints
+ * only. */
 static inline void prefetch_entry(const struct mk_sched_node *n) {
         if (!n)
                 return;
