@@ -231,34 +231,23 @@ static bool handoff_get(struct request *rq, const struct mk_sched_node *n, int *
 }
 
 /* A filter over 1,000s of nodes waits on memory more than it computes:
- * each node's entry and kept fit state (cache header, GPUs' states,
- * winners) are lines no other node shares. They are asked for a few
- * nodes ahead, the entry first, then (once it has arrived) what it points
- * to, so the loads overlap instead of stalling one after another. Hints
- * only. */
-static inline void prefetch_entry(const struct mk_sched_node *n) {
+ * each node's entry and kept fit state (in the entry: cache header, GPUs'
+ * states, winners) are lines no other node shares. They are asked for a
+ * few nodes ahead, all from the entry's address (no pointer to wait for),
+ * so the loads overlap instead of stalling one after another: the entry's
+ * fields, the cache's header and the states of up to PREFETCH_GPUS GPUs
+ * as one run of lines, and the winners of the request's GPU policy for
+ * the first 16 profiles (the smallest: what most containers ask for).
+ * Hints only. */
+#define PREFETCH_GPUS 8
+static inline void prefetch_node(const struct mk_sched_node *n, enum mk_fit_policy gp) {
         if (!n)
                 return;
-        for (size_t off = 0; off < offsetof(struct mk_sched_node, reason); off += 64)
-                __builtin_prefetch((const char *) n + off);
-}
-
-static inline void prefetch_fit(const struct mk_sched_node *n, enum mk_fit_policy gp) {
-        if (!n || !n->fit_valid || !n->fit_cache)
-                return;
-        const struct mk_fit_node_cache *fc = n->fit_cache;
-        /* The header (sums, the shared GPU description, the profile ranks)
-         * and the GPUs' states after it, 16 bytes each: lines in a row. */
-        size_t ng = MIN(n->fit_ng, (size_t) MK_FIT_MAX_NODE_GPUS);
-        const char *end = (const char *) &fc->gpu[ng];
-        for (const char *l = (const char *) fc; l < end; l += 64)
+        const char *end = (const char *) &n->fit_cache_mem.gpu[PREFETCH_GPUS];
+        for (const char *l = (const char *) n; l < end; l += 64)
                 __builtin_prefetch(l);
-        /* The winners of the request's GPU policy for the first 16
-         * profiles (the smallest: what most containers ask for). */
-        __builtin_prefetch(&fc->win[gp][0]);
-        __builtin_prefetch(&fc->win[gp][8]);
-        if (n->model)
-                __builtin_prefetch(n->model);
+        __builtin_prefetch(&n->fit_cache_mem.win[gp][0]);
+        __builtin_prefetch(&n->fit_cache_mem.win[gp][8]);
 }
 
 int mk_sched_decide(const struct mk_sched_config *cfg, struct mk_sched_cache *c, struct mk_sched_shapes *shapes,
@@ -299,6 +288,7 @@ int mk_sched_decide(const struct mk_sched_config *cfg, struct mk_sched_cache *c,
                 keep = malloc(d->n * sizeof(*keep)); /* NULL: nothing kept */
         enum mk_fit_policy np, gp;
         mk_sched_request_policies(req, &np, &gp);
+        bool types = req->use_types[0] || req->nouse_types[0];
         pthread_rwlock_rdlock(&c->lock);
         const struct mk_sched_pod *mine = ask->uid ? mk_sched_cache_pod(c, ask->uid) : NULL;
         rq.own_node = mine ? mk_sched_cache_node(c, mine->claim.node) : NULL;
@@ -309,9 +299,9 @@ int mk_sched_decide(const struct mk_sched_config *cfg, struct mk_sched_cache *c,
                         ents[i] = mk_sched_cache_node(c, d->cands[i].name);
         for (size_t i = 0; i < d->n; i++) {
                 if (i + 8 < d->n)
-                        prefetch_entry(ents[i + 8]);
-                if (i + 4 < d->n)
-                        prefetch_fit(ents[i + 4], gp);
+                        prefetch_node(ents[i + 8], gp);
+                if (types && i + 4 < d->n && ents[i + 4] && ents[i + 4]->model)
+                        __builtin_prefetch(ents[i + 4]->model); /* for the GPU-type filter */
                 char reason[MK_ERROR_MSG_MAX];
                 size_t rsize = with_reasons ? sizeof(reason) : 0; /* prioritize: no reasons written */
                 int priority = 0;

@@ -243,7 +243,7 @@ static void node_free(void *p) {
         n->kinds = kinds_unref(n->kinds, n->inv ? n->inv->n_gpus : 0);
         free(n->reps);
         mk_inventory_free(n->inv);
-        free(n->fit_cache); /* with fit_gpus and fit_used */
+        free(n->fit_gpus); /* with fit_used */
         mk_sched_memo_done(&n->memo);
         free(n->claims);
         free(n->alloc_error);
@@ -279,31 +279,24 @@ static void node_refit(struct mk_sched_node *n) {
         if (!n->fit_gpus || n->fit_n_gpus < ng) {
                 /* Sized to the node's GPUs: with room for 64, each node's
                  * view took 70 KiB, and a filter's walk over 1,000 nodes
-                 * met every node's cache and GPUs on pages of their own
-                 * (a TLB miss, a page walk, per node and structure). The
-                 * cache and the GPUs (what a filter reads) sit together;
-                 * the instances (read only when a fit reads the GPUs) after. */
-                free(n->fit_cache);
+                 * met every node's GPUs on pages of their own. The GPU
+                 * descriptions and their instances (read only when a fit
+                 * cannot use the cache, which is in the entry) in one block. */
+                free(n->fit_gpus);
                 n->fit_cache = NULL;
                 n->fit_gpus = NULL;
                 n->fit_used = NULL;
                 n->fit_n_gpus = 0;
-                size_t ag = _Alignof(struct mk_fit_gpu), ai = _Alignof(struct mk_fit_instance);
-                size_t gpus_at = (sizeof(struct mk_fit_node_cache) + ag - 1) / ag * ag;
-                size_t used_at = (gpus_at + ng * sizeof(struct mk_fit_gpu) + ai - 1) / ai * ai;
-                /* On a line of its own: the header and the GPUs' states a
-                 * filter reads of every node then fill whole lines. */
-                size_t size = used_at + ng * MK_FIT_MAX_INSTANCES * sizeof(struct mk_fit_instance);
-                size = (size + 63) / 64 * 64;
-                char *block = aligned_alloc(64, size);
+                size_t ai = _Alignof(struct mk_fit_instance);
+                size_t used_at = (ng * sizeof(struct mk_fit_gpu) + ai - 1) / ai * ai;
+                char *block = calloc(1, used_at + ng * MK_FIT_MAX_INSTANCES * sizeof(struct mk_fit_instance));
                 if (!block)
                         return;
-                memset(block, 0, size);
-                n->fit_cache = (struct mk_fit_node_cache *) block;
-                n->fit_gpus = (struct mk_fit_gpu *) (block + gpus_at);
+                n->fit_gpus = (struct mk_fit_gpu *) block;
                 n->fit_used = (struct mk_fit_instance *) (block + used_at);
                 n->fit_n_gpus = ng;
         }
+        n->fit_cache = &n->fit_cache_mem;
         if (mk_sched_fill_gpus(n->fit_gpus, n->fit_used, n->inv, n->kinds, n->reps, n->claims, n->n_claims, NULL,
                                NULL, 0) < 0)
                 return;
@@ -317,7 +310,11 @@ static struct mk_sched_node *node_get_or_add(struct mk_sched_cache *c, const cha
         struct mk_sched_node *n = mk_hashmap_get(&c->nodes, name);
         if (n)
                 return n;
-        n = calloc(1, sizeof(*n));
+        /* Aligned: the kept cache in it starts a line (nodecache.h). */
+        size_t size = (sizeof(*n) + 63) / 64 * 64;
+        n = aligned_alloc(64, size);
+        if (n)
+                memset(n, 0, size);
         if (!n || !(n->name = strdup(name)) || mk_hashmap_put(&c->nodes, name, n) < 0) {
                 node_free(n);
                 return NULL;

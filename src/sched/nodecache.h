@@ -69,8 +69,8 @@ struct mk_sched_node {
         struct mk_sched_pod **claims;   /* reservations on this node (borrowed from the pod map) */
         size_t n_claims, alloc_claims;
         /* The fit's view of the node with every active reservation. */
-        struct mk_fit_node_cache *fit_cache;    /* one block with fit_gpus and fit_used */
-        struct mk_fit_gpu *fit_gpus;            /* fit_n_gpus */
+        struct mk_fit_node_cache *fit_cache;    /* &fit_cache_mem once a view was made, else NULL */
+        struct mk_fit_gpu *fit_gpus;            /* fit_n_gpus; one block with fit_used */
         struct mk_fit_instance *fit_used;       /* fit_n_gpus * MK_FIT_MAX_INSTANCES */
         size_t fit_n_gpus;              /* room in fit_gpus */
         size_t fit_ng;                  /* GPUs of the kept view (inv's, kept here: a filter reads no
@@ -78,6 +78,11 @@ struct mk_sched_node {
         /* CPU and memory: the Node's allocatable, and the requests of the
          * active pods bound there (all pods, not only ours). */
         struct mk_fit_node_resources res;
+        /* The kept cache inside the entry (which is 64-byte aligned): its
+         * header and GPUs' states follow the fields above on lines in a
+         * row, so a filter asks for all of a node's lines from the entry's
+         * address, with no pointer to wait for. */
+        _Alignas(64) struct mk_fit_node_cache fit_cache_mem;
         char reason[MK_ERROR_MSG_MAX];  /* why inv is NULL; last: a filter reads the fields above of every
                                          * node, and they share fewer cache lines without it between */
 };
