@@ -637,8 +637,9 @@ static unsigned count_profile(const struct mk_fit_gpu *g, size_t gi, unsigned id
  * available GPU of a usable cache shares: node->gpus[gi] is read only to
  * count a limited profile's instances, its description's and `extra`'s on
  * it, when j is limited to more than one (another profile's count is
- * unchanged, and one limited to one is full). false when the choice does not fit the state (the caller
- * gives up: the pod is fitted on a copy of the GPUs). */
+ * unchanged, and one limited to one is full). false when the choice does
+ * not fit the state (the caller gives up: the pod is fitted on a copy of
+ * the GPUs). */
 static bool derive_gpu_take(const struct mk_fit_node *node, const struct mk_fit_gpu *g, size_t gi,
                             const struct mk_fit_tables *tab, size_t j, unsigned start,
                             const struct mk_fit_choice *extra, size_t n_extra, struct mk_fit_node_cache_gpu *cg) {

@@ -138,9 +138,13 @@ struct request {
 
 /* How the pod's GPU-type filter meets node n's GPUs: from the one model
  * they share (looked up once per request and model), else not known. */
+static bool has_type_filter(const struct mk_pod_request *req) {
+        return req->use_types[0] || req->nouse_types[0];
+}
+
 static enum mk_sched_types node_types(struct request *rq, const struct mk_sched_node *n) {
         const struct mk_pod_request *req = rq->ask->req;
-        if (!req->use_types[0] && !req->nouse_types[0])
+        if (!has_type_filter(req))
                 return MK_SCHED_TYPES_ALL;
         if (!n || !n->model)
                 return MK_SCHED_TYPES_SOME;
@@ -243,11 +247,11 @@ static bool handoff_get(struct request *rq, const struct mk_sched_node *n, int *
 static inline void prefetch_node(const struct mk_sched_node *n, enum mk_fit_policy gp) {
         if (!n)
                 return;
-        const char *end = (const char *) &n->fit_cache_mem.gpu[PREFETCH_GPUS];
+        const char *end = (const char *) &n->fit_cache.gpu[PREFETCH_GPUS];
         for (const char *l = (const char *) n; l < end; l += 64)
                 __builtin_prefetch(l);
-        __builtin_prefetch(&n->fit_cache_mem.win[gp][0]);
-        __builtin_prefetch(&n->fit_cache_mem.win[gp][8]);
+        __builtin_prefetch(&n->fit_cache.win[gp][0]);
+        __builtin_prefetch(&n->fit_cache.win[gp][8]);
 }
 
 int mk_sched_decide(const struct mk_sched_config *cfg, struct mk_sched_cache *c, struct mk_sched_shapes *shapes,
@@ -286,9 +290,7 @@ int mk_sched_decide(const struct mk_sched_config *cfg, struct mk_sched_cache *c,
                 rq.hv = hv = mk_sched_handoff_take(&shapes->handoff, ask->uid, rq.shape, rq.now, &rq.hn);
         else if (handoff)
                 keep = malloc(d->n * sizeof(*keep)); /* NULL: nothing kept */
-        enum mk_fit_policy np, gp;
-        mk_sched_request_policies(req, &np, &gp);
-        bool types = req->use_types[0] || req->nouse_types[0];
+        bool types = has_type_filter(req);
         pthread_rwlock_rdlock(&c->lock);
         const struct mk_sched_pod *mine = ask->uid ? mk_sched_cache_pod(c, ask->uid) : NULL;
         rq.own_node = mine ? mk_sched_cache_node(c, mine->claim.node) : NULL;
@@ -299,7 +301,7 @@ int mk_sched_decide(const struct mk_sched_config *cfg, struct mk_sched_cache *c,
                         ents[i] = mk_sched_cache_node(c, d->cands[i].name);
         for (size_t i = 0; i < d->n; i++) {
                 if (i + 8 < d->n)
-                        prefetch_node(ents[i + 8], gp);
+                        prefetch_node(ents[i + 8], req->fit_gpu_policy);
                 if (types && i + 4 < d->n && ents[i + 4] && ents[i + 4]->model)
                         __builtin_prefetch(ents[i + 4]->model); /* for the GPU-type filter */
                 char reason[MK_ERROR_MSG_MAX];

@@ -283,7 +283,6 @@ static void node_refit(struct mk_sched_node *n) {
                  * descriptions and their instances (read only when a fit
                  * cannot use the cache, which is in the entry) in one block. */
                 free(n->fit_gpus);
-                n->fit_cache = NULL;
                 n->fit_gpus = NULL;
                 n->fit_used = NULL;
                 n->fit_n_gpus = 0;
@@ -296,12 +295,11 @@ static void node_refit(struct mk_sched_node *n) {
                 n->fit_used = (struct mk_fit_instance *) (block + used_at);
                 n->fit_n_gpus = ng;
         }
-        n->fit_cache = &n->fit_cache_mem;
         if (mk_sched_fill_gpus(n->fit_gpus, n->fit_used, n->inv, n->kinds, n->reps, n->claims, n->n_claims, NULL,
                                NULL, 0) < 0)
                 return;
         struct mk_fit_node fn = {.gpus = n->fit_gpus, .n_gpus = ng};
-        (void) mk_fit_node_cache_update(&fn, n->fit_cache); /* an unusable cache only makes fits slower */
+        (void) mk_fit_node_cache_update(&fn, &n->fit_cache); /* an unusable cache only makes fits slower */
         n->fit_ng = ng;
         n->fit_valid = true;
 }

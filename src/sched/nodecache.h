@@ -69,7 +69,6 @@ struct mk_sched_node {
         struct mk_sched_pod **claims;   /* reservations on this node (borrowed from the pod map) */
         size_t n_claims, alloc_claims;
         /* The fit's view of the node with every active reservation. */
-        struct mk_fit_node_cache *fit_cache;    /* &fit_cache_mem once a view was made, else NULL */
         struct mk_fit_gpu *fit_gpus;            /* fit_n_gpus; one block with fit_used */
         struct mk_fit_instance *fit_used;       /* fit_n_gpus * MK_FIT_MAX_INSTANCES */
         size_t fit_n_gpus;              /* room in fit_gpus */
@@ -82,7 +81,7 @@ struct mk_sched_node {
          * header and GPUs' states follow the fields above on lines in a
          * row, so a filter asks for all of a node's lines from the entry's
          * address, with no pointer to wait for. */
-        _Alignas(64) struct mk_fit_node_cache fit_cache_mem;
+        _Alignas(64) struct mk_fit_node_cache fit_cache;
         char reason[MK_ERROR_MSG_MAX];  /* why inv is NULL; last: a filter reads the fields above of every
                                          * node, and they share fewer cache lines without it between */
 };

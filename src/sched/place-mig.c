@@ -11,15 +11,6 @@
 #include "sched/place-mig.h"
 #include "sched/request.h"
 
-void mk_sched_request_policies(const struct mk_pod_request *req, enum mk_fit_policy *np, enum mk_fit_policy *gp) {
-        *np = req->node_policy[0] ? mk_fit_policy_from_string(req->node_policy) : MK_FIT_BINPACK;
-        *gp = req->gpu_policy[0] ? mk_fit_policy_from_string(req->gpu_policy) : MK_FIT_SPREAD;
-        if ((int) *np < 0)
-                *np = MK_FIT_BINPACK;
-        if ((int) *gp < 0)
-                *gp = MK_FIT_SPREAD;
-}
-
 struct mk_fit_request mk_sched_fit_request(const struct mk_pod_request *req, const struct mk_pod_request_container *rc) {
         return (struct mk_fit_request) {
                 .gpus = rc->gpus,
@@ -44,15 +35,15 @@ static bool fast_path_ok(const struct mk_sched_place *p) {
  * first's (it ranks the node, as the mode choice does). <0 with its
  * reason (size 0: none formatted). */
 static int fit_container(const struct mk_fit_node *fn, const struct mk_sched_place *p, size_t k,
-                         enum mk_fit_policy np, enum mk_fit_policy gp, struct mk_fit_result *res, double *score,
-                         char *reason, size_t size) {
+                         struct mk_fit_result *res, double *score, char *reason, size_t size) {
         const struct mk_pod_request_container *rc = &p->req->containers[k];
         struct mk_fit_request fr = mk_sched_fit_request(p->req, rc);
         fr.memo = p->fit_memo && k < MK_SCHED_FIT_MEMOS ? &p->fit_memo[k] : NULL;
         struct mk_error e; /* only code and msg are read: not the whole 1 KiB zeroed per node */
         e.code = 0;
         e.msg[0] = 0;
-        int r = mk_fit_node(fn, &fr, np, gp, res, size > 0 ? &e : NULL); /* prioritize: no reasons */
+        int r = mk_fit_node(fn, &fr, p->req->fit_node_policy, p->req->fit_gpu_policy, res,
+                            size > 0 ? &e : NULL); /* prioritize: no reasons */
         if (r < 0) {
                 if (size > 0)
                         mk_sched_fit_reason(p->req, rc->index, &e, reason, size);
@@ -103,7 +94,7 @@ static int fit_fast(struct mk_sched_scratch **scp, const struct mk_sched_place *
         struct mk_fit_gpu none[MK_FIT_MAX_NODE_GPUS];
         struct mk_fit_node fn = {.gpus = n->fit_gpus,
                                  .n_gpus = ng,
-                                 .cache = n->fit_cache,
+                                 .cache = &n->fit_cache,
                                  .resources = n->res.cpu_allocatable_milli ? &n->res : NULL};
         if (p->types == MK_SCHED_TYPES_NONE) {
                 for (size_t g = 0; g < ng; g++)
@@ -111,8 +102,6 @@ static int fit_fast(struct mk_sched_scratch **scp, const struct mk_sched_place *
                 fn.gpus = none;
                 fn.cache = NULL;
         }
-        enum mk_fit_policy np, gp;
-        mk_sched_request_policies(req, &np, &gp);
         struct mk_sched_scratch *sc = NULL;
         bool derived = fn.cache != NULL; /* later containers on derived caches, nothing copied */
         struct mk_fit_choice taken[MK_MAX_CLAIM_DEVICES];
@@ -121,7 +110,7 @@ static int fit_fast(struct mk_sched_scratch **scp, const struct mk_sched_place *
         double score = 0;
         for (size_t k = 0; k < req->n_containers; k++) {
                 struct mk_fit_result res;
-                int r = fit_container(&fn, p, k, np, gp, &res, &score, reason, size);
+                int r = fit_container(&fn, p, k, &res, &score, reason, size);
                 if (r < 0)
                         return r;
                 if (k + 1 == req->n_containers)
@@ -223,8 +212,6 @@ static int fit_slow(struct mk_sched_scratch *sc, const struct mk_sched_place *p,
         int r = mk_sched_fill_mig(sc, p, reason, size);
         if (r < 0)
                 return r;
-        enum mk_fit_policy np, gp;
-        mk_sched_request_policies(req, &np, &gp);
         const struct mk_fit_node_resources *node_res = n && n->res.cpu_allocatable_milli ? &n->res : NULL;
         struct mk_fit_node fn = {.gpus = sc->gpus, .n_gpus = inv->n_gpus, .resources = node_res};
         struct mk_claim *claim = p->claim;
@@ -233,7 +220,7 @@ static int fit_slow(struct mk_sched_scratch *sc, const struct mk_sched_place *p,
         for (size_t k = 0; k < req->n_containers; k++) {
                 const struct mk_pod_request_container *rc = &req->containers[k];
                 struct mk_fit_result res;
-                r = fit_container(&fn, p, k, np, gp, &res, &score, reason, size);
+                r = fit_container(&fn, p, k, &res, &score, reason, size);
                 if (r < 0)
                         return r;
                 mk_sched_take_mig(sc, inv, &res, rc->index, claim, &n_dev);

@@ -77,10 +77,7 @@ typedef int (*mk_sched_place_fn)(struct mk_sched_scratch **scp, const struct mk_
 int mk_sched_place_mig(struct mk_sched_scratch **scp, const struct mk_sched_place *p, double *ret_score,
                        char *reason, size_t size) _nonnull_(1, 2, 3);
 
-/* Shared by the placements: the pod's node and GPU policies (hami.io
- * annotations; binpack and spread by default), one container's fit request. */
-void mk_sched_request_policies(const struct mk_pod_request *req, enum mk_fit_policy *ret_node,
-                               enum mk_fit_policy *ret_gpu) _nonnull_(1, 2, 3);
+/* Shared by the placements: one container's fit request. */
 struct mk_fit_request mk_sched_fit_request(const struct mk_pod_request *req,
                                            const struct mk_pod_request_container *rc) _nonnull_(1, 2);
 /* The MIG view of p's node for this pod into sc->gpus/used (its own

@@ -116,8 +116,7 @@ int mk_sched_place_pool(struct mk_sched_scratch **scp, const struct mk_sched_pla
         }
         if (req->allow_mig && any_mig && (r = mk_sched_fill_mig(sc, p, reason, size)) < 0)
                 return r;
-        enum mk_fit_policy np, gp;
-        mk_sched_request_policies(req, &np, &gp);
+        enum mk_fit_policy np = req->fit_node_policy, gp = req->fit_gpu_policy;
         const struct mk_sched_node *n = p->node;
         const struct mk_fit_node_resources *node_res = n && n->res.cpu_allocatable_milli ? &n->res : NULL;
         struct mk_fit_node mig = {.gpus = sc->gpus, .n_gpus = inv->n_gpus, .resources = node_res};

@@ -101,6 +101,12 @@ int mk_pod_request_parse(const json_t *pod, const struct mk_sched_config *cfg, s
                 copy_annotation(pod, MK_ANN_NOUSE_GPUTYPE, r->nouse_types, sizeof(r->nouse_types));
                 copy_annotation(pod, MK_ANN_NODE_POLICY, r->node_policy, sizeof(r->node_policy));
                 copy_annotation(pod, MK_ANN_GPU_POLICY, r->gpu_policy, sizeof(r->gpu_policy));
+                r->fit_node_policy = mk_fit_policy_from_string(r->node_policy);
+                r->fit_gpu_policy = mk_fit_policy_from_string(r->gpu_policy);
+                if ((int) r->fit_node_policy < 0)
+                        r->fit_node_policy = MK_FIT_BINPACK;
+                if ((int) r->fit_gpu_policy < 0)
+                        r->fit_gpu_policy = MK_FIT_SPREAD;
                 size_t total = 0;
                 for (size_t i = 0; i < r->n_containers; i++)
                         total += r->containers[i].gpus;

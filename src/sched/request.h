@@ -13,6 +13,7 @@
 #include "base/error.h"
 #include "base/macro.h"
 #include "claim/claim.h"
+#include "plan/fit.h"
 
 struct mk_sched_config;
 
@@ -47,6 +48,9 @@ struct mk_pod_request {
         char nouse_types[512];          /* nvidia.com/nouse-gputype */
         char node_policy[16];           /* hami.io/node-scheduler-policy, "" for the default */
         char gpu_policy[16];            /* hami.io/gpu-scheduler-policy */
+        /* The two policies as the fits take them, read once here: binpack
+         * and spread for "" or a value that names no policy. */
+        enum mk_fit_policy fit_node_policy, fit_gpu_policy;
         uint64_t cpu_milli;             /* sum of the containers' requests */
         uint64_t memory_bytes;
 };

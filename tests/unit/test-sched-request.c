@@ -41,6 +41,8 @@ static void test_pod_request(void **state) {
         assert_false(r.allow_soft);
         assert_string_equal(r.variant, "+me");
         assert_string_equal(r.node_policy, "spread");
+        assert_int_equal(r.fit_node_policy, MK_FIT_SPREAD); /* read once, as the fits take it */
+        assert_int_equal(r.fit_gpu_policy, MK_FIT_SPREAD);  /* none: spread */
         assert_int_equal(r.cpu_milli, 500);
         assert_int_equal(r.memory_bytes, 1073741824ull);
         assert_true(mk_pod_request_gpu_type_ok(&r, "NVIDIA A100-SXM4-40GB"));
@@ -57,6 +59,14 @@ static void test_pod_request(void **state) {
         assert_false(r.allow_mig);
         assert_true(r.allow_soft);
         assert_false(mk_pod_request_gpu_type_ok(&r, "NVIDIA A30"));
+        assert_int_equal(r.fit_node_policy, MK_FIT_BINPACK); /* none: binpack */
+        json_decref(p);
+        /* A policy that names none takes the default; case does not matter. */
+        p = pod_json("u2b", "{\"limits\":{\"nvidia.com/gpu\":\"1\"}}",
+                     "\"hami.io/node-scheduler-policy\":\"fastest\",\"hami.io/gpu-scheduler-policy\":\"BINPACK\"");
+        assert_int_equal(mk_pod_request_parse(p, cfg, &r, NULL), 0);
+        assert_int_equal(r.fit_node_policy, MK_FIT_BINPACK);
+        assert_int_equal(r.fit_gpu_policy, MK_FIT_BINPACK);
         json_decref(p);
         /* No GPU at all. */
         p = pod_json("u3", "{\"limits\":{\"cpu\":\"1\"}}", NULL);
