@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "lib/host.h"
 #include "lib/state.h"
@@ -100,6 +101,39 @@ static void sysfs_address(const char *bus_id, char *buf, size_t size) {
         buf[i] = 0;
 }
 
+/* Bumped when the tree gains files: a state file's older tree is replaced
+ * when loaded (its `version` file differs). */
+#define HOST_TREE_VERSION "2\n"
+
+/* The `resource` file of a GPU as the kernel writes it for a device without
+ * SR-IOV: 13 lines (BARs 0-5, the ROM, 6 IOV BARs) of start, end (inclusive)
+ * and flags, each "0x%016llx", zeros for an unused one. A data-center GPU
+ * has a 16 MiB 32-bit BAR0 (registers), a 64-bit prefetchable BAR1 (the
+ * framebuffer window: the next power of two above the memory) taking lines
+ * 1 and 2, and a 32 MiB 64-bit prefetchable BAR3 taking lines 3 and 4.
+ * Addresses are made up, distinct per GPU and aligned to their size. */
+static int put_resource(const char *dir, unsigned gpu, unsigned long long memory_mib) {
+        const unsigned long long mem32 = 0x00040200ULL, mem64pf = 0x0014220cULL;
+        unsigned long long bar1 = 1ULL << 30;
+        while (bar1 < memory_mib * 1024ULL * 1024ULL && bar1 < (1ULL << 40))
+                bar1 <<= 1;
+        unsigned long long base64 = 0x200000000000ULL + (unsigned long long) gpu * 0x20000000000ULL; /* 2 TiB apart */
+        struct {
+                unsigned long long start, size, flags;
+        } line[13] = {
+                [0] = {0x90000000ULL + (unsigned long long) gpu * 0x01000000ULL, 16ULL << 20, mem32},
+                [1] = {base64, bar1, mem64pf},
+                [3] = {base64 + 0x10000000000ULL, 32ULL << 20, mem64pf},
+        };
+        char text[13 * 60];
+        size_t k = 0;
+        for (size_t i = 0; i < ELEMENTSOF(line); i++)
+                k += (size_t) snprintf(text + k, sizeof(text) - k, "0x%016llx 0x%016llx 0x%016llx\n",
+                                       line[i].size ? line[i].start : 0ULL,
+                                       line[i].size ? line[i].start + line[i].size - 1 : 0ULL, line[i].flags);
+        return put(dir, "resource", text, k);
+}
+
 static int write_tree(const char *root, const struct sim_state *st) {
         size_t n = st->n_gpus;
         size_t half = n <= 4 ? 4 : (n + 1) / 2; /* GPUs per socket, as topo.c */
@@ -129,9 +163,25 @@ static int write_tree(const char *root, const struct sim_state *st) {
                         r = putf(dir, "numa_node", "%zu\n", i / half);
                 if (r >= 0)
                         r = put(dir, "config", cfg, sizeof(cfg));
+                if (r >= 0)
+                        r = put_resource(dir, (unsigned) i, m->memory_mib);
                 if (r >= 0) /* the function can be reset (migkit then resets through nvidia-smi) */
                         r = put(dir, "reset", "", 0);
+                if (r >= 0) { /* bound to the nvidia driver, as sysfs links it */
+                        _cleanup_free_ char *link = NULL;
+                        if (asprintf(&link, "%s/driver", dir) < 0)
+                                return -ENOMEM;
+                        r = symlink("../../drivers/nvidia", link) < 0 ? -errno : 0;
+                }
         }
+        if (r >= 0) {
+                _cleanup_free_ char *drv = NULL;
+                if (asprintf(&drv, "%s/sys/bus/pci/drivers/nvidia", root) < 0)
+                        return -ENOMEM;
+                r = mkdirs(drv);
+        }
+        if (r >= 0)
+                r = put(root, "version", HOST_TREE_VERSION, strlen(HOST_TREE_VERSION));
         if (r < 0)
                 return r;
         _cleanup_free_ char *caps = NULL, *proc = NULL;
@@ -171,13 +221,25 @@ static void rm_tree(const char *path) {
         (void) nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
+/* Whether `root` holds a tree of this version. */
+static bool tree_current(const char *root) {
+        _cleanup_free_ char *path = NULL;
+        char buf[16] = "";
+        if (asprintf(&path, "%s/version", root) < 0)
+                return false;
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return false;
+        ssize_t n = read(fd, buf, sizeof(buf) - 1);
+        return n > 0 && (size_t) n == strlen(HOST_TREE_VERSION) && memcmp(buf, HOST_TREE_VERSION, (size_t) n) == 0;
+}
+
 int sim_host_write(const char *state_path, const struct sim_state *st, bool replace) {
         _cleanup_free_ char *root = sim_host_root(state_path), *tmp = NULL, *old = NULL;
         if (!root || asprintf(&tmp, "%s.tmp.%ld", root, (long) getpid()) < 0 ||
             asprintf(&old, "%s.old.%ld", root, (long) getpid()) < 0)
                 return sim_error(-ENOMEM, "out of memory");
-        struct stat sb;
-        if (!replace && stat(root, &sb) == 0)
+        if (!replace && tree_current(root))
                 return 0;
         rm_tree(tmp);
         int r = write_tree(tmp, st);

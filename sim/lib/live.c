@@ -22,8 +22,10 @@ uint64_t sim_live_now_ns(void) {
         return (uint64_t) ts.tv_sec * 1000000000ULL + (uint64_t) ts.tv_nsec;
 }
 
+/* Only the header is written: the rest of a fresh file is a hole that reads
+ * as zeros, and stays one until a process uses that part (32 MiB a machine
+ * that occupy a few pages on disk). */
 static void live_init(struct sim_live *l) {
-        memset(l, 0, sizeof(*l));
         l->version = SIM_LIVE_VERSION;
         l->slots = SIM_LIVE_SLOTS;
         l->devices = SIM_LIVE_DEVICES;
@@ -72,6 +74,13 @@ int sim_live_open(const char *state_path, struct sim_live **ret) {
         struct sim_live *l = mmap(NULL, sizeof(struct sim_live), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
         if (l == MAP_FAILED) {
                 r = sim_error(-errno, "cannot map %s: %m", path);
+                goto out;
+        }
+        if (!fresh && l->magic == 0 && (ftruncate(fd, 0) < 0 || ftruncate(fd, sizeof(struct sim_live)) < 0)) {
+                /* never initialised (a process died before the magic): zeroed
+                 * by cutting it to a hole again, under the lock */
+                r = sim_error(-errno, "cannot clear %s: %m", path);
+                munmap(l, sizeof(*l));
                 goto out;
         }
         if (fresh || l->magic == 0)
@@ -268,8 +277,10 @@ struct sim_live_slot *sim_live_claim(struct sim_live *l, uint64_t self, unsigned
                         atomic_store(&s->used_bytes, 0);
                         atomic_store(&s->seq, 0);
                         s->far_head = s->far_n = 0;
+                        /* stored only where not zero: a never used slot stays a hole */
                         for (unsigned b = 0; b < SIM_LIVE_BUCKETS; b++)
-                                atomic_store_explicit(&s->bucket[b], 0, memory_order_relaxed);
+                                if (atomic_load_explicit(&s->bucket[b], memory_order_relaxed) != 0)
+                                        atomic_store_explicit(&s->bucket[b], 0, memory_order_relaxed);
                         atomic_store(&s->owner, self);
                         return s;
                 }
