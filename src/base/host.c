@@ -9,12 +9,14 @@ static const char *const default_roots[_MK_HOST_ROOT_MAX] = {
         [MK_HOST_SYSFS] = "/sys",
         [MK_HOST_PROC] = "/proc",
         [MK_HOST_DEV] = "/dev",
+        [MK_HOST_RUN] = "/run",
 };
 
 static const char *const root_env[_MK_HOST_ROOT_MAX] = {
         [MK_HOST_SYSFS] = "MIGKIT_SYSFS_ROOT",
         [MK_HOST_PROC] = "MIGKIT_PROC_ROOT",
         [MK_HOST_DEV] = "MIGKIT_DEV_ROOT",
+        [MK_HOST_RUN] = "MIGKIT_RUN_ROOT",
 };
 
 /* A copy of a root without trailing slashes ("/" stays "/"). */
@@ -30,6 +32,7 @@ static char **root_slot(struct mk_host *h, enum mk_host_root root) {
         case MK_HOST_SYSFS: return &h->sysfs_root;
         case MK_HOST_PROC: return &h->proc_root;
         case MK_HOST_DEV: return &h->dev_root;
+        case MK_HOST_RUN: return &h->run_root;
         default: return NULL;
         }
 }
@@ -63,6 +66,7 @@ void mk_host_done(struct mk_host *h) {
         free(h->sysfs_root);
         free(h->proc_root);
         free(h->dev_root);
+        free(h->run_root);
         *h = (struct mk_host) {};
 }
 
@@ -71,6 +75,7 @@ const char *mk_host_root(const struct mk_host *h, enum mk_host_root root) {
         case MK_HOST_SYSFS: return h->sysfs_root;
         case MK_HOST_PROC: return h->proc_root;
         case MK_HOST_DEV: return h->dev_root;
+        case MK_HOST_RUN: return h->run_root;
         default: return NULL;
         }
 }

@@ -1,5 +1,5 @@
 /* Injectable host roots (pciutils' sysfs override): every path under /sys,
- * /proc or /dev is built from a struct mk_host, so tests and the simulator
+ * /proc, /dev or /run is built from a struct mk_host, so tests and the simulator
  * point the product at a fixture tree (STYLE.md habit 9). */
 #pragma once
 
@@ -12,22 +12,24 @@ struct mk_host {
         char *sysfs_root;       /* "/sys" by default */
         char *proc_root;        /* "/proc" */
         char *dev_root;         /* "/dev" */
+        char *run_root;         /* "/run": the host lock (base/hostlock.h) */
 };
 
 enum mk_host_root {
         MK_HOST_SYSFS,
         MK_HOST_PROC,
         MK_HOST_DEV,
+        MK_HOST_RUN,
         _MK_HOST_ROOT_MAX,
         _MK_HOST_ROOT_INVALID = -EINVAL,
 };
 
-/* Fills *h with "/sys", "/proc", "/dev". 0 or -ENOMEM; *h is written only on
+/* Fills *h with "/sys", "/proc", "/dev", "/run". 0 or -ENOMEM; *h is written only on
  * success. Free with mk_host_done(). */
 int mk_host_init_default(struct mk_host *h) _nonnull_(1) _wur_;
 
 /* As mk_host_init_default(), with each root overridden by a non-empty
- * MIGKIT_SYSFS_ROOT, MIGKIT_PROC_ROOT or MIGKIT_DEV_ROOT (read with
+ * MIGKIT_SYSFS_ROOT, MIGKIT_PROC_ROOT, MIGKIT_DEV_ROOT or MIGKIT_RUN_ROOT (read with
  * secure_getenv(), so ignored in set-uid contexts). Trailing slashes are
  * dropped. 0 or -ENOMEM. */
 int mk_host_init_from_env(struct mk_host *h) _nonnull_(1) _wur_;

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/hostlock.h"
 #include "base/log.h"
 #include "base/macro.h"
 #include "base/parse.h"
@@ -20,21 +21,25 @@ struct args {
         const char *config_file, *selected, *hooks_file;
         bool skip_reset, mode_only, valid_config, debug, verbose, sequential;
         enum mk_output_format fmt;
-        int hook_timeout_ms;
+        int hook_timeout_ms, lock_timeout_ms;
 };
 
 /* A hook of `apply` running longer is killed (its process group) and the
  * apply fails; upstream mig-parted waits for ever (docs/engine.md). */
 #define MK_APPLY_HOOK_TIMEOUT_MS (5 * 60 * 1000)
 
-static int parse_hook_timeout(const char *v, int *ret) {
+static int parse_timeout(const char *what, const char *v, int *ret) {
         uint64_t ms;
         if (mk_parse_duration_ms(v, &ms) < 0 || ms == 0 || ms > 86400000ull) {
-                fprintf(stderr, "Error: invalid hook timeout '%s' (a duration such as 30s or 5m, up to 24h)\n", v);
+                fprintf(stderr, "Error: invalid %s '%s' (a duration such as 30s or 5m, up to 24h)\n", what, v);
                 return -EINVAL;
         }
         *ret = (int) ms;
         return 0;
+}
+
+static int parse_hook_timeout(const char *v, int *ret) {
+        return parse_timeout("hook timeout", v, ret);
 }
 
 /* A MIG_PARTED_* boolean, as upstream's urfave/cli v2 BoolFlag reads its
@@ -74,6 +79,8 @@ static void help(enum cmd c) {
                        "  -s, --skip-reset             do not reset GPUs after a mode change (MIG_PARTED_SKIP_RESET)\n"
                        "      --hook-timeout DURATION  a hook running longer is killed, apply fails (5m;\n"
                        "                               MIGKIT_HOOK_TIMEOUT)\n"
+                       "      --lock-timeout DURATION  wait this long for another command changing MIG state on\n"
+                       "                               this host to finish (5m; MIGKIT_LOCK_TIMEOUT)\n"
                        "      --sequential             change the GPUs one after another, not all at once\n");
         printf("  -m, --mode-only              only the MIG mode (MIG_PARTED_MODE_CHANGE_ONLY)\n");
         if (c == CMD_ASSERT)
@@ -87,7 +94,7 @@ static void help(enum cmd c) {
         printf("  -d, --debug                  debug logging, hook output shown (MIG_PARTED_DEBUG)\n");
 }
 
-enum { OPT_SEQUENTIAL = 0x100 }; /* long options without a letter */
+enum { OPT_SEQUENTIAL = 0x100, OPT_LOCK_TIMEOUT }; /* long options without a letter */
 
 static int parse_args(enum cmd c, int argc, char **argv, struct args *a) {
         static const struct option options[] = {
@@ -104,6 +111,7 @@ static int parse_args(enum cmd c, int argc, char **argv, struct args *a) {
                 {"verbose", no_argument, NULL, 'v'},
                 {"help", no_argument, NULL, 'h'},
                 {"sequential", no_argument, NULL, OPT_SEQUENTIAL},
+                {"lock-timeout", required_argument, NULL, OPT_LOCK_TIMEOUT},
                 {},
         };
         *a = (struct args){
@@ -112,6 +120,7 @@ static int parse_args(enum cmd c, int argc, char **argv, struct args *a) {
                 .hooks_file = secure_getenv("MIG_PARTED_HOOKS_FILE"),
                 .fmt = MK_OUTPUT_TABLE,
                 .hook_timeout_ms = MK_APPLY_HOOK_TIMEOUT_MS,
+                .lock_timeout_ms = MK_HOST_LOCK_DEFAULT_TIMEOUT_MS,
         };
         /* Each command reads the variables of its own flags, as upstream. */
         if ((c == CMD_APPLY && env_bool("MIG_PARTED_SKIP_RESET", &a->skip_reset) < 0) ||
@@ -121,6 +130,9 @@ static int parse_args(enum cmd c, int argc, char **argv, struct args *a) {
                 return -EINVAL;
         const char *ht = secure_getenv("MIGKIT_HOOK_TIMEOUT");
         if (ht && *ht && parse_hook_timeout(ht, &a->hook_timeout_ms) < 0)
+                return -EINVAL;
+        const char *lt = c == CMD_APPLY ? secure_getenv("MIGKIT_LOCK_TIMEOUT") : NULL;
+        if (lt && *lt && parse_timeout("lock timeout", lt, &a->lock_timeout_ms) < 0)
                 return -EINVAL;
         int o;
         while ((o = getopt_long(argc, argv, "f:c:k:smao:dvhT:", options, NULL)) >= 0) {
@@ -154,6 +166,12 @@ static int parse_args(enum cmd c, int argc, char **argv, struct args *a) {
                         if (c != CMD_APPLY)
                                 goto bad;
                         a->sequential = true;
+                        break;
+                case OPT_LOCK_TIMEOUT:
+                        if (c != CMD_APPLY)
+                                goto bad;
+                        if (parse_timeout("lock timeout", optarg, &a->lock_timeout_ms) < 0)
+                                return -EINVAL;
                         break;
                 case 'a':
                         if (c != CMD_ASSERT)
@@ -827,6 +845,7 @@ int cli_apply(int argc, char **argv) {
                 .hook_timeout_ms = a.hook_timeout_ms,
                 .progress = &progress,
                 .sequential = a.sequential,
+                .lock_timeout_ms = a.lock_timeout_ms,
         };
         struct mk_error e = {0};
         struct mk_apply_report rep = {0};

@@ -260,10 +260,12 @@ static int setup_simulation(const char *machine) {
         }
         /* The simulated machine's host tree (sysfs PCI entries, mig-minors,
          * written by the simulator beside its state: docs/simulator.md) stands
-         * in for /sys and /proc, unless the caller chose other roots. */
+         * in for /sys and /proc, and its run/ for /run (the host lock of
+         * base/hostlock.h: one per simulated machine), unless the caller
+         * chose other roots. */
         static const struct {
                 const char *var, *sub;
-        } roots[] = {{"MIGKIT_SYSFS_ROOT", "sys"}, {"MIGKIT_PROC_ROOT", "proc"}};
+        } roots[] = {{"MIGKIT_SYSFS_ROOT", "sys"}, {"MIGKIT_PROC_ROOT", "proc"}, {"MIGKIT_RUN_ROOT", "run"}};
         for (size_t i = 0; i < ELEMENTSOF(roots); i++) {
                 const char *cur = secure_getenv(roots[i].var);
                 char root[PATH_MAX + 16];

@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include "base/host.h"
+#include "base/hostlock.h"
 #include "base/macro.h"
 #include "engine/backend.h"
 #include "engine/engine.h"
@@ -803,6 +804,35 @@ static int run(struct apply_ctx *x, struct mk_error *e) {
         return r;
 }
 
+static void lock_waiting(void *userdata, const char *what) {
+        struct apply_ctx *x = userdata;
+        emit(x, (struct mk_progress_event){.kind = MK_PROGRESS_WAITING, .gpu = -1, .what = what});
+}
+
+/* The host lock, before anything is read: a second apply plans against what
+ * the first one left (docs/engine.md, "One change at a time"). */
+static int take_host_lock(struct apply_ctx *x, int *ret_fd, struct mk_error *e) {
+        struct mk_host host = {0};
+        int r = mk_host_init_from_env(&host);
+        if (r < 0)
+                return mk_error_set(e, r, "Cannot set up host paths");
+        char who[MK_HOST_LOCK_MAX_WHO];
+        if (x->o->lock_who)
+                snprintf(who, sizeof(who), "%s", x->o->lock_who);
+        else
+                snprintf(who, sizeof(who), "migkit apply of '%s'", x->nc->name);
+        struct mk_host_lock_opts lo = {
+                .who = who,
+                .timeout_ms = x->o->lock_timeout_ms,
+                .cancel = x->o->cancel,
+                .waiting = lock_waiting,
+                .userdata = x,
+        };
+        r = mk_host_lock_take(&host, &lo, ret_fd, e);
+        mk_host_done(&host);
+        return r;
+}
+
 int mk_engine_apply(const struct mk_config *c, const struct mk_hooks *hooks, const struct mk_engine_opts *o,
                     struct mk_apply_report *rep, struct mk_error *e) {
         struct apply_ctx x = {.c = c, .hooks = hooks, .o = o, .rep = rep, .t0 = now_ms()};
@@ -817,7 +847,10 @@ int mk_engine_apply(const struct mk_config *c, const struct mk_hooks *hooks, con
                 (void) pthread_mutex_destroy(&x.lock);
                 return mk_error_set(e, -ENOMEM, "Out of memory");
         }
+        int lock_fd = -1;
         int r = mk_config_select(c, o->selected_config, &x.nc, e);
+        if (r >= 0)
+                r = take_host_lock(&x, &lock_fd, e);
         if (r >= 0) {
                 char env[5][4200];
                 snprintf(env[0], sizeof(env[0]), "MIG_PARTED_CONFIG_FILE=%s", o->config_file ? o->config_file : "");
@@ -836,6 +869,7 @@ int mk_engine_apply(const struct mk_config *c, const struct mk_hooks *hooks, con
                 mk_backend_close(&x.b);
         }
         free(x.gpus);
+        mk_host_lock_release(&lock_fd);
 
         char buf[MK_ERROR_MSG_MAX + 2 * MK_ERROR_LOC_MAX];
         emit(&x, (struct mk_progress_event){.kind = MK_PROGRESS_DONE, .gpu = -1, .report = rep,

@@ -8,6 +8,7 @@
  * happens is reported as events (engine/progress.h). */
 #pragma once
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -45,6 +46,14 @@ struct mk_engine_opts {
         /* Change the GPUs one after another, as mig-parted does, instead of
          * one thread per GPU (for comparison; the result is the same). */
         bool sequential;
+        /* The host lock (base/hostlock.h), held from before the GPUs are
+         * read until the apply-exit hook returned: how long to wait for
+         * another holder (0: MK_HOST_LOCK_DEFAULT_TIMEOUT_MS, < 0: no
+         * limit), what this apply is for the waiters' message (NULL:
+         * "migkit apply"), and a flag that stops the wait. */
+        int lock_timeout_ms;
+        const char *lock_who;
+        const atomic_bool *cancel;
 };
 
 /* Reads the GPUs (NVML) and plans the selected config on each, changing
@@ -66,8 +75,10 @@ struct mk_apply_report {
 };
 void mk_apply_report_done(struct mk_apply_report *r);
 
-/* Applies the selected config. Opens the backend itself: NVML, else (with
- * mode_only or mode_only_without_driver, and no nvidia module) PCI BAR0.
+/* Applies the selected config under the host lock (waiting for another
+ * holder with a WAITING event, o->lock_timeout_ms). Opens the backend
+ * itself: NVML, else (with mode_only or mode_only_without_driver, and no
+ * nvidia module) PCI BAR0.
  * Returns 0 when the GPUs now match, else a negative errno with
  * the reason in `e`; `report` is filled as far as it got. */
 int mk_engine_apply(const struct mk_config *c, const struct mk_hooks *hooks, const struct mk_engine_opts *o,

@@ -634,6 +634,8 @@ static int reconcile(struct mgr *m, const char *name) {
                 .before_change = before_change,
                 .userdata = m,
                 .progress = &mk_progress_klog_sink,
+                .lock_who = "the MIG manager",
+                .cancel = m->o->cancel,
         };
         struct mk_apply_report rep = {0};
         r = mk_engine_apply(m->c, m->h, &eo, &rep, &e);

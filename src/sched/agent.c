@@ -10,6 +10,8 @@
 
 #include <jansson.h>
 
+#include "base/host.h"
+#include "base/hostlock.h"
 #include "base/log.h"
 #include "base/macro.h"
 #include "claim/claim.h"
@@ -578,6 +580,21 @@ static int destroy_orphans(struct agent *a, const struct mk_snapshot *s, const s
         return 0;
 }
 
+static void lock_waiting(void *userdata, const char *what) {
+        report(userdata, MK_LOG_INFO, "Waiting for %s", what);
+}
+
+static int take_host_lock(struct agent *a, int *ret_fd, struct mk_error *e) {
+        struct mk_host host = {0};
+        if (mk_host_init_from_env(&host) < 0)
+                return mk_error_set(e, -ENOMEM, "Out of memory");
+        struct mk_host_lock_opts lo = {.who = "the scheduler's node agent", .cancel = a->o->cancel,
+                                       .waiting = lock_waiting, .userdata = (void *) a->o};
+        int r = mk_host_lock_take(&host, &lo, ret_fd, e);
+        mk_host_done(&host);
+        return r;
+}
+
 static int pass_run(struct agent *a, struct mk_sched_agent_pass *pass, struct mk_error *e) {
         *pass = (struct mk_sched_agent_pass) {0};
         struct pod_claim *pcs = NULL;
@@ -589,6 +606,10 @@ static int pass_run(struct agent *a, struct mk_sched_agent_pass *pass, struct mk
                 prune_vgpu(a, pcs, n, now_s());
         struct mk_snapshot *s = NULL;
         bool changed = false;
+        /* The host lock from the GPUs' read to the last change (base/hostlock.h). */
+        int lock_fd = -1;
+        if ((r = take_host_lock(a, &lock_fd, e)) < 0)
+                goto out;
         if ((r = mk_nvml_snapshot(a->nvml, &s, e)) < 0 || (r = switch_modes(a, pcs, n, &s, pass, e)) < 0 ||
             (r = create_reserved(a, pcs, n, &s, pass, &changed, e)) < 0)
                 goto out;
@@ -600,11 +621,13 @@ static int pass_run(struct agent *a, struct mk_sched_agent_pass *pass, struct mk
                 if ((r = mk_nvml_snapshot(a->nvml, &s, e)) < 0)
                         goto out;
         }
+        mk_host_lock_release(&lock_fd);
         for (size_t c = 0; a->o->kube && c < n; c++)
                 if (pcs[c].claim.active && (r = record_devices(a, s, &pcs[c], pass)) < 0)
                         goto out;
         r = publish(a, s, pcs, n, pass, e);
 out:
+        mk_host_lock_release(&lock_fd);
         mk_snapshot_free(s);
         pod_claims_free(pcs, n);
         return r;

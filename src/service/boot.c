@@ -147,6 +147,7 @@ _noreturn_ static void child_main(int fd, const struct mk_service_paths *p, cons
                 .before_change = child_before_change,
                 .userdata = &x,
                 .progress = &mk_progress_klog_sink,
+                .lock_who = "the boot service (migkit service boot)",
         };
         struct child_result res = {0};
         struct mk_apply_report rep = {0};
