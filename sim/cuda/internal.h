@@ -1,7 +1,29 @@
 /* Internals of the CUDA driver simulator (libcuda.so.1). See docs/simulator.md,
  * "CUDA driver simulator", for what is modelled. The ABI comes from the
  * toolkit's public cuda.h; the simulator is a test and demo part of migkit,
- * never linked into the product. */
+ * never linked into the product.
+ *
+ * Layers (each file calls only files of the layers below it, and within layer
+ * 2 and 3 only the files listed before it; tests/integration/test-cuda-sim.sh
+ * checks this on the object files, so no call circle can creep in):
+ *   0  core.c      cuInit, the device list, tracing, the thread's context stack,
+ *                  charging device memory to the live region, error names
+ *      devices.c   device queries
+ *   1  arena.c     address arena, allocation table, VMM mapping table,
+ *                  checked copies and sets
+ *      sched.c     stream objects, the time model, kernel booking, graph node
+ *                  lists (what capture appends to)
+ *   2  context.c   contexts and primary contexts (charge a context's size)
+ *      streams.c   stream and event API
+ *      memory.c    allocations, memory info, host memory, pointer attributes
+ *      copy.c      copies, sets, prefetch and advice
+ *      pools.c     stream-ordered allocation, memory pools
+ *      vmm.c       cuMemCreate, reserve, map, access
+ *      modules.c   modules, libraries, functions, kernels
+ *   3  launch.c    launch API
+ *      graphs.c    graphs, instantiation, launch, capture API
+ *   4  entry.c     cuGetProcAddress, private export tables (procs.inc, generated)
+ */
 #pragma once
 
 #include <cuda.h>
@@ -169,10 +191,18 @@ extern int cu_ndevs;
 extern struct sim_live *cu_live;
 extern uint64_t cu_self;
 
-/* Per-thread current context stack. */
+/* Per-thread current context stack (core.c). */
+extern __thread struct cu_ctx *cu_ctx_stack[CUSIM_CTX_STACK];
+extern __thread int cu_ctx_depth;
 struct cu_ctx *cu_current(void);
 
 CUresult cu_check_init(void);
+#define CHECK_INIT()                           \
+        do {                                   \
+                CUresult _r = cu_check_init(); \
+                if (_r != CUDA_SUCCESS)        \
+                        return _r;             \
+        } while (0)
 CUresult cu_ctx_or_current(struct cu_ctx *ctx, struct cu_ctx **ret);
 bool cu_ctx_valid(struct cu_ctx *ctx);
 CUresult cu_dev_get(CUdevice d, struct cu_dev **ret);
@@ -184,10 +214,15 @@ void cu_uncharge(struct cu_dev *d, uint64_t bytes);
 struct sim_live_slot *cu_slot(struct cu_dev *d);
 uint64_t cu_dev_used(struct cu_dev *d); /* exact, all processes, static ones included */
 
-/* Streams and time. */
+/* Streams and time (sched.c). */
+struct cu_stream *cu_stream_new(struct cu_ctx *ctx, unsigned flags, int prio);
+void cu_ctx_free_streams(struct cu_ctx *ctx);
+void cu_stream_free(struct cu_stream *s); /* unlinks and frees; under cu_lock */
 struct cu_stream *cu_stream_resolve(CUstream s, struct cu_ctx **ret_ctx, CUresult *ret_err);
 uint64_t cu_stream_ready(struct cu_stream *s); /* when new work on s may start */
 void cu_sleep_until(uint64_t t_ns);
+void cu_queue_room(struct cu_stream *s); /* waits for room in the stream's queue; without cu_lock */
+void *cu_extra_buffer(void **extra);     /* CU_LAUNCH_PARAM_BUFFER_POINTER of a launch's extra */
 CUresult cu_ctx_sync(struct cu_ctx *ctx);
 /* Runs (or, while capturing, records) a kernel on a stream. */
 CUresult cu_launch(struct cu_func *f, const unsigned grid[3], const unsigned block[3], void **params,
@@ -209,7 +244,47 @@ struct cu_alloc {
         unsigned flags;
         bool touched; /* written through the driver: pages to give back on free */
 };
-struct cu_alloc *cu_alloc_find(uintptr_t p); /* containing range; under cu_lock */
+#define CU_PAGE 4096ULL
+#define VMM_GRANULARITY (2ULL << 20)
+static inline uint64_t cu_round_up(uint64_t v, uint64_t a) {
+        return (v + a - 1) / a * a;
+}
+/* Arena (arena.c), under cu_lock unless said. */
+struct cu_alloc *cu_alloc_find(uintptr_t p); /* containing range */
+bool cu_in_arena(uintptr_t p);
+CUresult cu_arena_alloc(size_t size, size_t align, enum cu_alloc_kind kind, int dev, uint64_t charge,
+                        struct cu_ctx *ctx, struct cu_alloc **ret);
+void cu_arena_free(struct cu_alloc *a);
+bool cu_table_add(struct cu_alloc *a);    /* host ranges outside the arena */
+void cu_table_remove(struct cu_alloc *a);
+void cu_arena_free_pool(struct cu_pool *p);
+void cu_ctx_free_resources(struct cu_ctx *ctx);
+bool cu_range_ok_w(uintptr_t p, size_t n, bool write);
+bool cu_range_ok(uintptr_t p, size_t n);
+CUresult cu_alloc_global(size_t size, struct cu_ctx *ctx, CUdeviceptr *ret); /* takes cu_lock */
+/* VMM: a physical allocation (cuMemCreate) and where it is mapped. */
+struct cu_mem_handle {
+        uint32_t magic;
+        int fd;
+        size_t size;
+        int dev;
+        unsigned maps;
+        bool released;
+        CUmemAllocationProp prop;
+};
+struct cu_mapping {
+        uintptr_t base;
+        size_t size;
+        struct cu_mem_handle *h;
+        struct cu_mapping *next;
+};
+extern struct cu_mapping *cu_mappings;
+
+/* memory.c */
+CUresult cu_mem_alloc(CUdeviceptr *dptr, size_t bytes, enum cu_alloc_kind kind, struct cu_pool *pool);
+CUresult cu_mem_free(CUdeviceptr dptr, bool async);
+/* modules.c */
+struct cu_func *cu_as_func(const void *h);
 CUresult cu_memcpy_checked(void *dst, const void *src, size_t n);
 CUresult cu_memset_checked(CUdeviceptr dst, unsigned value, unsigned elem, size_t width, size_t height,
                            size_t pitch);

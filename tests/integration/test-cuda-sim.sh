@@ -46,6 +46,13 @@ wait_for() {
 
 sim create dgx-a100 >/dev/null
 
+# --- the simulator's files call one another in layer order (internal.h) -------
+objdir=$MIGKIT_BUILD_DIR/sim/cuda/CMakeFiles/cuda-sim.dir
+if [ -d "$objdir" ] && [ -n "${MIGKIT_SOURCE_DIR:-}" ] && command -v nm >/dev/null; then
+  python3 "$MIGKIT_SOURCE_DIR/sim/cuda/check-layers.py" "$MIGKIT_SOURCE_DIR/sim/cuda" "$objdir" >"$tmp/layers" 2>&1 ||
+    fail "layering: $(cat "$tmp/layers")"
+fi
+
 # --- the driver API ------------------------------------------------------------
 if ! drv selftest >"$tmp/selftest" 2>&1; then
   fail "selftest: $(grep -v '^ok' "$tmp/selftest")"

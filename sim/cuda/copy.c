@@ -1,0 +1,261 @@
+/* CUDA driver simulator: copies, sets, prefetch and advice. */
+#include "cuda/internal.h"
+
+static CUresult current(struct cu_ctx **ret) {
+        return cu_ctx_or_current(NULL, ret);
+}
+
+static CUresult sync_current(void) {
+        struct cu_ctx *c;
+        CUresult r = current(&c);
+        if (r != CUDA_SUCCESS)
+                return r;
+        return cu_ctx_sync(c);
+}
+
+/* Stream-ordered copy: while the stream captures, a graph node; else done now. */
+static CUresult async_copy(void *dst, const void *src, size_t n, CUstream hStream) {
+        struct cu_ctx *c;
+        CUresult r;
+        struct cu_stream *s = cu_stream_resolve(hStream, &c, &r);
+        if (!s)
+                return r;
+        if (s->capture) {
+                struct cu_node *node = cu_node_new(NODE_MEMCPY);
+                if (!node)
+                        return CUDA_ERROR_OUT_OF_MEMORY;
+                node->dst = (CUdeviceptr) dst;
+                node->src = src;
+                node->bytes = n;
+                return cu_graph_add(s->capture, node);
+        }
+        return cu_memcpy_checked(dst, src, n);
+}
+
+static CUresult async_set(CUdeviceptr dst, unsigned value, unsigned elem, size_t width, size_t height, size_t pitch,
+                          CUstream hStream) {
+        struct cu_ctx *c;
+        CUresult r;
+        struct cu_stream *s = cu_stream_resolve(hStream, &c, &r);
+        if (!s)
+                return r;
+        if (s->capture) {
+                struct cu_node *node = cu_node_new(NODE_MEMSET);
+                if (!node)
+                        return CUDA_ERROR_OUT_OF_MEMORY;
+                node->dst = dst;
+                node->value = value;
+                node->element = elem;
+                node->width = width;
+                node->height = height;
+                node->pitch = pitch;
+                return cu_graph_add(s->capture, node);
+        }
+        return cu_memset_checked(dst, value, elem, width, height, pitch);
+}
+
+#define SYNC_OR_RETURN()                              \
+        do {                                          \
+                CUresult _r = sync_current();         \
+                if (_r != CUDA_SUCCESS)               \
+                        return _r;                    \
+        } while (0)
+
+CU_EXPORT CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount) {
+        SYNC_OR_RETURN();
+        return cu_memcpy_checked((void *) dst, (const void *) src, ByteCount);
+}
+CU_EXPORT CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount, CUstream hStream) {
+        return async_copy((void *) dst, (const void *) src, ByteCount, hStream);
+}
+CU_EXPORT CUresult cuMemcpyPeer(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice,
+                                CUcontext srcContext, size_t ByteCount) {
+        (void) dstContext;
+        (void) srcContext;
+        SYNC_OR_RETURN();
+        return cu_memcpy_checked((void *) dstDevice, (const void *) srcDevice, ByteCount);
+}
+CU_EXPORT CUresult cuMemcpyPeerAsync(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice,
+                                     CUcontext srcContext, size_t ByteCount, CUstream hStream) {
+        (void) dstContext;
+        (void) srcContext;
+        return async_copy((void *) dstDevice, (const void *) srcDevice, ByteCount, hStream);
+}
+CU_EXPORT CUresult cuMemcpyHtoD_v2(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount) {
+        SYNC_OR_RETURN();
+        return cu_memcpy_checked((void *) dstDevice, srcHost, ByteCount);
+}
+CU_EXPORT CUresult cuMemcpyDtoH_v2(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount) {
+        SYNC_OR_RETURN();
+        return cu_memcpy_checked(dstHost, (const void *) srcDevice, ByteCount);
+}
+CU_EXPORT CUresult cuMemcpyDtoD_v2(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount) {
+        SYNC_OR_RETURN();
+        return cu_memcpy_checked((void *) dstDevice, (const void *) srcDevice, ByteCount);
+}
+CU_EXPORT CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount,
+                                        CUstream hStream) {
+        return async_copy((void *) dstDevice, srcHost, ByteCount, hStream);
+}
+CU_EXPORT CUresult cuMemcpyDtoHAsync_v2(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount, CUstream hStream) {
+        return async_copy(dstHost, (const void *) srcDevice, ByteCount, hStream);
+}
+CU_EXPORT CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount,
+                                        CUstream hStream) {
+        return async_copy((void *) dstDevice, (const void *) srcDevice, ByteCount, hStream);
+}
+
+static uintptr_t copy_base(CUmemorytype t, const void *host, CUdeviceptr dev, bool *ok) {
+        switch (t) {
+        case CU_MEMORYTYPE_HOST:
+                return (uintptr_t) host;
+        case CU_MEMORYTYPE_DEVICE:
+        case CU_MEMORYTYPE_UNIFIED:
+                return (uintptr_t) dev;
+        default:
+                *ok = false; /* CUDA arrays are not simulated */
+                return 0;
+        }
+}
+
+static CUresult copy2d(const CUDA_MEMCPY2D *p) {
+        bool ok = true;
+        if (!p)
+                return CUDA_ERROR_INVALID_VALUE;
+        uintptr_t s = copy_base(p->srcMemoryType, p->srcHost, p->srcDevice, &ok);
+        uintptr_t d = copy_base(p->dstMemoryType, p->dstHost, p->dstDevice, &ok);
+        if (!ok)
+                return CUDA_ERROR_NOT_SUPPORTED;
+        size_t sp = p->srcPitch ? p->srcPitch : p->WidthInBytes, dp = p->dstPitch ? p->dstPitch : p->WidthInBytes;
+        s += p->srcY * sp + p->srcXInBytes;
+        d += p->dstY * dp + p->dstXInBytes;
+        for (size_t y = 0; y < p->Height; y++) {
+                CUresult r = cu_memcpy_checked((void *) (d + y * dp), (const void *) (s + y * sp), p->WidthInBytes);
+                if (r != CUDA_SUCCESS)
+                        return r;
+        }
+        return CUDA_SUCCESS;
+}
+
+static CUresult copy3d(const CUDA_MEMCPY3D *p) {
+        bool ok = true;
+        if (!p)
+                return CUDA_ERROR_INVALID_VALUE;
+        uintptr_t s = copy_base(p->srcMemoryType, p->srcHost, p->srcDevice, &ok);
+        uintptr_t d = copy_base(p->dstMemoryType, p->dstHost, p->dstDevice, &ok);
+        if (!ok)
+                return CUDA_ERROR_NOT_SUPPORTED;
+        size_t sp = p->srcPitch ? p->srcPitch : p->WidthInBytes, dp = p->dstPitch ? p->dstPitch : p->WidthInBytes;
+        size_t sh = p->srcHeight ? p->srcHeight : p->Height, dh = p->dstHeight ? p->dstHeight : p->Height;
+        for (size_t z = 0; z < MAX(p->Depth, 1); z++)
+                for (size_t y = 0; y < p->Height; y++) {
+                        uintptr_t so = s + ((p->srcZ + z) * sh + p->srcY + y) * sp + p->srcXInBytes;
+                        uintptr_t dof = d + ((p->dstZ + z) * dh + p->dstY + y) * dp + p->dstXInBytes;
+                        CUresult r = cu_memcpy_checked((void *) dof, (const void *) so, p->WidthInBytes);
+                        if (r != CUDA_SUCCESS)
+                                return r;
+                }
+        return CUDA_SUCCESS;
+}
+
+CU_EXPORT CUresult cuMemcpy2D_v2(const CUDA_MEMCPY2D *pCopy) {
+        SYNC_OR_RETURN();
+        return copy2d(pCopy);
+}
+CU_EXPORT CUresult cuMemcpy2DUnaligned_v2(const CUDA_MEMCPY2D *pCopy) {
+        SYNC_OR_RETURN();
+        return copy2d(pCopy);
+}
+CU_EXPORT CUresult cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D *pCopy, CUstream hStream) {
+        struct cu_ctx *c;
+        CUresult r;
+        if (!cu_stream_resolve(hStream, &c, &r))
+                return r;
+        return copy2d(pCopy);
+}
+CU_EXPORT CUresult cuMemcpy3D_v2(const CUDA_MEMCPY3D *pCopy) {
+        SYNC_OR_RETURN();
+        return copy3d(pCopy);
+}
+CU_EXPORT CUresult cuMemcpy3DAsync_v2(const CUDA_MEMCPY3D *pCopy, CUstream hStream) {
+        struct cu_ctx *c;
+        CUresult r;
+        if (!cu_stream_resolve(hStream, &c, &r))
+                return r;
+        return copy3d(pCopy);
+}
+
+CU_EXPORT CUresult cuMemsetD8_v2(CUdeviceptr dstDevice, unsigned char uc, size_t N) {
+        SYNC_OR_RETURN();
+        return cu_memset_checked(dstDevice, uc, 1, N, 1, N);
+}
+CU_EXPORT CUresult cuMemsetD16_v2(CUdeviceptr dstDevice, unsigned short us, size_t N) {
+        SYNC_OR_RETURN();
+        return cu_memset_checked(dstDevice, us, 2, N, 1, N * 2);
+}
+CU_EXPORT CUresult cuMemsetD32_v2(CUdeviceptr dstDevice, unsigned int ui, size_t N) {
+        SYNC_OR_RETURN();
+        return cu_memset_checked(dstDevice, ui, 4, N, 1, N * 4);
+}
+CU_EXPORT CUresult cuMemsetD2D8_v2(CUdeviceptr dstDevice, size_t dstPitch, unsigned char uc, size_t Width,
+                                   size_t Height) {
+        SYNC_OR_RETURN();
+        return cu_memset_checked(dstDevice, uc, 1, Width, Height, dstPitch);
+}
+CU_EXPORT CUresult cuMemsetD2D16_v2(CUdeviceptr dstDevice, size_t dstPitch, unsigned short us, size_t Width,
+                                    size_t Height) {
+        SYNC_OR_RETURN();
+        return cu_memset_checked(dstDevice, us, 2, Width, Height, dstPitch);
+}
+CU_EXPORT CUresult cuMemsetD2D32_v2(CUdeviceptr dstDevice, size_t dstPitch, unsigned int ui, size_t Width,
+                                    size_t Height) {
+        SYNC_OR_RETURN();
+        return cu_memset_checked(dstDevice, ui, 4, Width, Height, dstPitch);
+}
+CU_EXPORT CUresult cuMemsetD8Async(CUdeviceptr dstDevice, unsigned char uc, size_t N, CUstream hStream) {
+        return async_set(dstDevice, uc, 1, N, 1, N, hStream);
+}
+CU_EXPORT CUresult cuMemsetD16Async(CUdeviceptr dstDevice, unsigned short us, size_t N, CUstream hStream) {
+        return async_set(dstDevice, us, 2, N, 1, N * 2, hStream);
+}
+CU_EXPORT CUresult cuMemsetD32Async(CUdeviceptr dstDevice, unsigned int ui, size_t N, CUstream hStream) {
+        return async_set(dstDevice, ui, 4, N, 1, N * 4, hStream);
+}
+CU_EXPORT CUresult cuMemsetD2D8Async(CUdeviceptr dstDevice, size_t dstPitch, unsigned char uc, size_t Width,
+                                     size_t Height, CUstream hStream) {
+        return async_set(dstDevice, uc, 1, Width, Height, dstPitch, hStream);
+}
+CU_EXPORT CUresult cuMemsetD2D16Async(CUdeviceptr dstDevice, size_t dstPitch, unsigned short us, size_t Width,
+                                      size_t Height, CUstream hStream) {
+        return async_set(dstDevice, us, 2, Width, Height, dstPitch, hStream);
+}
+CU_EXPORT CUresult cuMemsetD2D32Async(CUdeviceptr dstDevice, size_t dstPitch, unsigned int ui, size_t Width,
+                                      size_t Height, CUstream hStream) {
+        return async_set(dstDevice, ui, 4, Width, Height, dstPitch, hStream);
+}
+
+CU_EXPORT CUresult cuMemPrefetchAsync_v2(CUdeviceptr devPtr, size_t count, CUmemLocation location,
+                                         unsigned int flags, CUstream hStream) {
+        struct cu_ctx *c;
+        CUresult r;
+        (void) location;
+        (void) flags;
+        if (!cu_stream_resolve(hStream, &c, &r))
+                return r;
+        pthread_mutex_lock(&cu_lock);
+        bool ok = cu_range_ok(devPtr, count);
+        pthread_mutex_unlock(&cu_lock);
+        return ok ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+CU_EXPORT CUresult cuMemAdvise_v2(CUdeviceptr devPtr, size_t count, CUmem_advise advice, CUmemLocation location) {
+        (void) advice;
+        (void) location;
+        CUresult r = cu_check_init();
+        if (r != CUDA_SUCCESS)
+                return r;
+        pthread_mutex_lock(&cu_lock);
+        bool ok = cu_range_ok(devPtr, count);
+        pthread_mutex_unlock(&cu_lock);
+        return ok ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
