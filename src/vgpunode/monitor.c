@@ -16,6 +16,7 @@
 #include "base/fileio.h"
 #include "base/log.h"
 #include "base/macro.h"
+#include "base/prom.h"
 #include "vgpu/region.h"
 #include "vgpunode/dirs.h"
 #include "vgpunode/monitor.h"
@@ -52,15 +53,9 @@ static void scan_done(struct scan *s) {
         free(s->ctrs);
 }
 
-/* A label value with Prometheus text escapes (\\, \", \n). */
+/* A label: valid UTF-8 and escaped, whatever the region or identity file holds (base/prom.h). */
 static int put_label(struct mk_buf *b, const char *key, const char *v, bool first) {
-        int r = mk_buf_printf(b, "%s%s=\"", first ? "" : ",", key);
-        for (const char *p = v; r >= 0 && *p; p++)
-                r = *p == '\\' ? mk_buf_puts(b, "\\\\")
-                    : *p == '"' ? mk_buf_puts(b, "\\\"")
-                    : *p == '\n' ? mk_buf_puts(b, "\\n")
-                                 : mk_buf_putc(b, *p);
-        return r < 0 ? r : mk_buf_putc(b, '"');
+        return mk_prom_label(b, key, v, first);
 }
 
 static const char *jstr(const json_t *o, const char *key) {

@@ -23,6 +23,7 @@
 #include "base/error.h"
 #include "base/fileio.h"
 #include "base/macro.h"
+#include "base/prom.h"
 #include "vgpu/config.h"
 #include "vgpu/region.h"
 #include "vgpunode/dirs.h"
@@ -266,8 +267,55 @@ static void test_metrics(void **state) {
         free(root);
 }
 
+/* A region whose device UUID holds invalid UTF-8, quotes, a backslash and a
+ * newline (the container writes its region): the page stays valid UTF-8,
+ * escaped, one sample a line (issue 27: Prometheus rejected the whole scrape). */
+static void test_metrics_hostile_uuid(void **state) {
+        (void) state;
+        char *root = tmpdir();
+        struct mk_error e = {0};
+        struct mk_buf b;
+        mk_buf_init(&b, 1 << 20);
+        prepare(root, UID1, 0, "main");
+        struct vgpu_region *r = region_at(root, UID1, 0);
+        vgpu_region_set_uuid(r, 0, "GPU-\xff\xc3(\xed\xa0\x80\xf4\x90\x80\x80\xc0\xaf\"x\\\nq\xe2\x82\xac");
+        assert_int_equal(mk_vgpu_metrics(root, &b, &e), 0);
+        const char *t = mk_buf_str(&b);
+        assert_true(mk_utf8_valid(t));
+        /* Each bad byte one U+FFFD; the euro sign kept; escapes as the format says. */
+        assert_non_null(strstr(t, "deviceuuid=\"GPU-\xef\xbf\xbd\xef\xbf\xbd(\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"
+                                  "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"
+                                  "\\\"x\\\\\\nq\xe2\x82\xac\"}"));
+        /* Every line is a comment or a sample of ours. */
+        for (const char *l = t; *l; l = strchr(l, '\n') + 1) {
+                assert_true(l[0] == '#' || strncmp(l, "vGPU_", 5) == 0 || strncmp(l, "Device_", 7) == 0 ||
+                            strncmp(l, "migkit_", 7) == 0);
+                assert_non_null(strchr(l, '\n'));
+        }
+        vgpu_region_unmap(r);
+        mk_buf_done(&b);
+        rmrf(root);
+        free(root);
+}
+
+static void test_utf8(void **state) {
+        (void) state;
+        assert_true(mk_utf8_valid("plain \xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"));
+        static const char *const bad[] = {"\x80", "\xc0\x80", "\xc3", "\xe0\x80\x80", "\xed\xa0\x80",
+                                          "\xf4\x90\x80\x80", "\xf8\x88\x80\x80\x80", "\xff", "a\xc3("};
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++)
+                assert_false(mk_utf8_valid(bad[i]));
+        struct mk_buf b;
+        mk_buf_init(&b, 64);
+        assert_int_equal(mk_prom_label(&b, "k", "a\"b\\c\nd\xff", true), 0);
+        assert_string_equal(mk_buf_str(&b), "k=\"a\\\"b\\\\c\\nd\xef\xbf\xbd\"");
+        mk_buf_done(&b);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_metrics_hostile_uuid),
+                cmocka_unit_test(test_utf8),
                 cmocka_unit_test(test_names),
                 cmocka_unit_test(test_prepare),
                 cmocka_unit_test(test_prune),
