@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
-# deploy/kubernetes as a user deploys it: the image set in one place
-# (kustomization.yaml `images:`, what `kustomize edit set image` writes),
-# rendered with `kubectl kustomize` (the k8s-testenv's kubectl 1.20), and
-# applied to the real kube-apiserver of scripts/k8s-testenv with a
-# server-side dry run. On what the apiserver returns: every migkit container
-# has the image set, requests and limits; probes where the component serves
-# HTTP; the extender runs as non-root; privileged only where needed.
-# Without the k8s-testenv cache (scripts/k8s-testenv build) it renders with the
-# system's kubectl, checks the rendered objects and skips the apiserver part.
+# deploy/kubernetes-1.20 (deploy/kubernetes for the test environment's
+# Kubernetes 1.20) as a user deploys it: the image set by a kustomization of
+# the user's own (README, "Deploy"), rendered with `kubectl kustomize` (a
+# kubectl of 1.21 or later: the k8s-testenv's 1.20 kustomize cannot read the
+# overlay), and applied to the real kube-apiserver of scripts/k8s-testenv with
+# a server-side dry run. On what the apiserver returns: every migkit container
+# has the image set, requests and limits; the probe rules
+# (test-manifests-rules.py); the extender runs as non-root; privileged only
+# where needed. Without the k8s-testenv cache (scripts/k8s-testenv build) it
+# checks the rendered objects and skips the apiserver part.
+# tests/integration/test-manifests-static.sh checks the renderings further.
 set -euo pipefail
 : "${MIGKIT_SOURCE_DIR:?}"
 if [ -z "${MIGKIT_K8S_TESTENV:-}" ] || [ "${MIGKIT_SKIP_K8S:-}" = 1 ]; then
@@ -47,8 +49,7 @@ names = sorted(o["metadata"]["name"] for o in workloads)
 want = ["migkit-device-plugin", "migkit-manager", "migkit-scheduler", "migkit-scheduler-node"]
 if names != want:
     err(f"workloads {names}, want {want}")
-# Containers that must have probes (they serve HTTP), and who may be privileged.
-probed = {("migkit-scheduler", "extender"), ("migkit-scheduler", "kube-scheduler")}
+# Who may be privileged (the probes: test-manifests-rules.py).
 privileged_ok = {("migkit-manager", "migkit-manager"), ("migkit-scheduler-node", "agent")}
 migkit_containers = 0
 for w in workloads:
@@ -67,10 +68,6 @@ for w in workloads:
             for r in ("cpu", "memory"):
                 if r not in res.get(kind, {}):
                     err(f"{where}: no {kind}.{r}")
-        if key in probed:
-            for p in ("readinessProbe", "livenessProbe"):
-                if p not in c:
-                    err(f"{where}: no {p}")
         sc = c.get("securityContext", {})
         if sc.get("privileged") and key not in privileged_ok:
             err(f"{where}: privileged, and it need not be")
@@ -110,21 +107,20 @@ EOF
 }
 
 cache=$("$MIGKIT_K8S_TESTENV" path)
-kubectl=$cache/bin/kubectl
 apiserver=1
 for b in kubectl kube-apiserver; do
   [ -x "$cache/bin/$b" ] || apiserver=
 done
 command -v etcd >/dev/null || apiserver= # Debian's etcd-server, not in the cache
-if [ -z "$apiserver" ]; then
-  # Without the testenv: render with the system's kubectl, check the objects as
-  # rendered, and say that the apiserver part did not run.
-  if command -v kubectl >/dev/null && python3 -c 'import yaml' 2>/dev/null; then
-    kubectl=$(command -v kubectl)
-  else
-    echo "SKIP: $cache/bin is not built (run 'scripts/k8s-testenv build') and no kubectl + python3-yaml"
-    exit 0
-  fi
+# Rendering needs a kubectl of 1.21 or later (the system's).
+kubectl=$(command -v kubectl || true)
+minor=0
+[ -z "$kubectl" ] || minor=$("$kubectl" version --client -o json 2>/dev/null |
+  python3 -c 'import json,sys; print(int("".join(c for c in json.load(sys.stdin)["clientVersion"]["minor"] if c.isdigit())))' \
+  2>/dev/null || echo 0)
+if [ "$minor" -lt 21 ] || ! python3 -c 'import yaml' 2>/dev/null; then
+  echo "SKIP: no kubectl 1.21 or later to render deploy/kubernetes-1.20, or no python3-yaml"
+  exit 0
 fi
 
 step "the image is set in kustomization.yaml only; newTag is the project version"
@@ -134,36 +130,34 @@ grep -q "^    newTag: \"$version\"$" "$src/kustomization.yaml" || fail "kustomiz
 bad=$(grep -n 'image: *migkit:' "$src"/*.yaml || true)
 [ -z "$bad" ] || fail "a manifest pins migkit's tag itself (kustomization.yaml sets it): $bad"
 
-step "set the image as 'kustomize edit set image' does, render with $("$kubectl" version --client 2>/dev/null | head -1 || true)"
-cp -r "$src" "$tmp/k"
-if command -v kustomize >/dev/null; then
-  (cd "$tmp/k" && kustomize edit set image "migkit=$image")
-else
-  python3 - "$tmp/k/kustomization.yaml" "${image%:*}" "${image##*:}" <<'EOF'
-import re, sys
-path, name, tag = sys.argv[1:]
-text = open(path).read()
-new = re.sub(r'(  - name: migkit\n    newName: )\S+(\n    newTag: )\S+', r'\g<1>%s\g<2>"%s"' % (name, tag), text)
-if new == text:
-    sys.exit("no images: entry for migkit in kustomization.yaml")
-open(path, "w").write(new)
+step "set the image with a kustomization of our own (README), render with $("$kubectl" version --client 2>/dev/null | head -1 || true)"
+cp -r "$MIGKIT_SOURCE_DIR/deploy" "$tmp/deploy"
+mkdir -p "$tmp/mine"
+cat >"$tmp/mine/kustomization.yaml" <<EOF
+resources:
+  - ../deploy/kubernetes-1.20
+images:
+  - name: migkit
+    newName: ${image%:*}
+    newTag: "${image##*:}"
 EOF
-fi
-"$kubectl" kustomize "$tmp/k" >"$tmp/rendered.yaml" 2>"$tmp/err" || fail "kubectl kustomize: $(cat "$tmp/err")"
+"$kubectl" kustomize "$tmp/mine" >"$tmp/rendered.yaml" 2>"$tmp/err" || fail "kubectl kustomize: $(cat "$tmp/err")"
 n=$(grep -c "image: $image\$" "$tmp/rendered.yaml" || true)
 [ "$n" -ge 6 ] || fail "rendered: $n containers with image $image, want 6: $(grep 'image:' "$tmp/rendered.yaml")"
 if grep -E 'image: *"?migkit' "$tmp/rendered.yaml"; then fail "rendered: a container kept the unset image"; fi
+python3 "$MIGKIT_SOURCE_DIR/tests/integration/test-manifests-rules.py" probes "$tmp/rendered.yaml" || fail "probe rules"
 
 if [ -z "$apiserver" ]; then
   python3 -c 'import json, sys, yaml
 for d in yaml.safe_load_all(open(sys.argv[1])):
     print(json.dumps(d))' "$tmp/rendered.yaml" >"$tmp/objects.json"
   check_objects "$tmp/objects.json" || fail "rendered objects"
-  echo "SKIP (apiserver part): $cache/bin is not built (run 'scripts/k8s-testenv build'); rendered with $kubectl"
+  echo "SKIP (apiserver part): $cache/bin is not built (run 'scripts/k8s-testenv build')"
   exit 0
 fi
 
 step "start the test apiserver"
+kubectl=$cache/bin/kubectl
 envlines=$("$MIGKIT_K8S_TESTENV" start "$tmp/k8s" --no-build --owner-pid $$) || fail "k8s-testenv start failed"
 eval "$envlines"
 kc() { "$kubectl" --kubeconfig "$KUBECONFIG" --request-timeout=30s "$@"; }
@@ -171,7 +165,7 @@ kc() { "$kubectl" --kubeconfig "$KUBECONFIG" --request-timeout=30s "$@"; }
 step "server-side dry run of everything"
 # The namespace for real: a dry run creates nothing, and the namespaced
 # objects cannot be checked in a namespace that does not exist.
-kc apply -f "$tmp/k/namespace.yaml" >/dev/null || fail "create the namespace"
+kc apply -f "$tmp/deploy/kubernetes/namespace.yaml" >/dev/null || fail "create the namespace"
 kc apply --server-side --dry-run=server -f "$tmp/rendered.yaml" >"$tmp/ssa.out" 2>&1 ||
   fail "kubectl apply --server-side --dry-run=server: $(cat "$tmp/ssa.out")"
 kc apply --dry-run=server -o json -f "$tmp/rendered.yaml" >"$tmp/objects.json" 2>"$tmp/err" ||
@@ -180,4 +174,6 @@ cat "$tmp/ssa.out"
 
 step "what the apiserver accepted: images, resources, probes, security contexts"
 check_objects "$tmp/objects.json" || fail "objects the apiserver accepted"
+python3 "$MIGKIT_SOURCE_DIR/tests/integration/test-manifests-rules.py" probes "$tmp/objects.json" ||
+  fail "probe rules on what the apiserver accepted"
 echo "PASS"

@@ -1,0 +1,210 @@
+#!/usr/bin/env bash
+# deploy/kubernetes* as `kubectl kustomize` renders them, without a cluster:
+#   - each kustomization renders (deploy/kubernetes for current Kubernetes,
+#     deploy/kubernetes-1.20 for our test environment, deploy/kubernetes-mps),
+#     with no deprecated kustomize field (kubectl warns of them);
+#   - the probe rules (test-manifests-rules.py probes): every long-running
+#     container probed, no loopback httpGet/tcpSocket host without
+#     hostNetwork, no probe of a port served on loopback only;
+#   - the kube-scheduler configuration: v1 by default and v1beta1 in the 1.20
+#     overlay, each with only its version's fields, a kube-scheduler image that
+#     reads it, and the same settings in both;
+#   - the probes do what they say: the extender's exec probes run (as the
+#     kubelet runs them, inside the container) against `migkit scheduler
+#     serve`, the device plugin's against a serving plugin, the manager's
+#     against the simulator; each fails when its daemon is not there;
+#   - README's "deploy from your registry" lines, run as typed (with
+#     `kubectl apply -k` rendered by `kubectl kustomize`), give every migkit
+#     container README's one image path.
+# Needs a kubectl of 1.21 or later (its kustomize reads the overlays) and
+# python3-yaml (scripts/install-deps); without them: SKIP.
+set -euo pipefail
+: "${MIGKIT_SOURCE_DIR:?}" "${MIGKIT_BIN:?}"
+tmp=$(mktemp -d /tmp/mk-manifests.XXXXXX) # short: Unix socket paths
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+step() { echo "--- $* ($SECONDS s)"; }
+src=$MIGKIT_SOURCE_DIR
+rules=$src/tests/integration/test-manifests-rules.py
+. "$src/tests/integration/stub-apiserver.sh"
+
+python3 -c 'import yaml' 2>/dev/null || { echo "SKIP: python3-yaml is not installed (scripts/install-deps)"; exit 0; }
+# The newest kubectl at hand: the system's, or the k8s-testenv's (1.20, whose
+# kustomize v2.0.3 reads neither directories under resources nor patches).
+kubectl=
+for k in "$(command -v kubectl || true)" "$("${MIGKIT_K8S_TESTENV:-/nonexistent}" path 2>/dev/null || true)/bin/kubectl"; do
+  [ -x "$k" ] || continue
+  minor=$("$k" version --client -o json 2>/dev/null |
+    python3 -c 'import json,sys; print(int("".join(c for c in json.load(sys.stdin)["clientVersion"]["minor"] if c.isdigit())))' \
+    2>/dev/null || echo 0)
+  if [ "$minor" -ge 21 ]; then kubectl=$k; break; fi
+done
+[ -n "$kubectl" ] || { echo "SKIP: no kubectl 1.21 or later (kubernetes-client, or the k8s-testenv's is 1.20)"; exit 0; }
+echo "kubectl: $kubectl ($("$kubectl" version --client 2>/dev/null | head -1))"
+
+step "every kustomization renders, with no deprecated field"
+cp -r "$src/deploy" "$tmp/deploy"
+for d in kubernetes kubernetes-1.20 kubernetes-mps; do
+  "$kubectl" kustomize "$tmp/deploy/$d" >"$tmp/$d.yaml" 2>"$tmp/$d.err" ||
+    fail "kubectl kustomize deploy/$d: $(cat "$tmp/$d.err")"
+  if grep -i 'deprecated' "$tmp/$d.err"; then fail "deploy/$d uses deprecated kustomize fields"; fi
+  for f in bases patchesStrategicMerge patchesJson6902 vars commonLabels; do
+    grep -q "^$f:" "$tmp/deploy/$d/kustomization.yaml" && fail "deploy/$d/kustomization.yaml uses the deprecated '$f'"
+  done
+  echo "deploy/$d: $(grep -c '^kind:' "$tmp/$d.yaml") objects"
+done
+# As JSON, read faster by the checks below.
+python3 -c '
+import json, sys, yaml
+for f in sys.argv[1:]:
+    json.dump([d for d in yaml.safe_load_all(open(f + ".yaml")) if d], open(f + ".json", "w"))' \
+  "$tmp/kubernetes" "$tmp/kubernetes-1.20" "$tmp/kubernetes-mps"
+python3 -c '
+import sys, yaml
+for d in yaml.safe_load_all(open(sys.argv[1])):
+    if d and d["kind"] == "DaemonSet" and d["metadata"]["name"] == "migkit-device-plugin":
+        s = d["spec"]["template"]["spec"]
+        sys.exit(0 if s.get("hostPID") and s["containers"][0]["securityContext"].get("privileged") else 1)
+sys.exit(1)' "$tmp/kubernetes-mps.yaml" || fail "deploy/kubernetes-mps: the device plugin patch is not applied"
+
+step "probe rules"
+python3 "$rules" probes "$tmp/kubernetes.json" "$tmp/kubernetes-1.20.json" "$tmp/kubernetes-mps.json" ||
+  fail "probe rules"
+# The rules can fail: the probes this test replaced (httpGet to 127.0.0.1 in
+# a pod without hostNetwork) and a container with none.
+python3 - "$tmp/kubernetes.yaml" "$tmp/bad.yaml" <<'EOF'
+import sys, yaml
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+for d in docs:
+    if d["kind"] == "Deployment" and d["metadata"]["name"] == "migkit-scheduler":
+        for c in d["spec"]["template"]["spec"]["containers"]:
+            if c["name"] == "extender":
+                c["readinessProbe"] = {"httpGet": {"path": "/readyz", "port": 8888, "host": "127.0.0.1"}}
+                del c["livenessProbe"]
+yaml.safe_dump_all(docs, open(sys.argv[2], "w"))
+EOF
+python3 "$rules" probes "$tmp/bad.yaml" 2>"$tmp/bad.err" && fail "the probe rules pass a loopback httpGet"
+grep -q 'readinessProbe httpGet host 127.0.0.1 without hostNetwork' "$tmp/bad.err" || fail "rules: $(cat "$tmp/bad.err")"
+echo "ok: the rules refuse an httpGet probe of 127.0.0.1 ($(wc -l <"$tmp/bad.err") findings)"
+
+step "kube-scheduler configuration: v1 (current), v1beta1 (1.20), same settings"
+python3 "$rules" scheduler-config "$tmp/kubernetes.json" v1 >"$tmp/v1.json" || fail "deploy/kubernetes's configuration"
+python3 "$rules" scheduler-config "$tmp/kubernetes-1.20.json" v1beta1 >"$tmp/v1beta1.json" ||
+  fail "deploy/kubernetes-1.20's configuration"
+cmp -s "$tmp/v1.json" "$tmp/v1beta1.json" ||
+  fail "the v1 and v1beta1 configurations differ: $(diff "$tmp/v1.json" "$tmp/v1beta1.json")"
+# A field v1 dropped (v1beta3 removed the bind addresses) is refused.
+sed 's/^    kind: KubeSchedulerConfiguration$/&\n    healthzBindAddress: 0.0.0.0:10251/' "$tmp/kubernetes.yaml" >"$tmp/bad.yaml"
+python3 "$rules" scheduler-config "$tmp/bad.yaml" v1 >/dev/null 2>"$tmp/bad.err" && fail "v1 with healthzBindAddress passes"
+grep -q 'healthzBindAddress: no such field' "$tmp/bad.err" || fail "rules: $(cat "$tmp/bad.err")"
+# The extender is where the configuration says, and listens there.
+grep -q 'urlPrefix: http://127.0.0.1:8888$' "$tmp/kubernetes.yaml" || fail "urlPrefix is not http://127.0.0.1:8888"
+grep -q 'command: \["migkit", "scheduler", "serve", "--address", "127.0.0.1", "--port", "8888"\]' \
+  "$src/deploy/kubernetes/scheduler.yaml" || fail "the extender does not listen on 127.0.0.1:8888"
+echo "ok: v1 and v1beta1 hold the same settings, each only its own fields"
+
+step "the extender's exec probes against migkit scheduler serve"
+probe_cmd() { python3 "$rules" exec-probe "$tmp/kubernetes.json" "$@"; }
+# run_probe JSON FROM TO: runs the probe's command with FROM replaced by TO.
+run_probe() {
+  python3 - "$@" <<'EOF'
+import json, subprocess, sys
+cmd = [a.replace(sys.argv[2], sys.argv[3]) for a in json.loads(sys.argv[1])]
+try:
+    sys.exit(subprocess.run(cmd, timeout=5, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode)
+except subprocess.TimeoutExpired:
+    sys.exit(124)
+EOF
+}
+ready=$(probe_cmd migkit-scheduler extender readinessProbe)
+live=$(probe_cmd migkit-scheduler extender livenessProbe)
+[ "$ready" != null ] && [ "$live" != null ] || fail "the extender's probes are not exec probes"
+grep -q '127.0.0.1/8888' <<<"$ready$live" || fail "the extender's probes do not ask 127.0.0.1:8888: $ready $live"
+stub_apiserver_start "$tmp" || fail "the stub apiserver did not start: $(cat "$tmp/api.log")"
+pids+=("$stub_api_pid")
+"$MIGKIT_BIN" scheduler serve --kubeconfig "$tmp/kubeconfig" --address 127.0.0.1 --port 0 \
+  >"$tmp/ext.port" 2>"$tmp/ext.log" &
+ext_pid=$!
+pids+=("$ext_pid")
+for _ in $(seq 100); do [ -s "$tmp/ext.port" ] && break; sleep 0.1; done
+port=$(awk 'NR == 1 {print $NF}' "$tmp/ext.port")
+[ -n "$port" ] || fail "the extender printed no port: $(cat "$tmp/ext.log")"
+rc=1
+for _ in $(seq 100); do rc=0; run_probe "$ready" 127.0.0.1/8888 "127.0.0.1/$port" || rc=$?; [ "$rc" = 0 ] && break; sleep 0.1; done
+[ "$rc" = 0 ] || fail "the extender's readiness probe fails against a ready extender (exit $rc): $(tail -3 "$tmp/ext.log")"
+run_probe "$live" 127.0.0.1/8888 "127.0.0.1/$port" || fail "the extender's liveness probe fails"
+# /readyz answers 503 before the informers list; a probe of it must fail.
+bad=${ready//\/readyz/\/nonexistent}
+run_probe "$bad" 127.0.0.1/8888 "127.0.0.1/$port" && fail "the probe passes on a 404"
+kill "$ext_pid"; wait "$ext_pid" 2>/dev/null || true
+run_probe "$live" 127.0.0.1/8888 "127.0.0.1/$port" && fail "the liveness probe passes with no extender"
+echo "ok: readiness and liveness pass against the extender, fail on a 404 and with none"
+
+step "the device plugin's readiness probe against a serving plugin"
+dp_probe=$(probe_cmd migkit-device-plugin device-plugin readinessProbe)
+[ "$dp_probe" != null ] || fail "the device plugin's readiness probe is not an exec probe"
+[ "$(probe_cmd migkit-scheduler-node device-plugin readinessProbe)" = "$dp_probe" ] ||
+  fail "the dynamic device plugin's readiness probe differs from the device plugin's"
+mkdir -p "$tmp/dp"
+run_probe "$dp_probe" /var/lib/kubelet/device-plugins "$tmp/dp" && fail "the device plugin's probe passes with no plugin"
+MIGKIT_SIM_STATE=$tmp/dgx-a100.json DEVICE_PLUGIN_PATH=$tmp/dp KUBELET_SOCKET= \
+  "$MIGKIT_BIN" --simulate dgx-a100 device-plugin --labels none >"$tmp/dp.log" 2>&1 &
+dp_pid=$!
+pids+=("$dp_pid")
+rc=1
+for _ in $(seq 300); do rc=0; run_probe "$dp_probe" /var/lib/kubelet/device-plugins "$tmp/dp" || rc=$?; [ "$rc" = 0 ] && break; sleep 0.1; done
+[ "$rc" = 0 ] || fail "the device plugin's probe fails against a serving plugin: $(ls "$tmp/dp"; tail -3 "$tmp/dp.log")"
+kill "$dp_pid"; wait "$dp_pid" 2>/dev/null || true
+run_probe "$dp_probe" /var/lib/kubelet/device-plugins "$tmp/dp" && fail "the probe passes after the plugin stopped"
+echo "ok: passes while the plugin serves its socket, fails before and after"
+
+step "the manager's readiness probe"
+m_probe=$(probe_cmd migkit-manager migkit-manager readinessProbe)
+[ "$m_probe" != null ] || fail "the manager's readiness probe is not an exec probe"
+m_sim=$(python3 -c 'import json,sys; c=json.loads(sys.argv[1]); print(json.dumps([sys.argv[2], "--simulate", "dgx-a100"] + c[1:]))' \
+  "$m_probe" "$MIGKIT_BIN")
+MIGKIT_SIM_STATE=$tmp/dgx-a100.json run_probe "$m_sim" x x || fail "the manager's probe fails on a simulated DGX A100: $m_sim"
+m_none=$(python3 -c 'import json,sys; c=json.loads(sys.argv[1]); print(json.dumps([sys.argv[2]] + c[1:]))' "$m_probe" "$MIGKIT_BIN")
+MIGKIT_NVML_LIB=$tmp/none.so run_probe "$m_none" x x && fail "the manager's probe passes without NVML"
+echo "ok: $m_probe passes with GPUs, fails without NVML"
+
+step "README: the registry lines as typed, one image path"
+readme=$src/README.md
+block=$(awk '/kubectl apply -k my-migkit/ {print; exit} f {print} /^    mkdir -p my-migkit/ {f=1; print}' "$readme" |
+  sed 's/^    //')
+[ -n "$block" ] || fail "README has no 'mkdir -p my-migkit ... kubectl apply -k my-migkit' block"
+grep -q 'kustomize edit' "$readme" && fail "README still says 'kustomize edit' (Debian ships no kustomize)"
+version=$(sed -n 's/^project(migkit VERSION \([0-9.]*\).*/\1/p' "$src/CMakeLists.txt")
+(
+  cd "$tmp"
+  # kubectl apply -k DIR, rendered instead of applied.
+  kubectl() { [ "$1 $2" = "apply -k" ] || exit 3; "$K" kustomize "$3" >"$tmp/readme.yaml"; }
+  K=$kubectl
+  eval "$block"
+) || fail "README's lines failed"
+images=$(python3 -c '
+import sys, yaml
+for d in yaml.safe_load_all(open(sys.argv[1])):
+    if d and d["kind"] in ("DaemonSet", "Deployment"):
+        s = d["spec"]["template"]["spec"]
+        for c in s["containers"] + s.get("initContainers", []):
+            if "kube-scheduler" not in c["image"]:
+                print(c["image"])' "$tmp/readme.yaml" | sort | uniq -c)
+want=registry.example.com/migkit/migkit:$version
+[ "$(awk '{print $2}' <<<"$images")" = "$want" ] || fail "README's rendering: images $images, want only $want"
+n=$(awk '{print $1}' <<<"$images")
+[ "$n" -ge 6 ] || fail "README's rendering: $n migkit containers, want 6 or more"
+# Every other place README names the pushed image says the same path.
+grep -q "docker://$want" "$readme" || fail "README's skopeo copy does not push to $want"
+grep -q '"repository": "registry.example.com/migkit", "image": "migkit", "version": "'"$version"'"' "$readme" ||
+  fail "README's ClusterPolicy patch does not name $want"
+grep -q "^    newTag: \"$version\"$" "$src/deploy/kubernetes/kustomization.yaml" ||
+  fail "deploy/kubernetes/kustomization.yaml newTag is not \"$version\""
+echo "ok: $n migkit containers with $want"
+echo PASS
