@@ -3,25 +3,7 @@
  * or that look symbols up by their plain names (old pynvml), call these.
  * Each forwards to the current version with the same arguments; faults are
  * counted under the versioned name. */
-#include "mksim.h"
-#include "nvml/nvml-abi.h"
-
-#define X(name, ret, args) MKSIM_EXPORT ret name args;
-MK_NVML_FUNCTIONS(X)
-#undef X
-
-MKSIM_EXPORT nvmlReturn_t nvmlInit(void);
-MKSIM_EXPORT nvmlReturn_t nvmlDeviceGetCount(unsigned int *deviceCount);
-MKSIM_EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex(unsigned int index, nvmlDevice_t *device);
-MKSIM_EXPORT nvmlReturn_t nvmlDeviceGetHandleByPciBusId(const char *pciBusId, nvmlDevice_t *device);
-MKSIM_EXPORT nvmlReturn_t nvmlDeviceGetAttributes(nvmlDevice_t device, nvmlDeviceAttributes_t *attributes);
-MKSIM_EXPORT nvmlReturn_t nvmlComputeInstanceGetInfo(nvmlComputeInstance_t computeInstance,
-                                                     nvmlComputeInstanceInfo_t *info);
-MKSIM_EXPORT nvmlReturn_t nvmlEventSetWait(nvmlEventSet_t set, nvmlEventData_t *data, unsigned int timeoutms);
-MKSIM_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstancePossiblePlacements(nvmlDevice_t device, unsigned int profileId,
-                                                                     nvmlGpuInstancePlacement_t *placements,
-                                                                     unsigned int *count);
-MKSIM_EXPORT nvmlReturn_t nvmlSystemGetCudaDriverVersion_v2(int *cudaDriverVersion);
+#include "lib/nvml-call.h"
 
 nvmlReturn_t nvmlInit(void) {
         return nvmlInit_v2();
@@ -59,4 +41,19 @@ nvmlReturn_t nvmlDeviceGetGpuInstancePossiblePlacements(nvmlDevice_t device, uns
 
 nvmlReturn_t nvmlSystemGetCudaDriverVersion_v2(int *cudaDriverVersion) {
         return nvmlSystemGetCudaDriverVersion(cudaDriverVersion);
+}
+
+/* Older PCI info versions: the same structure (nvml.h declares them with
+ * nvmlPciInfo_t; busIdLegacy holds the old 16-byte busId). NCCL and HAMi-core
+ * resolve these plain names. */
+nvmlReturn_t nvmlDeviceGetPciInfo(nvmlDevice_t device, nvmlPciInfo_t *pci) {
+        return nvmlDeviceGetPciInfo_v3(device, pci);
+}
+
+nvmlReturn_t nvmlDeviceGetPciInfo_v2(nvmlDevice_t device, nvmlPciInfo_t *pci) {
+        return nvmlDeviceGetPciInfo_v3(device, pci);
+}
+
+nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo(nvmlDevice_t device, unsigned int link, nvmlPciInfo_t *pci) {
+        return nvmlDeviceGetNvLinkRemotePciInfo_v2(device, link, pci);
 }

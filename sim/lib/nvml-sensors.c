@@ -1,0 +1,263 @@
+/* NVML's sensors, power, clocks and PCIe link: what monitors (DCGM-style
+ * exporters, nvidia-smi --query-gpu, HAMi's device plugin) read each period.
+ *
+ * Each model has the figures of its public spec sheet (below); what changes
+ * with time follows the GPU's busy share over the utilisation window
+ * (nvml-procs.c, the CUDA driver simulator's kernels), u in 0..100:
+ * - power draw: idle + u% of (limit - idle), idle being 15% of the limit;
+ * - GPU temperature: 30 C + u% of 45 C (30 C idle, 75 C busy);
+ * - clocks: the maximum (boost) clocks, P0, always: a data-center GPU under
+ *   a persistence daemon keeps its application clocks (the "GPU idle" clock
+ *   event reason says when it has nothing to run).
+ * The idle share, the temperatures and the constant clocks are the
+ * simulator's model, UNVERIFIED against a real GPU. Full GPUs only: MIG
+ * device handles get NOT_SUPPORTED, as for the driver's other board-level
+ * queries; a MIG-mode GPU's figures use all its MIG devices' kernels. */
+#include "lib/nvml-call.h"
+
+/* Public spec sheets (NVIDIA data sheets; the same clocks and bus widths as
+ * sim/cuda/core.c's model_extra): max power in W, boost SM clock and memory
+ * clock in MHz, memory bus width in bits, PCIe generation and width. */
+static const struct model_spec {
+        const char *key;
+        unsigned power_w, sm_mhz, mem_mhz, bus_width, pcie_gen, pcie_width;
+} specs[] = {
+        { "a30-24gb", 165, 1440, 1215, 3072, 4, 16 },  { "a100-40gb", 400, 1410, 1215, 5120, 4, 16 },
+        { "a100-80gb", 400, 1410, 1593, 5120, 4, 16 }, { "h100-80gb", 700, 1980, 2619, 5120, 5, 16 },
+        { "h100-nvl", 400, 1785, 2619, 6144, 5, 16 },  { "h200-141gb", 700, 1980, 3201, 6144, 5, 16 },
+        /* GH200: the module's 900 W shared with the Grace CPU: UNVERIFIED which the GPU reports. */
+        { "gh200-144gb", 900, 1980, 2619, 6144, 5, 16 },
+        /* B200: PCIe generation UNVERIFIED (5 assumed). */
+        { "b200", 1000, 1965, 4000, 8192, 5, 16 },
+        { "t4", 70, 1590, 5001, 256, 3, 16 },
+};
+
+static const struct model_spec *spec_of(const struct sim_model *m) {
+        for (size_t i = 0; i < ELEMENTSOF(specs); i++)
+                if (streq(specs[i].key, m->key))
+                        return &specs[i];
+        return NULL;
+}
+
+/* A full GPU with a spec: NOT_SUPPORTED for MIG handles and for a model
+ * without figures (none today; a model added to the catalogue without a
+ * line here). */
+static nvmlReturn_t resolve_spec(struct call *c, nvmlDevice_t device, const void *out, struct dev *d,
+                                 const struct model_spec **ret) {
+        nvmlReturn_t r = resolve_gpu(c, device, d);
+        if (r != NVML_SUCCESS)
+                return r;
+        if (!out)
+                return NVML_ERROR_INVALID_ARGUMENT;
+        *ret = spec_of(d->g->model);
+        return *ret ? NVML_SUCCESS : NVML_ERROR_NOT_SUPPORTED;
+}
+
+/* One unsigned figure of a GPU: begins the call, resolves, computes. */
+typedef unsigned (*figure_fn)(struct call *c, const struct dev *d, const struct model_spec *s);
+
+static nvmlReturn_t gpu_figure(const char *fn, nvmlDevice_t device, unsigned int *out, figure_fn f) {
+        struct call c;
+        struct dev d;
+        const struct model_spec *s;
+
+        nvmlReturn_t r = call_begin(&c, fn, false);
+        if (r != NVML_SUCCESS)
+                return r;
+        r = resolve_spec(&c, device, out, &d, &s);
+        if (r == NVML_SUCCESS)
+                *out = f(&c, &d, s);
+        return call_end(&c, r);
+}
+
+static unsigned power_limit_mw(struct call *c, const struct dev *d, const struct model_spec *s) {
+        return s->power_w * 1000;
+}
+
+static unsigned power_min_mw(const struct model_spec *s) {
+        return s->power_w * 1000 / 2; /* UNVERIFIED: half the default, as A100/H100 data sheets' ranges */
+}
+
+static unsigned power_draw_mw(struct call *c, const struct dev *d, const struct model_spec *s) {
+        unsigned limit = s->power_w * 1000, idle = limit * 15 / 100;
+        return idle + (limit - idle) / 100 * device_busy_percent(c, d);
+}
+
+static unsigned temperature_c(struct call *c, const struct dev *d, const struct model_spec *s) {
+        return 30 + 45 * device_busy_percent(c, d) / 100;
+}
+
+static unsigned bus_width(struct call *c, const struct dev *d, const struct model_spec *s) {
+        return s->bus_width;
+}
+
+static unsigned pcie_gen(struct call *c, const struct dev *d, const struct model_spec *s) {
+        return s->pcie_gen;
+}
+
+static unsigned pcie_width(struct call *c, const struct dev *d, const struct model_spec *s) {
+        return s->pcie_width;
+}
+
+static unsigned pstate_p0(struct call *c, const struct dev *d, const struct model_spec *s) {
+        return 0; /* NVML_PSTATE_0 */
+}
+
+nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t device, unsigned int *power) {
+        return gpu_figure(__func__, device, power, power_draw_mw);
+}
+
+nvmlReturn_t nvmlDeviceGetPowerManagementLimit(nvmlDevice_t device, unsigned int *limit) {
+        return gpu_figure(__func__, device, limit, power_limit_mw);
+}
+
+nvmlReturn_t nvmlDeviceGetPowerManagementDefaultLimit(nvmlDevice_t device, unsigned int *defaultLimit) {
+        return gpu_figure(__func__, device, defaultLimit, power_limit_mw);
+}
+
+nvmlReturn_t nvmlDeviceGetEnforcedPowerLimit(nvmlDevice_t device, unsigned int *limit) {
+        return gpu_figure(__func__, device, limit, power_limit_mw);
+}
+
+nvmlReturn_t nvmlDeviceGetPowerManagementLimitConstraints(nvmlDevice_t device, unsigned int *minLimit,
+                                                          unsigned int *maxLimit) {
+        struct call c;
+        struct dev d;
+        const struct model_spec *s;
+
+        CALL_BEGIN(&c, false);
+        nvmlReturn_t r = resolve_spec(&c, device, minLimit && maxLimit ? minLimit : NULL, &d, &s);
+        if (r == NVML_SUCCESS) {
+                *minLimit = power_min_mw(s);
+                *maxLimit = s->power_w * 1000;
+        }
+        return call_end(&c, r);
+}
+
+/* nvml.h: NVML_TEMPERATURE_GPU is the only sensor; another is INVALID_ARGUMENT. */
+nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t device, unsigned int sensorType, unsigned int *temp) {
+        if (sensorType != SIM_NVML_TEMPERATURE_GPU) {
+                struct call c;
+                struct dev d;
+                CALL_BEGIN(&c, false);
+                nvmlReturn_t r = resolve_gpu(&c, device, &d);
+                return call_end(&c, r == NVML_SUCCESS ? NVML_ERROR_INVALID_ARGUMENT : r);
+        }
+        return gpu_figure(__func__, device, temp, temperature_c);
+}
+
+nvmlReturn_t nvmlDeviceGetMemoryBusWidth(nvmlDevice_t device, unsigned int *busWidth) {
+        return gpu_figure(__func__, device, busWidth, bus_width);
+}
+
+nvmlReturn_t nvmlDeviceGetCurrPcieLinkGeneration(nvmlDevice_t device, unsigned int *gen) {
+        return gpu_figure(__func__, device, gen, pcie_gen);
+}
+
+nvmlReturn_t nvmlDeviceGetMaxPcieLinkGeneration(nvmlDevice_t device, unsigned int *gen) {
+        return gpu_figure(__func__, device, gen, pcie_gen);
+}
+
+nvmlReturn_t nvmlDeviceGetGpuMaxPcieLinkGeneration(nvmlDevice_t device, unsigned int *gen) {
+        return gpu_figure(__func__, device, gen, pcie_gen);
+}
+
+nvmlReturn_t nvmlDeviceGetCurrPcieLinkWidth(nvmlDevice_t device, unsigned int *width) {
+        return gpu_figure(__func__, device, width, pcie_width);
+}
+
+nvmlReturn_t nvmlDeviceGetMaxPcieLinkWidth(nvmlDevice_t device, unsigned int *width) {
+        return gpu_figure(__func__, device, width, pcie_width);
+}
+
+nvmlReturn_t nvmlDeviceGetPerformanceState(nvmlDevice_t device, unsigned int *pState) {
+        return gpu_figure(__func__, device, pState, pstate_p0);
+}
+
+nvmlReturn_t nvmlDeviceGetPowerState(nvmlDevice_t device, unsigned int *pState) {
+        return gpu_figure(__func__, device, pState, pstate_p0);
+}
+
+/* The clock of a domain in MHz (graphics and SM share the SM clock; video
+ * the SM clock too, UNVERIFIED), or 0 for an unknown domain. */
+static unsigned clock_mhz(const struct model_spec *s, unsigned type) {
+        switch (type) {
+        case SIM_NVML_CLOCK_GRAPHICS:
+        case SIM_NVML_CLOCK_SM:
+        case SIM_NVML_CLOCK_VIDEO:
+                return s->sm_mhz;
+        case SIM_NVML_CLOCK_MEM:
+                return s->mem_mhz;
+        default:
+                return 0;
+        }
+}
+
+static nvmlReturn_t clock_query(const char *fn, nvmlDevice_t device, unsigned type, unsigned id,
+                                unsigned int *out) {
+        struct call c;
+        struct dev d;
+        const struct model_spec *s;
+
+        nvmlReturn_t r = call_begin(&c, fn, false);
+        if (r != NVML_SUCCESS)
+                return r;
+        r = resolve_spec(&c, device, out, &d, &s);
+        if (r == NVML_SUCCESS && (clock_mhz(s, type) == 0 || id > SIM_NVML_CLOCK_ID_CUSTOMER_BOOST_MAX))
+                r = NVML_ERROR_INVALID_ARGUMENT;
+        if (r == NVML_SUCCESS)
+                *out = clock_mhz(s, type);
+        return call_end(&c, r);
+}
+
+nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t device, unsigned int type, unsigned int *clock) {
+        return clock_query(__func__, device, type, SIM_NVML_CLOCK_ID_CURRENT, clock);
+}
+
+nvmlReturn_t nvmlDeviceGetMaxClockInfo(nvmlDevice_t device, unsigned int type, unsigned int *clock) {
+        return clock_query(__func__, device, type, SIM_NVML_CLOCK_ID_CURRENT, clock);
+}
+
+nvmlReturn_t nvmlDeviceGetClock(nvmlDevice_t device, unsigned int clockType, unsigned int clockId,
+                                unsigned int *clockMHz) {
+        return clock_query(__func__, device, clockType, clockId, clockMHz);
+}
+
+nvmlReturn_t nvmlDeviceGetMaxCustomerBoostClock(nvmlDevice_t device, unsigned int clockType,
+                                                unsigned int *clockMHz) {
+        return clock_query(__func__, device, clockType, SIM_NVML_CLOCK_ID_CUSTOMER_BOOST_MAX, clockMHz);
+}
+
+/* Clock event reasons: "GPU idle" when no kernel ran over the window, else
+ * none; the supported set is idle and the software power cap. */
+static nvmlReturn_t event_reasons(const char *fn, nvmlDevice_t device, unsigned long long *out, bool supported) {
+        struct call c;
+        struct dev d;
+        const struct model_spec *s;
+
+        nvmlReturn_t r = call_begin(&c, fn, false);
+        if (r != NVML_SUCCESS)
+                return r;
+        r = resolve_spec(&c, device, out, &d, &s);
+        if (r == NVML_SUCCESS && supported)
+                *out = SIM_NVML_CLOCKS_EVENT_GPU_IDLE | SIM_NVML_CLOCKS_EVENT_SW_POWER_CAP;
+        else if (r == NVML_SUCCESS)
+                *out = device_busy_percent(&c, &d) == 0 ? SIM_NVML_CLOCKS_EVENT_GPU_IDLE : 0;
+        return call_end(&c, r);
+}
+
+nvmlReturn_t nvmlDeviceGetCurrentClocksEventReasons(nvmlDevice_t device, unsigned long long *reasons) {
+        return event_reasons(__func__, device, reasons, false);
+}
+
+nvmlReturn_t nvmlDeviceGetCurrentClocksThrottleReasons(nvmlDevice_t device, unsigned long long *reasons) {
+        return event_reasons(__func__, device, reasons, false);
+}
+
+nvmlReturn_t nvmlDeviceGetSupportedClocksEventReasons(nvmlDevice_t device, unsigned long long *reasons) {
+        return event_reasons(__func__, device, reasons, true);
+}
+
+nvmlReturn_t nvmlDeviceGetSupportedClocksThrottleReasons(nvmlDevice_t device, unsigned long long *reasons) {
+        return event_reasons(__func__, device, reasons, true);
+}
