@@ -13,7 +13,9 @@
 #     upstream name nvidia-mig-parted where the image has it, and the layout
 #     seen through the nvidia-smi stand-in;
 #   - the docker archives carry the tags migkit:<version>, migkit-demo:<version>;
-#   - Containerfile stays equivalent: same version, package list and scripts.
+#   - Dockerfile stays equivalent: same version, package list and scripts; it
+#     is named what `docker build .` reads, and every `docker build` or
+#     `podman build` command of README.md and docs/*.md finds its file.
 # Prints each image's size and its Debian packages.
 # Needs root (umoci unpack, chroot, unshare). Not run by ctest: scripts/test
 # runs it after scripts/build-image (usage: test-image.sh [IMAGE_OUT_DIR]).
@@ -131,15 +133,26 @@ for image in migkit migkit-demo; do
 done
 ok "docker archives readable, tagged migkit:$version and migkit-demo:$version"
 
-# Containerfile (for Docker and Podman users) builds the same image.
+# Dockerfile (for Docker and Podman users) builds the same image.
 src=$(cd "$(dirname "$0")/../.." && pwd)
-cf=$src/Containerfile
-grep -q "^ARG MIGKIT_VERSION=$version\$" "$cf" || fail "Containerfile: ARG MIGKIT_VERSION is not $version"
+cf=$src/Dockerfile
+[ -f "$cf" ] || fail "no Dockerfile: \`docker build .\` reads ./Dockerfile (podman: Containerfile or Dockerfile)"
+[ ! -e "$src/Containerfile" ] || fail "both Containerfile and Dockerfile: podman reads the first, docker the second"
+grep -q "^ARG MIGKIT_VERSION=$version\$" "$cf" || fail "Dockerfile: ARG MIGKIT_VERSION is not $version"
 for used in deploy/image/packages.txt /image/packages.txt /image/hooks/extract-dpkg-status /image/finish-rootfs \
-            'MIGKIT_NVML_LIB=/usr/lib/migkit/sim/libnvidia-ml.so.1' 'USER 0:0' 'CMD \["nvidia-mig-manager"\]'; do
-  grep -q -- "$used" "$cf" || fail "Containerfile does not use '$used' as scripts/build-image does"
+            'MIGKIT_NVML_LIB=/usr/lib/migkit/sim/libnvidia-ml.so.1' 'USER 0:0' 'CMD \["nvidia-mig-manager"\]' \
+            'ARG BASE_IMAGE=debian:bookworm' 'FROM ${BASE_IMAGE} AS build'; do
+  grep -qF -- "${used//\\/}" "$cf" || fail "Dockerfile does not use '$used' as scripts/build-image does"
 done
-ok "Containerfile: version $version, the same package list, hooks and config"
+# Every documented build command, as a person types it, finds its file.
+cmds=$(grep -ohE '(docker|podman) build [^`]*' "$src/README.md" "$src"/docs/*.md "$cf" || true)
+[ -n "$cmds" ] || fail "no docker build command in README.md, docs/*.md or the Dockerfile"
+while read -r cmd; do
+  file=$(sed -nE 's/.*(-f|--file)[ =]([^ ]+).*/\2/p' <<<"$cmd")
+  [ -f "$src/${file:-Dockerfile}" ] || fail "'$cmd' reads ${file:-Dockerfile}, which is not there"
+  grep -qE ' \.$| \. ' <<<"$cmd" || fail "'$cmd': not the source tree as the context"
+done <<<"$cmds"
+ok "Dockerfile: version $version, the same package list, hooks and config; $(wc -l <<<"$cmds") build commands find it"
 
 echo
 echo "Image sizes (unpacked root filesystem; OCI layers compressed; docker archive):"

@@ -5,17 +5,28 @@
 # image), the same deploy/image/hooks/extract-dpkg-status and
 # deploy/image/finish-rootfs, and the same image config (keep the ENV, USER,
 # CMD and LABEL lines in step with scripts/build-image's `umoci config`).
+# Named Dockerfile, the name both `docker build` and `podman build` look for.
 #
 #   docker build -t migkit:0.1.0 .                        (production image)
 #   docker build --target demo -t migkit-demo:0.1.0 .     (with the NVML simulator)
+#   podman build -t migkit:0.1.0 .                        (the same arguments)
 # MIGKIT_VERSION must be the project() version of CMakeLists.txt
 # (tests/package/test-image.sh checks it).
-#   podman build ... (same arguments)
+#
+# What a build needs besides this tree: the base image BASE_IMAGE
+# (debian:bookworm, pulled unless it is in the local image store) and a Debian
+# bookworm mirror for the two apt-get stages (the base image's apt sources).
+# Offline: load a base image beforehand (`docker pull debian:bookworm` where
+# there is a network, then `docker save`/`docker load`), and give apt a mirror
+# it can reach, e.g. a base image made from a local mirror with
+#   mmdebstrap bookworm - http://mirror.internal/debian | docker import - debian:bookworm-local
+#   docker build --build-arg BASE_IMAGE=debian:bookworm-local -t migkit:0.1.0 .
 
+ARG BASE_IMAGE=debian:bookworm
 ARG MIGKIT_VERSION=0.1.0
 
 # --- build: migkit from this source tree ------------------------------------
-FROM debian:bookworm AS build
+FROM ${BASE_IMAGE} AS build
 RUN apt-get update \
  && apt-get install -y --no-install-recommends build-essential cmake ninja-build pkg-config git \
       libyaml-dev libjansson-dev libcmocka-dev libcurl4-openssl-dev libmicrohttpd-dev \
@@ -30,7 +41,7 @@ RUN cmake -S /src -B /build -G Ninja -DCMAKE_BUILD_TYPE=Release \
  && ln -s ../lib/migkit/bin/nvidia-smi /out/sim/usr/bin/nvidia-smi
 
 # --- rootfs: the Debian packages of deploy/image/packages.txt, extracted ------
-FROM debian:bookworm AS rootfs
+FROM ${BASE_IMAGE} AS rootfs
 COPY deploy/image/ /image/
 # An empty dpkg status makes apt download every package of the list and all
 # their dependencies (as mmdebstrap --variant=extract does).
