@@ -27,6 +27,12 @@ __thread int cu_ctx_depth;
 
 
 
+/* Read at load: look-ups and stubs are traced before cuInit too. */
+__attribute__((constructor)) static void trace_init(void) {
+        const char *e = getenv("MIGKIT_SIM_CUDA_TRACE");
+        cu_trace = e && *e && *e != '0';
+}
+
 void cu_log(const char *fmt, ...) {
         va_list ap;
 
@@ -37,6 +43,11 @@ void cu_log(const char *fmt, ...) {
         vfprintf(stderr, fmt, ap);
         fputc('\n', stderr);
         va_end(ap);
+}
+
+CUresult cu_unsupported(const char *symbol) {
+        cu_log("%s: not supported by the simulator", symbol);
+        return CUDA_ERROR_NOT_SUPPORTED;
 }
 
 uint64_t cu_env_u64(const char *name, uint64_t def) {
@@ -268,12 +279,23 @@ static CUresult enumerate(void) {
         return CUDA_SUCCESS;
 }
 
+/* At exit the slots give their bytes back at once. Destructors that run after
+ * (the CUDA runtime's teardown frees memory and releases primary contexts)
+ * then touch no shared counter: a second give-back would drive the device's
+ * count below zero for every later process. */
+static _Atomic bool slots_released;
+
 static void release_slots(void) {
         if (forked_after_init || !cu_live)
                 return;
+        pthread_mutex_lock(&cu_lock);
+        slots_released = true;
         for (int i = 0; i < cu_ndevs; i++)
-                if (cu_devs[i].slot)
+                if (cu_devs[i].slot) {
                         sim_live_release(cu_live, cu_devs[i].slot, cu_self);
+                        cu_devs[i].slot = NULL;
+                }
+        pthread_mutex_unlock(&cu_lock);
 }
 
 static void atfork_child(void) {
@@ -299,7 +321,6 @@ CU_EXPORT CUresult cuInit(unsigned int Flags) {
         }
         if (!once) {
                 once = true;
-                cu_trace = getenv("MIGKIT_SIM_CUDA_TRACE") && *getenv("MIGKIT_SIM_CUDA_TRACE") != '0';
                 cu_wave_ns = cu_env_u64("MIGKIT_SIM_KERNEL_NS", 10000);
                 cu_queue_ahead_ns = cu_env_u64("MIGKIT_SIM_QUEUE_AHEAD_MS", 50) * 1000000ULL;
                 _cleanup_free_ char *path = sim_default_state_path();
@@ -342,7 +363,7 @@ CUresult cu_dev_get(CUdevice d, struct cu_dev **ret) {
 /* ---- this process's slot in the live region ---- */
 
 struct sim_live_slot *cu_slot(struct cu_dev *d) {
-        if (!d->slot) {
+        if (!d->slot && !slots_released) {
                 d->slot = sim_live_claim(cu_live, cu_self, d->gpu, d->gi, d->ci);
                 if (!d->slot)
                         cu_log("no free slot in the live region: this process is not accounted");
@@ -382,6 +403,8 @@ CUresult cu_charge(struct cu_dev *d, uint64_t bytes) {
 
         if (bytes == 0)
                 return CUDA_SUCCESS;
+        if (slots_released)
+                return CUDA_ERROR_DEINITIALIZED;
         if (!try_charge(d, bytes)) {
                 /* Slow path: reap dead processes' charges, re-read NVML-level processes. */
                 (void) sim_live_used(cu_live, d->gpu, d->gi, false);
@@ -395,7 +418,7 @@ CUresult cu_charge(struct cu_dev *d, uint64_t bytes) {
 }
 
 void cu_uncharge(struct cu_dev *d, uint64_t bytes) {
-        if (bytes == 0)
+        if (bytes == 0 || slots_released)
                 return;
         if (d->slot)
                 atomic_fetch_sub(&d->slot->used_bytes, bytes);

@@ -22,15 +22,16 @@
  *      modules.c   modules, libraries, functions, kernels
  *   3  launch.c    launch API
  *      graphs.c    graphs, instantiation, launch, capture API
- *   4  entry.c     cuGetProcAddress, private export tables (procs.inc, generated)
+ *   4  stubs.c     generated (gen-procs.py): per-thread-stream forms, older
+ *                  versions, CUDA_ERROR_NOT_SUPPORTED stubs for the rest
+ *      entry.c     cuGetProcAddress (procs.inc, generated), private export tables
  */
 #pragma once
 
 #include <cuda.h>
+#include <cudaProfiler.h>
 #include "cuda/nomacro.h" /* every version is defined under its own exported name */
-#define PROCS_DECLS          /* and declared with the prototype of its version */
-#include "cuda/procs.inc"
-#undef PROCS_DECLS
+#include "cuda/procs.h"   /* and declared with the prototype of its version */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -296,6 +297,8 @@ struct cu_node *cu_node_new(enum cu_node_kind kind);
 /* Tracing: MIGKIT_SIM_CUDA_TRACE=1 logs unknown symbols, export tables and stubs to stderr. */
 extern int cu_trace;
 void cu_log(const char *fmt, ...) _printf_(1, 2);
+/* What a generated stub (stubs.c) returns: CUDA_ERROR_NOT_SUPPORTED, traced with its name. */
+CUresult cu_unsupported(const char *symbol);
 
 uint64_t cu_env_u64(const char *name, uint64_t def);
 /* Read once by cuInit (launches need it): MIGKIT_SIM_KERNEL_NS, ns per wave of

@@ -11,7 +11,10 @@
  *   cuda-sim-driver oom               allocates past the device's memory
  *   cuda-sim-driver bench N           ns per cuMemAlloc+cuMemFree pair, per launch, per cuMemGetInfo
  *   cuda-sim-driver nvml GPU          (NVML) memory, processes and utilisation of GPU GPU
- *   cuda-sim-driver mig-setup         (NVML) MIG on GPU 0 with two 1-slice instances; prints their UUIDs */
+ *   cuda-sim-driver mig-setup         (NVML) MIG on GPU 0 with two 1-slice instances; prints their UUIDs
+ *   cuda-sim-driver exit-late MIB     allocates MIB and exits; a handler that runs after the driver's own
+ *                                     exit handler frees it and releases the primary context (the CUDA
+ *                                     runtime's teardown does this) */
 #include <cuda.h>
 #include <dlfcn.h>
 #include <errno.h>
@@ -568,6 +571,22 @@ static int cmd_selftest(void) {
         return failures != 0;
 }
 
+static CUdeviceptr late_ptr;
+
+static void late_teardown(void) {
+        CUresult r1 = cuMemFree_v2(late_ptr), r2 = cuDevicePrimaryCtxRelease_v2(0);
+        printf("late teardown: free %d release %d\n", (int) r1, (int) r2);
+}
+
+static int cmd_exit_late(unsigned long long mib) {
+        atexit(late_teardown); /* before cuInit's handler: runs after it */
+        setup();
+        if (cuMemAlloc_v2(&late_ptr, (size_t) mib << 20) != CUDA_SUCCESS)
+                return 1;
+        printf("allocated\n");
+        return 0;
+}
+
 int main(int argc, char **argv) {
         setvbuf(stdout, NULL, _IOLBF, 0);
         if (argc >= 2 && strcmp(argv[1], "selftest") == 0)
@@ -590,6 +609,8 @@ int main(int argc, char **argv) {
                 return cmd_nvml((unsigned) atoi(argv[2]));
         if (argc >= 2 && strcmp(argv[1], "mig-setup") == 0)
                 return cmd_mig_setup();
+        if (argc >= 3 && strcmp(argv[1], "exit-late") == 0)
+                return cmd_exit_late(strtoull(argv[2], NULL, 10));
         fprintf(stderr, "usage: %s selftest|info|hold MIB SECONDS|burn NS COUNT|flood NS COUNT|duty NS PERIOD COUNT|oom\n", argv[0]);
         return 2;
 }

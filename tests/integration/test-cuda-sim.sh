@@ -59,6 +59,28 @@ if ! drv selftest >"$tmp/selftest" 2>&1; then
 fi
 grep -q '^PASSED' "$tmp/selftest" || fail "selftest did not pass"
 
+# --- every driver entry point exported and answered by cuGetProcAddress ----------
+if [ -r /usr/local/cuda/include/cudaTypedefs.h ]; then
+  python3 "$MIGKIT_SOURCE_DIR/tests/cuda-sim/check-procs.py" "$lib/libcuda.so.1" /usr/local/cuda/include \
+    >"$tmp/procs" 2>&1 || fail "entry points: $(cat "$tmp/procs")"
+  # The committed generated tables are what gen-procs.py makes from this toolkit.
+  python3 "$MIGKIT_SOURCE_DIR/sim/cuda/gen-procs.py" /usr/local/cuda/include "$MIGKIT_SOURCE_DIR/sim/cuda" "$tmp/gen"
+  for f in procs.h procs.inc stubs.c nomacro.h; do
+    cmp -s "$tmp/gen/$f" "$MIGKIT_SOURCE_DIR/sim/cuda/$f" || fail "sim/cuda/$f is stale: run sim/cuda/gen-procs.py"
+  done
+fi
+# A stub names itself under tracing.
+MIGKIT_SIM_CUDA_TRACE=1 python3 -c 'import ctypes,sys; sys.exit(ctypes.CDLL(sys.argv[1]).cuTexRefCreate(None) != 801)' \
+  "$lib/libcuda.so.1" 2>"$tmp/stubtrace" || fail "stub: not CUDA_ERROR_NOT_SUPPORTED"
+grep -q 'cuTexRefCreate: not supported' "$tmp/stubtrace" || fail "stub trace: $(cat "$tmp/stubtrace")"
+
+# --- a teardown after the driver's exit handler gives nothing back twice ----------
+drv exit-late 1000 >"$tmp/late" 2>&1 || fail "exit-late: $(cat "$tmp/late")"
+drv nvml 0 >"$tmp/late-nvml" || fail "nvml after exit-late"
+grep -q '^used_mib=0 procs=0 ' "$tmp/late-nvml" || fail "after a late teardown: $(head -1 "$tmp/late-nvml")"
+# (a count driven below zero refuses every later allocation on the GPU)
+drv hold 30000 0 >"$tmp/late-hold" 2>&1 || fail "after a late teardown, 30000 MiB refused: $(cat "$tmp/late-hold")"
+
 # --- devices -------------------------------------------------------------------
 drv info >"$tmp/info"
 [ "$(wc -l <"$tmp/info")" -eq 8 ] || fail "dgx-a100: 8 CUDA devices expected: $(cat "$tmp/info")"
