@@ -4,7 +4,7 @@
  * with that list; sizes are checked where a field's padding matters. */
 #pragma once
 
-#include "mksim.h"
+#include "../mksim.h" /* relative: the tests include this header too */
 #include "nvml/nvml-abi.h"
 
 typedef struct {
