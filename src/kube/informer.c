@@ -16,9 +16,11 @@
 
 struct informer {
         const char *path;
+        const struct mk_kube_informer_opts *o;
         mk_kube_informer_fn fn;
         void *userdata;
         json_t *store;          /* "namespace/name" -> object */
+        json_t *bad;            /* "namespace/name" -> true: malformed now (said once) */
         unsigned bad_objects;   /* skipped for want of metadata.name */
         int fn_result;          /* fn's last non-zero answer */
 };
@@ -40,6 +42,41 @@ static void skip_bad_object(struct informer *in, json_t *obj, const char *where)
         else
                 log_debug_area("k8s", "Informer on '%s': skipping an object without metadata.name (%s): %s",
                                in->path, where, id);
+}
+
+/* An object whose strings hold a NUL where we may read them: true when it
+ * is to be skipped. Said (warning, counter, on_bad) when it goes bad; a
+ * readable version of a key that was bad is said too (info). */
+static bool skip_nul_object(struct informer *in, json_t *obj, const char *key) {
+        char where[160];
+        bool was = json_object_get(in->bad, key) != NULL;
+        if (!mk_kube_object_has_nul(obj, where, sizeof(where))) {
+                if (was) {
+                        (void) json_object_del(in->bad, key);
+                        log_info("Informer on '%s': object '%s' is readable again", in->path, key);
+                }
+                return false;
+        }
+        for (char *p = where; *p; p++)
+                if ((unsigned char) *p < 0x20 || *p == 0x7f)
+                        *p = '?';
+        if (in->o->bad_objects)
+                atomic_fetch_add(in->o->bad_objects, 1);
+        if (was) {
+                log_debug_area("k8s", "Informer on '%s': object '%s' still holds a NUL in %s, skipped", in->path,
+                               key, where);
+                return true;
+        }
+        (void) json_object_set_new(in->bad, key, json_true());
+        log_warning("Informer on '%s': object '%s' holds a NUL byte in %s; skipping it (its last readable "
+                    "version, if any, stays) until that is fixed",
+                    in->path, key, where);
+        if (in->o->on_bad) {
+                char why[200];
+                snprintf(why, sizeof(why), "%s holds a NUL byte (\\u0000)", where);
+                in->o->on_bad(obj, why, in->userdata);
+        }
+        return true;
 }
 
 static int object_key(json_t *obj, char **ret) {
@@ -80,9 +117,14 @@ static int sync_list(struct informer *in, json_t *list, struct mk_error *e) {
                 }
                 if (r < 0)
                         return r;
+                json_t *old = json_object_get(in->store, key);
+                if (skip_nul_object(in, item, key)) {
+                        if (old && json_object_set(fresh, key, old) < 0)
+                                return -ENOMEM; /* the last readable version stays */
+                        continue;
+                }
                 if (json_object_set(fresh, key, item) < 0)
                         return -ENOMEM;
-                json_t *old = json_object_get(in->store, key);
                 if (!old)
                         r = call(in, MK_KUBE_EVENT_ADDED, item, NULL);
                 else if (!object_rv(item) || !object_rv(old) || !streq(object_rv(item), object_rv(old)))
@@ -97,6 +139,7 @@ static int sync_list(struct informer *in, json_t *list, struct mk_error *e) {
         json_object_foreach(in->store, key, old) {
                 if (json_object_get(fresh, key))
                         continue;
+                (void) json_object_del(in->bad, key);
                 r = call(in, MK_KUBE_EVENT_DELETED, old, old);
                 if (r != 0)
                         return r;
@@ -122,9 +165,15 @@ static int on_event(enum mk_kube_event_type type, json_t *obj, void *userdata) {
                 return r;
         _cleanup_(json_decrefp) json_t *old = json_incref(json_object_get(in->store, key));
         if (type == MK_KUBE_EVENT_DELETED) {
+                (void) json_object_del(in->bad, key);
                 (void) json_object_del(in->store, key);
-                return call(in, MK_KUBE_EVENT_DELETED, obj, old);
+                bool nul = mk_kube_object_has_nul(obj, NULL, 0);
+                if (nul && !old)
+                        return 0; /* never passed on: nothing to delete */
+                return call(in, MK_KUBE_EVENT_DELETED, nul ? old : obj, old);
         }
+        if (skip_nul_object(in, obj, key))
+                return 0;
         if (json_object_set(in->store, key, obj) < 0)
                 return -ENOMEM;
         return call(in, old ? MK_KUBE_EVENT_MODIFIED : MK_KUBE_EVENT_ADDED, obj, old);
@@ -133,15 +182,19 @@ static int on_event(enum mk_kube_event_type type, json_t *obj, void *userdata) {
 int mk_kube_informer_run(struct mk_kube *k, const char *path, const struct mk_kube_informer_opts *o,
                          mk_kube_informer_fn fn, void *userdata, struct mk_error *e) {
         static const struct mk_kube_informer_opts none = {};
-        struct informer in = {.path = path, .fn = fn, .userdata = userdata, .store = json_object()};
+        if (!o)
+                o = &none;
+        struct informer in = {
+                .path = path, .o = o, .fn = fn, .userdata = userdata, .store = json_object(), .bad = json_object()};
         unsigned failures = 0;
         uint64_t rnd = 0;
         int r;
 
-        if (!in.store)
+        if (!in.store || !in.bad) {
+                json_decref(in.store);
+                json_decref(in.bad);
                 return -ENOMEM;
-        if (!o)
-                o = &none;
+        }
         struct mk_kube_list_opts lo = {
                 .label_selector = o->label_selector,
                 .field_selector = o->field_selector,
@@ -197,9 +250,20 @@ int mk_kube_informer_run(struct mk_kube *k, const char *path, const struct mk_ku
                         if (r == 0)
                                 continue; /* cannot happen without `once`; resume */
                 }
-                if (r == -ECANCELED || !mk_kube_error_is_transient(r))
+                /* What the apiserver sent is data: a stream or a page we cannot
+                 * read is retried (from a fresh LIST), never the end of the loop. */
+                bool unreadable = r == -EBADMSG || r == -E2BIG || r == -EPROTO;
+                if (r == -ECANCELED || (!unreadable && !mk_kube_error_is_transient(r)))
                         break;
                 failures++;
+                if (unreadable) {
+                        char buf[MK_ERROR_MSG_MAX + MK_ERROR_LOC_MAX + 8];
+                        (void) mk_log_full(failures == 1 ? MK_LOG_WARNING : MK_LOG_DEBUG, NULL, 0,
+                                           "Informer on '%s': %s; listing again", path,
+                                           e ? mk_error_format(e, buf, sizeof(buf)) : strerror(-r));
+                        free(rv);
+                        rv = NULL;
+                }
                 if (r == -ESTALE) {
                         free(rv);
                         rv = NULL;
@@ -216,6 +280,7 @@ int mk_kube_informer_run(struct mk_kube *k, const char *path, const struct mk_ku
                 }
         }
         json_decref(in.store);
+        json_decref(in.bad);
         if (in.fn_result != 0)
                 return in.fn_result > 0 ? 0 : in.fn_result;
         return r;

@@ -8,15 +8,24 @@
 #include "base/macro.h"
 #include "kube/json.h"
 
-int mk_json_load(const char *data, size_t len, size_t cap, const char *what, json_t **ret, struct mk_error *e) {
+static int load(const char *data, size_t len, size_t cap, size_t flags, const char *what, json_t **ret,
+                struct mk_error *e) {
         if (len > cap)
                 return mk_error_set_field(e, -E2BIG, what, "larger than %zu bytes", cap);
         json_error_t je;
-        json_t *j = json_loadb(data ? data : "", len, JSON_REJECT_DUPLICATES, &je);
+        json_t *j = json_loadb(data ? data : "", len, JSON_REJECT_DUPLICATES | flags, &je);
         if (!j)
                 return mk_error_set_field(e, -EINVAL, what, "not valid JSON: %s (at byte %d)", je.text, je.position);
         *ret = j;
         return 0;
+}
+
+int mk_json_load(const char *data, size_t len, size_t cap, const char *what, json_t **ret, struct mk_error *e) {
+        return load(data, len, cap, 0, what, ret, e);
+}
+
+int mk_json_load_api(const char *data, size_t len, size_t cap, const char *what, json_t **ret, struct mk_error *e) {
+        return load(data, len, cap, JSON_ALLOW_NUL, what, ret, e);
 }
 
 int mk_json_check_keys(const json_t *o, const char *field, const char *const *known, struct mk_error *e) {

@@ -18,6 +18,12 @@
 int mk_json_load(const char *data, size_t len, size_t cap, const char *what, json_t **ret, struct mk_error *e)
         _nonnull_(4, 5) _wur_;
 
+/* As mk_json_load, for Kubernetes objects: strings may hold "\u0000" (the
+ * apiserver allows it in annotations); readers check the objects they
+ * read with mk_kube_object_has_nul. */
+int mk_json_load_api(const char *data, size_t len, size_t cap, const char *what, json_t **ret, struct mk_error *e)
+        _nonnull_(4, 5) _wur_;
+
 /* -EINVAL naming the first key of object `o` outside `known` (NULL-
  * terminated), or when `o` is not an object. */
 int mk_json_check_keys(const json_t *o, const char *field, const char *const *known, struct mk_error *e)

@@ -447,7 +447,7 @@ static void watch_done(struct watch *w) {
 
 static int watch_event(struct watch *w) {
         json_error_t jerr;
-        _cleanup_(json_decrefp) json_t *ev = json_loadb(w->frame.data, w->frame.len, 0, &jerr);
+        _cleanup_(json_decrefp) json_t *ev = json_loadb(w->frame.data, w->frame.len, JSON_ALLOW_NUL, &jerr);
         if (!ev)
                 return mk_error_set(w->e, -EBADMSG, "WATCH %s: an event is not JSON: %s", w->path, jerr.text);
         const char *type = json_string_value(json_object_get(ev, "type"));
@@ -655,7 +655,7 @@ static bool status_retryable(long status, enum retry_policy p) {
  * non-JSON body, into e; returns the mapped errno. */
 static int status_error(const struct request *rq, long status, const struct mk_buf *body, struct mk_error *e) {
         json_error_t jerr;
-        _cleanup_(json_decrefp) json_t *j = body->len > 0 ? json_loadb(body->data, body->len, 0, &jerr) : NULL;
+        _cleanup_(json_decrefp) json_t *j = body->len > 0 ? json_loadb(body->data, body->len, JSON_ALLOW_NUL, &jerr) : NULL;
         const char *reason = json_string_value(json_object_get(j, "reason"));
         const char *msg = json_string_value(json_object_get(j, "message"));
         int r = mk_kube_status_to_errno(status, reason);
@@ -988,7 +988,7 @@ static int request(struct mk_kube *k, const struct request *rq, json_t **ret, st
         if (t.body.len == 0)
                 return mk_error_set(e, -EBADMSG, "%s %s: empty response", rq->method, rq->path);
         json_error_t jerr;
-        json_t *j = json_loadb(t.body.data, t.body.len, 0, &jerr);
+        json_t *j = json_loadb(t.body.data, t.body.len, JSON_ALLOW_NUL, &jerr);
         if (!j)
                 return mk_error_set(e, -EBADMSG, "%s %s: the response is not JSON: %s (at byte %d)", rq->method,
                                     rq->path, jerr.text, jerr.position);

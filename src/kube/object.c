@@ -9,16 +9,90 @@
 #include "base/parse.h"
 #include "kube/object.h"
 
+/* A string value, NULL when it holds an embedded NUL (jansson keeps the
+ * whole length; a C reader would see a shorter, different value). */
+static const char *whole_string(const json_t *v) {
+        const char *s = json_string_value(v);
+        return s && strlen(s) == json_string_length(v) ? s : NULL;
+}
+
 const char *mk_kube_meta(const json_t *o, const char *key) {
-        return json_string_value(json_object_get(json_object_get(o, "metadata"), key));
+        return whole_string(json_object_get(json_object_get(o, "metadata"), key));
 }
 
 const char *mk_kube_annotation(const json_t *o, const char *key) {
-        return json_string_value(json_object_get(json_object_get(json_object_get(o, "metadata"), "annotations"), key));
+        return whole_string(json_object_get(json_object_get(json_object_get(o, "metadata"), "annotations"), key));
 }
 
 const char *mk_kube_label(const json_t *o, const char *key) {
-        return json_string_value(json_object_get(json_object_get(json_object_get(o, "metadata"), "labels"), key));
+        return whole_string(json_object_get(json_object_get(json_object_get(o, "metadata"), "labels"), key));
+}
+
+bool mk_kube_annotation_ours(const char *key) {
+        static const char *const prefixes[] = {"migkit.io/", "nvidia.com/", "hami.io/"};
+        for (size_t i = 0; i < ELEMENTSOF(prefixes); i++)
+                if (strncmp(key, prefixes[i], strlen(prefixes[i])) == 0)
+                        return true;
+        return false;
+}
+
+/* Writes ".<key>" or "[i]" at buf[at] (cut at size). */
+static void path_push(char *buf, size_t size, size_t at, const char *key, size_t index) {
+        if (at + 1 >= size)
+                return;
+        if (key)
+                snprintf(buf + at, size - at, "%s%.64s", at ? "." : "", key);
+        else
+                snprintf(buf + at, size - at, "[%zu]", index);
+}
+
+enum nul_scope { SCOPE_OBJECT, SCOPE_TOP, SCOPE_METADATA, SCOPE_ANNOTATIONS };
+
+/* True when a string in v holds a NUL; its path is left in buf. The top
+ * object's metadata.annotations skip the values of keys that are not ours. */
+static bool find_nul(const json_t *v, unsigned depth, enum nul_scope scope, char *buf, size_t size) {
+        size_t at = strnlen(buf, size);
+        if (at >= size)
+                at = size - 1;
+        if (json_is_string(v))
+                return memchr(json_string_value(v), 0, json_string_length(v)) != NULL;
+        if (depth > 64)
+                return false; /* no object we read nests deeper; below it we read nothing */
+        if (json_is_array(v)) {
+                size_t i;
+                json_t *x;
+                json_array_foreach((json_t *) v, i, x) {
+                        path_push(buf, size, at, NULL, i);
+                        if (find_nul(x, depth + 1, SCOPE_OBJECT, buf, size))
+                                return true;
+                        buf[at] = 0;
+                }
+        } else if (json_is_object(v)) {
+                const char *k;
+                json_t *x;
+                json_object_foreach((json_t *) v, k, x) {
+                        if (scope == SCOPE_ANNOTATIONS && !mk_kube_annotation_ours(k))
+                                continue; /* never read by us: a NUL there changes nothing we do */
+                        path_push(buf, size, at, k, 0);
+                        enum nul_scope sub = scope == SCOPE_TOP && streq(k, "metadata")        ? SCOPE_METADATA
+                                             : scope == SCOPE_METADATA && streq(k, "annotations") ? SCOPE_ANNOTATIONS
+                                                                                                  : SCOPE_OBJECT;
+                        if (find_nul(x, depth + 1, sub, buf, size))
+                                return true;
+                        buf[at] = 0;
+                }
+        }
+        return false;
+}
+
+bool mk_kube_object_has_nul(const json_t *obj, char *where, size_t size) {
+        char scratch[1];
+        if (!where || size == 0) {
+                where = scratch;
+                size = sizeof(scratch);
+        }
+        where[0] = 0;
+        return find_nul(obj, 0, SCOPE_TOP, where, size);
 }
 
 static bool dns_alnum(char c) {

@@ -46,9 +46,25 @@ int mk_kube_core_path(const char *ns, const char *resource, const char *name, ch
 const char *mk_kube_meta(const json_t *o, const char *key) _nonnull_(2);
 
 /* metadata.annotations[key] / metadata.labels[key] of `o`; NULL when
- * absent or not a string. */
+ * absent or not a string. These three also give NULL for a string that
+ * holds an embedded NUL (the apiserver allows one; a C string would be a
+ * shorter, different value): callers that must tell that apart check the
+ * object with mk_kube_object_has_nul first. */
 const char *mk_kube_annotation(const json_t *o, const char *key) _nonnull_(2);
 const char *mk_kube_label(const json_t *o, const char *key) _nonnull_(2);
+
+/* True for annotation keys migkit reads: "migkit.io/", "nvidia.com/" and
+ * "hami.io/" ones. */
+bool mk_kube_annotation_ours(const char *key) _nonnull_(1);
+
+/* True when a string of `obj` that migkit may read holds an embedded NUL
+ * (JSON "\u0000", which the apiserver accepts): every string but the
+ * values of metadata.annotations that are not ours. `where` (may be NULL)
+ * gets the path of the first one ("metadata.annotations.migkit.io/x",
+ * "spec.containers[0].args[1]"), cut to `size`. Readers treat such an
+ * object as malformed (skip it, log it, count it) rather than read a
+ * truncated string. */
+bool mk_kube_object_has_nul(const json_t *obj, char *where, size_t size);
 
 /* Parses a Kubernetes quantity ("500m", "2", "1Gi", "10M", "1e3", "5e-1",
  * apimachinery resource.Quantity's grammar) into milli-units, rounding

@@ -108,7 +108,9 @@ json_t *mk_manager_paused_from_annotations(const json_t *annotations) {
                                                       : NULL;
         if (!json_is_string(v))
                 return json_array();
-        json_t *parsed = json_loads(json_string_value(v), JSON_REJECT_DUPLICATES, NULL);
+        /* Read whole: a NUL byte in the value (the apiserver allows one) is
+         * invalid JSON, not the end of a shorter list; so is a "\u0000". */
+        json_t *parsed = json_loadb(json_string_value(v), json_string_length(v), JSON_REJECT_DUPLICATES, NULL);
         json_t *out = json_array();
         if (json_is_array(parsed) && out) {
                 size_t i;
@@ -681,9 +683,18 @@ static int on_node(enum mk_kube_event_type type, json_t *object, json_t *old, vo
         return 0;
 }
 
+/* The Node went malformed (a NUL byte where we read): the informer keeps
+ * its last readable version; say so on the Node. */
+static void on_bad_node(json_t *object, const char *why, void *userdata) {
+        (void) object;
+        post_event(userdata, true, "MalformedNode",
+                   "the MIG manager skips this version of the node: %s; it keeps the last readable one", why);
+}
+
 static void *informer_thread(void *userdata) {
         struct mgr *m = userdata;
-        struct mk_kube_informer_opts io = {.field_selector = m->field_selector, .cancel = m->cancel};
+        struct mk_kube_informer_opts io = {
+                .field_selector = m->field_selector, .cancel = m->cancel, .on_bad = on_bad_node};
         struct mk_error e = {0};
         int r = mk_kube_informer_run(m->k, "/api/v1/nodes", &io, on_node, m, &e);
         pthread_mutex_lock(&m->lock);

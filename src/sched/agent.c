@@ -97,7 +97,11 @@ static int on_pod_item(json_t *item, void *userdata) {
         if (!cl)
                 return -ENOMEM;
         struct mk_error e = {0};
-        int has = mk_claim_from_pod(item, cl, &e);
+        char where[128];
+        /* A NUL where we read: the pod is malformed, never read truncated. */
+        int has = mk_kube_object_has_nul(item, where, sizeof(where))
+                          ? mk_error_set(&e, -EBADMSG, "%s holds a NUL byte", where)
+                          : mk_claim_from_pod(item, cl, &e);
         if (has < 0) {
                 const char *name = mk_kube_meta(item, "name");
                 report(c->o, MK_LOG_WARNING, "Pod '%s' on this node has a malformed reservation (%s), ignoring",

@@ -202,9 +202,9 @@ int mk_sched_body_text(struct mk_sched *s, bool filter, const char *body, size_t
                 copy[clen] = 0;
         } else
                 mk_sched_names_done(&pn);
-        int r = mk_json_load(copy ? copy : body, copy ? clen : len, cap, "request body", &args, e);
+        int r = mk_json_load_api(copy ? copy : body, copy ? clen : len, cap, "request body", &args, e);
         if (r < 0 && copy)
-                r = mk_json_load(body, len, cap, "request body", &args, e);
+                r = mk_json_load_api(body, len, cap, "request body", &args, e);
         if (r < 0) {
                 mk_sched_names_done(&pn);
                 return r;

@@ -32,6 +32,7 @@ struct mk_sched_stats {
         atomic_ulong filter, prioritize, bind, bind_ok, bind_conflicts, bind_errors, errors;
         atomic_ulong filter_ns_total, filter_nodes_total, feasible_total;
         atomic_ulong memo_hits;         /* node decisions answered from a node's memo */
+        atomic_ulong bad_nodes, bad_pods; /* object versions the informers skipped as malformed */
 };
 
 /* The cache. `cfg` is borrowed and must outlive it. */

@@ -12,6 +12,7 @@
 #include <strings.h>
 #include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <microhttpd.h>
 
@@ -264,6 +265,11 @@ char *mk_sched_metrics_text(struct mk_sched *s) {
                 "same request shape).\n"
                 "# TYPE migkit_scheduler_memo_hits_total counter\n"
                 "migkit_scheduler_memo_hits_total %lu\n"
+                "# HELP migkit_scheduler_malformed_objects_total Object versions from the apiserver skipped as "
+                "malformed (a NUL byte in a field migkit reads); the last readable version of each is kept.\n"
+                "# TYPE migkit_scheduler_malformed_objects_total counter\n"
+                "migkit_scheduler_malformed_objects_total{kind=\"node\"} %lu\n"
+                "migkit_scheduler_malformed_objects_total{kind=\"pod\"} %lu\n"
                 "# HELP migkit_scheduler_nodes Nodes in the cache.\n"
                 "# TYPE migkit_scheduler_nodes gauge\n"
                 "migkit_scheduler_nodes %zu\n"
@@ -274,7 +280,7 @@ char *mk_sched_metrics_text(struct mk_sched *s) {
                 atomic_load(&st->bind_ok), atomic_load(&st->bind_errors), atomic_load(&st->bind_conflicts),
                 atomic_load(&st->errors), (double) atomic_load(&st->filter_ns_total) / 1e9,
                 atomic_load(&st->filter_nodes_total), atomic_load(&st->feasible_total), atomic_load(&st->memo_hits),
-                nodes, claims);
+                atomic_load(&st->bad_nodes), atomic_load(&st->bad_pods), nodes, claims);
         if (r < 0) {
                 mk_buf_done(&b);
                 return NULL;
@@ -529,10 +535,44 @@ static int on_pod(enum mk_kube_event_type type, json_t *object, json_t *old, voi
         return mk_sched_pod_event(srv->sched, type, object) == -ENOMEM ? -ENOMEM : 0;
 }
 
+/* An object gone malformed: a warning Event on it (once until it is
+ * readable again; failures only logged). */
+static void post_malformed(struct mk_kube *k, json_t *object, bool pod, const char *why) {
+        const char *name = mk_kube_meta(object, "name"), *ns = pod ? mk_kube_meta(object, "namespace") : "default";
+        if (!name || !ns || mk_kube_name_check_subdomain(name, NULL) < 0 || mk_kube_name_check_label(ns, NULL) < 0)
+                return;
+        char msg[400], path[MK_K8S_PATH_MAX], host[65] = "";
+        if (gethostname(host, sizeof(host) - 1) < 0 || !host[0])
+                snprintf(host, sizeof(host), "migkit-scheduler");
+        snprintf(msg, sizeof(msg), "migkit-scheduler skips this %s: %s; it keeps its last readable version",
+                 pod ? "pod" : "node", why);
+        json_t *ev = mk_kube_event_new(ns, pod ? "Pod" : "Node", name, mk_kube_meta(object, "uid"), true,
+                                       "MalformedObject", msg, MK_SCHED_EVENT_COMPONENT, host);
+        struct mk_error e = {0};
+        snprintf(path, sizeof(path), "/api/v1/namespaces/%s/events", ns);
+        if (!ev || mk_kube_post(k, path, ev, NULL, &e) < 0)
+                log_debug_area("sched", "Cannot post Event MalformedObject on %s %s: %s", pod ? "pod" : "node", name,
+                               ev ? e.msg : "out of memory");
+        json_decref(ev);
+}
+
+static void on_bad_node(json_t *object, const char *why, void *userdata) {
+        struct mk_sched_server *srv = userdata;
+        post_malformed(srv->kube, object, false, why);
+}
+
+static void on_bad_pod(json_t *object, const char *why, void *userdata) {
+        struct mk_sched_server *srv = userdata;
+        post_malformed(srv->kube, object, true, why);
+}
+
 static void *informer_main(void *p) {
         struct informer_thread *it = p;
         struct mk_sched_server *srv = it->srv;
-        struct mk_kube_informer_opts o = {.cancel = &srv->cancel};
+        struct mk_sched_stats *st = mk_sched_stats(srv->sched);
+        struct mk_kube_informer_opts o = {.cancel = &srv->cancel,
+                                          .bad_objects = it->pods ? &st->bad_pods : &st->bad_nodes,
+                                          .on_bad = it->pods ? on_bad_pod : on_bad_node};
         struct mk_error e = {0};
         int r = mk_kube_informer_run(srv->kube, it->path, &o, it->pods ? on_pod : on_node, srv, &e);
         if (r < 0 && r != -ECANCELED) {
@@ -552,6 +592,8 @@ struct initial {
 
 static int initial_item(json_t *item, void *userdata) {
         struct initial *in = userdata;
+        if (mk_kube_object_has_nul(item, NULL, 0))
+                return 0; /* the informer's LIST that follows says it, counts it and posts the Event */
         int r = in->pods ? mk_sched_pod_event(in->sched, MK_KUBE_EVENT_ADDED, item)
                          : mk_sched_node_event(in->sched, MK_KUBE_EVENT_ADDED, item);
         return r == -ENOMEM ? r : 0;

@@ -8,6 +8,7 @@
 
 #include "base/macro.h"
 #include "kube/json.h"
+#include "kube/object.h"
 #include "sched/decide.h"
 #include "sched/request.h"
 #include "sched/wire.h"
@@ -23,6 +24,14 @@ int mk_sched_wire_pod(const json_t *args, const struct mk_sched_config *cfg, str
         }
         struct mk_error e = {0};
         char buf[MK_ERROR_MSG_MAX + MK_ERROR_LOC_MAX + 8];
+        char where[128];
+        if (mk_kube_object_has_nul(pod, where, sizeof(where))) {
+                for (char *p = where; *p; p++)
+                        if ((unsigned char) *p < 0x20 || *p == 0x7f || *p == '"' || *p == '\\')
+                                *p = '?';
+                snprintf(err, size, "pod: %s holds a NUL byte (\\u0000)", where);
+                return -EINVAL;
+        }
         if (mk_pod_request_parse(pod, cfg, req, &e) < 0) {
                 snprintf(err, size, "pod request: %s", mk_error_format(&e, buf, sizeof(buf)));
                 return -EINVAL;

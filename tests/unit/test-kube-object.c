@@ -177,6 +177,56 @@ static void test_core_path(void **state) {
         assert_int_equal(mk_kube_core_path(big, "pods", big, buf, sizeof(buf)), 0);
 }
 
+static json_t *load_nul(const char *text) {
+        json_error_t je;
+        json_t *j = json_loads(text, JSON_ALLOW_NUL, &je);
+        if (!j)
+                fail_msg("%s: %s", text, je.text);
+        return j;
+}
+
+/* Issue 27: a NUL where migkit reads makes the object malformed (with the
+ * field's path); one in an annotation that is not ours does not; the
+ * accessors never return a truncated string. */
+static void test_object_nul(void **state) {
+        static const struct {
+                const char *json, *where; /* NULL: no NUL we read */
+        } cases[] = {
+                {"{\"metadata\":{\"name\":\"p\"}}", NULL},
+                {"{\"metadata\":{\"annotations\":{\"note\":\"a\\u0000b\"}}}", NULL},
+                {"{\"metadata\":{\"annotations\":{\"migkit.io/mig-reservation\":\"a\\u0000b\"}}}",
+                 "metadata.annotations.migkit.io/mig-reservation"},
+                {"{\"metadata\":{\"annotations\":{\"nvidia.com/vgpu-mode\":\"\\u0000\"}}}",
+                 "metadata.annotations.nvidia.com/vgpu-mode"},
+                {"{\"metadata\":{\"labels\":{\"note\":\"a\\u0000\"}}}", "metadata.labels.note"},
+                {"{\"spec\":{\"containers\":[{\"name\":\"c\"},{\"args\":[\"x\",\"\\u0000\"]}]}}",
+                 "spec.containers[1].args[1]"},
+                /* "annotations" elsewhere than the object's metadata is read as any field */
+                {"{\"spec\":{\"annotations\":{\"note\":\"\\u0000\"}}}", "spec.annotations.note"},
+        };
+        (void) state;
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                json_t *j = load_nul(cases[i].json);
+                char where[128] = "x";
+                bool has = mk_kube_object_has_nul(j, where, sizeof(where));
+                if (has != !!cases[i].where || (has && !streq(where, cases[i].where)))
+                        fail_msg("%s: %d '%s'", cases[i].json, has, where);
+                assert_int_equal(mk_kube_object_has_nul(j, NULL, 0), has);
+                json_decref(j);
+        }
+        char tiny[8];
+        json_t *j = load_nul("{\"metadata\":{\"annotations\":{\"migkit.io/mig-binds\":\"\\u0000\"}}}");
+        assert_true(mk_kube_object_has_nul(j, tiny, sizeof(tiny)));
+        assert_true(strlen(tiny) < sizeof(tiny));
+        assert_null(mk_kube_annotation(j, "migkit.io/mig-binds"));
+        json_decref(j);
+        j = load_nul("{\"metadata\":{\"name\":\"a\\u0000b\",\"labels\":{\"l\":\"v\\u0000\"},\"namespace\":\"ns\"}}");
+        assert_null(mk_kube_meta(j, "name"));
+        assert_null(mk_kube_label(j, "l"));
+        assert_string_equal(mk_kube_meta(j, "namespace"), "ns");
+        json_decref(j);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_accessors),
@@ -185,6 +235,7 @@ int main(void) {
                 cmocka_unit_test(test_name_rules),
                 cmocka_unit_test(test_path_segment),
                 cmocka_unit_test(test_core_path),
+                cmocka_unit_test(test_object_nul),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

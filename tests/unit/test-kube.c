@@ -1337,6 +1337,59 @@ static void test_informer_backoff_after_progress(void **state) {
         server_finish(s);
 }
 
+struct bad_rec {
+        struct mk_buf log;
+        unsigned calls;
+};
+
+static void on_bad(json_t *obj, const char *why, void *userdata) {
+        struct bad_rec *r = userdata;
+        (void) obj;
+        r->calls++;
+        assert_int_equal(mk_buf_printf(&r->log, "%s|", why), 0);
+}
+
+static int on_informer_bad(enum mk_kube_event_type t, json_t *obj, json_t *old, void *userdata) {
+        struct bad_rec *b = userdata;
+        const char *oldrv = old ? jstr(old, "metadata.resourceVersion") : NULL;
+        assert_int_equal(mk_buf_printf(&b->log, "%s %s@%s%s%s|", mk_kube_event_type_to_string(t),
+                                       jstr(obj, "metadata.name"), jstr(obj, "metadata.resourceVersion"),
+                                       oldrv ? " was " : "", oldrv ? oldrv : ""),
+                         0);
+        return t == MK_KUBE_EVENT_DELETED && streq(jstr(obj, "metadata.name"), "n3") ? 1 : 0;
+}
+
+/* Issue 27: what the apiserver sends is data. A NUL (\u0000) where we read
+ * makes that object malformed, never the stream: skipped (its last readable
+ * version stays), counted, said once; one in an annotation we do not read
+ * changes nothing; garbage in the stream makes the informer list again. On
+ * the old client the first LIST failed ("\u0000 is not allowed") and
+ * garbage ended the informer with -EBADMSG. */
+static void test_informer_hostile(void **state) {
+        struct server *s = server_start("informer-nul.txt");
+        _cleanup_kube_free_ struct mk_kube *k = client(s->port);
+        struct mk_error e = {};
+        struct bad_rec r = {};
+        mk_buf_init(&r.log, 1u << 16);
+        atomic_ulong bad = 0;
+        struct mk_kube_informer_opts io = {.watch_timeout_seconds = 60, .bad_objects = &bad, .on_bad = on_bad};
+        check_rc(mk_kube_informer_run(k, "/api/v1/nodes", &io, on_informer_bad, &r, &e), 0, &e);
+        assert_string_equal(mk_buf_str(&r.log),
+                            "ADDED n1@8|" /* n2 skipped: NUL in our annotation */
+                            "metadata.annotations.migkit.io/mig-inventory holds a NUL byte (\\u0000)|"
+                            "ADDED n4@9|" /* a NUL in a foreign annotation: read as usual */
+                            "metadata.annotations.migkit.io/mig-binds holds a NUL byte (\\u0000)|"
+                            /* n1@11 and n1@12 skipped (the second said once only), garbage: relist */
+                            "MODIFIED n1@40 was 8|ADDED n3@41|"
+                            /* n2 was never readable: its deletion is not passed on */
+                            "DELETED n3@43 was 41|");
+        assert_int_equal(atomic_load(&bad), 4); /* n2, n1@11, n1@12, n2 again */
+        assert_int_equal(r.calls, 2);
+        mk_buf_done(&r.log);
+        k = mk_kube_free(k);
+        server_finish(s);
+}
+
 static void *cancel_later(void *userdata) {
         sleep_ms(300);
         atomic_store((atomic_bool *) userdata, true);
@@ -1727,6 +1780,7 @@ int main(void) {
                 cmocka_unit_test(test_verbs),
                 cmocka_unit_test(test_informer),
                 cmocka_unit_test(test_informer_backoff_after_progress),
+                cmocka_unit_test(test_informer_hostile),
                 cmocka_unit_test(test_watch_cancel),
                 cmocka_unit_test(test_threads),
                 cmocka_unit_test(test_kubeconfig_contexts),
