@@ -259,3 +259,18 @@ CU_EXPORT CUresult cuMemAdvise_v2(CUdeviceptr devPtr, size_t count, CUmem_advise
         pthread_mutex_unlock(&cu_lock);
         return ok ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
+
+/* CUDA 8 forms: a device ordinal (CU_DEVICE_CPU for the host) instead of a location. */
+static CUmemLocation location_of(CUdevice dev) {
+        if (dev == CU_DEVICE_CPU)
+                return (CUmemLocation) { .type = CU_MEM_LOCATION_TYPE_HOST, .id = 0 };
+        return (CUmemLocation) { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = dev };
+}
+
+CU_EXPORT CUresult cuMemPrefetchAsync(CUdeviceptr devPtr, size_t count, CUdevice dstDevice, CUstream hStream) {
+        return cuMemPrefetchAsync_v2(devPtr, count, location_of(dstDevice), 0, hStream);
+}
+
+CU_EXPORT CUresult cuMemAdvise(CUdeviceptr devPtr, size_t count, CUmem_advise advice, CUdevice device) {
+        return cuMemAdvise_v2(devPtr, count, advice, location_of(device));
+}

@@ -84,6 +84,7 @@ CU_EXPORT CUresult cuGraphAddKernelNode_v2(CUgraphNode *phGraphNode, CUgraph hGr
         void *xparams[1] = { cu_extra_buffer(nodeParams->extra) };
         n->duration_ns = cu_kernel_duration(f, grid, nodeParams->kernelParams ? nodeParams->kernelParams : xparams,
                                             &cu_devs[c->dev]);
+        n->kparams = *nodeParams;
         return add_node(phGraphNode, hGraph, n);
 }
 
@@ -157,7 +158,7 @@ CU_EXPORT CUresult cuGraphNodeGetType(CUgraphNode hNode, CUgraphNodeType *type) 
         return CUDA_SUCCESS;
 }
 
-static CUresult instantiate(CUgraphExec *phGraphExec, CUgraph hGraph) {
+CUresult cu_graph_instantiate(CUgraphExec *phGraphExec, CUgraph hGraph) {
         struct cu_graph *g = as_graph(hGraph);
         if (!g || !phGraphExec)
                 return CUDA_ERROR_INVALID_VALUE;
@@ -170,7 +171,11 @@ static CUresult instantiate(CUgraphExec *phGraphExec, CUgraph hGraph) {
         }
         for (size_t i = 0; i < g->n_nodes; i++) {
                 struct cu_node *n = cu_node_new(g->nodes[i]->kind);
-                if (!n || (*n = *g->nodes[i], cu_graph_add(copy, n)) != CUDA_SUCCESS) {
+                if (n) {
+                        *n = *g->nodes[i];
+                        n->orig = g->nodes[i];
+                }
+                if (!n || cu_graph_add(copy, n) != CUDA_SUCCESS) {
                         graph_free(copy);
                         free(x);
                         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -184,12 +189,12 @@ static CUresult instantiate(CUgraphExec *phGraphExec, CUgraph hGraph) {
 
 CU_EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph, unsigned long long flags) {
         (void) flags;
-        return instantiate(phGraphExec, hGraph);
+        return cu_graph_instantiate(phGraphExec, hGraph);
 }
 
 CU_EXPORT CUresult cuGraphInstantiateWithParams(CUgraphExec *phGraphExec, CUgraph hGraph,
                                                 CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams) {
-        CUresult r = instantiate(phGraphExec, hGraph);
+        CUresult r = cu_graph_instantiate(phGraphExec, hGraph);
         if (instantiateParams)
                 instantiateParams->result_out = r == CUDA_SUCCESS ? CUDA_GRAPH_INSTANTIATE_SUCCESS
                                                                   : CUDA_GRAPH_INSTANTIATE_ERROR;
@@ -355,4 +360,10 @@ CU_EXPORT CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode) 
         if (!mode)
                 return CUDA_ERROR_INVALID_VALUE;
         return CUDA_SUCCESS;
+}
+
+/* CUDA 10.1 form: status and id only. */
+CU_EXPORT CUresult cuStreamGetCaptureInfo(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
+                                          cuuint64_t *id_out) {
+        return cuStreamGetCaptureInfo_v2(hStream, captureStatus_out, id_out, NULL, NULL, NULL);
 }

@@ -20,8 +20,11 @@
  *      pools.c     stream-ordered allocation, memory pools
  *      vmm.c       cuMemCreate, reserve, map, access
  *      modules.c   modules, libraries, functions, kernels
+ *      link.c      JIT linking (accepted, not compiled)
  *   3  launch.c    launch API
+ *      memops.c    stream memory operations (write, wait, batch)
  *      graphs.c    graphs, instantiation, launch, capture API
+ *      graph-nodes.c  kernel node parameters, exec update, CUDA 10/11 forms
  *   4  stubs.c     generated (gen-procs.py): per-thread-stream forms, older
  *                  versions, CUDA_ERROR_NOT_SUPPORTED stubs for the rest
  *      entry.c     cuGetProcAddress (procs.inc, generated), private export tables
@@ -171,6 +174,8 @@ struct cu_node {
         CUhostFn fn;
         void *user;
         struct cu_event *event;
+        CUDA_KERNEL_NODE_PARAMS kparams; /* kernels: as set (parameter pointers as given) */
+        struct cu_node *orig;            /* in an instantiated copy: the graph's node */
 };
 
 struct cu_graph {
@@ -290,7 +295,8 @@ CUresult cu_memcpy_checked(void *dst, const void *src, size_t n);
 CUresult cu_memset_checked(CUdeviceptr dst, unsigned value, unsigned elem, size_t width, size_t height,
                            size_t pitch);
 
-/* Graphs: captured operations. */
+/* Graphs: captured operations (sched.c); graphs.c: */
+CUresult cu_graph_instantiate(CUgraphExec *phGraphExec, CUgraph hGraph);
 CUresult cu_graph_add(struct cu_graph *g, struct cu_node *n);
 struct cu_node *cu_node_new(enum cu_node_kind kind);
 

@@ -58,6 +58,11 @@ if ! drv selftest >"$tmp/selftest" 2>&1; then
   fail "selftest: $(grep -v '^ok' "$tmp/selftest")"
 fi
 grep -q '^PASSED' "$tmp/selftest" || fail "selftest did not pass"
+# What NVIDIA's libraries need: linking, graphs, stream memory operations, VMM, pools, IPC, arrays.
+if ! "$bin/cuda-sim-libs" selftest >"$tmp/libs" 2>&1; then
+  fail "libs selftest: $(grep -v '^ok' "$tmp/libs")"
+fi
+grep -q '^PASSED' "$tmp/libs" || fail "libs selftest did not pass"
 
 # --- every driver entry point exported and answered by cuGetProcAddress ----------
 if [ -r /usr/local/cuda/include/cudaTypedefs.h ]; then

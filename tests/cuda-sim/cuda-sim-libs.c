@@ -1,0 +1,241 @@
+/* What NVIDIA's libraries (cuBLAS, cuFFT, NCCL, ...) and frameworks need from
+ * the driver, checked against the CUDA driver simulator
+ * (tests/integration/test-cuda-sim.sh):
+ *
+ *   cuda-sim-libs selftest   one line per check, "PASSED"/"FAILED" at the end
+ *
+ * Two-process checks (shareable VMM handles, IPC handles) fork before cuInit,
+ * as a child of a process that initialised CUDA cannot use it. */
+#include <cuda.h>
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static int failures;
+
+#define CHECK(cond, ...)                 \
+        do {                             \
+                if (cond)                \
+                        printf("ok   "); \
+                else {                   \
+                        printf("FAIL "); \
+                        failures++;      \
+                }                        \
+                printf(__VA_ARGS__);     \
+                printf("\n");            \
+        } while (0)
+
+#define OK(call) CHECK((r = (call)) == CUDA_SUCCESS, "%s -> %d", #call, (int) r)
+
+/* Older entry points: cuda.h declares only the newest forms. */
+typedef CUresult (*graph_instantiate_v1_t)(CUgraphExec *, CUgraph, CUgraphNode *, char *, size_t);
+typedef CUresult (*prefetch_v1_t)(CUdeviceptr, size_t, CUdevice, CUstream);
+typedef CUresult (*kernel_get_v1_t)(CUgraphNode, CUDA_KERNEL_NODE_PARAMS_v1 *);
+typedef CUresult (*exec_kernel_set_v1_t)(CUgraphExec, CUgraphNode, const CUDA_KERNEL_NODE_PARAMS_v1 *);
+typedef CUresult (*capture_info_v1_t)(CUstream, CUstreamCaptureStatus *, cuuint64_t *);
+
+static void *sym(const char *name) {
+        void *p = dlsym(RTLD_DEFAULT, name);
+        if (!p) {
+                printf("FAIL %s not exported\n", name);
+                failures++;
+                exit(1);
+        }
+        return p;
+}
+
+static CUfunction some_kernel(void) {
+        static const char image[] = "fake image: the simulator does not parse it";
+        CUmodule m;
+        CUfunction f;
+        if (cuModuleLoadData(&m, image) != CUDA_SUCCESS || cuModuleGetFunction(&f, m, "gemm_kernel") != CUDA_SUCCESS) {
+                fprintf(stderr, "no kernel\n");
+                exit(2);
+        }
+        return f;
+}
+
+static void check_link(void) {
+        CUresult r;
+        CUlinkState ls;
+        char info[64] = "x", err[64] = "x";
+        CUjit_option opts[] = { CU_JIT_INFO_LOG_BUFFER, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES, CU_JIT_ERROR_LOG_BUFFER,
+                                CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES };
+        void *vals[] = { info, (void *) (uintptr_t) sizeof(info), err, (void *) (uintptr_t) sizeof(err) };
+        static char ptx[] = ".version 8.0\n.target sm_80\n.address_size 64\n";
+        void *cubin = NULL;
+        size_t size = 0;
+        CUmodule m;
+        OK(cuLinkCreate_v2(4, opts, vals, &ls));
+        CHECK(cuLinkComplete(ls, &cubin, &size) == CUDA_ERROR_INVALID_VALUE, "cuLinkComplete without input refused");
+        OK(cuLinkAddData_v2(ls, CU_JIT_INPUT_PTX, ptx, sizeof(ptx), "k.ptx", 0, NULL, NULL));
+        CHECK(cuLinkAddData_v2(ls, (CUjitInputType) 99, ptx, sizeof(ptx), "k", 0, NULL, NULL) ==
+                      CUDA_ERROR_INVALID_VALUE,
+              "cuLinkAddData: unknown input type refused");
+        CHECK(cuLinkAddFile_v2(ls, CU_JIT_INPUT_CUBIN, "/nonexistent/k.cubin", 0, NULL, NULL) ==
+                      CUDA_ERROR_FILE_NOT_FOUND,
+              "cuLinkAddFile: missing file");
+        OK(cuLinkComplete(ls, &cubin, &size));
+        CHECK(cubin && size > 0 && info[0] == '\0' && err[0] == '\0', "linked image, empty logs");
+        OK(cuModuleLoadData(&m, cubin));
+        OK(cuModuleUnload(m));
+        OK(cuLinkDestroy(ls));
+        /* The v1 names (CUDA 5.5) have the same ABI on 64-bit hosts. */
+        CUresult (*create1)(unsigned, CUjit_option *, void **, CUlinkState *) = sym("cuLinkCreate");
+        OK(create1(0, NULL, NULL, &ls));
+        OK(cuLinkDestroy(ls));
+}
+
+static void check_graphs(CUstream s) {
+        CUresult r;
+        CUfunction f = some_kernel();
+        CUgraph g, g2;
+        CUgraphNode n, n2;
+        CUgraphExec gx;
+        CUDA_KERNEL_NODE_PARAMS p = { .func = f, .gridDimX = 4, .gridDimY = 1, .gridDimZ = 1, .blockDimX = 128,
+                                      .blockDimY = 1, .blockDimZ = 1 };
+        OK(cuGraphCreate(&g, 0));
+        OK(cuGraphAddKernelNode_v2(&n, g, NULL, 0, &p));
+        CUDA_KERNEL_NODE_PARAMS got;
+        OK(cuGraphKernelNodeGetParams_v2(n, &got));
+        CHECK(got.func == f && got.gridDimX == 4 && got.blockDimX == 128, "kernel node parameters read back");
+        p.gridDimX = 8;
+        OK(cuGraphKernelNodeSetParams_v2(n, &p));
+        CUDA_KERNEL_NODE_PARAMS_v1 got1;
+        kernel_get_v1_t get1 = (kernel_get_v1_t) sym("cuGraphKernelNodeGetParams");
+        OK(get1(n, &got1));
+        CHECK(got1.func == f && got1.gridDimX == 8, "cuGraphKernelNodeGetParams (v1): the new grid");
+        graph_instantiate_v1_t inst1 = (graph_instantiate_v1_t) sym("cuGraphInstantiate");
+        char log[32] = "x";
+        CUgraphNode errnode = (CUgraphNode) 1;
+        OK(inst1(&gx, g, &errnode, log, sizeof(log)));
+        CHECK(errnode == NULL && log[0] == '\0', "cuGraphInstantiate (v1): no error node, empty log");
+        p.gridDimX = 16;
+        OK(cuGraphExecKernelNodeSetParams_v2(gx, n, &p));
+        exec_kernel_set_v1_t xset1 = (exec_kernel_set_v1_t) sym("cuGraphExecKernelNodeSetParams");
+        CUDA_KERNEL_NODE_PARAMS_v1 p1 = { .func = f, .gridDimX = 2, .gridDimY = 1, .gridDimZ = 1, .blockDimX = 64,
+                                          .blockDimY = 1, .blockDimZ = 1 };
+        OK(xset1(gx, n, &p1));
+        CHECK(cuGraphExecKernelNodeSetParams_v2(gx, (CUgraphNode) &p, &p) == CUDA_ERROR_INVALID_VALUE,
+              "exec kernel node set: a node not in the graph refused");
+        OK(cuGraphLaunch(gx, s));
+        OK(cuStreamSynchronize(s));
+        /* Update from a graph of the same shape; then from one of another shape. */
+        OK(cuGraphCreate(&g2, 0));
+        OK(cuGraphAddKernelNode_v2(&n2, g2, NULL, 0, &p));
+        CUgraphExecUpdateResultInfo info;
+        OK(cuGraphExecUpdate_v2(gx, g2, &info));
+        CHECK(info.result == CU_GRAPH_EXEC_UPDATE_SUCCESS, "exec update: same topology");
+        OK(cuGraphAddKernelNode_v2(&n2, g2, NULL, 0, &p));
+        CHECK(cuGraphExecUpdate_v2(gx, g2, &info) == CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE &&
+                      info.result == CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED,
+              "exec update: topology changed refused");
+        OK(cuGraphLaunch(gx, s));
+        OK(cuStreamSynchronize(s));
+        OK(cuGraphExecDestroy(gx));
+        OK(cuGraphDestroy(g));
+        OK(cuGraphDestroy(g2));
+        capture_info_v1_t ci1 = (capture_info_v1_t) sym("cuStreamGetCaptureInfo");
+        CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_ACTIVE;
+        cuuint64_t id = 1;
+        OK(ci1(s, &st, &id));
+        CHECK(st == CU_STREAM_CAPTURE_STATUS_NONE, "cuStreamGetCaptureInfo (v1): not capturing");
+}
+
+struct waiter {
+        CUcontext ctx;
+        CUstream s;
+        CUdeviceptr flag;
+        CUresult r;
+};
+
+static void *wait_thread(void *arg) {
+        struct waiter *w = arg;
+        cuCtxSetCurrent(w->ctx);
+        w->r = cuStreamWaitValue32_v2(w->s, w->flag, 7, CU_STREAM_WAIT_VALUE_GEQ);
+        return NULL;
+}
+
+static void check_memops(CUcontext ctx, CUstream s) {
+        CUresult r;
+        CUdeviceptr d;
+        uint64_t v = 0;
+        OK(cuMemAlloc_v2(&d, 4096));
+        OK(cuMemsetD8_v2(d, 0, 4096));
+        OK(cuStreamWriteValue32_v2(s, d, 5, 0));
+        OK(cuStreamWriteValue64_v2(s, d + 8, 0x123456789ULL, 0));
+        OK(cuMemcpyDtoH_v2(&v, d + 8, 8));
+        CHECK(v == 0x123456789ULL, "cuStreamWriteValue64 stored");
+        OK(cuStreamWaitValue32_v2(s, d, 5, CU_STREAM_WAIT_VALUE_EQ));
+        OK(cuStreamWaitValue64_v2(s, d + 8, 0x100000000ULL, CU_STREAM_WAIT_VALUE_GEQ));
+        OK(cuStreamWaitValue32_v2(s, d, 4, CU_STREAM_WAIT_VALUE_AND));
+        CHECK(cuStreamWriteValue32_v2(s, d + 2, 1, 0) == CUDA_ERROR_INVALID_VALUE, "misaligned write refused");
+        CHECK(cuStreamWriteValue32_v2(s, d + 4096, 1, 0) == CUDA_ERROR_INVALID_VALUE, "write past the allocation");
+        /* A wait is released by a later write (another thread's stream). */
+        struct waiter w = { ctx, s, d, CUDA_ERROR_UNKNOWN };
+        pthread_t th;
+        pthread_create(&th, NULL, wait_thread, &w);
+        usleep(20000);
+        CUstreamBatchMemOpParams ops[2];
+        memset(ops, 0, sizeof(ops));
+        ops[0].writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_32;
+        ops[0].writeValue.address = d;
+        ops[0].writeValue.value = 9;
+        ops[1].operation = CU_STREAM_MEM_OP_BARRIER;
+        OK(cuStreamBatchMemOp_v2(s, 2, ops, 0));
+        pthread_join(th, NULL);
+        CHECK(w.r == CUDA_SUCCESS, "a wait released by a batch write -> %d", (int) w.r);
+        setenv("MIGKIT_SIM_WAIT_VALUE_MS", "50", 1);
+        CHECK(cuStreamWaitValue32_v2(s, d, 100, CU_STREAM_WAIT_VALUE_EQ) == CUDA_ERROR_LAUNCH_TIMEOUT,
+              "a wait never met times out");
+        unsetenv("MIGKIT_SIM_WAIT_VALUE_MS");
+        OK(cuMemFree_v2(d));
+}
+
+static void check_managed(CUstream s) {
+        CUresult r;
+        CUdeviceptr m;
+        OK(cuMemAllocManaged(&m, 1 << 20, CU_MEM_ATTACH_GLOBAL));
+        prefetch_v1_t pf1 = (prefetch_v1_t) sym("cuMemPrefetchAsync");
+        OK(pf1(m, 1 << 20, 0, s));
+        OK(pf1(m, 1 << 20, CU_DEVICE_CPU, s));
+        CUmemLocation loc = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0 };
+        OK(cuMemPrefetchAsync_v2(m, 1 << 20, loc, 0, s));
+        OK(cuMemAdvise_v2(m, 1 << 20, CU_MEM_ADVISE_SET_READ_MOSTLY, loc));
+        CHECK(pf1(m, 2 << 20, 0, s) == CUDA_ERROR_INVALID_VALUE, "prefetch past the allocation refused");
+        OK(cuMemFree_v2(m));
+}
+
+static int cmd_selftest(void) {
+        CUresult r;
+        CUcontext ctx;
+        CUstream s;
+        if (cuInit(0) != CUDA_SUCCESS || cuDevicePrimaryCtxRetain(&ctx, 0) != CUDA_SUCCESS ||
+            cuCtxSetCurrent(ctx) != CUDA_SUCCESS) {
+                fprintf(stderr, "no context on device 0\n");
+                return 2;
+        }
+        OK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+        check_link();
+        check_graphs(s);
+        check_memops(ctx, s);
+        check_managed(s);
+        OK(cuStreamDestroy_v2(s));
+        OK(cuDevicePrimaryCtxRelease_v2(0));
+        printf("%s: %d failures\n", failures ? "FAILED" : "PASSED", failures);
+        return failures != 0;
+}
+
+int main(int argc, char **argv) {
+        setvbuf(stdout, NULL, _IOLBF, 0);
+        if (argc >= 2 && strcmp(argv[1], "selftest") == 0)
+                return cmd_selftest();
+        fprintf(stderr, "usage: %s selftest\n", argv[0]);
+        return 2;
+}
