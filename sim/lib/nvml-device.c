@@ -454,3 +454,62 @@ nvmlReturn_t nvmlDeviceGetEccMode(nvmlDevice_t device, nvmlEnableState_t *curren
                 *pending = NVML_FEATURE_ENABLED;
         return r;
 }
+
+/* Bare metal (NVML_GPU_VIRTUALIZATION_MODE_NONE) on a PCIe bus
+ * (NVML_BUS_TYPE_PCIE: SXM modules are PCIe devices too). */
+static nvmlReturn_t gpu_constant(const char *fn, nvmlDevice_t device, unsigned int *out, unsigned value) {
+        struct call c;
+        struct dev d;
+
+        nvmlReturn_t r = call_begin(&c, fn, false);
+        if (r != NVML_SUCCESS)
+                return r;
+        r = resolve_gpu(&c, device, &d);
+        if (r == NVML_SUCCESS && !out)
+                r = NVML_ERROR_INVALID_ARGUMENT;
+        if (r == NVML_SUCCESS)
+                *out = value;
+        return call_end(&c, r);
+}
+
+nvmlReturn_t nvmlDeviceGetVirtualizationMode(nvmlDevice_t device, unsigned int *mode) {
+        return gpu_constant(__func__, device, mode, 0);
+}
+
+nvmlReturn_t nvmlDeviceGetBusType(nvmlDevice_t device, unsigned int *type) {
+        return gpu_constant(__func__, device, type, 2);
+}
+
+/* Memory errors: a simulated GPU has none. ECC counts are 0 for each error
+ * type (corrected, uncorrected) and counter (volatile, aggregate); other
+ * values are INVALID_ARGUMENT. Row remapping (Ampere and later; the T4 has
+ * page retirement instead: NOT_SUPPORTED) has remapped no row. */
+nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t device, unsigned int errorType, unsigned int counterType,
+                                         unsigned long long *eccCounts) {
+        struct call c;
+        struct dev d;
+
+        CALL_BEGIN(&c, false);
+        nvmlReturn_t r = resolve_gpu(&c, device, &d);
+        if (r == NVML_SUCCESS && (!eccCounts || errorType > 1 || counterType > 1))
+                r = NVML_ERROR_INVALID_ARGUMENT;
+        if (r == NVML_SUCCESS)
+                *eccCounts = 0;
+        return call_end(&c, r);
+}
+
+nvmlReturn_t nvmlDeviceGetRemappedRows(nvmlDevice_t device, unsigned int *corrRows, unsigned int *uncRows,
+                                       unsigned int *isPending, unsigned int *failureOccurred) {
+        struct call c;
+        struct dev d;
+
+        CALL_BEGIN(&c, false);
+        nvmlReturn_t r = resolve_gpu(&c, device, &d);
+        if (r == NVML_SUCCESS && (!corrRows || !uncRows || !isPending || !failureOccurred))
+                r = NVML_ERROR_INVALID_ARGUMENT;
+        if (r == NVML_SUCCESS && d.g->model->arch < NVML_DEVICE_ARCH_AMPERE)
+                r = NVML_ERROR_NOT_SUPPORTED;
+        if (r == NVML_SUCCESS)
+                *corrRows = *uncRows = *isPending = *failureOccurred = 0;
+        return call_end(&c, r);
+}

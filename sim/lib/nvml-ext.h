@@ -99,6 +99,12 @@ MKSIM_EXPORT nvmlReturn_t nvmlSystemGetProcessName(unsigned int pid, char *name,
 MKSIM_EXPORT nvmlReturn_t nvmlSystemGetConfComputeState(sim_nvmlConfComputeSystemState_t *state);
 MKSIM_EXPORT nvmlReturn_t nvmlSystemGetConfComputeSettings(sim_nvmlSystemConfComputeSettings_v1_t *settings);
 
+MKSIM_EXPORT nvmlReturn_t nvmlGetExcludedDeviceCount(unsigned int *deviceCount);
+MKSIM_EXPORT nvmlReturn_t nvmlGetBlacklistDeviceCount(unsigned int *deviceCount);
+MKSIM_EXPORT nvmlReturn_t nvmlGetExcludedDeviceInfoByIndex(unsigned int index, void *info);
+MKSIM_EXPORT nvmlReturn_t nvmlGetBlacklistDeviceInfoByIndex(unsigned int index, void *info);
+MKSIM_EXPORT nvmlReturn_t nvmlUnitGetCount(unsigned int *unitCount);
+
 /* ---- devices (nvml-device.c) ---- */
 MKSIM_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, sim_nvmlMemory_v2_t *memory);
 MKSIM_EXPORT nvmlReturn_t nvmlDeviceGetSerial(nvmlDevice_t device, char *serial, unsigned int length);
@@ -111,6 +117,12 @@ MKSIM_EXPORT nvmlReturn_t nvmlDeviceGetDisplayMode(nvmlDevice_t device, nvmlEnab
 MKSIM_EXPORT nvmlReturn_t nvmlDeviceGetDisplayActive(nvmlDevice_t device, nvmlEnableState_t *isActive);
 MKSIM_EXPORT nvmlReturn_t nvmlDeviceGetEccMode(nvmlDevice_t device, nvmlEnableState_t *current,
                                                nvmlEnableState_t *pending);
+MKSIM_EXPORT nvmlReturn_t nvmlDeviceGetVirtualizationMode(nvmlDevice_t device, unsigned int *mode);
+MKSIM_EXPORT nvmlReturn_t nvmlDeviceGetBusType(nvmlDevice_t device, unsigned int *type);
+MKSIM_EXPORT nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t device, unsigned int errorType,
+                                                      unsigned int counterType, unsigned long long *eccCounts);
+MKSIM_EXPORT nvmlReturn_t nvmlDeviceGetRemappedRows(nvmlDevice_t device, unsigned int *corrRows, unsigned int *uncRows,
+                                                    unsigned int *isPending, unsigned int *failureOccurred);
 
 /* ---- processes and utilisation (nvml-procs.c) ---- */
 MKSIM_EXPORT nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, sim_nvmlUtilization_t *utilization);

@@ -132,3 +132,41 @@ nvmlReturn_t nvmlSystemGetConfComputeSettings(sim_nvmlSystemConfComputeSettings_
         *settings = (sim_nvmlSystemConfComputeSettings_v1_t) { .version = sim_nvmlSystemConfComputeSettings_v1 };
         return call_end(&c, NVML_SUCCESS);
 }
+
+/* Excluded devices (NVreg_ExcludedGpus) and S-class units: a simulated host
+ * has neither. The old "blacklist" names answer the same. */
+nvmlReturn_t nvmlGetExcludedDeviceCount(unsigned int *deviceCount) {
+        struct call c;
+
+        CALL_BEGIN(&c, false);
+        if (!deviceCount)
+                return call_end(&c, NVML_ERROR_INVALID_ARGUMENT);
+        *deviceCount = 0;
+        return call_end(&c, NVML_SUCCESS);
+}
+
+nvmlReturn_t nvmlGetBlacklistDeviceCount(unsigned int *deviceCount) {
+        return nvmlGetExcludedDeviceCount(deviceCount);
+}
+
+/* Every index is past the (empty) list. */
+nvmlReturn_t nvmlGetExcludedDeviceInfoByIndex(unsigned int index, void *info) {
+        struct call c;
+
+        CALL_BEGIN(&c, false);
+        return call_end(&c, NVML_ERROR_INVALID_ARGUMENT);
+}
+
+nvmlReturn_t nvmlGetBlacklistDeviceInfoByIndex(unsigned int index, void *info) {
+        return nvmlGetExcludedDeviceInfoByIndex(index, info);
+}
+
+nvmlReturn_t nvmlUnitGetCount(unsigned int *unitCount) {
+        struct call c;
+
+        CALL_BEGIN(&c, false);
+        if (!unitCount)
+                return call_end(&c, NVML_ERROR_INVALID_ARGUMENT);
+        *unitCount = 0;
+        return call_end(&c, NVML_SUCCESS);
+}

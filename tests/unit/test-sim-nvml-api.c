@@ -404,6 +404,29 @@ static void test_sensors(void **state) {
         EXPECT(NVML_ERROR_UNINITIALIZED, FN(nvmlDeviceGetPowerUsage)(g0, &v));
 }
 
+/* No memory errors, no excluded devices, bare metal. */
+static void test_errors_and_host(void **state) {
+        unsigned a = 9, b = 9, c = 9, d = 9, v = 9;
+        unsigned long long ecc = 9;
+
+        use_machine("a100-40gb,t4");
+        OK(FN(nvmlInit_v2)());
+        OK(FN(nvmlDeviceGetRemappedRows)(gpu(0), &a, &b, &c, &d));
+        assert_int_equal(a + b + c + d, 0);
+        EXPECT(NVML_ERROR_NOT_SUPPORTED, FN(nvmlDeviceGetRemappedRows)(gpu(1), &a, &b, &c, &d)); /* Turing */
+        OK(FN(nvmlDeviceGetTotalEccErrors)(gpu(1), 1, 1, &ecc));
+        assert_int_equal(ecc, 0);
+        EXPECT(NVML_ERROR_INVALID_ARGUMENT, FN(nvmlDeviceGetTotalEccErrors)(gpu(1), 2, 0, &ecc));
+        OK(FN(nvmlGetExcludedDeviceCount)(&v));
+        assert_int_equal(v, 0);
+        v = 9;
+        OK(FN(nvmlGetBlacklistDeviceCount)(&v));
+        assert_int_equal(v, 0);
+        OK(FN(nvmlDeviceGetVirtualizationMode)(gpu(0), &v));
+        assert_int_equal(v, 0);
+        OK(FN(nvmlShutdown)());
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_every_name_exported),
@@ -413,6 +436,7 @@ int main(void) {
                 cmocka_unit_test(test_nccl_topology),
                 cmocka_unit_test(test_topology_and_identity),
                 cmocka_unit_test(test_sensors),
+                cmocka_unit_test(test_errors_and_host),
         };
         return cmocka_run_group_tests(tests, load, unload);
 }
