@@ -11,12 +11,14 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <microhttpd.h>
 
 #include "base/dynbuf.h"
+#include "base/hashmap.h"
 #include "base/log.h"
 #include "base/macro.h"
 #include "claim/claim.h"
@@ -36,6 +38,47 @@ struct informer_thread {
         bool started;
 };
 
+/* Open connections, for the limits (docs/scheduler.md, "Limits"): rather
+ * than refuse a new connection at a limit (which locked out kube-scheduler
+ * and the probes while others held every slot), the idlest one in the way
+ * is closed to make room: first among connections that never completed a
+ * request (half-sent headers, idle sockets), then among those that did;
+ * each list is kept oldest activity first. */
+struct conn {
+        struct conn *prev, *next;       /* in fresh or served, oldest activity first */
+        int fd;
+        bool served;                    /* completed a request */
+        bool evicted;                   /* shut down by us, closing: no longer counted */
+        struct conn_ip *ip;
+};
+
+struct conn_ip {
+        unsigned n;                     /* counted connections from this address */
+        unsigned refs;                  /* connections pointing here, the evicted ones still closing too */
+        char key[48];
+};
+
+struct conn_list {
+        struct conn *head, *tail;
+};
+
+struct conn_table {
+        pthread_mutex_t lock;
+        struct conn_list fresh, served;
+        struct mk_hashmap ips;          /* address text -> struct conn_ip */
+        unsigned n;                     /* counted (open, not evicted) */
+        unsigned max, per_client;
+        atomic_ulong evicted_total, evicted_since_log;
+        uint64_t last_log_s;
+};
+
+/* One libmicrohttpd message format and when it was last printed. */
+struct mhd_note {
+        const char *fm;
+        uint64_t last_s;
+        unsigned suppressed;
+};
+
 struct mk_sched_server {
         struct MHD_Daemon *mhd;
         struct mk_sched *sched;         /* NULL: the node agent's endpoint */
@@ -52,6 +95,9 @@ struct mk_sched_server {
         pthread_mutex_t fail_lock;
         char failed[MK_ERROR_MSG_MAX];
         struct informer_thread inf[2];
+        struct conn_table conns;
+        pthread_mutex_t log_lock;       /* libmicrohttpd's messages, once per interval */
+        struct mhd_note notes[8];
 };
 
 /* --- bind --- */
@@ -288,6 +334,234 @@ char *mk_sched_metrics_text(struct mk_sched *s) {
         return mk_buf_take(&b);
 }
 
+/* --- connections --- */
+
+#define MK_SCHED_LOG_INTERVAL_S 60      /* a repeated limit message is printed once per interval */
+#define MK_SCHED_CLOSING_SLACK 256u     /* libmicrohttpd's limit over ours: evicted connections still closing */
+
+static uint64_t mono_s(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t) ts.tv_sec;
+}
+
+static void list_remove(struct conn_list *l, struct conn *c) {
+        if (c->prev)
+                c->prev->next = c->next;
+        else
+                l->head = c->next;
+        if (c->next)
+                c->next->prev = c->prev;
+        else
+                l->tail = c->prev;
+        c->prev = c->next = NULL;
+}
+
+static void list_append(struct conn_list *l, struct conn *c) {
+        c->prev = l->tail;
+        c->next = NULL;
+        if (l->tail)
+                l->tail->next = c;
+        else
+                l->head = c;
+        l->tail = c;
+}
+
+static struct conn_list *list_of(struct conn_table *t, struct conn *c) {
+        return c->served ? &t->served : &t->fresh;
+}
+
+/* Stops counting c and shuts its socket down: libmicrohttpd's thread sees
+ * the end of the stream and closes it (the fd stays valid until then: it
+ * is closed only after NOTIFY_CLOSED, which takes the table's lock). */
+static void conn_evict(struct conn_table *t, struct conn *c) {
+        list_remove(list_of(t, c), c);
+        c->evicted = true;
+        c->ip->n--;
+        t->n--;
+        (void) shutdown(c->fd, SHUT_RDWR);
+        atomic_fetch_add(&t->evicted_total, 1);
+        atomic_fetch_add(&t->evicted_since_log, 1);
+}
+
+/* The idlest connection to close for a new one: from address `ip` when
+ * that address is at its limit, else any; never-served ones first. */
+static struct conn *conn_victim(struct conn_table *t, const struct conn_ip *ip, const struct conn *self) {
+        struct conn_list *lists[2] = {&t->fresh, &t->served};
+        for (int i = 0; i < 2; i++)
+                for (struct conn *c = lists[i]->head; c; c = c->next)
+                        if (c != self && (!ip || c->ip == ip))
+                                return c;
+        return NULL;
+}
+
+static void conn_note_evictions(struct conn_table *t) {
+        uint64_t now = mono_s();
+        if (t->last_log_s && now - t->last_log_s < MK_SCHED_LOG_INTERVAL_S)
+                return;
+        unsigned long n = atomic_exchange(&t->evicted_since_log, 0);
+        if (n == 0)
+                return;
+        t->last_log_s = now;
+        log_warning("Connection limits reached (%u in all, %u per address): closed %lu idle connection(s) to make "
+                    "room for new ones; said at most once a minute",
+                    t->max, t->per_client, n);
+}
+
+static void on_connection(void *cls, struct MHD_Connection *connection, void **socket_context,
+                          enum MHD_ConnectionNotificationCode toe) {
+        struct mk_sched_server *srv = cls;
+        struct conn_table *t = &srv->conns;
+        if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
+                struct conn *c = *socket_context;
+                if (!c)
+                        return;
+                pthread_mutex_lock(&t->lock);
+                if (!c->evicted) {
+                        list_remove(list_of(t, c), c);
+                        c->ip->n--;
+                        t->n--;
+                }
+                if (--c->ip->refs == 0)
+                        free(mk_hashmap_remove(&t->ips, c->ip->key));
+                pthread_mutex_unlock(&t->lock);
+                free(c);
+                *socket_context = NULL;
+                return;
+        }
+        if (toe != MHD_CONNECTION_NOTIFY_STARTED)
+                return;
+        const union MHD_ConnectionInfo *fdi = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+        const union MHD_ConnectionInfo *ai = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+        char key[48] = "?";
+        if (ai && ai->client_addr) {
+                const struct sockaddr *sa = ai->client_addr;
+                if (sa->sa_family == AF_INET)
+                        inet_ntop(AF_INET, &((const struct sockaddr_in *) (const void *) sa)->sin_addr, key,
+                                  sizeof(key));
+                else if (sa->sa_family == AF_INET6)
+                        inet_ntop(AF_INET6, &((const struct sockaddr_in6 *) (const void *) sa)->sin6_addr, key,
+                                  sizeof(key));
+        }
+        struct conn *c = calloc(1, sizeof(*c));
+        if (!c || !fdi)
+                goto refuse;
+        c->fd = fdi->connect_fd;
+        pthread_mutex_lock(&t->lock);
+        struct conn_ip *ip = mk_hashmap_get(&t->ips, key);
+        if (!ip) {
+                ip = calloc(1, sizeof(*ip));
+                if (ip)
+                        snprintf(ip->key, sizeof(ip->key), "%s", key);
+                if (!ip || mk_hashmap_put(&t->ips, ip->key, ip) < 0) {
+                        pthread_mutex_unlock(&t->lock);
+                        free(ip);
+                        goto refuse;
+                }
+        }
+        c->ip = ip;
+        ip->n++;
+        ip->refs++;
+        t->n++;
+        list_append(&t->fresh, c);
+        *socket_context = c;
+        /* Over a limit: the idlest in the way makes room (the new one is the
+         * most recent, so it is never its own victim while another exists). */
+        while (ip->n > t->per_client || t->n > t->max) {
+                struct conn *v = conn_victim(t, ip->n > t->per_client ? ip : NULL, c);
+                if (!v)
+                        break;
+                conn_evict(t, v);
+        }
+        conn_note_evictions(t);
+        pthread_mutex_unlock(&t->lock);
+        return;
+refuse:
+        free(c);
+        if (fdi)
+                (void) shutdown(fdi->connect_fd, SHUT_RDWR); /* out of memory: this one is not served */
+}
+
+/* A request's activity on its connection: it moves to the end of its list
+ * (served once a request completed). */
+static void conn_active(struct mk_sched_server *srv, struct MHD_Connection *connection, bool completed) {
+        const union MHD_ConnectionInfo *ci =
+                MHD_get_connection_info(connection, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+        struct conn *c = ci ? ci->socket_context : NULL;
+        if (!c)
+                return;
+        struct conn_table *t = &srv->conns;
+        pthread_mutex_lock(&t->lock);
+        if (!c->evicted) {
+                list_remove(list_of(t, c), c);
+                c->served = c->served || completed;
+                list_append(list_of(t, c), c);
+        }
+        pthread_mutex_unlock(&t->lock);
+}
+
+/* `text` (taken; NULL passes) with the connection gauges appended. */
+static char *conn_metrics(struct mk_sched_server *srv, char *text) {
+        if (!text)
+                return NULL;
+        struct conn_table *t = &srv->conns;
+        pthread_mutex_lock(&t->lock);
+        unsigned open = t->n;
+        pthread_mutex_unlock(&t->lock);
+        char *out = NULL;
+        if (asprintf(&out,
+                     "%s# HELP migkit_http_connections Open HTTP connections (counted against the limits).\n"
+                     "# TYPE migkit_http_connections gauge\n"
+                     "migkit_http_connections %u\n"
+                     "# HELP migkit_http_connections_evicted_total Idle connections closed to make room for a new "
+                     "one at a connection limit.\n"
+                     "# TYPE migkit_http_connections_evicted_total counter\n"
+                     "migkit_http_connections_evicted_total %lu\n",
+                     text, open, atomic_load(&t->evicted_total)) < 0)
+                out = NULL;
+        free(text);
+        return out;
+}
+
+/* libmicrohttpd's own messages, each format at most once per interval
+ * (a burst of refusals printed one line each before). */
+static void on_mhd_log(void *cls, const char *fm, va_list ap) {
+        struct mk_sched_server *srv = cls;
+        uint64_t now = mono_s();
+        unsigned suppressed = 0;
+        pthread_mutex_lock(&srv->log_lock);
+        struct mhd_note *n = NULL, *oldest = &srv->notes[0];
+        for (size_t i = 0; i < ELEMENTSOF(srv->notes) && !n; i++) {
+                if (srv->notes[i].fm == fm)
+                        n = &srv->notes[i];
+                else if (srv->notes[i].last_s < oldest->last_s)
+                        oldest = &srv->notes[i];
+        }
+        if (n && now - n->last_s < MK_SCHED_LOG_INTERVAL_S) {
+                n->suppressed++;
+                pthread_mutex_unlock(&srv->log_lock);
+                return;
+        }
+        if (!n) {
+                n = oldest;
+                *n = (struct mhd_note) {.fm = fm};
+        }
+        suppressed = n->suppressed;
+        n->suppressed = 0;
+        n->last_s = now;
+        pthread_mutex_unlock(&srv->log_lock);
+        char msg[512];
+        vsnprintf(msg, sizeof(msg), fm, ap);
+        size_t len = strlen(msg);
+        while (len > 0 && (msg[len - 1] == '\n' || msg[len - 1] == '\r'))
+                msg[--len] = 0;
+        if (suppressed)
+                log_warning("HTTP server: %s (and %u more like it in the last %d s)", msg, suppressed,
+                            MK_SCHED_LOG_INTERVAL_S);
+        else
+                log_warning("HTTP server: %s (said at most once every %d s)", msg, MK_SCHED_LOG_INTERVAL_S);
+}
+
 /* --- HTTP --- */
 
 struct request {
@@ -395,6 +669,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                                   void **con_cls) {
         struct mk_sched_server *srv = cls;
         (void) version;
+        conn_active(srv, conn, false);
         bool known = srv->sched && (streq(url, "/filter") || streq(url, "/prioritize") || streq(url, "/bind"));
         if (streq(method, "GET") && !known) {
                 if (streq(url, "/healthz"))
@@ -404,8 +679,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                                                         : respond(conn, MHD_HTTP_SERVICE_UNAVAILABLE, "text/plain",
                                                                   strdup("informers not synced\n"));
                 if (streq(url, "/metrics")) {
-                        char *text = srv->sched ? mk_sched_metrics_text(srv->sched)
-                                                : srv->metrics(srv->metrics_userdata);
+                        char *text = conn_metrics(srv, srv->sched ? mk_sched_metrics_text(srv->sched)
+                                                                  : srv->metrics(srv->metrics_userdata));
                         return text ? respond(conn, MHD_HTTP_OK, "text/plain; version=0.0.4", text)
                                     : respond(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "text/plain",
                                               strdup("metrics unavailable\n"));
@@ -505,9 +780,9 @@ static enum MHD_Result answer(struct mk_sched_server *srv, struct MHD_Connection
 }
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls, enum MHD_RequestTerminationCode t) {
-        (void) conn;
-        (void) t;
         struct mk_sched_server *srv = cls;
+        if (t == MHD_REQUEST_TERMINATED_COMPLETED_OK)
+                conn_active(srv, conn, true);
         struct request *rq = *con_cls;
         if (rq) {
                 bool big = rq->body.alloc > MK_SCHED_BIG_BODY || rq->count.values > MK_SCHED_MAX_VALUES / 25;
@@ -623,10 +898,19 @@ int mk_sched_server_start(const struct mk_sched_server_opts *o, struct mk_sched_
         unsigned max_conn = o->max_connections ? o->max_connections : MK_SCHED_MAX_CONNECTIONS;
         unsigned per_client = o->max_per_client ? o->max_per_client : MK_SCHED_MAX_PER_CLIENT;
         /* Connections past the fd limit would fail accept() for everyone:
-         * keep 64 descriptors for the apiserver, logs and /healthz. */
+         * keep 128 descriptors for the apiserver, logs and the connections
+         * closing after an eviction (libmicrohttpd's own limit is ours plus
+         * MK_SCHED_CLOSING_SLACK, so that it never refuses one itself). */
         struct rlimit rl;
-        if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < (rlim_t) max_conn + 128)
-                max_conn = rl.rlim_cur > 128 ? (unsigned) rl.rlim_cur - 128 : 16;
+        if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+            rl.rlim_cur < (rlim_t) max_conn + 128 + MK_SCHED_CLOSING_SLACK)
+                max_conn = rl.rlim_cur > 128 + MK_SCHED_CLOSING_SLACK + 16
+                                   ? (unsigned) rl.rlim_cur - 128 - MK_SCHED_CLOSING_SLACK
+                                   : 16;
+        srv->conns.max = max_conn;
+        srv->conns.per_client = MIN(per_client, max_conn);
+        pthread_mutex_init(&srv->conns.lock, NULL);
+        pthread_mutex_init(&srv->log_lock, NULL);
         pthread_mutex_init(&srv->fail_lock, NULL);
         pthread_mutex_init(&srv->big_lock, NULL);
         int r;
@@ -647,12 +931,15 @@ int mk_sched_server_start(const struct mk_sched_server_opts *o, struct mk_sched_
                 r = mk_error_set(e, -EINVAL, "invalid listen address '%s'", o->address);
                 goto fail;
         }
+        /* The limits are ours (on_connection): libmicrohttpd's per-address
+         * limit refused new connections, so it is not set. */
         srv->mhd = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG, 0, NULL, NULL,
                                     on_request, srv, MHD_OPTION_SOCK_ADDR, (struct sockaddr *) &sa,
                                     MHD_OPTION_THREAD_POOL_SIZE, (unsigned) (o->threads ? o->threads : 4),
-                                    MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_CONNECTION_TIMEOUT,
-                                    srv->request_timeout_s, MHD_OPTION_CONNECTION_LIMIT, max_conn,
-                                    MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_client, MHD_OPTION_END);
+                                    MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_NOTIFY_CONNECTION,
+                                    on_connection, srv, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, srv,
+                                    MHD_OPTION_CONNECTION_TIMEOUT, srv->request_timeout_s,
+                                    MHD_OPTION_CONNECTION_LIMIT, max_conn + MK_SCHED_CLOSING_SLACK, MHD_OPTION_END);
         if (!srv->mhd) {
                 r = mk_error_set(e, -EADDRINUSE, "cannot listen on %s:%u", o->address ? o->address : "127.0.0.1",
                                  o->port);
@@ -703,6 +990,9 @@ struct mk_sched_server *mk_sched_server_stop(struct mk_sched_server *srv) {
                         pthread_join(srv->inf[i].thread, NULL);
         if (srv->mhd)
                 MHD_stop_daemon(srv->mhd);
+        mk_hashmap_clear(&srv->conns.ips, free); /* empty once every connection closed */
+        pthread_mutex_destroy(&srv->conns.lock);
+        pthread_mutex_destroy(&srv->log_lock);
         pthread_mutex_destroy(&srv->fail_lock);
         pthread_mutex_destroy(&srv->big_lock);
         free(srv);

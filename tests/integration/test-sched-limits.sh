@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # `migkit scheduler serve` under hostile clients (issue 17): thousands of
 # slow connections held open while /healthz and /filter keep answering, the
-# per-client limit, a trickled body cut by the request timeout, bodies
-# refused by size, node count and value count (413) before any parse, and
+# per-client limit (a new connection past it closes that client's idlest,
+# issue 27), a trickled body cut by the request timeout, bodies refused by size, node count and value count (413) before any parse, and
 # the RSS after 16 concurrent hostile 8 MB bodies. The number of slow
 # connections is 10,000 or what the fd limit allows (printed).
 set -euo pipefail
@@ -98,11 +98,22 @@ st, body = request("POST", "/filter", FILTER)
 if st != 200:
     fail("/filter with %d slow connections held: %d" % (n_slow, st))
 print("with them held: healthz answered in %.2fs, filter in %.2fs" % (t2 - t1, time.monotonic() - t2))
-# Their source is at its per-client limit: one more is closed unanswered.
-last = slow[(n_slow // PER) * PER - 1].getsockname()[0]
+# Their source is at its per-client limit: one more is answered, and the
+# idlest connection of that source (its first) is closed to make room
+# (issue 27: a limit never locks a client out).
+group = (n_slow // PER) * PER - PER
+last = slow[group].getsockname()[0]
 st, body = request("GET", "/healthz", src=last, timeout=5)
-if st != 0:
-    fail("a connection over the per-client limit of %d was answered: %d" % (PER, st))
+if st != 200:
+    fail("a connection over the per-client limit of %d was not answered: %d" % (PER, st))
+slow[group].settimeout(5)
+try:
+    if slow[group].recv(1) != b"":
+        fail("data on a slow connection")
+except ConnectionResetError:
+    pass
+except socket.timeout:
+    fail("the idlest connection of a client at its limit was not closed for a new one")
 # Held all along (the first one opened included)?
 slow[0].setblocking(False)
 try:
