@@ -128,6 +128,21 @@ typedef struct {
         unsigned long long timeStamp;
         unsigned int smUtil, memUtil, encUtil, decUtil;
 } vgpu_nvmlProcessUtilizationSample_t;
+/* nvmlProcessInfo_v1_t; v2 is nvmlProcessInfo_t, which the _v2 and _v3
+ * process lists fill (nvml.h). */
+typedef struct {
+        unsigned int pid;
+        unsigned long long usedGpuMemory;
+} vgpu_nvmlProcessInfo_v1_t;
+typedef struct {
+        unsigned int pid;
+        unsigned long long usedGpuMemory;
+        unsigned int gpuInstanceId, computeInstanceId;
+} vgpu_nvmlProcessInfo_v2_t;
+#define NVML_ERROR_INSUFFICIENT_SIZE 7
+#define NVML_VALUE_NOT_AVAILABLE_U32 0xffffffffu
+_Static_assert(sizeof(vgpu_nvmlProcessInfo_v1_t) == 16, "nvmlProcessInfo_v1_t");
+_Static_assert(sizeof(vgpu_nvmlProcessInfo_v2_t) == 24, "nvmlProcessInfo_v2_t");
 _Static_assert(sizeof(vgpu_nvmlMemory_t) == 24, "nvmlMemory_t");
 _Static_assert(sizeof(vgpu_nvmlMemory_v2_t) == 40, "nvmlMemory_v2_t");
 _Static_assert(sizeof(vgpu_nvmlProcessUtilizationSample_t) == 32, "nvmlProcessUtilizationSample_t");

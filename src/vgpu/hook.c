@@ -77,23 +77,19 @@ static void watch_cond_init(void) {
 
 /* ---- logging: a stack buffer and write(2), nothing allocated ---- */
 
-__attribute__((format(printf, 2, 3)))
-static void vlog(int level, const char *fmt, ...) {
+__attribute__((format(printf, 3, 0)))
+static void vlogv(int level, char tag, const char *fmt, va_list ap) {
         if (level > cfg.log_level)
                 return;
-        char buf[512];
+        char buf[1024];
         struct timespec ts;
         struct tm tm;
         clock_gettime(CLOCK_REALTIME, &ts);
         gmtime_r(&ts.tv_sec, &tm);
-        int n = snprintf(buf, sizeof(buf), "%c%02d%02d %02d:%02d:%02d.%06ld %d migkit-vgpu] ",
-                         level <= VGPU_LOG_ERROR ? 'E' : level <= VGPU_LOG_WARNING ? 'W' : 'I', tm.tm_mon + 1,
+        int n = snprintf(buf, sizeof(buf), "%c%02d%02d %02d:%02d:%02d.%06ld %d migkit-vgpu] ", tag, tm.tm_mon + 1,
                          tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000, (int) getpid());
-        va_list ap;
-        va_start(ap, fmt);
         if (n > 0 && (size_t) n < sizeof(buf))
                 n += vsnprintf(buf + n, sizeof(buf) - (size_t) n, fmt, ap);
-        va_end(ap);
         if (n < 0)
                 return;
         if ((size_t) n >= sizeof(buf) - 1)
@@ -101,6 +97,23 @@ static void vlog(int level, const char *fmt, ...) {
         buf[n++] = '\n';
         ssize_t w = write(STDERR_FILENO, buf, (size_t) n);
         (void) w;
+}
+
+__attribute__((format(printf, 2, 3)))
+static void vlog(int level, const char *fmt, ...) {
+        va_list ap;
+        va_start(ap, fmt);
+        vlogv(level, level <= VGPU_LOG_ERROR ? 'E' : level <= VGPU_LOG_WARNING ? 'W' : 'I', fmt, ap);
+        va_end(ap);
+}
+
+/* Information shown at the default level (the limits read at start). */
+__attribute__((format(printf, 1, 2)))
+static void vlog_notice(const char *fmt, ...) {
+        va_list ap;
+        va_start(ap, fmt);
+        vlogv(VGPU_LOG_WARNING, 'I', fmt, ap);
+        va_end(ap);
 }
 
 /* ---- the real entry points ---- */
@@ -136,6 +149,22 @@ HIDDEN dlsym_fn vgpu_real_dlsym;
            unsigned long long flags),                                                                        \
           (h, size, prop, flags))                                                                            \
         X(cuMemRelease, CUresult, (CUmemGenericAllocationHandle h), (h))                                     \
+        X(cuMemMap, CUresult,                                                                                \
+          (CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle h, unsigned long long fl), \
+          (ptr, size, offset, h, fl))                                                                        \
+        X(cuMemUnmap, CUresult, (CUdeviceptr ptr, size_t size), (ptr, size))                                 \
+        X(cuMemRetainAllocationHandle, CUresult, (CUmemGenericAllocationHandle * h, void *addr), (h, addr))  \
+        X(cuMemImportFromShareableHandle, CUresult, (CUmemGenericAllocationHandle * h, void *os, int type),  \
+          (h, os, type))                                                                                     \
+        X(cuDevicePrimaryCtxRetain, CUresult, (CUcontext * pctx, CUdevice dev), (pctx, dev))                 \
+        X(cuDevicePrimaryCtxRelease_v2, CUresult, (CUdevice dev), (dev))                                     \
+        X(cuDevicePrimaryCtxReset_v2, CUresult, (CUdevice dev), (dev))                                       \
+        X(cuCtxCreate_v2, CUresult, (CUcontext * pctx, unsigned int fl, CUdevice dev), (pctx, fl, dev))      \
+        X(cuCtxCreate_v3, CUresult, (CUcontext * pctx, void *aff, int naff, unsigned int fl, CUdevice dev),  \
+          (pctx, aff, naff, fl, dev))                                                                        \
+        X(cuCtxCreate_v4, CUresult, (CUcontext * pctx, void *params, unsigned int fl, CUdevice dev),         \
+          (pctx, params, fl, dev))                                                                           \
+        X(cuCtxDestroy_v2, CUresult, (CUcontext ctx), (ctx))                                                 \
         X(cuMemGetInfo_v2, CUresult, (size_t *free, size_t *total), (free, total))                           \
         X(cuDeviceTotalMem_v2, CUresult, (size_t *bytes, CUdevice dev), (bytes, dev))                        \
         X(cuLaunchKernel, CUresult, LAUNCH_PARAMS, LAUNCH_ARGS)                                              \
@@ -160,7 +189,19 @@ HIDDEN dlsym_fn vgpu_real_dlsym;
 
 #define VGPU_NVML_HOOKS(X)                                                                                    \
         X(nvmlDeviceGetMemoryInfo, nvmlReturn_t, (nvmlDevice_t d, vgpu_nvmlMemory_t * m), (d, m))            \
-        X(nvmlDeviceGetMemoryInfo_v2, nvmlReturn_t, (nvmlDevice_t d, vgpu_nvmlMemory_v2_t * m), (d, m))
+        X(nvmlDeviceGetMemoryInfo_v2, nvmlReturn_t, (nvmlDevice_t d, vgpu_nvmlMemory_v2_t * m), (d, m))      \
+        X(nvmlDeviceGetComputeRunningProcesses, nvmlReturn_t,                                                \
+          (nvmlDevice_t d, unsigned int *n, vgpu_nvmlProcessInfo_v1_t *p), (d, n, p))                         \
+        X(nvmlDeviceGetComputeRunningProcesses_v2, nvmlReturn_t,                                             \
+          (nvmlDevice_t d, unsigned int *n, vgpu_nvmlProcessInfo_v2_t *p), (d, n, p))                         \
+        X(nvmlDeviceGetComputeRunningProcesses_v3, nvmlReturn_t,                                             \
+          (nvmlDevice_t d, unsigned int *n, vgpu_nvmlProcessInfo_v2_t *p), (d, n, p))                         \
+        X(nvmlDeviceGetGraphicsRunningProcesses, nvmlReturn_t,                                               \
+          (nvmlDevice_t d, unsigned int *n, vgpu_nvmlProcessInfo_v1_t *p), (d, n, p))                         \
+        X(nvmlDeviceGetGraphicsRunningProcesses_v2, nvmlReturn_t,                                            \
+          (nvmlDevice_t d, unsigned int *n, vgpu_nvmlProcessInfo_v2_t *p), (d, n, p))                         \
+        X(nvmlDeviceGetGraphicsRunningProcesses_v3, nvmlReturn_t,                                            \
+          (nvmlDevice_t d, unsigned int *n, vgpu_nvmlProcessInfo_v2_t *p), (d, n, p))
 
 /* Driver functions we call but do not hook. */
 typedef CUresult (*cuCtxGetDevice_fn)(CUdevice *);
@@ -215,6 +256,12 @@ static const struct hook *hook_by_real(void *p) {
         return NULL;
 }
 
+/* A libnvidia-ml handle seen: the real entries of every NVML function we
+ * hook or call, where none is known yet (the library may call its own
+ * exported functions, and so reach our hooks, before a program looked
+ * them up). */
+static void adopt_nvml(void *lib, void *(*look)(void *, const char *));
+
 static void resolve_real_dlsym(void) {
         static const char *const versions[] = { "GLIBC_2.34", "GLIBC_2.2.5", "GLIBC_2.17", "GLIBC_2.0" };
         if (vgpu_real_dlsym)
@@ -237,6 +284,21 @@ static const char *env_get(const char *name, void *userdata) {
 
 static void env_warn(const char *msg, void *userdata) {
         vlog(VGPU_LOG_ERROR, "%s", msg);
+}
+
+static void adopt_nvml(void *lib, void *(*look)(void *, const char *)) {
+        for (size_t i = 0; i < sizeof(hooks) / sizeof(hooks[0]); i++) {
+                if (!hooks[i].nvml)
+                        continue;
+                void *p = look(lib, hooks[i].name), *expect = NULL;
+                if (p && p != hooks[i].fn)
+                        atomic_compare_exchange_strong(hooks[i].real, &expect, p);
+        }
+        nvmlDeviceGetUUID_fn u = NULL;
+        nvmlDeviceGetIndex_fn ix = NULL;
+        atomic_compare_exchange_strong(&real_nvmlDeviceGetUUID, &u, (nvmlDeviceGetUUID_fn) look(lib, "nvmlDeviceGetUUID"));
+        atomic_compare_exchange_strong(&real_nvmlDeviceGetIndex, &ix,
+                                       (nvmlDeviceGetIndex_fn) look(lib, "nvmlDeviceGetIndex"));
 }
 
 static void atfork_child(void) {
@@ -269,11 +331,47 @@ static void resolve_cuda_helpers(void *(*look)(void *lib, const char *name), voi
         real_cuDeviceGetAttribute = (cuDeviceGetAttribute_fn) look(lib, "cuDeviceGetAttribute");
 }
 
+static void cvd_load(void);
+
+/* One line at start: each capped device's cap as read, the text it was read
+ * from (HAMi-core's reading can surprise: "1.5g" is 1 GiB), SM limits. */
+static void log_limits(void) {
+        char line[1200];
+        size_t n = 0;
+#define ADD(...)                                                                                             \
+        do {                                                                                                 \
+                int w_ = snprintf(line + n, sizeof(line) - n, __VA_ARGS__);                                  \
+                if (w_ > 0)                                                                                  \
+                        n += (size_t) w_ < sizeof(line) - n ? (size_t) w_ : sizeof(line) - n - 1;             \
+        } while (0)
+        for (unsigned d = 0; d < VGPU_MAX_DEVICES; d++)
+                if (cfg.mem_from[d] == VGPU_FROM_ALL) {
+                        uint64_t v = cfg.mem_limit[d];
+                        if (v == VGPU_UNLIMITED)
+                                ADD("no cap on the other devices (CUDA_DEVICE_MEMORY_LIMIT='%s')", cfg.mem_text_all);
+                        else
+                                ADD("the other devices %llu bytes (%llu MiB) from CUDA_DEVICE_MEMORY_LIMIT='%s'",
+                                    (unsigned long long) v, (unsigned long long) (v >> 20), cfg.mem_text_all);
+                        break;
+                }
+        for (unsigned d = 0; d < VGPU_MAX_DEVICES; d++)
+                if (cfg.mem_from[d] == VGPU_FROM_DEVICE)
+                        ADD("%sdevice %u %llu bytes (%llu MiB) from CUDA_DEVICE_MEMORY_LIMIT_%u='%s'", n ? ", " : "", d,
+                            (unsigned long long) cfg.mem_limit[d], (unsigned long long) (cfg.mem_limit[d] >> 20), d,
+                            cfg.mem_text[d]);
+        for (unsigned d = 0; d < VGPU_MAX_DEVICES; d++)
+                if (cfg.sm_limit[d] < 100)
+                        ADD("%sdevice %u compute %u%%", n ? ", " : "", d, cfg.sm_limit[d]);
+#undef ADD
+        vlog_notice("limits read: %s", n ? line : "none");
+}
+
 static void do_init(void) {
         in_init++;
         resolve_real_dlsym();
         my_pid = getpid();
         vgpu_config_load(&cfg, env_get, NULL, env_warn);
+        cvd_load();
         for (unsigned d = 0; d < VGPU_MAX_DEVICES; d++) {
                 share_est[d].factor = 1.0;
                 atomic_store(&share_factor[d], 1.0);
@@ -323,6 +421,7 @@ static void do_init(void) {
                 if (!region)
                         active = false;
                 pthread_atfork(vgpu_track_atfork_prepare, vgpu_track_atfork_parent, atfork_child);
+                log_limits();
         }
         in_init--;
 }
@@ -357,12 +456,7 @@ HIDDEN void *vgpu_dlsym_pick(void *handle, const char *name) {
         /* First sight of the library (dlopen'ed by path, say): adopt it. */
         if (atomic_compare_exchange_strong(h->real, &expect, p) || expect == p) {
                 if (h->nvml) {
-                        nvmlDeviceGetUUID_fn u = NULL;
-                        nvmlDeviceGetIndex_fn ix = NULL;
-                        atomic_compare_exchange_strong(&real_nvmlDeviceGetUUID, &u,
-                                                       (nvmlDeviceGetUUID_fn) vgpu_real_dlsym(handle, "nvmlDeviceGetUUID"));
-                        atomic_compare_exchange_strong(&real_nvmlDeviceGetIndex, &ix,
-                                                       (nvmlDeviceGetIndex_fn) vgpu_real_dlsym(handle, "nvmlDeviceGetIndex"));
+                        adopt_nvml(handle, vgpu_real_dlsym);
                 } else if (!real_cuCtxGetDevice) {
                         resolve_cuda_helpers(vgpu_real_dlsym, handle);
                 }
@@ -639,11 +733,23 @@ EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream st) {
         FREE_TRACKED(VGPU_TRACK_PTR, dptr, real(dptr, st));
 }
 
+/* ---- virtual memory management ----
+ *
+ * A physical allocation (cuMemCreate) lives until its last reference is
+ * released and its last mapping unmapped, in any order: the handle's entry
+ * counts references (create, retain, import of a handle this process holds)
+ * and mappings, and its charge goes when both are 0. A mapping's entry
+ * (address -> bytes, handle) lets cuMemUnmap find the handles of a range. */
+
+#define VMM_STEP (2ull << 20)           /* the smallest granularity: a range's mappings start on it */
+#define VMM_MAX_STEPS (1u << 20)        /* an unmap walks at most this many steps (2 TiB) */
+
 EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t size, const CUmemAllocationProp *prop,
                             unsigned long long flags) {
         init();
         REAL(cuMemCreate);
         int s;
+        /* Host and host NUMA locations are host memory: not charged. */
         if (!active || !h || !prop || prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE || prop->location.id < 0 ||
             prop->location.id >= VGPU_MAX_DEVICES)
                 return real(h, size, prop, flags);
@@ -656,13 +762,374 @@ EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t size, const 
                 uncharge(s, dev, size);
                 return r;
         }
-        return record(VGPU_TRACK_HANDLE, *h, size, dev, s, undo_release);
+        if (vgpu_track_put_aux(VGPU_TRACK_HANDLE, *h, size, dev, 1) < 0) {
+                undo_release(*h);
+                uncharge(s, dev, size);
+                vlog(VGPU_LOG_ERROR, "cannot track more than %u allocations, refusing one more", VGPU_TRACK_MAX_ENTRIES);
+                return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        return CUDA_SUCCESS;
+}
+
+/* A handle's counts moved; uncharge when the physical allocation is gone. */
+static void handle_adjust(CUmemGenericAllocationHandle h, int refs, int maps) {
+        uint64_t size;
+        unsigned dev;
+        int s = atomic_load(&my_slot);
+        if (vgpu_track_handle_adjust(h, refs, maps, &size, &dev) == 1 && s >= 0 && size > 0)
+                uncharge(s, dev, size);
 }
 
 EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle h) {
         init();
         REAL(cuMemRelease);
-        FREE_TRACKED(VGPU_TRACK_HANDLE, h, real(h));
+        if (!active)
+                return real(h);
+        /* The reference goes first: once the driver freed it, the same handle
+         * value may come back from another thread's cuMemCreate. */
+        uint64_t size = 0;
+        unsigned dev = 0;
+        int t = vgpu_track_handle_adjust(h, -1, 0, &size, &dev);
+        CUresult r = real(h);
+        if (r != CUDA_SUCCESS) {
+                if (t == 1)
+                        (void) vgpu_track_put_aux(VGPU_TRACK_HANDLE, h, size, dev, 1);
+                else if (t == 0)
+                        (void) vgpu_track_handle_adjust(h, 1, 0, &size, &dev);
+                return r;
+        }
+        int s = atomic_load(&my_slot);
+        if (t == 1 && s >= 0 && size > 0)
+                uncharge(s, dev, size);
+        return r;
+}
+
+EXPORT CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *h, void *addr) {
+        init();
+        REAL(cuMemRetainAllocationHandle);
+        CUresult r = real(h, addr);
+        if (r == CUDA_SUCCESS && active && h)
+                handle_adjust(*h, 1, 0);
+        return r;
+}
+
+EXPORT CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *h, void *os, int type) {
+        init();
+        REAL(cuMemImportFromShareableHandle);
+        CUresult r = real(h, os, type);
+        if (r != CUDA_SUCCESS || !active || !h)
+                return r;
+        uint64_t size;
+        unsigned dev;
+        /* A handle this process holds already: one more reference. */
+        if (vgpu_track_handle_adjust(*h, 1, 0, &size, &dev) == 0)
+                return r;
+        /* Another process's allocation: its creator is charged for it (once
+         * for the container); tracked uncharged so release and unmap balance. */
+        (void) vgpu_track_put_aux(VGPU_TRACK_HANDLE, *h, 0, 0, 1);
+        return r;
+}
+
+EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle h,
+                         unsigned long long fl) {
+        init();
+        REAL(cuMemMap);
+        CUresult r = real(ptr, size, offset, h, fl);
+        uint64_t hs;
+        unsigned hd;
+        if (r != CUDA_SUCCESS || !active || vgpu_track_handle_adjust(h, 0, 1, &hs, &hd) != 0)
+                return r;
+        if (vgpu_track_put_aux(VGPU_TRACK_MAP, ptr, size, 0, h) < 0) {
+                /* Cannot remember the mapping: the handle then lives until its
+                 * release (the mapping is not counted). */
+                handle_adjust(h, 0, -1);
+                vlog(VGPU_LOG_ERROR, "cannot track more than %u mappings; a mapping is not counted",
+                     VGPU_TRACK_MAX_ENTRIES);
+        }
+        return r;
+}
+
+EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
+        init();
+        REAL(cuMemUnmap);
+        CUresult r = real(ptr, size);
+        if (r != CUDA_SUCCESS || !active)
+                return r;
+        /* The mappings the range held, from its start: each mapping's end is
+         * the next one's start, or the next granule. */
+        uint64_t p = ptr, end = ptr + size < ptr ? UINT64_MAX : ptr + size;
+        for (unsigned steps = 0; p < end && steps < VMM_MAX_STEPS; steps++) {
+                uint64_t msize, h;
+                unsigned d;
+                if (vgpu_track_take_aux(VGPU_TRACK_MAP, p, &msize, &d, &h) == 0) {
+                        handle_adjust(h, 0, -1);
+                        p += msize ? msize : VMM_STEP;
+                } else
+                        p += VMM_STEP;
+        }
+        return r;
+}
+
+/* ---- contexts ----
+ *
+ * A context holds device memory of the driver's (HAMi-core charges it too).
+ * Its size is what NVML's used memory of the device grew by across the
+ * creation; the region keeps the smallest size measured per device (a
+ * measurement that another process's allocation inflated is not kept) and
+ * supplies it when a measurement fails. The primary context is charged
+ * while this process retains it; a created context until it is destroyed. */
+
+typedef nvmlReturn_t (*nvmlInit_fn)(void);
+typedef nvmlReturn_t (*nvmlDeviceGetHandleByUUID_fn)(const char *, nvmlDevice_t *);
+typedef nvmlReturn_t (*nvmlDeviceGetHandleByIndex_fn)(unsigned int, nvmlDevice_t *);
+static pthread_mutex_t ctx_lock = PTHREAD_MUTEX_INITIALIZER;
+static int primary_refs[VGPU_MAX_DEVICES];
+static uint64_t primary_charged[VGPU_MAX_DEVICES];
+static nvmlDeviceGetHandleByUUID_fn ctx_by_uuid;
+static bool ctx_nvml_tried;
+#define CTX_MAX_BYTES (4ull << 30)      /* a larger "context" was another process's allocation */
+
+/* "GPU-xxxxxxxx-xxxx-..." of CUDA device dev (prefix as given). */
+static bool cuda_uuid(unsigned dev, const char *prefix, char *out, size_t n) {
+        CUdevice d;
+        CUuuid u;
+        if (!real_cuDeviceGet || !real_cuDeviceGetUuid || real_cuDeviceGet(&d, (int) dev) != CUDA_SUCCESS ||
+            real_cuDeviceGetUuid(&u, d) != CUDA_SUCCESS)
+                return false;
+        const unsigned char *b = (const unsigned char *) u.bytes;
+        snprintf(out, n, "%s%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", prefix, b[0], b[1],
+                 b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+        return true;
+}
+
+/* What NVML says of CUDA device dev: this process's bytes there (proc_ok;
+ * absent from the list is 0) and the device's used bytes (dev_ok). */
+struct ctx_reading {
+        bool proc_ok, proc_found, dev_ok;
+        uint64_t proc, dev;
+};
+
+#define CTX_PROCS 256
+static void nvml_read(unsigned dev, struct ctx_reading *r) {
+        *r = (struct ctx_reading) { 0 };
+        if (!ctx_nvml_tried) {
+                ctx_nvml_tried = true;
+                void *lib = dlopen("libnvidia-ml.so.1", RTLD_NOW);
+                nvmlInit_fn ini = lib ? (nvmlInit_fn) vgpu_real_dlsym(lib, "nvmlInit_v2") : NULL;
+                if (ini && ini() == NVML_SUCCESS) {
+                        ctx_by_uuid = (nvmlDeviceGetHandleByUUID_fn) vgpu_real_dlsym(lib, "nvmlDeviceGetHandleByUUID");
+                        adopt_nvml(lib, vgpu_real_dlsym);
+                }
+        }
+        nvmlDeviceGetMemoryInfo_fn mem = atomic_load(&real_nvmlDeviceGetMemoryInfo);
+        /* _v3 first: an NVML whose _v2 calls its own exported _v3 would reach
+         * our hook, and the container's list, through it. */
+        nvmlDeviceGetComputeRunningProcesses_v3_fn procs = atomic_load(&real_nvmlDeviceGetComputeRunningProcesses_v3);
+        if (!procs)
+                procs = atomic_load(&real_nvmlDeviceGetComputeRunningProcesses_v2);
+        char uuid[VGPU_UUID_LEN + 8];
+        nvmlDevice_t h;
+        vgpu_nvmlMemory_t m;
+        if (!ctx_by_uuid)
+                return;
+        if (!(cuda_uuid(dev, "GPU-", uuid, sizeof(uuid)) && ctx_by_uuid(uuid, &h) == NVML_SUCCESS) &&
+            !(cuda_uuid(dev, "MIG-", uuid, sizeof(uuid)) && ctx_by_uuid(uuid, &h) == NVML_SUCCESS))
+                return;
+        if (mem && mem(h, &m) == NVML_SUCCESS) {
+                r->dev_ok = true;
+                r->dev = m.used;
+        }
+        static vgpu_nvmlProcessInfo_v2_t list[CTX_PROCS];  /* under ctx_lock */
+        unsigned n = CTX_PROCS;
+        nvmlReturn_t pr = procs ? procs(h, &n, list) : NVML_ERROR_FUNCTION_NOT_FOUND;
+        vlog(VGPU_LOG_DEBUG, "NVML process list of device %u: %d, %u entries", dev, (int) pr, n);
+        if (pr == NVML_SUCCESS) {
+                r->proc_ok = true;
+                for (unsigned i = 0; i < n && i < CTX_PROCS; i++)
+                        if (list[i].pid == (unsigned) my_pid) {
+                                r->proc += list[i].usedGpuMemory;
+                                r->proc_found = true;
+                        }
+        }
+}
+
+/* The bytes to charge for a context created on dev between two readings.
+ * NVML lists this process under its pid once the context exists: its bytes
+ * grew by the context (exact; never taken above what the device grew by,
+ * so that a driver's stale entry is not charged), and the region keeps the
+ * figure per device. A process NVML does not list under its pid (a pid
+ * namespace: NVML's pids are the host's) takes the figure a listed process
+ * of the container measured, else charges nothing: the device's used bytes
+ * move with every other process on the GPU, and a guess from them gives
+ * false out-of-memory errors (HAMi-core's host-pid discovery has the same
+ * limit and turns its SM limit off). */
+static uint64_t ctx_size(unsigned dev, const struct ctx_reading *b, const struct ctx_reading *a) {
+        vlog(VGPU_LOG_DEBUG, "context on device %u: this process %llu -> %llu bytes (%s), device %llu -> %llu (%s)", dev,
+             (unsigned long long) b->proc, (unsigned long long) a->proc, a->proc_found ? "listed" : a->proc_ok ? "not listed" : "no list",
+             (unsigned long long) b->dev, (unsigned long long) a->dev, a->dev_ok && b->dev_ok ? "read" : "unread");
+        if (!(b->proc_ok && a->proc_found)) {
+                static bool said;
+                uint64_t cached = atomic_load(&region->ctx_size[dev]);
+                if (!said && cached == 0 && a->proc_ok && b->proc_ok)
+                        vlog(VGPU_LOG_INFO, "NVML does not list this process under its pid %d: contexts are not "
+                                            "charged until a process of the container that it lists measured one",
+                             (int) my_pid);
+                said = true;
+                return cached;
+        }
+        uint64_t m = a->proc > b->proc ? a->proc - b->proc : 0;
+        if (b->dev_ok && a->dev_ok && (a->dev <= b->dev || a->dev - b->dev < m))
+                m = a->dev > b->dev ? a->dev - b->dev : 0;
+        if (m > CTX_MAX_BYTES)
+                m = 0;
+        atomic_store(&region->ctx_size[dev], m);
+        return m;
+}
+
+/* Charges a context of size bytes on dev. CUDA_ERROR_OUT_OF_MEMORY past the cap. */
+static CUresult ctx_charge(unsigned dev, uint64_t size) {
+        int s;
+        if (size == 0)
+                return CUDA_SUCCESS;
+        CUresult r = charge(dev, size, &s);
+        if (r == CUDA_SUCCESS)
+                vgpu_region_ctx_add(region, s, dev, (int64_t) size);
+        return r;
+}
+
+static void ctx_uncharge(unsigned dev, uint64_t size) {
+        int s = atomic_load(&my_slot);
+        if (size == 0 || s < 0)
+                return;
+        uncharge(s, dev, size);
+        vgpu_region_ctx_add(region, s, dev, -(int64_t) size);
+}
+
+EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
+        init();
+        REAL(cuDevicePrimaryCtxRetain);
+        if (!active || dev < 0 || dev >= VGPU_MAX_DEVICES)
+                return real(pctx, dev);
+        unsigned d = (unsigned) dev;
+        static struct ctx_reading before, after;  /* under ctx_lock */
+        pthread_mutex_lock(&ctx_lock);
+        bool first = primary_refs[d] == 0 || primary_charged[d] == 0;
+        if (first)
+                nvml_read(d, &before);
+        CUresult r = real(pctx, dev);
+        if (r == CUDA_SUCCESS) {
+                primary_refs[d]++;
+                if (first) {
+                        nvml_read(d, &after);
+                        uint64_t size = ctx_size(d, &before, &after);
+                        if (ctx_charge(d, size) != CUDA_SUCCESS) {
+                                cuDevicePrimaryCtxRelease_v2_fn rel = atomic_load(&real_cuDevicePrimaryCtxRelease_v2);
+                                if (rel)
+                                        rel(dev);
+                                primary_refs[d]--;
+                                r = CUDA_ERROR_OUT_OF_MEMORY;
+                        } else
+                                primary_charged[d] = size;
+                }
+        }
+        pthread_mutex_unlock(&ctx_lock);
+        return r;
+}
+
+EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
+        init();
+        REAL(cuDevicePrimaryCtxRelease_v2);
+        CUresult r = real(dev);
+        if (r != CUDA_SUCCESS || !active || dev < 0 || dev >= VGPU_MAX_DEVICES)
+                return r;
+        pthread_mutex_lock(&ctx_lock);
+        if (primary_refs[dev] > 0 && --primary_refs[dev] == 0) {
+                ctx_uncharge((unsigned) dev, primary_charged[dev]);
+                primary_charged[dev] = 0;
+        }
+        pthread_mutex_unlock(&ctx_lock);
+        return r;
+}
+
+EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
+        init();
+        REAL(cuDevicePrimaryCtxReset_v2);
+        CUresult r = real(dev);
+        if (r != CUDA_SUCCESS || !active || dev < 0 || dev >= VGPU_MAX_DEVICES)
+                return r;
+        /* The context is gone; a later retain charges it again. */
+        pthread_mutex_lock(&ctx_lock);
+        ctx_uncharge((unsigned) dev, primary_charged[dev]);
+        primary_charged[dev] = 0;
+        pthread_mutex_unlock(&ctx_lock);
+        return r;
+}
+
+/* A context creation: measure around call, charge, remember. */
+#define CTX_CREATE(call)                                                                                     \
+        do {                                                                                                 \
+                if (!active || dev < 0 || dev >= VGPU_MAX_DEVICES || !pctx)                                  \
+                        return call;                                                                         \
+                unsigned d_ = (unsigned) dev;                                                                \
+                static struct ctx_reading before_, after_; /* under ctx_lock */                              \
+                pthread_mutex_lock(&ctx_lock);                                                               \
+                nvml_read(d_, &before_);                                                                     \
+                CUresult r_ = call;                                                                          \
+                if (r_ == CUDA_SUCCESS) {                                                                    \
+                        nvml_read(d_, &after_);                                                              \
+                        uint64_t size_ = ctx_size(d_, &before_, &after_);                                    \
+                        if (ctx_charge(d_, size_) != CUDA_SUCCESS) {                                         \
+                                ctx_destroy_real(*pctx);                                                     \
+                                r_ = CUDA_ERROR_OUT_OF_MEMORY;                                               \
+                        } else if (vgpu_track_put(VGPU_TRACK_CTX, (uint64_t) (uintptr_t) *pctx, size_, d_) < 0) { \
+                                ctx_uncharge(d_, size_);                                                     \
+                                ctx_destroy_real(*pctx);                                                     \
+                                r_ = CUDA_ERROR_OUT_OF_MEMORY;                                               \
+                        }                                                                                    \
+                }                                                                                            \
+                pthread_mutex_unlock(&ctx_lock);                                                             \
+                return r_;                                                                                   \
+        } while (0)
+
+static void ctx_destroy_real(CUcontext c) {
+        cuCtxDestroy_v2_fn f = atomic_load(&real_cuCtxDestroy_v2);
+        if (f)
+                f(c);
+}
+
+EXPORT CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int fl, CUdevice dev) {
+        init();
+        REAL(cuCtxCreate_v2);
+        CTX_CREATE(real(pctx, fl, dev));
+}
+
+EXPORT CUresult cuCtxCreate_v3(CUcontext *pctx, void *aff, int naff, unsigned int fl, CUdevice dev) {
+        init();
+        REAL(cuCtxCreate_v3);
+        CTX_CREATE(real(pctx, aff, naff, fl, dev));
+}
+
+EXPORT CUresult cuCtxCreate_v4(CUcontext *pctx, void *params, unsigned int fl, CUdevice dev) {
+        init();
+        REAL(cuCtxCreate_v4);
+        CTX_CREATE(real(pctx, params, fl, dev));
+}
+
+EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx) {
+        init();
+        REAL(cuCtxDestroy_v2);
+        uint64_t size;
+        unsigned dev;
+        if (!active || vgpu_track_take(VGPU_TRACK_CTX, (uint64_t) (uintptr_t) ctx, &size, &dev) < 0)
+                return real(ctx);
+        CUresult r = real(ctx);
+        pthread_mutex_lock(&ctx_lock);
+        if (r == CUDA_SUCCESS)
+                ctx_uncharge(dev, size);
+        else
+                (void) vgpu_track_put(VGPU_TRACK_CTX, (uint64_t) (uintptr_t) ctx, size, dev);
+        pthread_mutex_unlock(&ctx_lock);
+        return r;
 }
 
 /* ---- memory views ---- */
@@ -697,20 +1164,104 @@ EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev) {
         return r;
 }
 
-/* The container's device index of an NVML device: its UUID as a CUDA
- * process of the container recorded it, else NVML's index. */
+/* ---- which NVML device is which CUDA device ----
+ *
+ * The caps are per CUDA device (CUDA's index in the container). An NVML
+ * device is CUDA device i when its UUID is the one a CUDA process of the
+ * container recorded for i (compared on the 16 bytes: NVML says "MIG-..."
+ * of a MIG device whose CUDA UUID we print as "GPU-..."). Before any CUDA
+ * process recorded them, CUDA_VISIBLE_DEVICES says it (indices, UUIDs or
+ * their unique prefixes, MIG UUIDs; the list stops at the first entry that
+ * names nothing, as CUDA's). Only without CUDA_VISIBLE_DEVICES is NVML's
+ * index taken for CUDA's (all devices visible, in PCI order). */
+
+#define CVD_MAX VGPU_MAX_DEVICES
+static struct {
+        bool set;                       /* CUDA_VISIBLE_DEVICES was in the environment */
+        unsigned n;
+        int index[CVD_MAX];             /* NVML index, or -1: by UUID prefix */
+        char hex[CVD_MAX][33];          /* the UUID prefix's hex digits */
+} cvd;
+
+/* The hex digits of a UUID after its "GPU-"/"MIG-" prefix (dashes dropped),
+ * at most 32; the count, 0 when the text is not one. */
+static size_t uuid_hex(const char *u, char out[33]) {
+        size_t n = 0;
+        if (strncmp(u, "GPU-", 4) != 0 && strncmp(u, "MIG-", 4) != 0)
+                return 0;
+        for (u += 4; *u && *u != ',' && n < 32; u++) {
+                char c = *u;
+                if (c == '-')
+                        continue;
+                if (c >= 'A' && c <= 'F')
+                        c = (char) (c - 'A' + 'a');
+                if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')))
+                        return 0;
+                out[n++] = c;
+        }
+        out[n] = 0;
+        return n;
+}
+
+static void cvd_load(void) {
+        const char *v = secure_getenv("CUDA_VISIBLE_DEVICES");
+        cvd.set = v != NULL;
+        cvd.n = 0;
+        for (const char *p = v; p && *p && cvd.n < CVD_MAX;) {
+                while (*p == ' ')
+                        p++;
+                const char *e = strchr(p, ',');
+                size_t len = e ? (size_t) (e - p) : strlen(p);
+                unsigned i = cvd.n;
+                if (len > 0 && p[0] >= '0' && p[0] <= '9') {
+                        int x = vgpu_parse_int(p);
+                        size_t k = 0;
+                        while (k < len && p[k] >= '0' && p[k] <= '9')
+                                k++;
+                        if (k != len && p[k] != ' ')
+                                break;
+                        cvd.index[i] = x;
+                } else if (uuid_hex(p, cvd.hex[i]) > 0) {
+                        cvd.index[i] = -1;
+                } else
+                        break;  /* CUDA ignores the rest of the list */
+                cvd.n++;
+                p = e ? e + 1 : p + len;
+        }
+}
+
+/* CUDA's index of an NVML device, or -ENODEV when the container's CUDA
+ * processes do not see it. */
 static int nvml_dev_index(nvmlDevice_t d) {
         nvmlDeviceGetUUID_fn u = atomic_load(&real_nvmlDeviceGetUUID);
-        char uuid[96];
-        if (u && u(d, uuid, sizeof(uuid)) == NVML_SUCCESS) {
-                int i = vgpu_region_find_uuid(region, uuid);
-                if (i >= 0)
-                        return i;
+        char uuid[96], hex[33];
+        size_t nh = 0;
+        if (u && u(d, uuid, sizeof(uuid)) == NVML_SUCCESS)
+                nh = uuid_hex(uuid, hex);
+        if (nh == 32) {
+                for (unsigned i = 0; i < VGPU_MAX_DEVICES; i++) {
+                        char rh[33];
+                        if (atomic_load(&region->uuid_set[i]) == 2 && uuid_hex(region->uuid[i], rh) == 32 &&
+                            strcmp(rh, hex) == 0)
+                                return (int) i;
+                }
         }
+        /* Recorded by a CUDA process, and not among them: not the container's. */
+        if (atomic_load(&region->uuid_set[0]) == 2)
+                return -ENODEV;
         nvmlDeviceGetIndex_fn ix = atomic_load(&real_nvmlDeviceGetIndex);
-        unsigned i;
-        if (ix && ix(d, &i) == NVML_SUCCESS && i < VGPU_MAX_DEVICES)
-                return (int) i;
+        unsigned idx;
+        bool have_idx = ix && ix(d, &idx) == NVML_SUCCESS;
+        if (cvd.set) {
+                for (unsigned i = 0; i < cvd.n; i++) {
+                        if (cvd.index[i] >= 0 ? have_idx && (unsigned) cvd.index[i] == idx
+                                              : nh == 32 && strncmp(hex, cvd.hex[i], strlen(cvd.hex[i])) == 0)
+                                return (int) i;
+                }
+                return -ENODEV;
+        }
+        if (have_idx && idx < VGPU_MAX_DEVICES)
+                return (int) idx;
         return -ENODEV;
 }
 
@@ -750,6 +1301,108 @@ EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t d, vgpu_nvmlMemory_v
         }
         return r;
 }
+
+/* ---- process lists ----
+ *
+ * On a device of the container, the compute processes NVML lists are the
+ * container's own: the live processes of the region holding memory there
+ * (their charge, contexts included), under the pids the container sees.
+ * The graphics list keeps only NVML's entries of those pids, with their
+ * charge. Other devices, and everything without limits, are NVML's. */
+
+#define PROC_MAX 256    /* the real list read for the graphics filter */
+
+/* The region's live processes with bytes on dev: (pid, bytes) into out,
+ * up to cap; the number there are. */
+static unsigned region_procs(unsigned dev, vgpu_nvmlProcessInfo_v2_t *out, unsigned cap) {
+        unsigned n = 0, hwm = atomic_load(&region->slot_hwm);
+        vgpu_region_reclaim(region, vgpu_pid_alive);
+        for (unsigned i = 0; i < hwm && i < VGPU_MAX_SLOTS; i++) {
+                uint64_t o = atomic_load(&region->slots[i].owner);
+                uint64_t used = vgpu_region_slot_used(region, (int) i, dev);
+                if (!o || VGPU_OWNER_STATE(o) != VGPU_OWNER_LIVE || used == 0)
+                        continue;
+                if (n < cap)
+                        out[n] = (vgpu_nvmlProcessInfo_v2_t) { .pid = (unsigned) VGPU_OWNER_PID(o),
+                                                               .usedGpuMemory = used,
+                                                               .gpuInstanceId = NVML_VALUE_NOT_AVAILABLE_U32,
+                                                               .computeInstanceId = NVML_VALUE_NOT_AVAILABLE_U32 };
+                n++;
+        }
+        return n;
+}
+
+/* The answer in NVML's terms: n entries of list into infos (v1 or v2 layout). */
+static nvmlReturn_t procs_answer(const vgpu_nvmlProcessInfo_v2_t *list, unsigned n, unsigned *count, void *infos,
+                                 bool v1) {
+        if (!count)
+                return NVML_ERROR_INVALID_ARGUMENT;
+        if (*count < n) {
+                *count = n;
+                return NVML_ERROR_INSUFFICIENT_SIZE;
+        }
+        if (n > 0 && !infos)
+                return NVML_ERROR_INVALID_ARGUMENT;
+        for (unsigned i = 0; i < n; i++) {
+                if (v1)
+                        ((vgpu_nvmlProcessInfo_v1_t *) infos)[i] =
+                                (vgpu_nvmlProcessInfo_v1_t) { .pid = list[i].pid, .usedGpuMemory = list[i].usedGpuMemory };
+                else
+                        ((vgpu_nvmlProcessInfo_v2_t *) infos)[i] = list[i];
+        }
+        *count = n;
+        return NVML_SUCCESS;
+}
+
+static nvmlReturn_t compute_procs(nvmlDevice_t d, unsigned *count, void *infos, bool v1) {
+        int i = nvml_dev_index(d);
+        static __thread vgpu_nvmlProcessInfo_v2_t list[VGPU_MAX_SLOTS];
+        unsigned n = region_procs((unsigned) i, list, VGPU_MAX_SLOTS);
+        return procs_answer(list, n < VGPU_MAX_SLOTS ? n : VGPU_MAX_SLOTS, count, infos, v1);
+}
+
+#define COMPUTE_PROCS(name, type, v1)                                                                        \
+        EXPORT nvmlReturn_t name(nvmlDevice_t d, unsigned int *n, type *p) {                                 \
+                init();                                                                                      \
+                name##_fn real = atomic_load(&real_##name);                                                  \
+                if (!real)                                                                                   \
+                        return NVML_ERROR_FUNCTION_NOT_FOUND;                                                \
+                if (!active || nvml_dev_index(d) < 0)                                                        \
+                        return real(d, n, p);                                                                \
+                return compute_procs(d, n, p, v1);                                                           \
+        }
+COMPUTE_PROCS(nvmlDeviceGetComputeRunningProcesses, vgpu_nvmlProcessInfo_v1_t, true)
+COMPUTE_PROCS(nvmlDeviceGetComputeRunningProcesses_v2, vgpu_nvmlProcessInfo_v2_t, false)
+COMPUTE_PROCS(nvmlDeviceGetComputeRunningProcesses_v3, vgpu_nvmlProcessInfo_v2_t, false)
+
+/* NVML's graphics list, kept to the container's processes. */
+#define GRAPHICS_PROCS(name, type, v1)                                                                       \
+        EXPORT nvmlReturn_t name(nvmlDevice_t d, unsigned int *n, type *p) {                                 \
+                init();                                                                                      \
+                name##_fn real = atomic_load(&real_##name);                                                  \
+                if (!real)                                                                                   \
+                        return NVML_ERROR_FUNCTION_NOT_FOUND;                                                \
+                int dev = active ? nvml_dev_index(d) : -1;                                                   \
+                if (dev < 0)                                                                                 \
+                        return real(d, n, p);                                                                \
+                static __thread type all[PROC_MAX];                                                          \
+                static __thread vgpu_nvmlProcessInfo_v2_t mine[VGPU_MAX_SLOTS], keep[PROC_MAX];              \
+                unsigned na = PROC_MAX, k = 0;                                                               \
+                nvmlReturn_t r = real(d, &na, all);                                                          \
+                if (r != NVML_SUCCESS)                                                                       \
+                        return r;                                                                            \
+                unsigned nm = region_procs((unsigned) dev, mine, VGPU_MAX_SLOTS);                            \
+                for (unsigned i = 0; i < na && i < PROC_MAX; i++)                                            \
+                        for (unsigned j = 0; j < nm && j < VGPU_MAX_SLOTS; j++)                              \
+                                if (mine[j].pid == all[i].pid) {                                             \
+                                        keep[k++] = mine[j];                                                 \
+                                        break;                                                               \
+                                }                                                                            \
+                return procs_answer(keep, k, n, p, v1);                                                      \
+        }
+GRAPHICS_PROCS(nvmlDeviceGetGraphicsRunningProcesses, vgpu_nvmlProcessInfo_v1_t, true)
+GRAPHICS_PROCS(nvmlDeviceGetGraphicsRunningProcesses_v2, vgpu_nvmlProcessInfo_v2_t, false)
+GRAPHICS_PROCS(nvmlDeviceGetGraphicsRunningProcesses_v3, vgpu_nvmlProcessInfo_v2_t, false)
 
 /* ---- compute share ---- */
 
@@ -903,9 +1556,6 @@ EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int ver, cuu
 
 /* ---- the watcher: measured utilisation corrects the estimates ---- */
 
-typedef nvmlReturn_t (*nvmlInit_fn)(void);
-typedef nvmlReturn_t (*nvmlDeviceGetHandleByUUID_fn)(const char *, nvmlDevice_t *);
-typedef nvmlReturn_t (*nvmlDeviceGetHandleByIndex_fn)(unsigned int, nvmlDevice_t *);
 typedef nvmlReturn_t (*nvmlDeviceGetProcessUtilization_fn)(nvmlDevice_t, vgpu_nvmlProcessUtilizationSample_t *,
                                                             unsigned int *, unsigned long long);
 
@@ -949,6 +1599,8 @@ static void watcher_stop(void) {
 
 static void *watcher(void *arg) {
         void *lib = dlopen("libnvidia-ml.so.1", RTLD_NOW);
+        if (lib)
+                adopt_nvml(lib, vgpu_real_dlsym);
         nvmlInit_fn ini = lib ? (nvmlInit_fn) vgpu_real_dlsym(lib, "nvmlInit_v2") : NULL;
         nvmlDeviceGetHandleByUUID_fn by_uuid =
                 lib ? (nvmlDeviceGetHandleByUUID_fn) vgpu_real_dlsym(lib, "nvmlDeviceGetHandleByUUID") : NULL;
@@ -983,8 +1635,12 @@ static void *watcher(void *arg) {
                         bool have = false;
                         if (nvml_ok && atomic_load(&region->uuid_set[d]) == 2 && by_uuid)
                                 have = by_uuid(region->uuid[d], &h) == NVML_SUCCESS;
-                        if (nvml_ok && !have && by_index)
+                        /* Not recorded yet: CUDA_VISIBLE_DEVICES's index, or
+                         * NVML's own when it is not set. */
+                        if (nvml_ok && !have && by_index && !cvd.set)
                                 have = by_index(d, &h) == NVML_SUCCESS;
+                        else if (nvml_ok && !have && by_index && d < cvd.n && cvd.index[d] >= 0)
+                                have = by_index((unsigned) cvd.index[d], &h) == NVML_SUCCESS;
                         if (!have) {
                                 atomic_store(&region->share[d].others_until_ns, UINT64_MAX);
                                 continue;

@@ -229,6 +229,7 @@ static void slot_clear(struct vgpu_slot *s) {
         for (unsigned d = 0; d < VGPU_MAX_DEVICES; d++) {
                 atomic_store(&s->dev[d].used, 0);
                 atomic_store(&s->dev[d].pending, 0);
+                atomic_store(&s->dev[d].ctx, 0);
         }
         atomic_store(&s->launches, 0);
         atomic_store(&s->throttled_ns, 0);
@@ -343,6 +344,34 @@ uint64_t vgpu_region_used_live(struct vgpu_region *r, unsigned dev, vgpu_alive_f
                 return 0;
         vgpu_region_reclaim(r, alive);
         return sum_dev(r, dev, false, -1, NULL);
+}
+
+uint64_t vgpu_region_ctx(const struct vgpu_region *r, unsigned dev) {
+        uint64_t s = 0;
+        if (dev >= VGPU_MAX_DEVICES)
+                return 0;
+        unsigned hwm = atomic_load(&((struct vgpu_region *) r)->slot_hwm);
+        for (unsigned i = 0; i < hwm && i < VGPU_MAX_SLOTS; i++)
+                s += atomic_load(&((struct vgpu_region *) r)->slots[i].dev[dev].ctx);
+        return s;
+}
+
+uint64_t vgpu_region_slot_ctx(const struct vgpu_region *r, int slot, unsigned dev) {
+        if (slot < 0 || slot >= VGPU_MAX_SLOTS || dev >= VGPU_MAX_DEVICES)
+                return 0;
+        return atomic_load(&((struct vgpu_region *) r)->slots[slot].dev[dev].ctx);
+}
+
+void vgpu_region_ctx_add(struct vgpu_region *r, int slot, unsigned dev, int64_t delta) {
+        if (slot < 0 || slot >= VGPU_MAX_SLOTS || dev >= VGPU_MAX_DEVICES)
+                return;
+        _Atomic uint64_t *c = &r->slots[slot].dev[dev].ctx;
+        uint64_t cur = atomic_load(c);
+        for (;;) {
+                uint64_t next = delta < 0 ? (cur >= (uint64_t) -delta ? cur + (uint64_t) delta : 0) : cur + (uint64_t) delta;
+                if (atomic_compare_exchange_weak(c, &cur, next))
+                        return;
+        }
 }
 
 uint64_t vgpu_region_slot_used(const struct vgpu_region *r, int slot, unsigned dev) {

@@ -28,7 +28,7 @@
 #include "vgpu/config.h"
 
 #define VGPU_REGION_MAGIC 0x31757067766b6d23ULL  /* "#mkvgpu1" */
-#define VGPU_REGION_VERSION 1u
+#define VGPU_REGION_VERSION 2u                   /* 2: contexts charged (ctx, ctx_size) */
 #define VGPU_MAX_SLOTS 1024                      /* processes per container */
 #define VGPU_UUID_LEN 48
 #define VGPU_HAMI_MAGIC 19920718                 /* HAMi-core's region (shared_region_t) */
@@ -40,8 +40,10 @@
 #define VGPU_OWNER_PID(o) ((pid_t) ((o) & 0xffffffffu))
 
 struct vgpu_dev_use {
-        _Atomic uint64_t used;     /* committed bytes */
+        _Atomic uint64_t used;     /* committed bytes (contexts included) */
         _Atomic uint64_t pending;  /* announced, being checked */
+        _Atomic uint64_t ctx;      /* of used, the contexts' bytes (the views' breakdown) */
+        uint64_t reserved;
 };
 
 struct vgpu_slot {
@@ -76,7 +78,7 @@ struct vgpu_region {
         uint32_t reserved0;
         _Atomic uint32_t uuid_set[VGPU_MAX_DEVICES];
         char uuid[VGPU_MAX_DEVICES][VGPU_UUID_LEN]; /* "GPU-..." of CUDA device i, once known */
-        uint64_t reserved[16];
+        _Atomic uint64_t ctx_size[VGPU_MAX_DEVICES]; /* a context's bytes on device i as measured (0: not yet) */
         struct vgpu_share_dev share[VGPU_MAX_DEVICES];
         struct vgpu_slot slots[VGPU_MAX_SLOTS];
 };
@@ -121,6 +123,11 @@ uint64_t vgpu_region_used(const struct vgpu_region *r, unsigned dev);
 /* The same, after reclaiming the slots of dead processes it meets: what
  * the memory views report (a process killed a moment ago no longer counts). */
 uint64_t vgpu_region_used_live(struct vgpu_region *r, unsigned dev, vgpu_alive_fn alive);
+/* Of the committed bytes, the contexts' (summed over slots / one slot);
+ * vgpu_region_ctx_add moves a slot's context figure (already charged). */
+uint64_t vgpu_region_ctx(const struct vgpu_region *r, unsigned dev);
+uint64_t vgpu_region_slot_ctx(const struct vgpu_region *r, int slot, unsigned dev);
+void vgpu_region_ctx_add(struct vgpu_region *r, int slot, unsigned dev, int64_t delta);
 /* Committed bytes of one slot. */
 uint64_t vgpu_region_slot_used(const struct vgpu_region *r, int slot, unsigned dev);
 /* Reclaims the slots of dead processes; returns how many. */

@@ -19,6 +19,7 @@ struct entry {
         uint64_t size;
         uint32_t dev;
         uint32_t pad;
+        uint64_t aux;
 };
 
 struct shard {
@@ -67,6 +68,10 @@ static int grow(struct shard *s) {
 }
 
 int vgpu_track_put(enum vgpu_track_kind kind, uint64_t key, uint64_t size, unsigned dev) {
+        return vgpu_track_put_aux(kind, key, size, dev, 0);
+}
+
+int vgpu_track_put_aux(enum vgpu_track_kind kind, uint64_t key, uint64_t size, unsigned dev, uint64_t aux) {
         if (key == KEY_EMPTY || (unsigned) kind >= _VGPU_TRACK_MAX)
                 return -EINVAL;
         uint64_t h = mix(key);
@@ -81,39 +86,36 @@ int vgpu_track_put(enum vgpu_track_kind kind, uint64_t key, uint64_t size, unsig
         if (s->e[j].key == KEY_EMPTY)
                 s->used++;
         /* An existing key: the driver reused an address we missed a free of. */
-        s->e[j] = (struct entry) { .key = key, .size = size, .dev = dev };
+        s->e[j] = (struct entry) { .key = key, .size = size, .dev = dev, .aux = aux };
 out:
         pthread_mutex_unlock(&s->lock);
         return r;
 }
 
-int vgpu_track_take(enum vgpu_track_kind kind, uint64_t key, uint64_t *ret_size, unsigned *ret_dev) {
-        if (key == KEY_EMPTY || (unsigned) kind >= _VGPU_TRACK_MAX)
-                return -ENOENT;
-        uint64_t h = mix(key);
-        struct shard *s = &shards[kind][h & (SHARDS - 1)];
-        int r = -ENOENT;
-        pthread_mutex_lock(&s->lock);
+/* The slot of key in s, or -1. */
+static int64_t find(struct shard *s, uint64_t key) {
         if (s->cap == 0)
-                goto out;
+                return -1;
         uint32_t mask = s->cap - 1, i = home(key, s->cap);
         while (s->e[i].key != key) {
                 if (s->e[i].key == KEY_EMPTY)
-                        goto out;
+                        return -1;
                 i = (i + 1) & mask;
         }
-        *ret_size = s->e[i].size;
-        *ret_dev = s->e[i].dev;
+        return i;
+}
+
+/* Removes the entry at i, shifting back the entries that probed past it. */
+static void remove_at(struct shard *s, uint32_t i) {
+        uint32_t mask = s->cap - 1;
         s->used--;
-        r = 0;
-        /* Shift back the entries that probed past i. */
         for (;;) {
                 s->e[i].key = KEY_EMPTY;
                 uint32_t k = i;
                 for (;;) {
                         k = (k + 1) & mask;
                         if (s->e[k].key == KEY_EMPTY)
-                                goto out;
+                                return;
                         uint32_t hk = home(s->e[k].key, s->cap);
                         bool stays = i <= k ? (i < hk && hk <= k) : (i < hk || hk <= k);
                         if (!stays)
@@ -122,7 +124,50 @@ int vgpu_track_take(enum vgpu_track_kind kind, uint64_t key, uint64_t *ret_size,
                 s->e[i] = s->e[k];
                 i = k;
         }
-out:
+}
+
+int vgpu_track_take_aux(enum vgpu_track_kind kind, uint64_t key, uint64_t *ret_size, unsigned *ret_dev,
+                        uint64_t *ret_aux) {
+        if (key == KEY_EMPTY || (unsigned) kind >= _VGPU_TRACK_MAX)
+                return -ENOENT;
+        struct shard *s = &shards[kind][mix(key) & (SHARDS - 1)];
+        pthread_mutex_lock(&s->lock);
+        int64_t i = find(s, key);
+        if (i >= 0) {
+                *ret_size = s->e[i].size;
+                *ret_dev = s->e[i].dev;
+                if (ret_aux)
+                        *ret_aux = s->e[i].aux;
+                remove_at(s, (uint32_t) i);
+        }
+        pthread_mutex_unlock(&s->lock);
+        return i >= 0 ? 0 : -ENOENT;
+}
+
+int vgpu_track_take(enum vgpu_track_kind kind, uint64_t key, uint64_t *ret_size, unsigned *ret_dev) {
+        return vgpu_track_take_aux(kind, key, ret_size, ret_dev, NULL);
+}
+
+int vgpu_track_handle_adjust(uint64_t key, int refs, int maps, uint64_t *ret_size, unsigned *ret_dev) {
+        if (key == KEY_EMPTY)
+                return -ENOENT;
+        struct shard *s = &shards[VGPU_TRACK_HANDLE][mix(key) & (SHARDS - 1)];
+        int r = -ENOENT;
+        pthread_mutex_lock(&s->lock);
+        int64_t i = find(s, key);
+        if (i >= 0) {
+                int64_t nr = (int64_t) (uint32_t) s->e[i].aux + refs, nm = (int64_t) (s->e[i].aux >> 32) + maps;
+                nr = nr < 0 ? 0 : nr > UINT32_MAX ? UINT32_MAX : nr;
+                nm = nm < 0 ? 0 : nm > UINT32_MAX ? UINT32_MAX : nm;
+                s->e[i].aux = (uint64_t) nr | (uint64_t) nm << 32;
+                r = 0;
+                if (nr == 0 && nm == 0) {
+                        *ret_size = s->e[i].size;
+                        *ret_dev = s->e[i].dev;
+                        remove_at(s, (uint32_t) i);
+                        r = 1;
+                }
+        }
         pthread_mutex_unlock(&s->lock);
         return r;
 }

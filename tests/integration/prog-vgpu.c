@@ -21,6 +21,13 @@
  *                            print "busy_ns B wall_ns W share P"
  *   bench-alloc N            N cuMemAlloc/cuMemFree pairs of 1 MiB: "alloc_free_ns X"
  *   bench-launch N           N launches of a 1-block kernel (no sync): "launch_ns X"
+ *   vmm ORDER MIB            a VMM allocation's charge through one order of calls (ORDER:
+ *                            release-mapped, unmap-first, retain, thread, host, range, export);
+ *                            prints "vmm ORDER ok" or FAIL lines
+ *   ctx MIB                  contexts charged: prints "ctx primary B created B destroyed B"
+ *   procs                    NVML's compute processes of device 0 (v1, v2, v3): "procs vN pid P used B"
+ *   nvml-totals N            NVML's memory total of NVML devices 0..N-1: "nvml I total T" (no CUDA call)
+ *   pinned MIB               cuMemAllocHost of MIB with the device at its cap: "pinned R"
  * Device $PROG_VGPU_DEVICE (default 0), its primary context. Exit 0 on success, 1 on a failed check,
  * 2 when the driver cannot be set up, 77 when the mode is unavailable. */
 #include <dlfcn.h>
@@ -40,6 +47,10 @@
 typedef struct CUlib_st *CUlibrary;
 typedef struct CUkern_st *CUkernel;
 typedef struct CUgraph_st *CUgraph;
+struct access_desc {  /* CUmemAccessDesc */
+        CUmemLocation location;
+        unsigned long long flags;
+};
 
 /* name used by the exported symbol, name asked of cuGetProcAddress, type. */
 #define CU_FUNCS(X)                                                                                           \
@@ -76,7 +87,25 @@ typedef struct CUgraph_st *CUgraph;
         X(cuGraphInstantiateWithFlags, "cuGraphInstantiateWithFlags",                                        \
           CUresult (*)(CUgraphExec *, CUgraph, unsigned long long))                                          \
         X(cuGraphLaunch, "cuGraphLaunch", CUresult (*)(CUgraphExec, CUstream))                               \
-        X(cuGetExportTable, "cuGetExportTable", CUresult (*)(const void **, const CUuuid *))
+        X(cuGetExportTable, "cuGetExportTable", CUresult (*)(const void **, const CUuuid *))                 \
+        X(cuMemAddressReserve, "cuMemAddressReserve",                                                        \
+          CUresult (*)(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long))                      \
+        X(cuMemAddressFree, "cuMemAddressFree", CUresult (*)(CUdeviceptr, size_t))                           \
+        X(cuMemMap, "cuMemMap",                                                                              \
+          CUresult (*)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long))       \
+        X(cuMemUnmap, "cuMemUnmap", CUresult (*)(CUdeviceptr, size_t))                                       \
+        X(cuMemSetAccess, "cuMemSetAccess", CUresult (*)(CUdeviceptr, size_t, const struct access_desc *, size_t)) \
+        X(cuMemRetainAllocationHandle, "cuMemRetainAllocationHandle",                                        \
+          CUresult (*)(CUmemGenericAllocationHandle *, void *))                                              \
+        X(cuMemExportToShareableHandle, "cuMemExportToShareableHandle",                                      \
+          CUresult (*)(void *, CUmemGenericAllocationHandle, int, unsigned long long))                       \
+        X(cuMemImportFromShareableHandle, "cuMemImportFromShareableHandle",                                  \
+          CUresult (*)(CUmemGenericAllocationHandle *, void *, int))                                         \
+        X(cuCtxCreate_v2, "cuCtxCreate", CUresult (*)(CUcontext *, unsigned, CUdevice))                      \
+        X(cuCtxDestroy_v2, "cuCtxDestroy", CUresult (*)(CUcontext))                                          \
+        X(cuDevicePrimaryCtxRelease_v2, "cuDevicePrimaryCtxRelease", CUresult (*)(CUdevice))                 \
+        X(cuMemAllocHost_v2, "cuMemAllocHost", CUresult (*)(void **, size_t))                                \
+        X(cuMemFreeHost, "cuMemFreeHost", CUresult (*)(void *))
 
 /* Weak: without a driver at link time the direct mode is unavailable. */
 #define DECLARE_WEAK(sym, name, type) extern __typeof__(*(type) 0) sym __attribute__((weak));
@@ -508,6 +537,258 @@ static int cmd_bench_launch(unsigned n) {
         return 0;
 }
 
+/* ---- VMM, contexts, NVML process lists, pinned memory ---- */
+
+#define GRAN (2ull << 20)
+
+static CUresult vmm_create(size_t size, int loc_type, int handle_types, CUmemGenericAllocationHandle *h) {
+        CUmemAllocationProp prop = { .type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                     .requestedHandleTypes = handle_types,
+                                     .location = { .type = loc_type, .id = loc_type == CU_MEM_LOCATION_TYPE_DEVICE ? device_index() : 0 } };
+        return cu.cuMemCreate(h, size, &prop, 0);
+}
+
+static CUresult vmm_map(CUdeviceptr va, size_t size, CUmemGenericAllocationHandle h) {
+        CUresult r = cu.cuMemMap(va, size, 0, h, 0);
+        if (r != CUDA_SUCCESS)
+                return r;
+        struct access_desc a = { .location = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = device_index() }, .flags = 3 };
+        return cu.cuMemSetAccess(va, size, &a, 1);
+}
+
+struct thread_arg {
+        size_t size;
+        size_t charged;
+        CUresult r;
+};
+
+/* A thread with no current context creates and releases. */
+static void *vmm_thread(void *p) {
+        struct thread_arg *t = p;
+        CUmemGenericAllocationHandle h;
+        t->r = vmm_create(t->size, CU_MEM_LOCATION_TYPE_DEVICE, 0, &h);
+        if (t->r == CUDA_SUCCESS) {
+                t->charged = 1;
+                t->r = cu.cuMemRelease(h);
+        }
+        return NULL;
+}
+
+static int cmd_vmm(const char *order, size_t mib) {
+        size_t size = (mib << 20) < GRAN ? GRAN : (mib << 20) / GRAN * GRAN;
+        size_t u0 = mem_used();
+        CUmemGenericAllocationHandle h, h2;
+        CUdeviceptr va;
+        CUresult r;
+        if (!cu.cuMemCreate || !cu.cuMemMap || !cu.cuMemAddressReserve)
+                return 77;
+#define NEED(call) do { if ((r = (call)) != CUDA_SUCCESS) { printf("FAIL %s: %s returned %d\n", order, #call, (int) r); return 1; } } while (0)
+        if (strcmp(order, "release-mapped") == 0) {
+                NEED(vmm_create(size, CU_MEM_LOCATION_TYPE_DEVICE, 0, &h));
+                CHECK(mem_used() == u0 + size, "created: charged %zu, want %zu", mem_used() - u0, size);
+                NEED(cu.cuMemAddressReserve(&va, size, 0, 0, 0));
+                NEED(vmm_map(va, size, h));
+                NEED(cu.cuMemRelease(h));
+                CHECK(mem_used() == u0 + size, "released while mapped: %zu charged, want %zu (still mapped)",
+                      mem_used() - u0, size);
+                NEED(cu.cuMemUnmap(va, size));
+                CHECK(mem_used() == u0, "unmapped after release: %zu still charged", mem_used() - u0);
+                cu.cuMemAddressFree(va, size);
+        } else if (strcmp(order, "unmap-first") == 0) {
+                NEED(vmm_create(size, CU_MEM_LOCATION_TYPE_DEVICE, 0, &h));
+                NEED(cu.cuMemAddressReserve(&va, size, 0, 0, 0));
+                NEED(vmm_map(va, size, h));
+                NEED(cu.cuMemUnmap(va, size));
+                CHECK(mem_used() == u0 + size, "unmapped, not released: %zu charged, want %zu", mem_used() - u0, size);
+                NEED(cu.cuMemRelease(h));
+                CHECK(mem_used() == u0, "released after unmap: %zu still charged", mem_used() - u0);
+                cu.cuMemAddressFree(va, size);
+        } else if (strcmp(order, "retain") == 0) {
+                if (!cu.cuMemRetainAllocationHandle)
+                        return 77;
+                NEED(vmm_create(size, CU_MEM_LOCATION_TYPE_DEVICE, 0, &h));
+                NEED(cu.cuMemAddressReserve(&va, size, 0, 0, 0));
+                NEED(vmm_map(va, size, h));
+                NEED(cu.cuMemRetainAllocationHandle(&h2, (void *) (uintptr_t) va));
+                NEED(cu.cuMemRelease(h));
+                NEED(cu.cuMemUnmap(va, size));
+                CHECK(mem_used() == u0 + size, "retained, first handle released, unmapped: %zu charged, want %zu",
+                      mem_used() - u0, size);
+                r = cu.cuMemRelease(h2);
+                if (r != CUDA_SUCCESS) {
+                        printf("note: the driver's retained handle holds no reference (release %d)\n", (int) r);
+                        return 77;
+                }
+                CHECK(mem_used() == u0, "retained handle released: %zu still charged", mem_used() - u0);
+                cu.cuMemAddressFree(va, size);
+        } else if (strcmp(order, "thread") == 0) {
+                struct thread_arg t = { .size = size };
+                pthread_t th;
+                pthread_create(&th, NULL, vmm_thread, &t);
+                pthread_join(th, NULL);
+                CHECK(t.r == CUDA_SUCCESS && t.charged, "from a thread with no context: %d", (int) t.r);
+                CHECK(mem_used() == u0, "after the thread released: %zu charged", mem_used() - u0);
+                /* And one kept: charged on its location's device. */
+                NEED(vmm_create(size, CU_MEM_LOCATION_TYPE_DEVICE, 0, &h));
+                CHECK(mem_used() == u0 + size, "charged %zu, want %zu", mem_used() - u0, size);
+                NEED(cu.cuMemRelease(h));
+        } else if (strcmp(order, "host") == 0) {
+                for (int loc = 2; loc <= 3; loc++) {  /* CU_MEM_LOCATION_TYPE_HOST, _HOST_NUMA */
+                        r = vmm_create(size, loc, 0, &h);
+                        CHECK(mem_used() == u0, "host location %d: %zu charged on the device", loc, mem_used() - u0);
+                        if (r == CUDA_SUCCESS)
+                                cu.cuMemRelease(h);
+                        printf("host location %d result %d\n", loc, (int) r);
+                }
+        } else if (strcmp(order, "range") == 0) {
+                /* Two mappings side by side, one unmap of the whole range. */
+                NEED(vmm_create(size, CU_MEM_LOCATION_TYPE_DEVICE, 0, &h));
+                NEED(vmm_create(size, CU_MEM_LOCATION_TYPE_DEVICE, 0, &h2));
+                NEED(cu.cuMemAddressReserve(&va, 2 * size, 0, 0, 0));
+                NEED(vmm_map(va, size, h));
+                NEED(vmm_map(va + size, size, h2));
+                NEED(cu.cuMemRelease(h));
+                NEED(cu.cuMemRelease(h2));
+                CHECK(mem_used() == u0 + 2 * size, "both released, mapped: %zu charged", mem_used() - u0);
+                r = cu.cuMemUnmap(va, 2 * size);
+                if (r != CUDA_SUCCESS) {
+                        NEED(cu.cuMemUnmap(va, size));
+                        NEED(cu.cuMemUnmap(va + size, size));
+                }
+                CHECK(mem_used() == u0, "range unmapped: %zu still charged", mem_used() - u0);
+                cu.cuMemAddressFree(va, 2 * size);
+        } else if (strcmp(order, "cap") == 0) {
+                size_t made = 0;
+                while ((r = vmm_create(size, CU_MEM_LOCATION_TYPE_DEVICE, 0, &h)) == CUDA_SUCCESS)
+                        made += size;
+                printf("vmm cap result %d created %zu\n", (int) r, made);
+                return r == CUDA_ERROR_OUT_OF_MEMORY ? 0 : 1;
+        } else if (strcmp(order, "export") == 0) {
+                /* A second process of the container imports and maps: charged once. */
+                if (!cu.cuMemExportToShareableHandle || !cu.cuMemImportFromShareableHandle)
+                        return 77;
+                int fd = -1, go[2], done[2];
+                r = vmm_create(size, CU_MEM_LOCATION_TYPE_DEVICE, 1 /* POSIX fd */, &h);
+                if (r != CUDA_SUCCESS || cu.cuMemExportToShareableHandle(&fd, h, 1, 0) != CUDA_SUCCESS) {
+                        printf("note: no export of shareable handles here (%d)\n", (int) r);
+                        return 77;
+                }
+                if (pipe(go) < 0 || pipe(done) < 0)
+                        return 2;
+                pid_t p = fork();
+                if (p == 0) {
+                        char c;
+                        CUmemGenericAllocationHandle hi;
+                        CUdeviceptr v;
+                        if (setup() != 0)
+                                _exit(2);
+                        if (cu.cuMemImportFromShareableHandle(&hi, (void *) (uintptr_t) fd, 1) != CUDA_SUCCESS) {
+                                printf("note: the driver cannot import a handle by fd\n");
+                                _exit(77);
+                        }
+                        if (cu.cuMemAddressReserve(&v, size, 0, 0, 0) != CUDA_SUCCESS || vmm_map(v, size, hi) != CUDA_SUCCESS)
+                                _exit(1);
+                        size_t seen = mem_used();
+                        printf("child sees %zu charged\n", seen - u0);
+                        _exit(seen == u0 + size ? (cu.cuMemUnmap(v, size) == CUDA_SUCCESS && cu.cuMemRelease(hi) == CUDA_SUCCESS ? 0 : 1) : 3);
+                        (void) c;
+                }
+                int st;
+                waitpid(p, &st, 0);
+                if (WIFEXITED(st) && WEXITSTATUS(st) == 77)
+                        return 77;
+                CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the importing process: status %d (3: charged twice)", st);
+                NEED(cu.cuMemRelease(h));
+                CHECK(mem_used() == u0, "all released: %zu charged", mem_used() - u0);
+        } else {
+                printf("unknown order %s\n", order);
+                return 2;
+        }
+#undef NEED
+        if (!failures)
+                printf("vmm %s ok\n", order);
+        return failures ? 1 : 0;
+}
+
+static int cmd_ctx(void) {
+        size_t primary = mem_used();
+        CUcontext c, prim;
+        CUdevice d;
+        cu.cuDeviceGet(&d, device_index());
+        cu.cuDevicePrimaryCtxRetain(&prim, d);
+        CUresult r = cu.cuCtxCreate_v2 ? cu.cuCtxCreate_v2(&c, 0, d) : CUDA_ERROR_NOT_FOUND;
+        if (r != CUDA_SUCCESS) {
+                printf("ctx primary %zu create %d\n", primary, (int) r);
+                return r == CUDA_ERROR_OUT_OF_MEMORY ? 0 : 1;
+        }
+        size_t created = mem_used() - primary;
+        cu.cuCtxDestroy_v2(c);
+        cu.cuCtxSetCurrent(prim);
+        size_t destroyed = primary + created - mem_used();
+        printf("ctx primary %zu created %zu destroyed %zu\n", primary, created, destroyed);
+        return 0;
+}
+
+typedef nvmlReturn_t (*procs_fn)(nvmlDevice_t, unsigned *, void *);
+
+static int cmd_procs(void) {
+        void *n = dlopen("libnvidia-ml.so.1", RTLD_NOW);
+        nvml_init_fn ini = n ? (nvml_init_fn) dlsym(n, "nvmlInit_v2") : NULL;
+        nvml_handle_fn by_index = n ? (nvml_handle_fn) dlsym(n, "nvmlDeviceGetHandleByIndex_v2") : NULL;
+        nvmlDevice_t dev;
+        if (!ini || !by_index || ini() != 0 || by_index((unsigned) device_index(), &dev) != 0)
+                return 2;
+        static const char *const names[] = { "nvmlDeviceGetComputeRunningProcesses",
+                                             "nvmlDeviceGetComputeRunningProcesses_v2",
+                                             "nvmlDeviceGetComputeRunningProcesses_v3" };
+        for (int v = 0; v < 3; v++) {
+                procs_fn f = (procs_fn) dlsym(n, names[v]);
+                unsigned cnt = 0;
+                if (!f)
+                        continue;
+                nvmlReturn_t r = f(dev, &cnt, NULL);
+                printf("procs v%d count %u result %d\n", v + 1, cnt, (int) r);
+                vgpu_nvmlProcessInfo_v2_t list[64];
+                vgpu_nvmlProcessInfo_v1_t l1[64];
+                cnt = 64;
+                r = v == 0 ? f(dev, &cnt, l1) : f(dev, &cnt, list);
+                if (r != 0)
+                        continue;
+                for (unsigned i = 0; i < cnt; i++)
+                        printf("procs v%d pid %u used %llu\n", v + 1, v == 0 ? l1[i].pid : list[i].pid,
+                               v == 0 ? l1[i].usedGpuMemory : list[i].usedGpuMemory);
+        }
+        return 0;
+}
+
+static int cmd_nvml_totals(unsigned count) {
+        void *n = dlopen("libnvidia-ml.so.1", RTLD_NOW);
+        nvml_init_fn ini = n ? (nvml_init_fn) dlsym(n, "nvmlInit_v2") : NULL;
+        nvml_handle_fn by_index = n ? (nvml_handle_fn) dlsym(n, "nvmlDeviceGetHandleByIndex_v2") : NULL;
+        nvml_mem_fn mem = n ? (nvml_mem_fn) dlsym(n, "nvmlDeviceGetMemoryInfo") : NULL;
+        if (!ini || !by_index || !mem || ini() != 0)
+                return 2;
+        for (unsigned i = 0; i < count; i++) {
+                nvmlDevice_t d;
+                vgpu_nvmlMemory_t m;
+                if (by_index(i, &d) == 0 && mem(d, &m) == 0)
+                        printf("nvml %u total %llu\n", i, m.total);
+        }
+        return 0;
+}
+
+static int cmd_pinned(size_t bytes) {
+        CUdeviceptr p;
+        while (cu.cuMemAlloc_v2(&p, 64u << 20) == CUDA_SUCCESS)
+                ;
+        void *h = NULL;
+        CUresult r = cu.cuMemAllocHost_v2 ? cu.cuMemAllocHost_v2(&h, bytes) : CUDA_ERROR_NOT_FOUND;
+        printf("pinned %d\n", (int) r);
+        if (r == CUDA_SUCCESS)
+                cu.cuMemFreeHost(h);
+        return 0;
+}
+
 int main(int argc, char **argv) {
         if (argc < 3) {
                 fprintf(stderr, "usage: prog-vgpu direct|dlsym|procaddr COMMAND [ARGS]\n");
@@ -522,6 +803,8 @@ int main(int argc, char **argv) {
         unsigned long b = argc > 4 ? strtoul(argv[4], NULL, 10) : 0;
         if (strcmp(cmd, "fork") == 0)
                 return cmd_fork(a << 20, argv[1]);
+        if (strcmp(cmd, "nvml-totals") == 0)  /* NVML only: no CUDA call first */
+                return cmd_nvml_totals((unsigned) a);
         if ((r = setup()) != 0)
                 return r;
         if (strcmp(cmd, "info") == 0)
@@ -544,6 +827,14 @@ int main(int argc, char **argv) {
                 return cmd_bench_alloc((unsigned) a);
         if (strcmp(cmd, "bench-launch") == 0)
                 return cmd_bench_launch((unsigned) a);
+        if (strcmp(cmd, "vmm") == 0 && argc > 4)
+                return cmd_vmm(argv[3], b);
+        if (strcmp(cmd, "ctx") == 0)
+                return cmd_ctx();
+        if (strcmp(cmd, "procs") == 0)
+                return cmd_procs();
+        if (strcmp(cmd, "pinned") == 0)
+                return cmd_pinned(a << 20);
         fprintf(stderr, "unknown command '%s'\n", cmd);
         return 2;
 }

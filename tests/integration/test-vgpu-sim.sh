@@ -51,7 +51,10 @@ for m in "${modes[@]}"; do
   # Over the cap: CUDA_ERROR_OUT_OF_MEMORY (2), one line naming the cap.
   vg CUDA_DEVICE_MEMORY_LIMIT_0=1g -- "$m" fill 100 0 >"$tmp/out" 2>"$tmp/err" || fail "$m fill: $(cat "$tmp/out" "$tmp/err")"
   grep -q "^filled $((1000 * MIB)) result 2$" "$tmp/out" || fail "$m fill: $(cat "$tmp/out")"
-  [ "$(grep -c 'CUDA_DEVICE_MEMORY_LIMIT_0' "$tmp/err")" = 1 ] || fail "$m: refusal log: $(cat "$tmp/err")"
+  [ "$(grep -c 'out of memory.*CUDA_DEVICE_MEMORY_LIMIT_0' "$tmp/err")" = 1 ] || fail "$m: refusal log: $(cat "$tmp/err")"
+  # The cap read, once, at start.
+  [ "$(grep -c "limits read: device 0 $GIB bytes (1024 MiB) from CUDA_DEVICE_MEMORY_LIMIT_0='1g'" "$tmp/err")" = 1 ] ||
+    fail "$m: start-up line: $(cat "$tmp/err")"
   grep -q "cap is $GIB bytes" "$tmp/err" || fail "$m: the log line does not name the cap: $(cat "$tmp/err")"
 
   # Unknown symbols, cuGetExportTable, RTLD_NEXT/RTLD_DEFAULT.
@@ -65,13 +68,13 @@ done
 for round in 1 2 3; do
   : >"$tmp/race"
   for i in 1 2 3 4 5 6; do
-    vg CUDA_DEVICE_MEMORY_LIMIT=2g -- dlsym fill 30 3 >>"$tmp/race" 2>/dev/null &
+    vg CUDA_DEVICE_MEMORY_LIMIT=2g -- dlsym fill 30 3 >>"$tmp/race" 2>>"$tmp/race.err" &
     pids+=($!)
   done
   wait
   pids=()
   sum=$(awk '/^filled/ {s += $2} END {print s + 0}' "$tmp/race")
-  [ "$(grep -c '^filled' "$tmp/race")" = 6 ] || fail "race: $(cat "$tmp/race")"
+  [ "$(grep -c '^filled' "$tmp/race")" = 6 ] || fail "race: $(cat "$tmp/race" "$tmp/race.err")"
   [ "$sum" -le $((2 * GIB)) ] || fail "race round $round: $sum bytes charged over a cap of $((2 * GIB))"
   [ $((2 * GIB - sum)) -lt $((30 * MIB)) ] || fail "race round $round: false OOM, $((2 * GIB - sum)) bytes left"
 done

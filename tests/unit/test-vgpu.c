@@ -31,6 +31,8 @@
 
 /* ---- configuration ---- */
 
+/* HAMi-core's readings (get_limit_from_env: the suffix from the last
+ * character, strtoul(value, base 0) of the whole text). */
 static void test_parse_size(void **state) {
         static const struct {
                 const char *in;
@@ -39,11 +41,15 @@ static void test_parse_size(void **state) {
         } t[] = {
                 { "8000m", 0, 8000 * MIB },  { "8g", 0, 8ull << 30 },     { "8G", 0, 8ull << 30 },
                 { "4096k", 0, 4096 * 1024 }, { "123", 0, 123 },           { "0", 0, 0 },
-                { "", -EINVAL, 0 },          { "m", -EINVAL, 0 },         { "8x", -EINVAL, 0 },
-                { "-1", -EINVAL, 0 },        { " 8m", -EINVAL, 0 },       { "8m ", -EINVAL, 0 },
-                { "8.5g", -EINVAL, 0 },      { "18446744073709551615", 0, UINT64_MAX },
-                { "18446744073709551616", -ERANGE, 0 },                  { "17179869184g", -ERANGE, 0 },
-                { "8mb", -EINVAL, 0 },
+                { "", -EINVAL, 0 },          { "m", -EINVAL, 0 },         { "8x", 0, 8 },
+                { "-1", 0, UINT64_MAX },     { " 8m", 0, 8 * MIB },       { "8m ", 0, 8 },
+                { "8.5g", 0, 8ull << 30 },   { "1.5g", 0, 1ull << 30 },   { "18446744073709551615", 0, UINT64_MAX },
+                { "18446744073709551616", 0, UINT64_MAX },                { "17179869184g", -ERANGE, 0 },
+                { "8mb", 0, 8 },             { "1gb", 0, 1 },             { "0x40000000", 0, 1ull << 30 },
+                { "0X10m", 0, 16 * MIB },    { "010", 0, 8 },             { "08", 0, 0 },
+                { "0x", 0, 0 },              { "+2k", 0, 2048 },          { "\t\n 3", 0, 3 },
+                { "abc", -EINVAL, 0 },       { "-", -EINVAL, 0 },         { "-1g", -ERANGE, 0 },
+                { "--1", -EINVAL, 0 },       { "0xg", 0, 0 },
         };
         for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
                 uint64_t v = 777;
@@ -64,9 +70,19 @@ static void test_parse_percent(void **state) {
         assert_int_equal(vgpu_parse_percent("30", &v), 0);
         assert_int_equal(v, 30);
         assert_int_equal(vgpu_parse_percent("100", &v), 0);
-        assert_int_equal(vgpu_parse_percent("101", &v), -ERANGE);
-        assert_int_equal(vgpu_parse_percent("3o", &v), -EINVAL);
+        assert_int_equal(vgpu_parse_percent("101", &v), 0);
+        assert_int_equal(v, 100);
+        assert_int_equal(vgpu_parse_percent("3o", &v), 0);
+        assert_int_equal(v, 3);
+        assert_int_equal(vgpu_parse_percent("0x1e", &v), 0);
+        assert_int_equal(v, 30);
         assert_int_equal(vgpu_parse_percent("", &v), -EINVAL);
+        assert_int_equal(vgpu_parse_percent("x", &v), -EINVAL);
+        /* atoi, as HAMi-core reads CUDA_TASK_PRIORITY. */
+        assert_int_equal(vgpu_parse_int(" -3x"), -3);
+        assert_int_equal(vgpu_parse_int("x"), 0);
+        assert_int_equal(vgpu_parse_int("99999999999"), INT32_MAX);
+        assert_int_equal(vgpu_parse_int("-99999999999"), INT32_MIN);
 }
 
 struct env {
@@ -100,7 +116,7 @@ static void test_config(void **state) {
         assert_int_equal(c.mem_limit[1], 8000 * MIB);
         assert_int_equal(c.mem_limit[15], 2ull << 30);
         assert_int_equal(c.sm_limit[0], 30);
-        assert_int_equal(c.sm_limit[2], 100);
+        assert_int_equal(c.sm_limit[2], 30);  /* 0: the all-devices value (HAMi-core) */
         assert_int_equal(c.sm_limit[3], 100);
         assert_string_equal(c.region_path, "/tmp/x.cache");
         assert_int_equal(c.policy, VGPU_POLICY_FORCE);
@@ -117,17 +133,44 @@ static void test_config(void **state) {
         assert_string_equal(c.region_path, VGPU_DEFAULT_REGION);
         assert_int_equal(c.policy, VGPU_POLICY_DEFAULT);
 
-        /* A bad memory limit fails closed; a bad SM limit or policy is ignored. */
-        struct env bad = { { "CUDA_DEVICE_MEMORY_LIMIT_0=8x", "CUDA_DEVICE_SM_LIMIT_0=150",
+        assert_int_equal(c.priority, 1);  /* HAMi-core's default */
+
+        /* A memory limit with no digit fails closed; a bad SM limit or policy is
+         * ignored; an SM limit over 100 is none; log levels past 4 are 4. */
+        struct env bad = { { "CUDA_DEVICE_MEMORY_LIMIT_0=x8", "CUDA_DEVICE_SM_LIMIT_0=150", "CUDA_DEVICE_SM_LIMIT_1=z",
                              "GPU_CORE_UTILIZATION_POLICY=sometimes", "LIBCUDA_LOG_LEVEL=9",
                              "CUDA_DISABLE_CONTROL=true", NULL } };
+        n_warnings = 0;
         vgpu_config_load(&c, env_lookup, &bad, count_warn);
-        assert_int_equal(n_warnings, 4);
+        assert_int_equal(n_warnings, 3);
         assert_int_equal(c.mem_limit[0], 0);
         assert_true(c.mem_limit[1] == VGPU_UNLIMITED);
         assert_int_equal(c.sm_limit[0], 100);
+        assert_int_equal(c.sm_limit[1], 100);
         assert_int_equal(c.policy, VGPU_POLICY_DEFAULT);
+        assert_int_equal(c.log_level, 4);
         assert_true(c.disabled);
+
+        /* HAMi-core's order: a per-device value read as 0 (or overflowing) falls
+         * back to the all-devices value; the texts are kept for the log line. */
+        struct env fallback = { { "CUDA_DEVICE_MEMORY_LIMIT=2g", "CUDA_DEVICE_MEMORY_LIMIT_0=0",
+                                  "CUDA_DEVICE_MEMORY_LIMIT_1=0x40000000", "CUDA_DEVICE_MEMORY_LIMIT_2=1.5g",
+                                  "CUDA_DEVICE_MEMORY_LIMIT_3=99999999999999g", "CUDA_DEVICE_SM_LIMIT=20",
+                                  "CUDA_DEVICE_SM_LIMIT_0=0", "CUDA_TASK_PRIORITY=0", NULL } };
+        n_warnings = 0;
+        vgpu_config_load(&c, env_lookup, &fallback, count_warn);
+        assert_int_equal(n_warnings, 1);  /* the overflow */
+        assert_int_equal(c.mem_limit[0], 2ull << 30);
+        assert_int_equal(c.mem_from[0], VGPU_FROM_ALL);
+        assert_int_equal(c.mem_limit[1], 1ull << 30);
+        assert_int_equal(c.mem_from[1], VGPU_FROM_DEVICE);
+        assert_string_equal(c.mem_text[1], "0x40000000");
+        assert_int_equal(c.mem_limit[2], 1ull << 30);
+        assert_true(c.mem_limit[3] == VGPU_UNLIMITED);
+        assert_int_equal(c.mem_limit[4], 2ull << 30);
+        assert_string_equal(c.mem_text_all, "2g");
+        assert_int_equal(c.sm_limit[0], 20);
+        assert_int_equal(c.priority, 0);
 
         assert_string_equal(vgpu_policy_to_string(VGPU_POLICY_DISABLE), "disable");
         assert_int_equal(vgpu_policy_from_string("default"), VGPU_POLICY_DEFAULT);
@@ -197,10 +240,10 @@ static void test_region_file(void **state) {
         /* Another version, another size, HAMi-core's file: refused, saying why. */
         int fd = open(path, O_RDWR);
         assert_true(fd >= 0);
-        uint32_t v = 2;
+        uint32_t v = 1;  /* the layout before contexts were charged */
         assert_int_equal(pwrite(fd, &v, sizeof(v), offsetof(struct vgpu_region, version)), sizeof(v));
         assert_int_equal(vgpu_region_open(path, &c, &r, err, sizeof(err)), -EPROTO);
-        assert_non_null(strstr(err, "version 2"));
+        assert_non_null(strstr(err, "version 1"));
         assert_int_equal(ftruncate(fd, 4096), 0);
         assert_int_equal(vgpu_region_open(path, &c, &r, err, sizeof(err)), -EPROTO);
         assert_non_null(strstr(err, "4096 bytes"));
@@ -415,6 +458,36 @@ static void test_region_uuid(void **state) {
 
 /* ---- allocation table ---- */
 
+/* A VMM handle's references and mappings: the charge goes when both are 0,
+ * in any order. */
+static void test_track_handle(void **state) {
+        uint64_t size = 0;
+        unsigned dev = 0;
+        const uint64_t h = 0x5a5a000ull;
+        assert_int_equal(vgpu_track_handle_adjust(h, -1, 0, &size, &dev), -ENOENT);
+        assert_int_equal(vgpu_track_put_aux(VGPU_TRACK_HANDLE, h, 64 * MIB, 2, 1), 0);
+        assert_int_equal(vgpu_track_handle_adjust(h, 0, 1, &size, &dev), 0);   /* mapped */
+        assert_int_equal(vgpu_track_handle_adjust(h, 1, 0, &size, &dev), 0);   /* retained */
+        assert_int_equal(vgpu_track_handle_adjust(h, -1, 0, &size, &dev), 0);  /* released while mapped */
+        assert_int_equal(vgpu_track_handle_adjust(h, 0, -1, &size, &dev), 0);  /* unmapped, retained still */
+        assert_int_equal(vgpu_track_handle_adjust(h, -1, 0, &size, &dev), 1);  /* the last reference */
+        assert_int_equal(size, 64 * MIB);
+        assert_int_equal(dev, 2);
+        assert_int_equal(vgpu_track_handle_adjust(h, -1, 0, &size, &dev), -ENOENT);
+        /* Unmapped first, then released. */
+        assert_int_equal(vgpu_track_put_aux(VGPU_TRACK_HANDLE, h, 2 * MIB, 0, 1), 0);
+        assert_int_equal(vgpu_track_handle_adjust(h, 0, 1, &size, &dev), 0);
+        assert_int_equal(vgpu_track_handle_adjust(h, 0, -1, &size, &dev), 0);
+        assert_int_equal(vgpu_track_handle_adjust(h, -1, 0, &size, &dev), 1);
+        /* Mappings remembered by address with their handle. */
+        uint64_t aux = 0;
+        assert_int_equal(vgpu_track_put_aux(VGPU_TRACK_MAP, 0x7f0000200000ull, 4 * MIB, 0, h), 0);
+        assert_int_equal(vgpu_track_take_aux(VGPU_TRACK_MAP, 0x7f0000200000ull, &size, &dev, &aux), 0);
+        assert_int_equal(aux, h);
+        assert_int_equal(size, 4 * MIB);
+        assert_int_equal(vgpu_track_count(VGPU_TRACK_HANDLE) + vgpu_track_count(VGPU_TRACK_MAP), 0);
+}
+
 static void test_track(void **state) {
         uint64_t size;
         unsigned dev;
@@ -548,6 +621,7 @@ int main(void) {
                 cmocka_unit_test(test_region_kill),
                 cmocka_unit_test(test_region_uuid),
                 cmocka_unit_test(test_track),
+                cmocka_unit_test(test_track_handle),
                 cmocka_unit_test(test_share),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);

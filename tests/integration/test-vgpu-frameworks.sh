@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# libmigkit-vgpu.so where frameworks go (issue 26), on the CUDA driver
+# simulator: VMM allocations charged for the physical allocation's lifetime
+# in every order (released while mapped, unmapped first, retained handles,
+# one unmap over two mappings, from a thread with no current context, host
+# locations not charged, refusal at the cap, a handle imported by a second
+# process charged once); contexts charged and shown in the views;
+# HAMi-core's value syntax; the caps following CUDA_VISIBLE_DEVICES (indices
+# and UUIDs) and nothing else; NVML's process list limited to the
+# container's processes with their charge; pinned host memory not charged.
+# Exit 77 (skipped) when the simulator is not built.
+set -euo pipefail
+. "$(dirname "$0")/vgpu-lib.sh"
+GIB=1073741824
+MIB=1048576
+vg() {
+  local envs=()
+  while [ "$1" != -- ]; do envs+=("$1"); shift; done
+  shift
+  env LD_PRELOAD="$vgpu" CUDA_DEVICE_MEMORY_SHARED_CACHE="$tmp/region" "${envs[@]}" "$prog" "$@"
+}
+total_of() { sed -n 's/^cuMemGetInfo total \([0-9]*\) .*/\1/p'; }
+
+# VMM in every order: the charge lives from create to the last release
+# after the last unmap.
+for order in release-mapped unmap-first retain thread host range export; do
+  rc=0
+  vg CUDA_DEVICE_MEMORY_LIMIT=1g -- dlsym vmm "$order" 64 >"$tmp/out" 2>"$tmp/err" || rc=$?
+  case $rc in
+    0) grep -q "^vmm $order ok$" "$tmp/out" || fail "vmm $order: $(cat "$tmp/out")" ;;
+    77) echo "note: vmm $order not available on this simulator: $(grep '^note' "$tmp/out" || true)" ;;
+    *) fail "vmm $order (exit $rc): $(cat "$tmp/out" "$tmp/err")" ;;
+  esac
+done
+# Refused at the cap with CUDA_ERROR_OUT_OF_MEMORY, never over it.
+vg CUDA_DEVICE_MEMORY_LIMIT=1g -- dlsym vmm cap 64 >"$tmp/out" 2>/dev/null || fail "vmm cap: $(cat "$tmp/out")"
+grep -q "^vmm cap result 2 created $GIB$" "$tmp/out" || fail "vmm cap: $(cat "$tmp/out")"
+
+# Contexts: 300 MiB each on this simulated GPU, charged and shown.
+export MIGKIT_SIM_CUDA_CTX_MIB=300
+ctx=$((300 * MIB))
+out=$(vg CUDA_DEVICE_MEMORY_LIMIT=1g -- dlsym ctx 2>&1)
+grep -q "^ctx primary $ctx created $ctx destroyed $ctx$" <<<"$out" || fail "contexts: $out"
+out=$(vg CUDA_DEVICE_MEMORY_LIMIT=1g -- dlsym info 2>&1)
+grep -q "^cuMemGetInfo total $GIB free $((GIB - ctx))$" <<<"$out" || fail "context not in cuMemGetInfo: $out"
+grep -q "^nvmlDeviceGetMemoryInfo total $GIB used $ctx " <<<"$out" || fail "context not in NVML's view: $out"
+# A 1 GiB container holds 1 GiB with its context, not 1.3.
+out=$(vg CUDA_DEVICE_MEMORY_LIMIT=1g -- dlsym fill 100 0 2>/dev/null)
+grep -q "^filled $((700 * MIB)) result 2$" <<<"$out" || fail "fill beside a context: $out"
+
+# NVML's process list: the container's processes with their charge, not
+# the node's (a process outside the container holds memory on the GPU).
+"$prog" dlsym hold 100 4 >"$tmp/outside" 2>&1 &
+pids+=($!)
+# env execs the program: $! is its pid, not a subshell's.
+env LD_PRELOAD="$vgpu" CUDA_DEVICE_MEMORY_SHARED_CACHE="$tmp/region" CUDA_DEVICE_MEMORY_LIMIT=1g \
+  "$prog" dlsym hold 200 4 >"$tmp/inside" 2>/dev/null &
+pids+=($!)
+for _ in $(seq 50); do grep -q ready "$tmp/outside" && grep -q ready "$tmp/inside" && break; sleep 0.1; done
+out=$(vg CUDA_DEVICE_MEMORY_LIMIT=1g -- dlsym procs 2>/dev/null)
+inside=${pids[1]} outside=${pids[0]}
+for v in 1 2 3; do
+  grep -q "^procs v$v pid $inside used $((200 * MIB + ctx))$" <<<"$out" || fail "procs v$v: the container's holder missing: $out"
+  ! grep -q "^procs v$v pid $outside " <<<"$out" || fail "procs v$v: a process outside the container listed: $out"
+done
+# Without the library, NVML lists every process.
+out=$("$prog" dlsym procs)
+grep -q "^procs v3 pid $outside " <<<"$out" || fail "the simulator does not list the outside process: $out"
+kill "${pids[@]}" 2>/dev/null || true
+wait 2>/dev/null || true
+pids=()
+unset MIGKIT_SIM_CUDA_CTX_MIB
+
+# HAMi-core's value syntax, with HAMi-core's values.
+for spec in "0x40000000:$GIB" " 1g:$GIB" "1.5g:$GIB" "+1g:$GIB" "2048m:$((2 * GIB))" "010m:$((8 * MIB))"; do
+  value=${spec%:*} want=${spec##*:}
+  out=$(vg "CUDA_DEVICE_MEMORY_LIMIT_0=$value" -- dlsym info 2>&1)
+  [ "$(total_of <<<"$out")" = "$want" ] || fail "CUDA_DEVICE_MEMORY_LIMIT_0='$value': $out"
+  grep -q "limits read: device 0 $want bytes .* from CUDA_DEVICE_MEMORY_LIMIT_0='$value'" <<<"$out" ||
+    fail "no start-up line for '$value': $out"
+done
+# A per-device 0 falls back to the all-devices value (HAMi-core's order).
+out=$(vg CUDA_DEVICE_MEMORY_LIMIT=2g CUDA_DEVICE_MEMORY_LIMIT_0=0 -- dlsym info 2>/dev/null)
+[ "$(total_of <<<"$out")" = $((2 * GIB)) ] || fail "CUDA_DEVICE_MEMORY_LIMIT_0=0 beside 2g: $out"
+
+# CUDA_VISIBLE_DEVICES=2,3: NVML devices 2 and 3 are CUDA's 0 and 1, capped;
+# 0 and 1 are not the container's. Before any CUDA process (the variable
+# says it) and after one recorded the UUIDs; by index and by UUID.
+uuid2=$("$MIGKIT_BUILD_DIR/sim/bin/nvidia-smi" -L | sed -n 's/^GPU 2: .*(UUID: \(GPU-[^)]*\)).*/\1/p')
+uuid3=$("$MIGKIT_BUILD_DIR/sim/bin/nvidia-smi" -L | sed -n 's/^GPU 3: .*(UUID: \(GPU-[^)]*\)).*/\1/p')
+[ -n "$uuid2" ] && [ -n "$uuid3" ] || fail "no UUIDs from the simulator's nvidia-smi -L"
+for cvd in 2,3 "$uuid2,$uuid3" "${uuid2:0:12},${uuid3:0:12}"; do
+  rm -f "$tmp/region"
+  for step in before after; do
+    [ $step = after ] && vg CUDA_VISIBLE_DEVICES="$cvd" CUDA_DEVICE_MEMORY_LIMIT_0=1g -- dlsym info >/dev/null 2>&1
+    out=$(vg CUDA_VISIBLE_DEVICES="$cvd" CUDA_DEVICE_MEMORY_LIMIT_0=1g CUDA_DEVICE_MEMORY_LIMIT_1=2g -- dlsym nvml-totals 4 2>/dev/null)
+    grep -q "^nvml 2 total $GIB$" <<<"$out" && grep -q "^nvml 3 total $((2 * GIB))$" <<<"$out" &&
+      ! grep -q "^nvml [01] total [0-9]\{1,10\}$" <<<"$out" ||
+      fail "CUDA_VISIBLE_DEVICES=$cvd ($step a CUDA process): $out"
+  done
+done
+
+# Pinned host memory is host memory: not refused when the device is at its cap.
+out=$(vg CUDA_DEVICE_MEMORY_LIMIT=1g -- dlsym pinned 64 2>/dev/null)
+grep -q "^pinned 0$" <<<"$out" || fail "pinned host memory at a full device: $out"
+
+finish
