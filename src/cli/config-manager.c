@@ -20,6 +20,7 @@
 #include "kube/informer.h"
 #include "kube/kube.h"
 #include "plugin/config-select.h"
+#include "version.h"
 
 static atomic_bool cm_cancel;
 
@@ -45,8 +46,10 @@ static void help(void) {
                "  --send-signal[=BOOL]          signal the process after a change (default true)\n"
                "                                [SEND_SIGNAL]\n"
                "  --signal N                    the signal (default 1, SIGHUP) [SIGNAL]\n"
-               "  --process-to-signal NAME      its argv[0] (default nvidia-device-plugin)\n"
-               "                                [PROCESS_TO_SIGNAL]\n");
+               "  --process-to-signal NAME      its argv[0] (default nvidia-device-plugin), a process of\n"
+               "                                this PID namespace only (the pod's, with\n"
+               "                                shareProcessNamespace) [PROCESS_TO_SIGNAL]\n"
+               "  -v, --version                 print the version\n");
 }
 
 struct cm {
@@ -86,7 +89,9 @@ static int update(struct cm *c, const char *value, struct mk_error *e) {
         pid_t pid;
         r = mk_process_find(c->process, &pid);
         if (r < 0)
-                return mk_error_set(e, r, "Cannot find the process '%s' to signal", c->process);
+                return mk_error_set(e, r, "Cannot find the process '%s' to signal in this PID namespace%s",
+                                    c->process,
+                                    r == -ESRCH ? " (a pod's containers share one with shareProcessNamespace)" : "");
         if (kill(pid, c->signal) < 0)
                 return mk_error_set(e, -errno, "Cannot send signal %d to '%s' (pid %d): %s", c->signal, c->process,
                                     (int) pid, strerror(errno));
@@ -118,7 +123,7 @@ int cli_config_manager(int argc, char **argv) {
                 .send_signal = true,
                 .signal = SIGHUP,
         };
-        const char *kubeconfig = NULL, *oneshot = NULL, *send = NULL, *sig = NULL;
+        const char *kubeconfig = NULL, *oneshot = NULL, *send = NULL, *sig = NULL, *version = NULL;
         const struct cli_option options[] = {
                 {"oneshot", 0, optional_argument, "ONESHOT", &oneshot},
                 {"kubeconfig", 0, required_argument, "KUBECONFIG", &kubeconfig},
@@ -131,11 +136,18 @@ int cli_config_manager(int argc, char **argv) {
                 {"send-signal", 0, optional_argument, "SEND_SIGNAL", &send},
                 {"signal", 0, required_argument, "SIGNAL", &sig},
                 {"process-to-signal", 0, required_argument, "PROCESS_TO_SIGNAL", &c.process},
+                {"version", 'v', no_argument, NULL, &version},
                 {},
         };
         int r = cli_options_parse(argc, argv, options, help);
         if (r != CLI_CONTINUE)
                 return r;
+        if (version) {
+                /* As the GPU Operator's other names print it (cli/upstream.c). */
+                printf("config-manager (migkit %s)\ngit revision: %s\nbuild: %s\n", MK_VERSION, MK_GIT_REV,
+                       MK_BUILD_FLAGS);
+                return MK_EXIT_OK;
+        }
         if (cli_option_bool("ONESHOT/--oneshot", oneshot, &c.oneshot) < 0 ||
             cli_option_bool("SEND_SIGNAL/--send-signal", send, &c.send_signal) < 0)
                 return MK_EXIT_USAGE;

@@ -130,7 +130,49 @@ int mk_dp_config_link(const char *srcdir, const char *name, const char *dst, boo
         return 0;
 }
 
+/* The pid of /proc/<name>'s process in its own PID namespace (the last
+ * field of NSpid), or, on kernels without NSpid, the /proc name when that
+ * /proc is of our namespace. 0 when unknown. */
+static pid_t pid_in_own_ns(const char *name, bool proc_is_ours) {
+        char p[PATH_MAX], buf[4096];
+        snprintf(p, sizeof(p), "/proc/%s/status", name);
+        int fd = open(p, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return 0;
+        ssize_t k = read(fd, buf, sizeof(buf) - 1);
+        close(fd);
+        if (k <= 0)
+                return 0;
+        buf[k] = 0;
+        const char *ns = strstr(buf, "\nNSpid:");
+        if (!ns)
+                return proc_is_ours ? (pid_t) strtol(name, NULL, 10) : 0;
+        ns += strlen("\nNSpid:");
+        long last = 0;
+        for (;;) {
+                char *end;
+                long v = strtol(ns, &end, 10);
+                if (end == ns)
+                        break;
+                last = v;
+                ns = end;
+        }
+        return last > 0 && last <= INT_MAX ? (pid_t) last : 0;
+}
+
 int mk_process_find(const char *argv0, pid_t *ret) {
+        /* Only processes of our own PID namespace (a pod's, with
+         * shareProcessNamespace): a /proc of the host also lists the
+         * processes of every container, whose names are not ours to signal. */
+        struct stat self_ns;
+        if (stat("/proc/self/ns/pid", &self_ns) < 0)
+                return -errno;
+        /* /proc/self names our pid as this /proc counts: ours when equal. */
+        char self[32] = "";
+        ssize_t n = readlink("/proc/self", self, sizeof(self) - 1);
+        if (n > 0)
+                self[n] = 0;
+        bool proc_is_ours = n > 0 && strtol(self, NULL, 10) == (long) getpid();
         DIR *d = opendir("/proc");
         if (!d)
                 return -errno;
@@ -139,7 +181,7 @@ int mk_process_find(const char *argv0, pid_t *ret) {
         while ((de = readdir(d))) {
                 char *end;
                 long pid = strtol(de->d_name, &end, 10);
-                if (*end || pid <= 0 || pid == (long) getpid() || (best && pid >= best))
+                if (*end || pid <= 0)
                         continue;
                 char p[64], buf[PATH_MAX];
                 snprintf(p, sizeof(p), "/proc/%ld/cmdline", pid);
@@ -152,8 +194,16 @@ int mk_process_find(const char *argv0, pid_t *ret) {
                         continue;
                 buf[k] = 0; /* argv[0] ends at the first NUL */
                 const char *base = strrchr(buf, '/');
-                if (streq(buf, argv0) || (base && streq(base + 1, argv0)))
-                        best = (pid_t) pid;
+                if (!streq(buf, argv0) && !(base && streq(base + 1, argv0)))
+                        continue;
+                struct stat ns;
+                snprintf(p, sizeof(p), "/proc/%ld/ns/pid", pid);
+                if (stat(p, &ns) < 0 || ns.st_dev != self_ns.st_dev || ns.st_ino != self_ns.st_ino)
+                        continue;
+                pid_t own = pid_in_own_ns(de->d_name, proc_is_ours);
+                if (own <= 0 || own == getpid() || (best && own >= best))
+                        continue;
+                best = own;
         }
         closedir(d);
         if (!best)

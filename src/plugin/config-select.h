@@ -29,6 +29,9 @@ int mk_dp_config_choose(const char *srcdir, const char *label, const char *defau
 int mk_dp_config_link(const char *srcdir, const char *name, const char *dst, bool *ret_updated, struct mk_error *e)
         _nonnull_(1, 3, 4) _wur_;
 
-/* The first process (lowest pid) whose argv[0] is `argv0` exactly, or whose
- * argv[0]'s file name is. -ESRCH when there is none. */
+/* The first process (lowest pid) of the caller's own PID namespace whose
+ * argv[0] is `argv0` exactly, or whose argv[0]'s file name is; *ret is its
+ * pid in that namespace, the one kill() takes. Processes of other PID
+ * namespaces listed in /proc (a host's /proc lists every container's) are
+ * never chosen. -ESRCH when there is none. */
 int mk_process_find(const char *argv0, pid_t *ret) _nonnull_(1, 2) _wur_;

@@ -4,8 +4,21 @@
 # nvidia-mig-parted apply/assert, gpu-feature-discovery --oneshot and its loop,
 # nvidia-device-plugin serving (no kubelet), nvidia-mig-manager's flags,
 # and `cmake --install` creating the links.
+# It runs in a PID namespace of its own where it may (root, or user
+# namespaces): config-manager signals a process by name, and must never reach
+# one of the host's.
 set -euo pipefail
 : "${MIGKIT_BIN:?}" "${MIGKIT_SOURCE_DIR:?}" "${MIGKIT_BUILD_DIR:?}"
+pidns_args=(--pid --fork --mount-proc --kill-child)
+[ "$(id -u)" = 0 ] || pidns_args=(--user --map-current-user "${pidns_args[@]}")
+if [ -z "${MIGKIT_TEST_OWN_PIDNS:-}" ] && unshare "${pidns_args[@]}" true 2>/dev/null; then
+  MIGKIT_TEST_OWN_PIDNS=1 exec unshare "${pidns_args[@]}" bash "$0" "$@"
+fi
+if [ "${MIGKIT_TEST_OWN_PIDNS:-}" = 1 ]; then
+  echo "in a PID namespace of its own (pid $$)"
+else
+  echo "note: unshare --pid is not permitted here: running in the caller's PID namespace"
+fi
 # Unix socket paths are short (108 bytes): a short temp dir.
 tmp=$(mktemp -d /tmp/mk-gpuop.XXXXXX)
 pids=()
@@ -31,9 +44,8 @@ expect() {
 
 for n in nvidia-mig-parted nvidia-mig-manager nvidia-device-plugin gpu-feature-discovery config-manager; do
   [ -L "$bindir/$n" ] && [ "$(readlink "$bindir/$n")" = migkit ] || fail "$bindir/$n is not a link to migkit"
-  [ "$n" = config-manager ] || expect 0 "$bindir/$n" --version
-  grep -q "^$n (migkit [0-9]" "$tmp/out" || [ "$n" = nvidia-mig-parted ] || [ "$n" = config-manager ] ||
-    fail "$n --version: $(cat "$tmp/out")"
+  expect 0 "$bindir/$n" --version
+  grep -q "^$n (migkit [0-9]" "$tmp/out" || [ "$n" = nvidia-mig-parted ] || fail "$n --version: $(cat "$tmp/out")"
 done
 
 # ---- nvidia-mig-parted: migkit's command line ----
@@ -149,6 +161,47 @@ expect 0 "$C" --help
 grep -q 'CONFIG_FILE_SRCDIR' "$tmp/out" || fail "config-manager --help: $(head -3 "$tmp/out")"
 NODE_NAME=n1 CONFIG_FILE_DST=$tmp/x expect 2 "$C" --oneshot
 grep -q 'invalid <config-file-srcdir>: must not be empty string' "$tmp/out" || fail "config-manager: $(cat "$tmp/out")"
+expect 0 "$C" -v
+grep -q '^config-manager (migkit [0-9]' "$tmp/out" || fail "config-manager -v: $(cat "$tmp/out")"
+expect 0 "$MIGKIT_BIN" config-manager --version
+grep -q '^config-manager (migkit [0-9]' "$tmp/out" || fail "migkit config-manager --version: $(cat "$tmp/out")"
+
+# The signal reaches only a process of config-manager's own PID namespace: a
+# process of the same name in another one (a container's, seen in the host's
+# /proc), started first so that it has the lower pid, is left alone.
+. "$MIGKIT_SOURCE_DIR/tests/integration/stub-apiserver.sh"
+mkdir -p "$tmp/stub" "$tmp/sig-avail" "$tmp/sig-cfg"
+stub_apiserver_start "$tmp/stub" --node n1 || fail "the stub apiserver did not start: $(cat "$tmp/stub/api.log")"
+pids+=("$stub_api_pid")
+printf 'version: v1\nflags:\n  migStrategy: mixed\n' >"$tmp/sig-avail/a100"
+decoy=
+if unshare "${pidns_args[@]}" true 2>/dev/null; then
+  unshare "${pidns_args[@]}" bash -c 'exec -a nvidia-device-plugin sleep 120' &
+  decoy=$!
+  pids+=("$decoy")
+  for _ in $(seq 100); do pgrep -P "$decoy" >/dev/null 2>&1 && break; sleep 0.05; done
+  sleep 0.2 # its exec of sleep as nvidia-device-plugin
+else
+  echo "SKIP (other PID namespace part): unshare --pid is not permitted here"
+fi
+(exec -a nvidia-device-plugin sleep 120) &
+target=$!
+pids+=("$target")
+sleep 0.2
+NODE_NAME=n1 CONFIG_FILE_SRCDIR=$tmp/sig-avail CONFIG_FILE_DST=$tmp/sig-cfg/config.yaml DEFAULT_CONFIG=a100 \
+  ONESHOT=true SEND_SIGNAL=true SIGNAL=1 PROCESS_TO_SIGNAL=nvidia-device-plugin KUBECONFIG=$tmp/stub/kubeconfig \
+  expect 0 "$C"
+[ "$(readlink "$tmp/sig-cfg/config.yaml")" = "$tmp/sig-avail/a100" ] || fail "oneshot link: $(ls -l "$tmp/sig-cfg")"
+rc=0; wait "$target" || rc=$?
+[ "$rc" = $((128 + 1)) ] || fail "the process of this namespace did not get SIGHUP (exit $rc): $(cat "$tmp/out")"
+if [ -n "$decoy" ]; then
+  kill -0 "$decoy" 2>/dev/null || fail "config-manager signalled a process of another PID namespace: $(cat "$tmp/out")"
+  kill "$decoy"; wait "$decoy" 2>/dev/null || true
+fi
+grep -q "Sent signal 1 to 'nvidia-device-plugin' (pid $target)" "$tmp/out" || fail "config-manager: $(cat "$tmp/out")"
+kill "$stub_api_pid" 2>/dev/null || true
+echo "ok: config-manager signals the process of its own PID namespace${decoy:+, not the one of another}"
+
 cache=$("${MIGKIT_K8S_TESTENV:-/nonexistent}" path 2>/dev/null || true)
 if [ -z "${MIGKIT_K8S_TESTENV:-}" ] || [ ! -x "$cache/bin/kube-apiserver" ] || [ "${MIGKIT_SKIP_K8S:-}" = 1 ]; then
   echo "SKIP: config-manager against an apiserver (k8s-testenv not built: scripts/k8s-testenv build)"
