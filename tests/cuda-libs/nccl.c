@@ -1,0 +1,160 @@
+/* NCCL on the CUDA driver simulator.
+ *   nccl all     ncclCommInitAll on GPUs 0 and 1, ncclAllReduce, stream
+ *                synchronise; the same captured in a CUDA graph and launched
+ *   nccl ranks   two processes, one GPU each: rank 0 makes the unique id and
+ *                passes it through a pipe, both ncclCommInitRank, allreduce
+ * What the communicators allocate is charged on both devices. */
+#include <sys/wait.h>
+
+#include <nccl.h>
+
+#include "common.h"
+
+#define COUNT (1u << 20)
+#define NC(what, expr) CHECK(what, expr, ncclSuccess)
+
+static int all(void) {
+        ncclComm_t comms[2];
+        int devs[2] = { 0, 1 };
+        float *send[2], *recv[2];
+        cudaStream_t s[2];
+        cudaGraph_t g[2];
+        cudaGraphExec_t ge[2];
+        unsigned long long base[2];
+
+        for (int i = 0; i < 2; i++)
+                base[i] = start_device(i);
+        NC("ncclCommInitAll", ncclCommInitAll(comms, 2, devs));
+        for (int i = 0; i < 2; i++) {
+                RT("cudaSetDevice", cudaSetDevice(i));
+                RT("cudaMalloc buffers", cudaMalloc((void **) &send[i], COUNT * sizeof(float)) |
+                                                 cudaMalloc((void **) &recv[i], COUNT * sizeof(float)));
+                RT("cudaStreamCreate", cudaStreamCreate(&s[i]));
+        }
+        NC("ncclGroupStart", ncclGroupStart());
+        for (int i = 0; i < 2; i++)
+                NC("ncclAllReduce", ncclAllReduce(send[i], recv[i], COUNT, ncclFloat, ncclSum, comms[i], s[i]));
+        NC("ncclGroupEnd", ncclGroupEnd());
+        for (int i = 0; i < 2; i++) {
+                RT("cudaSetDevice", cudaSetDevice(i));
+                RT("cudaStreamSynchronize", cudaStreamSynchronize(s[i]));
+        }
+        /* The same inside a graph capture. */
+        for (int i = 0; i < 2; i++) {
+                RT("cudaSetDevice", cudaSetDevice(i));
+                RT("cudaStreamBeginCapture", cudaStreamBeginCapture(s[i], cudaStreamCaptureModeThreadLocal));
+        }
+        NC("ncclGroupStart (capture)", ncclGroupStart());
+        for (int i = 0; i < 2; i++)
+                NC("ncclAllReduce (capture)",
+                   ncclAllReduce(send[i], recv[i], COUNT, ncclFloat, ncclSum, comms[i], s[i]));
+        NC("ncclGroupEnd (capture)", ncclGroupEnd());
+        for (int i = 0; i < 2; i++) {
+                RT("cudaSetDevice", cudaSetDevice(i));
+                RT("cudaStreamEndCapture", cudaStreamEndCapture(s[i], &g[i]));
+                RT("cudaGraphInstantiate", cudaGraphInstantiate(&ge[i], g[i], 0));
+        }
+        for (int round = 0; round < 2; round++)
+                for (int i = 0; i < 2; i++) {
+                        RT("cudaSetDevice", cudaSetDevice(i));
+                        RT("cudaGraphLaunch", cudaGraphLaunch(ge[i], s[i]));
+                }
+        for (int i = 0; i < 2; i++) {
+                RT("cudaSetDevice", cudaSetDevice(i));
+                RT("cudaStreamSynchronize (graph)", cudaStreamSynchronize(s[i]));
+                unsigned long long used = expect_charged(i, base[i], 2 * COUNT * sizeof(float), "buffers and communicator");
+                printf("nccl: the communicator took %llu bytes on GPU %d\n", used - base[i] - 2 * COUNT * sizeof(float), i);
+                RT("cudaGraphExecDestroy", cudaGraphExecDestroy(ge[i]));
+                RT("cudaGraphDestroy", cudaGraphDestroy(g[i]));
+        }
+        for (int i = 0; i < 2; i++)
+                NC("ncclCommDestroy", ncclCommDestroy(comms[i]));
+        for (int i = 0; i < 2; i++) {
+                RT("cudaSetDevice", cudaSetDevice(i));
+                RT("cudaFree", cudaFree(send[i]) | cudaFree(recv[i]));
+                RT("cudaStreamDestroy", cudaStreamDestroy(s[i]));
+        }
+        return 0;
+}
+
+/* One rank of two: rank 0 writes the id to fd, rank 1 reads it. */
+static int rank(int r, int fd) {
+        ncclUniqueId id;
+        ncclComm_t comm;
+        float *send, *recv;
+        cudaStream_t s;
+
+        if (r == 0) {
+                NC("ncclGetUniqueId", ncclGetUniqueId(&id));
+                if (write(fd, &id, sizeof(id)) != (ssize_t) sizeof(id)) {
+                        fprintf(stderr, "FAIL writing the unique id\n");
+                        return 1;
+                }
+        } else {
+                size_t got = 0;
+                while (got < sizeof(id)) {
+                        ssize_t n = read(fd, (char *) &id + got, sizeof(id) - got);
+                        if (n <= 0) {
+                                fprintf(stderr, "FAIL reading the unique id\n");
+                                return 1;
+                        }
+                        got += (size_t) n;
+                }
+        }
+        close(fd);
+        unsigned long long base = start_device(r);
+        NC("ncclCommInitRank", ncclCommInitRank(&comm, 2, id, r));
+        RT("cudaMalloc buffers", cudaMalloc((void **) &send, COUNT * sizeof(float)) |
+                                         cudaMalloc((void **) &recv, COUNT * sizeof(float)));
+        RT("cudaStreamCreate", cudaStreamCreate(&s));
+        for (int i = 0; i < 3; i++)
+                NC("ncclAllReduce", ncclAllReduce(send, recv, COUNT, ncclFloat, ncclSum, comm, s));
+        RT("cudaStreamSynchronize", cudaStreamSynchronize(s));
+        expect_charged(r, base, 2 * COUNT * sizeof(float), "buffers and communicator");
+        NC("ncclCommDestroy", ncclCommDestroy(comm));
+        RT("cudaFree", cudaFree(send) | cudaFree(recv));
+        return 0;
+}
+
+static int ranks(void) {
+        int fds[2], bad = 0;
+        pid_t pid[2];
+
+        if (pipe(fds) < 0)
+                return 1;
+        for (int r = 0; r < 2; r++) {
+                pid[r] = fork();
+                if (pid[r] < 0)
+                        return 1;
+                if (pid[r] == 0) {
+                        close(fds[r == 0 ? 0 : 1]);
+                        fflush(stdout);
+                        _exit(rank(r, fds[r == 0 ? 1 : 0]));
+                }
+        }
+        close(fds[0]);
+        close(fds[1]);
+        for (int r = 0; r < 2; r++) {
+                int st = 0;
+                if (waitpid(pid[r], &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+                        fprintf(stderr, "FAIL rank %d: wait status %d\n", r, st);
+                        bad = 1;
+                }
+        }
+        return bad;
+}
+
+int main(int argc, char **argv) {
+        int v = 0;
+        setvbuf(stdout, NULL, _IOLBF, 0);
+        if (argc != 2 || (strcmp(argv[1], "all") != 0 && strcmp(argv[1], "ranks") != 0)) {
+                fprintf(stderr, "usage: nccl all|ranks\n");
+                return 2;
+        }
+        NC("ncclGetVersion", ncclGetVersion(&v));
+        printf("nccl %d\n", v);
+        if ((strcmp(argv[1], "all") == 0 ? all() : ranks()) != 0)
+                return 1;
+        printf("PASSED\n");
+        return 0;
+}
