@@ -261,3 +261,32 @@ nvmlReturn_t nvmlDeviceGetSupportedClocksEventReasons(nvmlDevice_t device, unsig
 nvmlReturn_t nvmlDeviceGetSupportedClocksThrottleReasons(nvmlDevice_t device, unsigned long long *reasons) {
         return event_reasons(__func__, device, reasons, true);
 }
+
+/* Link errors and video engines: no PCIe replay happens on a simulated link,
+ * and simulated processes never use the encoders or decoders (0% over the
+ * utilisation period, NVML's 1 s; DCGM-style exporters read all three). */
+static unsigned zero(struct call *c, const struct dev *d, const struct model_spec *s) {
+        return 0;
+}
+
+nvmlReturn_t nvmlDeviceGetPcieReplayCounter(nvmlDevice_t device, unsigned int *value) {
+        return gpu_figure(__func__, device, value, zero);
+}
+
+static nvmlReturn_t video_utilisation(const char *fn, nvmlDevice_t device, unsigned int *utilization,
+                                      unsigned int *samplingPeriodUs) {
+        nvmlReturn_t r = gpu_figure(fn, device, samplingPeriodUs ? utilization : NULL, zero);
+        if (r == NVML_SUCCESS)
+                *samplingPeriodUs = 1000000;
+        return r;
+}
+
+nvmlReturn_t nvmlDeviceGetEncoderUtilization(nvmlDevice_t device, unsigned int *utilization,
+                                             unsigned int *samplingPeriodUs) {
+        return video_utilisation(__func__, device, utilization, samplingPeriodUs);
+}
+
+nvmlReturn_t nvmlDeviceGetDecoderUtilization(nvmlDevice_t device, unsigned int *utilization,
+                                             unsigned int *samplingPeriodUs) {
+        return video_utilisation(__func__, device, utilization, samplingPeriodUs);
+}

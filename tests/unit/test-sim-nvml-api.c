@@ -424,6 +424,14 @@ static void test_errors_and_host(void **state) {
         assert_int_equal(v, 0);
         OK(FN(nvmlDeviceGetVirtualizationMode)(gpu(0), &v));
         assert_int_equal(v, 0);
+        v = 9;
+        OK(FN(nvmlDeviceGetPcieReplayCounter)(gpu(0), &v));
+        assert_int_equal(v, 0);
+        v = 9;
+        OK(FN(nvmlDeviceGetDecoderUtilization)(gpu(1), &v, &a));
+        assert_int_equal(v, 0);
+        assert_int_equal(a, 1000000);
+        EXPECT(NVML_ERROR_INVALID_ARGUMENT, FN(nvmlDeviceGetEncoderUtilization)(gpu(1), &v, NULL));
         OK(FN(nvmlShutdown)());
 }
 
