@@ -158,7 +158,9 @@ HIDDEN dlsym_fn vgpu_real_dlsym;
           (h, os, type))                                                                                     \
         X(cuDevicePrimaryCtxRetain, CUresult, (CUcontext * pctx, CUdevice dev), (pctx, dev))                 \
         X(cuDevicePrimaryCtxRelease_v2, CUresult, (CUdevice dev), (dev))                                     \
+        X(cuDevicePrimaryCtxRelease, CUresult, (CUdevice dev), (dev))                                        \
         X(cuDevicePrimaryCtxReset_v2, CUresult, (CUdevice dev), (dev))                                       \
+        X(cuDevicePrimaryCtxReset, CUresult, (CUdevice dev), (dev))                                          \
         X(cuCtxCreate_v2, CUresult, (CUcontext * pctx, unsigned int fl, CUdevice dev), (pctx, fl, dev))      \
         X(cuCtxCreate_v3, CUresult, (CUcontext * pctx, void *aff, int naff, unsigned int fl, CUdevice dev),  \
           (pctx, aff, naff, fl, dev))                                                                        \
@@ -1036,34 +1038,41 @@ EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
         return r;
 }
 
-EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
-        init();
-        REAL(cuDevicePrimaryCtxRelease_v2);
-        CUresult r = real(dev);
-        if (r != CUDA_SUCCESS || !active || dev < 0 || dev >= VGPU_MAX_DEVICES)
-                return r;
+static void primary_released(CUdevice dev) {
+        if (!active || dev < 0 || dev >= VGPU_MAX_DEVICES)
+                return;
         pthread_mutex_lock(&ctx_lock);
         if (primary_refs[dev] > 0 && --primary_refs[dev] == 0) {
                 ctx_uncharge((unsigned) dev, primary_charged[dev]);
                 primary_charged[dev] = 0;
         }
         pthread_mutex_unlock(&ctx_lock);
-        return r;
 }
 
-EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
-        init();
-        REAL(cuDevicePrimaryCtxReset_v2);
-        CUresult r = real(dev);
-        if (r != CUDA_SUCCESS || !active || dev < 0 || dev >= VGPU_MAX_DEVICES)
-                return r;
-        /* The context is gone; a later retain charges it again. */
+/* The context is gone; a later retain charges it again. */
+static void primary_reset(CUdevice dev) {
+        if (!active || dev < 0 || dev >= VGPU_MAX_DEVICES)
+                return;
         pthread_mutex_lock(&ctx_lock);
         ctx_uncharge((unsigned) dev, primary_charged[dev]);
         primary_charged[dev] = 0;
         pthread_mutex_unlock(&ctx_lock);
-        return r;
 }
+
+/* The pre-11 names (cuGetProcAddress hands them out for old versions) too. */
+#define PRIMARY_HOOK(name, after)                                                                            \
+        EXPORT CUresult name(CUdevice dev) {                                                                 \
+                init();                                                                                      \
+                REAL(name);                                                                                  \
+                CUresult r = real(dev);                                                                      \
+                if (r == CUDA_SUCCESS)                                                                       \
+                        after(dev);                                                                          \
+                return r;                                                                                    \
+        }
+PRIMARY_HOOK(cuDevicePrimaryCtxRelease_v2, primary_released)
+PRIMARY_HOOK(cuDevicePrimaryCtxRelease, primary_released)
+PRIMARY_HOOK(cuDevicePrimaryCtxReset_v2, primary_reset)
+PRIMARY_HOOK(cuDevicePrimaryCtxReset, primary_reset)
 
 /* A context creation: measure around call, charge, remember. */
 #define CTX_CREATE(call)                                                                                     \

@@ -20,6 +20,11 @@ vg() {
 }
 val() { sed -n "s/^$1 .*$2 \([0-9]*\).*/\1 \3/p" | awk '{print $2}'; }
 
+# A preload library, never linked against: no SONAME (docs/vgpu.md, docs/deploy.md).
+if command -v readelf >/dev/null; then
+  ! readelf -d "$vgpu" | grep -q SONAME || fail "$vgpu has a SONAME: $(readelf -d "$vgpu" | grep SONAME)"
+fi
+
 modes=(direct dlsym procaddr)
 if ! "$prog" direct info >/dev/null 2>&1; then
   echo "note: prog-vgpu is not linked to the simulator; the direct mode is not tested"
