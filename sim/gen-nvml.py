@@ -10,7 +10,8 @@ Outputs, in sim/lib/:
 
 Inputs:
   --header nvml.h   NVIDIA's header (the NVML API of a release; e.g. pkg/nvml/nvml.h
-                    of github.com/NVIDIA/go-nvml). Every function it declares is
+                    of github.com/NVIDIA/go-nvml; the table was made from commit
+                    2f9e261, NVML API 13). Every function it declares is
                     listed: the current names and the older versioned ones it
                     declares under NVML_NO_UNVERSIONED_FUNC_DEFS (nvmlInit,
                     nvmlDeviceGetPciInfo_v2, ...), which libnvidia-ml still exports.
