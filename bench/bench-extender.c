@@ -25,7 +25,14 @@
  * p99 CPU times. The process's allocator is set as the server sets it
  * (mk_sched_server_malloc), in every pass.
  *
- *   bench-extender [--nodes N] [--pods P] [--http-pods P] [--seed S]
+ * With --names M (a number, or "kube"), each request names M of the nodes
+ * (a window that moves on by M every request, as kube-scheduler's start
+ * index does) instead of all of them; "kube" is the count kube-scheduler
+ * hands extenders by default (percentageOfNodesToScore unset: it stops
+ * looking after max(100, N x max(5, 50 - N/125) %) feasible nodes; 500 of
+ * 5,000). The RSS after the set-up and at the end (with its peak) is printed.
+ *
+ *   bench-extender [--nodes N] [--pods P] [--http-pods P] [--seed S] [--names M|kube]
  *                  [--kinds common,gputype,two,init] [--passes server,nomemo,http,exact,api]
  */
 #include <errno.h>
@@ -53,6 +60,22 @@
 
 static double rng_unit(uint64_t *s) {
         return (double) (rng_next(s) >> 11) / (double) (1ull << 53);
+}
+
+/* A line of /proc/self/status ("VmRSS", "VmHWM") in kB; 0 when unreadable. */
+static unsigned long status_kb(const char *key) {
+        FILE *f = fopen("/proc/self/status", "re");
+        char line[256];
+        unsigned long v = 0;
+        size_t n = strlen(key);
+        while (f && fgets(line, sizeof(line), f))
+                if (strncmp(line, key, n) == 0 && line[n] == ':') {
+                        v = strtoul(line + n + 1, NULL, 10);
+                        break;
+                }
+        if (f)
+                fclose(f);
+        return v;
 }
 
 static void die(const char *what) {
@@ -204,6 +227,33 @@ static void report(const char *what, double *us, size_t n) {
 }
 
 /* The ExtenderArgs body for one pod, NodeNames form. */
+/* kube-scheduler's default count of feasible nodes it looks for (and hands
+ * the extenders) among n: numFeasibleNodesToFind with the adaptive
+ * percentage. */
+static size_t kube_names(size_t n) {
+        if (n < 100)
+                return n;
+        long pct = 50 - (long) (n / 125);
+        if (pct < 5)
+                pct = 5;
+        size_t k = n * (size_t) pct / 100;
+        return k < 100 ? 100 : k;
+}
+
+/* NodeNames for request `i`: all of `names`, or a window of `m` of them that
+ * moves on by m a request. */
+static json_t *names_for(json_t *names, size_t m, size_t i) {
+        size_t n = json_array_size(names);
+        if (m >= n)
+                return json_incref(names);
+        json_t *w = json_array();
+        for (size_t j = 0; w && j < m; j++)
+                json_array_append(w, json_array_get(names, (i * m + j) % n));
+        if (!w)
+                die("out of memory");
+        return w;
+}
+
 static char *args_body(json_t *pod, json_t *names) {
         json_t *a = json_pack("{s:O, s:O}", "Pod", pod, "NodeNames", names);
         char *s = json_dumps(a, JSON_COMPACT);
@@ -441,7 +491,8 @@ static double pct(double *us, size_t n, double q) {
 }
 
 int main(int argc, char **argv) {
-        size_t n_nodes = 1000, n_pods = 1000, n_http = 500;
+        size_t n_nodes = 1000, n_pods = 1000, n_http = 500, n_names = SIZE_MAX;
+        bool names_kube = false;
         uint64_t seed = 7;
         unsigned kind_set = (1u << ELEMENTSOF(kinds)) - 1, pass_set = 1u << PASS_SERVER | 1u << PASS_NOMEMO | 1u << PASS_HTTP;
         const char *kind_names[ELEMENTSOF(kinds)];
@@ -459,10 +510,15 @@ int main(int argc, char **argv) {
                         kind_set = parse_list(argv[i], v, kind_names, ELEMENTSOF(kinds)), i++;
                 else if (streq(argv[i], "--passes"))
                         pass_set = parse_list(argv[i], v, pass_names, _PASS_MAX), i++;
-                else if (streq(argv[i], "--seed"))
+                else if (streq(argv[i], "--names")) {
+                        names_kube = v && streq(v, "kube");
+                        if (!names_kube)
+                                n_names = parse_size(argv[i], v);
+                        i++;
+                } else if (streq(argv[i], "--seed"))
                         seed = parse_size(argv[i], v), i++;
                 else {
-                        fprintf(stderr, "usage: bench-extender [--nodes N] [--pods P] [--http-pods P] [--seed S]\n"
+                        fprintf(stderr, "usage: bench-extender [--nodes N] [--pods P] [--http-pods P] [--seed S] [--names M|kube]\n"
                                         "         [--kinds common,gputype,two,init]\n"
                                         "         [--passes server,nomemo,http,exact,api] (default server,nomemo,http)\n");
                         return streq(argv[i], "--help") ? EXIT_SUCCESS : EXIT_FAILURE;
@@ -480,6 +536,8 @@ int main(int argc, char **argv) {
         struct counts cnt = {0};
         json_t *names = json_array();
         uint64_t t0 = mono_ns();
+        if (names_kube)
+                n_names = kube_names(n_nodes);
         for (size_t i = 0; i < n_nodes; i++) {
                 char name[64];
                 snprintf(name, sizeof(name), "gpu-node-%04zu", i);
@@ -525,14 +583,14 @@ int main(int argc, char **argv) {
         mk_sched_counts(s, &cn, &cc);
         printf("bench-extender: seed %" PRIu64 "; %zu nodes x %d A100-SXM4-40GB (%lu GPUs in use, %.0f%% of units used, "
                "%lu instances); reservations: %lu observed, %lu pending (binds in flight); %lu bound pods using CPU; "
-               "cache %zu nodes, %zu claims; set up in %.1f s\n",
+               "cache %zu nodes, %zu claims; set up in %.1f s; RSS %.0f MiB\n",
                seed, n_nodes, GPUS, cnt.gpus_used, 100.0 * (double) cnt.units / (double) (n_nodes * GPUS * UNITS),
                cnt.instances, cnt.reserved_observed, cnt.reserved_pending, cnt.bound_pods, cn, cc,
-               (double) (mono_ns() - t0) / 1e9);
+               (double) (mono_ns() - t0) / 1e9, (double) status_kb("VmRSS") / 1024);
         printf("pods: gpumem per container 30%% 4000, 30%% 9000, 25%% 19000, 15%% 40000 MiB, cpu 2, memory 8Gi; "
-               "NodeNames with all %zu nodes; Filter then Prioritize per pod, every 2nd pod then bound to its best "
+               "NodeNames with %zu of the %zu nodes; Filter then Prioritize per pod, every 2nd pod then bound to its best "
                "node (the %d bound last are kept, older ones deleted); one client thread\n",
-               n_nodes, BOUND_KEEP);
+               MIN(n_names, n_nodes), n_nodes, BOUND_KEEP);
 
         size_t n_max = MAX(n_pods, n_http);
         double *tf = malloc(n_max * sizeof(*tf)), *tp = malloc(n_max * sizeof(*tp)),
@@ -576,7 +634,9 @@ int main(int argc, char **argv) {
                                 snprintf(uid, sizeof(uid), "new-%zu-%d-%zu", k, pass, i);
                                 struct pod_mib pm = kind_mib(&rs, &kinds[k]);
                                 json_t *pod = pod_json(uid, kinds[k].annotations, pm, NULL, NULL);
-                                char *body = args_body(pod, names);
+                                json_t *ask = names_for(names, n_names, i);
+                                char *body = args_body(pod, ask);
+                                json_decref(ask);
                                 json_decref(pod);
                                 size_t f = 0;
                                 if (http) {
@@ -661,6 +721,9 @@ int main(int argc, char **argv) {
                         }
                 printf("\n");
         }
+        printf("RSS at the end %.0f MiB, peak %.0f MiB (the whole process: the cache, the pods and their bodies, "
+               "the HTTP client when it ran)\n",
+               (double) status_kb("VmRSS") / 1024, (double) status_kb("VmHWM") / 1024);
         if (srv) {
                 curl_slist_free_all(h);
                 curl_easy_cleanup(c);

@@ -934,10 +934,10 @@ int mk_sched_server_start(const struct mk_sched_server_opts *o, struct mk_sched_
         /* The limits are ours (on_connection): libmicrohttpd's per-address
          * limit refused new connections, so it is not set. */
         srv->mhd = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG, 0, NULL, NULL,
-                                    on_request, srv, MHD_OPTION_SOCK_ADDR, (struct sockaddr *) &sa,
-                                    MHD_OPTION_THREAD_POOL_SIZE, (unsigned) (o->threads ? o->threads : 4),
-                                    MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_NOTIFY_CONNECTION,
-                                    on_connection, srv, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, srv,
+                                    on_request, srv, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, srv, /* first */
+                                    MHD_OPTION_SOCK_ADDR, (struct sockaddr *) &sa, MHD_OPTION_THREAD_POOL_SIZE,
+                                    (unsigned) (o->threads ? o->threads : 4), MHD_OPTION_NOTIFY_COMPLETED,
+                                    on_completed, srv, MHD_OPTION_NOTIFY_CONNECTION, on_connection, srv,
                                     MHD_OPTION_CONNECTION_TIMEOUT, srv->request_timeout_s,
                                     MHD_OPTION_CONNECTION_LIMIT, max_conn + MK_SCHED_CLOSING_SLACK, MHD_OPTION_END);
         if (!srv->mhd) {
