@@ -24,12 +24,36 @@
 int mk_read_file(const char *path, size_t cap, char **ret_data, size_t *ret_len, struct mk_error *e) {
         if (streq(path, "-"))
                 return mk_read_fd(STDIN_FILENO, path, cap, ret_data, ret_len, e);
-        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        /* O_NONBLOCK: a FIFO (or a device) put where a file should be is
+         * refused below instead of holding us in open() or read(), where a
+         * daemon would neither start nor heed SIGTERM. */
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
         if (fd < 0) {
                 int r = negative_errno();
                 return mk_error_set(e, r, "Failed to open '%s': %s", path, strerror(-r));
         }
+        struct stat st;
+        if (fstat(fd, &st) < 0) {
+                int r = negative_errno();
+                return mk_error_set(e, r, "Failed to read '%s': %s", path, strerror(-r));
+        }
+        if (!S_ISREG(st.st_mode))
+                return mk_error_set(e, S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL, "Failed to read '%s': it is %s, not a "
+                                    "regular file", path, mk_file_type_name(st.st_mode));
         return mk_read_fd(fd, path, cap, ret_data, ret_len, e);
+}
+
+const char *mk_file_type_name(mode_t mode) {
+        switch (mode & S_IFMT) {
+        case S_IFREG: return "a regular file";
+        case S_IFDIR: return "a directory";
+        case S_IFIFO: return "a FIFO";
+        case S_IFSOCK: return "a socket";
+        case S_IFCHR: return "a character device";
+        case S_IFBLK: return "a block device";
+        case S_IFLNK: return "a symbolic link";
+        default: return "of an unknown type";
+        }
 }
 
 int mk_read_fd(int fd, const char *path, size_t cap, char **ret_data, size_t *ret_len, struct mk_error *e) {

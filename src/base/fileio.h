@@ -15,12 +15,18 @@ struct mk_error;
 #define MK_MAX_SYSFS_BYTES 4096
 
 /* Reads the whole of `path` ("-" reads stdin) into a malloc'd buffer, with a
- * NUL after the last byte (the content may hold NUL bytes too). Errors:
- * -E2BIG "'path' is larger than N bytes" when over cap; the open/read errno
- * with the path in the message. ret_* are written only on success;
- * ret_len may be NULL. */
+ * NUL after the last byte (the content may hold NUL bytes too). Only a
+ * regular file (or a link to one) is read: it is opened non-blocking and
+ * anything else (a FIFO, a device, a socket) is refused at once, -EINVAL
+ * "'path' ... it is a FIFO, not a regular file" (-EISDIR for a directory),
+ * so a file put in our way never blocks a daemon. Errors: -E2BIG "'path'
+ * is larger than N bytes" when over cap; the open/read errno with the path
+ * in the message. ret_* are written only on success; ret_len may be NULL. */
 int mk_read_file(const char *path, size_t cap, char **ret_data, size_t *ret_len, struct mk_error *e)
         _nonnull_(1, 3) _wur_;
+
+/* "a FIFO", "a directory", ... for a message about st_mode. */
+const char *mk_file_type_name(mode_t mode);
 
 /* mk_read_file() of an open fd, from its current offset to its end; `name`
  * stands for it in the error messages. The fd stays open. */

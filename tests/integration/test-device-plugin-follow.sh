@@ -218,5 +218,29 @@ pids+=("$dp_pid")
 for _ in $(seq $((WAIT * 10))); do grep -q "PodResources" "$tmp/dp.log" && break; sleep 0.1; done
 [ "$(grep -c "Cannot list kubelet's PodResources" "$tmp/dp.log")" = 1 ] || fail "want one warning"
 kill -TERM "$dp_pid"; wait "$dp_pid" || fail "the plugin exited $? on SIGTERM"
+
+echo "--- a FIFO in place of the handouts file: refused with a message, the plugin registers and heeds SIGTERM"
+rm -f "$dir/migkit-dynamic-handouts.json"
+mkfifo "$dir/migkit-dynamic-handouts.json"
+regs=$(grep -c '"event": "register"' "$out" || true)
+MIGKIT_SIM_STATE=$state "$MIGKIT_BIN" --simulate dgx-h100 device-plugin --dynamic-mig --node-name n1 \
+  --device-plugin-path "$dir" --kubeconfig "$tmp/kubeconfig" --pod-resources-socket "$tmp/podres.sock" \
+  >"$tmp/dp.log" 2>&1 &
+dp_pid=$!
+pids+=("$dp_pid")
+for _ in $(seq $((WAIT * 10))); do
+  [ "$(grep -c '"event": "register"' "$out" || true)" -gt "$regs" ] && break
+  sleep 0.1
+done
+# Before this was fixed the plugin hung in open() and ignored SIGTERM: SIGKILL it before failing.
+[ "$(grep -c '"event": "register"' "$out" || true)" -gt "$regs" ] ||
+  { kill -KILL "$dp_pid"; fail "the plugin did not register with a FIFO as its handouts file"; }
+grep -q "Cannot read what the device plugin handed out before: .*migkit-dynamic-handouts.json.*a FIFO, not a regular file" \
+  "$tmp/dp.log" || { kill -KILL "$dp_pid"; fail "no message about the FIFO"; }
+kill -TERM "$dp_pid"
+for _ in $(seq 100); do kill -0 "$dp_pid" 2>/dev/null || break; sleep 0.1; done
+if kill -0 "$dp_pid" 2>/dev/null; then kill -KILL "$dp_pid"; fail "the plugin ignored SIGTERM"; fi
+wait "$dp_pid" || fail "the plugin exited $? on SIGTERM"
+[ -p "$dir/migkit-dynamic-handouts.json" ] || fail "the FIFO was replaced"
 echo "0 quit" >&7
 echo "PASS"

@@ -23,6 +23,7 @@
 #include "base/error.h"
 #include "base/fileio.h"
 #include "base/host.h"
+#include "base/hostlock.h"
 #include "base/log.h"
 #include "base/macro.h"
 #include "base/parse.h"
@@ -607,6 +608,104 @@ static void test_read_file_errors(void **state) {
         assert_int_equal(len, 0);
         assert_string_equal(got, "");
         free(got);
+}
+
+/* A FIFO, a device or a socket where a file should be: refused at once, never
+ * waited on (issue 27: a FIFO in place of the plugin's handouts file held it
+ * in open() before it registered). The alarm ends a test that blocks. */
+static void test_read_file_special(void **state) {
+        _cleanup_free_ char *fifo = tmp_path("fifo");
+        assert_int_equal(mkfifo(fifo, 0600), 0);
+        char *got = NULL;
+        struct mk_error e = {};
+        alarm(10);
+        assert_int_equal(mk_read_file(fifo, 100, &got, NULL, &e), -EINVAL);
+        assert_null(got);
+        assert_non_null(strstr(e.msg, "it is a FIFO, not a regular file"));
+        assert_non_null(strstr(e.msg, fifo));
+        assert_int_equal(mk_read_text_file(fifo, 100, &got, &e), -EINVAL);
+        assert_int_equal(mk_read_sysfs_attr(fifo, &got, &e), -EINVAL);
+        /* With a writer too: still refused, not read. */
+        int w = open(fifo, O_RDWR | O_NONBLOCK);
+        assert_true(w >= 0);
+        assert_int_equal(write(w, "x", 1), 1);
+        assert_int_equal(mk_read_file(fifo, 100, &got, NULL, &e), -EINVAL);
+        close(w);
+        assert_int_equal(mk_read_file("/dev/zero", 100, &got, NULL, &e), -EINVAL);
+        assert_non_null(strstr(e.msg, "a character device"));
+        alarm(0);
+        assert_int_equal(unlink(fifo), 0);
+        /* A link to a regular file is read. */
+        _cleanup_free_ char *target = tmp_path("target"), *link = tmp_path("link");
+        write_file(target, "data", 4);
+        assert_int_equal(symlink(target, link), 0);
+        assert_int_equal(mk_read_file(link, 100, &got, NULL, &e), 0);
+        assert_string_equal(got, "data");
+        free(got);
+        assert_int_equal(unlink(link), 0);
+        assert_int_equal(unlink(target), 0);
+}
+
+/* ---- the host lock ---- */
+
+static int lock_waits;
+static char lock_what[1024];
+static void on_lock_wait(void *userdata, const char *what) {
+        (void) userdata;
+        lock_waits++;
+        snprintf(lock_what, sizeof(lock_what), "%s", what);
+}
+
+static void test_host_lock(void **state) {
+        _cleanup_free_ char *root = tmp_path("run");
+        setenv("MIGKIT_RUN_ROOT", root, 1);
+        struct mk_host h = {};
+        assert_int_equal(mk_host_init_from_env(&h), 0);
+        unsetenv("MIGKIT_RUN_ROOT");
+        _cleanup_free_ char *path = NULL;
+        assert_int_equal(mk_host_lock_path(&h, &path), 0);
+        char want[PATH_MAX + 32];
+        snprintf(want, sizeof(want), "%s/migkit/mig.lock", root);
+        assert_string_equal(path, want);
+
+        struct mk_error e = {};
+        int fd = -1, fd2 = -1;
+        struct mk_host_lock_opts first = {.who = "unit test\x1b[31m"};
+        assert_int_equal(mk_host_lock_take(&h, &first, &fd, &e), 0); /* creates run/migkit */
+        assert_true(fd >= 0);
+        /* A second holder waits, says for what and for whom, then times out. */
+        struct mk_host_lock_opts second = {.timeout_ms = 200, .waiting = on_lock_wait};
+        lock_waits = 0;
+        assert_int_equal(mk_host_lock_take(&h, &second, &fd2, &e), -ETIMEDOUT);
+        assert_int_equal(fd2, -1);
+        assert_int_equal(lock_waits, 1);
+        char held[128];
+        snprintf(held, sizeof(held), "held by pid %d (unit test\\x1b[31m)", (int) getpid());
+        assert_non_null(strstr(lock_what, held));
+        assert_non_null(strstr(lock_what, path));
+        assert_non_null(strstr(e.msg, held));
+        assert_non_null(strstr(e.msg, "Timed out after 0."));
+        /* A cancel flag stops the wait. */
+        atomic_bool cancel = true;
+        struct mk_host_lock_opts third = {.timeout_ms = -1, .cancel = &cancel, .waiting = on_lock_wait};
+        assert_int_equal(mk_host_lock_take(&h, &third, &fd2, &e), -ECANCELED);
+        /* Released: the next one takes it at once, without waiting. */
+        mk_host_lock_release(&fd);
+        assert_int_equal(fd, -1);
+        lock_waits = 0;
+        assert_int_equal(mk_host_lock_take(&h, &second, &fd2, &e), 0);
+        assert_int_equal(lock_waits, 0);
+        mk_host_lock_release(&fd2);
+        mk_host_lock_release(&fd2); /* accepts -1 */
+        /* A FIFO in its place is refused, not waited on. */
+        assert_int_equal(unlink(path), 0);
+        assert_int_equal(mkfifo(path, 0600), 0);
+        alarm(10);
+        assert_true(mk_host_lock_take(&h, NULL, &fd, &e) < 0);
+        alarm(0);
+        assert_non_null(strstr(e.msg, path));
+        assert_int_equal(unlink(path), 0);
+        mk_host_done(&h);
 }
 
 static void test_read_file_stdin(void **state) {
@@ -1795,6 +1894,7 @@ int main(void) {
                 cmocka_unit_test(test_buf_binary_and_zero_cap), cmocka_unit_test(test_buf_large),
                 cmocka_unit_test(test_read_file),        cmocka_unit_test(test_read_file_errors),
                 cmocka_unit_test(test_read_file_stdin),  cmocka_unit_test(test_read_sysfs_attr),
+                cmocka_unit_test(test_read_file_special), cmocka_unit_test(test_host_lock),
                 cmocka_unit_test(test_write_atomic),     cmocka_unit_test(test_write_atomic_failure),
                 cmocka_unit_test(test_write_atomic_temp_name), cmocka_unit_test(test_lock_for_write),
                 cmocka_unit_test(test_mkdir_parents),
