@@ -47,7 +47,9 @@
         X(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR, 39) \
         X(CU_MEM_LOCATION_TYPE_INVALID, 0)                     \
         X(CU_MEM_LOCATION_TYPE_DEVICE, 1)                      \
-        X(CU_MEM_ALLOCATION_TYPE_PINNED, 1)
+        X(CU_MEM_ALLOCATION_TYPE_PINNED, 1)                    \
+        X(CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, 4)                \
+        X(CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, 5)
 
 #ifndef VGPU_ABI_CHECK
 #define VGPU_ENUM_ENTRY_(name, value) name = value,

@@ -143,6 +143,8 @@ HIDDEN dlsym_fn vgpu_real_dlsym;
         X(cuMemAllocFromPoolAsync_ptsz, CUresult,                                                            \
           (CUdeviceptr * dptr, size_t size, CUmemoryPool p, CUstream s), (dptr, size, p, s))                 \
         X(cuMemFreeAsync, CUresult, (CUdeviceptr dptr, CUstream s), (dptr, s))                               \
+        X(cuMemPoolTrimTo, CUresult, (CUmemoryPool p, size_t keep), (p, keep))                               \
+        X(cuMemPoolDestroy, CUresult, (CUmemoryPool p), (p))                                                 \
         X(cuMemFreeAsync_ptsz, CUresult, (CUdeviceptr dptr, CUstream s), (dptr, s))                          \
         X(cuMemCreate, CUresult,                                                                             \
           (CUmemGenericAllocationHandle * h, size_t size, const CUmemAllocationProp *prop,                   \
@@ -211,6 +213,10 @@ typedef CUresult (*cuDeviceGetCount_fn)(int *);
 typedef CUresult (*cuDeviceGet_fn)(CUdevice *, int);
 typedef CUresult (*cuDeviceGetUuid_fn)(CUuuid *, CUdevice);
 typedef CUresult (*cuDeviceGetAttribute_fn)(int *, CUdevice_attribute, CUdevice);
+typedef CUresult (*cuDeviceGetMemPool_fn)(CUmemoryPool *, CUdevice);
+typedef CUresult (*cuMemPoolGetAttribute_fn)(CUmemoryPool, int, void *);
+static cuDeviceGetMemPool_fn real_cuDeviceGetMemPool;
+static cuMemPoolGetAttribute_fn real_cuMemPoolGetAttribute;
 static cuCtxGetDevice_fn real_cuCtxGetDevice;
 static cuDeviceGetCount_fn real_cuDeviceGetCount;
 static cuDeviceGet_fn real_cuDeviceGet;
@@ -331,6 +337,8 @@ static void resolve_cuda_helpers(void *(*look)(void *lib, const char *name), voi
         if (!real_cuDeviceGetUuid)
                 real_cuDeviceGetUuid = (cuDeviceGetUuid_fn) look(lib, "cuDeviceGetUuid");
         real_cuDeviceGetAttribute = (cuDeviceGetAttribute_fn) look(lib, "cuDeviceGetAttribute");
+        real_cuDeviceGetMemPool = (cuDeviceGetMemPool_fn) look(lib, "cuDeviceGetMemPool");
+        real_cuMemPoolGetAttribute = (cuMemPoolGetAttribute_fn) look(lib, "cuMemPoolGetAttribute");
 }
 
 static void cvd_load(void);
@@ -561,11 +569,15 @@ static void log_oom(unsigned dev, uint64_t size) {
 }
 
 /* Charges size on dev before the real allocation. 0 or CUDA_ERROR_OUT_OF_MEMORY. */
+static bool pools_settle_all(void);
+
 static CUresult charge(unsigned dev, uint64_t size, int *ret_slot) {
         int s = slot();
         if (s < 0)
                 return CUDA_ERROR_OUT_OF_MEMORY;
-        if (vgpu_region_charge(region, s, dev, size, vgpu_pid_alive) < 0) {
+        /* Before refusing: pools may have given memory back at a synchronisation. */
+        if (vgpu_region_charge(region, s, dev, size, vgpu_pid_alive) < 0 &&
+            (!pools_settle_all() || vgpu_region_charge(region, s, dev, size, vgpu_pid_alive) < 0)) {
                 log_oom(dev, size);
                 return CUDA_ERROR_OUT_OF_MEMORY;
         }
@@ -676,28 +688,230 @@ EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t widt
         return record(VGPU_TRACK_PTR, *dptr, got, dev, s, undo_free);
 }
 
+/* ---- stream-ordered pools ----
+ *
+ * A pool keeps memory reserved past the frees (its release threshold) and
+ * gives it back at synchronisations and cuMemPoolTrimTo: the device holds
+ * what the pool reserves. A pool's charge is max(its live allocations, its
+ * reservation as the driver says, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT),
+ * settled at its allocations, frees and trims, in the memory views and
+ * before an allocation is refused (a synchronisation may have released
+ * memory since). A reservation only grows at an allocation, so the charge
+ * is never below it; between a synchronisation and the next settling it
+ * may be above (never over the cap). */
+
+#define POOLS 64
+struct pool_use {
+        CUmemoryPool pool;      /* NULL: free entry */
+        unsigned dev;
+        uint64_t live, charged;
+};
+static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct pool_use pools[POOLS];
+static _Atomic unsigned n_pools;       /* entries ever used: the views settle them */
+
+/* Under pool_lock: the entry of pool p (creating it on dev), or NULL when full. */
+static struct pool_use *pool_entry(CUmemoryPool p, unsigned dev, bool create) {
+        struct pool_use *free_e = NULL;
+        for (unsigned i = 0; i < POOLS; i++) {
+                if (pools[i].pool == p)
+                        return &pools[i];
+                if (!pools[i].pool && !free_e)
+                        free_e = &pools[i];
+        }
+        if (!create || !free_e)
+                return NULL;
+        *free_e = (struct pool_use) { .pool = p, .dev = dev };
+        unsigned used = (unsigned) (free_e - pools) + 1, cur = atomic_load(&n_pools);
+        while (cur < used && !atomic_compare_exchange_weak(&n_pools, &cur, used))
+                ;
+        return free_e;
+}
+
+/* Under pool_lock: the pool's charge brought to max(live, reserved). */
+static void pool_settle(struct pool_use *e) {
+        cuuint64_t res = 0;
+        int s = atomic_load(&my_slot);
+        if (s < 0)
+                return;
+        if (!real_cuMemPoolGetAttribute ||
+            real_cuMemPoolGetAttribute(e->pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &res) != CUDA_SUCCESS)
+                res = 0;
+        uint64_t target = res > e->live ? res : e->live;
+        if (e->charged > target) {
+                uncharge(s, e->dev, e->charged - target);
+                e->charged = target;
+        } else if (target > e->charged) {
+                if (vgpu_region_charge(region, s, e->dev, target - e->charged, vgpu_pid_alive) == 0)
+                        e->charged = target;
+                else
+                        vlog(VGPU_LOG_WARNING, "pool on device %u reserves %llu bytes past the cap (%llu charged)",
+                             e->dev, (unsigned long long) target, (unsigned long long) e->charged);
+        }
+}
+
+/* Settles every pool of this process (before a refusal, in the views);
+ * true when a charge went down. */
+static bool pools_settle_all(void) {
+        unsigned n = atomic_load(&n_pools);
+        bool less = false;
+        if (n == 0)
+                return false;
+        pthread_mutex_lock(&pool_lock);
+        for (unsigned i = 0; i < n && i < POOLS; i++)
+                if (pools[i].pool) {
+                        uint64_t before = pools[i].charged;
+                        pool_settle(&pools[i]);
+                        less |= pools[i].charged < before;
+                }
+        pthread_mutex_unlock(&pool_lock);
+        return less;
+}
+
+/* A pool allocation: charge size first (announce-then-check), then the
+ * pool's charge is settled against its reservation. */
+static CUresult pool_alloc(CUdeviceptr *dptr, uint64_t size, CUmemoryPool p, CUresult (*call)(void *), void *arg) {
+        unsigned dev;
+        int s;
+        if (!active || !dptr || current_device(&dev) < 0 || dev >= VGPU_MAX_DEVICES)
+                return call(arg);
+        if (!p && (!real_cuDeviceGetMemPool || real_cuDeviceGetMemPool(&p, (CUdevice) dev) != CUDA_SUCCESS))
+                p = NULL;
+        CUresult r = charge(dev, size, &s);
+        if (r != CUDA_SUCCESS)
+                return r;
+        r = call(arg);
+        if (r != CUDA_SUCCESS) {
+                uncharge(s, dev, size);
+                return r;
+        }
+        pthread_mutex_lock(&pool_lock);
+        struct pool_use *e = p ? pool_entry(p, dev, true) : NULL;
+        if (e) {
+                e->live += size;
+                e->charged += size;
+                pool_settle(e);
+        }
+        pthread_mutex_unlock(&pool_lock);
+        if (vgpu_track_put_aux(VGPU_TRACK_PTR, *dptr, size, dev, e ? (uint64_t) (uintptr_t) p : 0) < 0) {
+                undo_free(*dptr);
+                pthread_mutex_lock(&pool_lock);
+                if (e) {
+                        e->live -= size;
+                        pool_settle(e);
+                } else
+                        uncharge(s, dev, size);
+                pthread_mutex_unlock(&pool_lock);
+                vlog(VGPU_LOG_ERROR, "cannot track more than %u allocations, refusing one more", VGPU_TRACK_MAX_ENTRIES);
+                return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        return CUDA_SUCCESS;
+}
+
+struct async_args {
+        void *real;
+        CUdeviceptr *dptr;
+        size_t size;
+        CUmemoryPool pool;
+        CUstream st;
+};
+
+static CUresult call_alloc_async(void *a) {
+        struct async_args *x = a;
+        return ((cuMemAllocAsync_fn) x->real)(x->dptr, x->size, x->st);
+}
+
+static CUresult call_alloc_from_pool(void *a) {
+        struct async_args *x = a;
+        return ((cuMemAllocFromPoolAsync_fn) x->real)(x->dptr, x->size, x->pool, x->st);
+}
+
 EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t size, CUstream st) {
         init();
         REAL(cuMemAllocAsync);
-        ALLOC_TRACKED(real(dptr, size, st));
+        struct async_args a = { (void *) real, dptr, size, NULL, st };
+        return pool_alloc(dptr, size, NULL, call_alloc_async, &a);
 }
 
 EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t size, CUstream st) {
         init();
         REAL(cuMemAllocAsync_ptsz);
-        ALLOC_TRACKED(real(dptr, size, st));
+        struct async_args a = { (void *) real, dptr, size, NULL, st };
+        return pool_alloc(dptr, size, NULL, call_alloc_async, &a);
 }
 
 EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t size, CUmemoryPool p, CUstream st) {
         init();
         REAL(cuMemAllocFromPoolAsync);
-        ALLOC_TRACKED(real(dptr, size, p, st));
+        struct async_args a = { (void *) real, dptr, size, p, st };
+        return pool_alloc(dptr, size, p, call_alloc_from_pool, &a);
 }
 
 EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t size, CUmemoryPool p, CUstream st) {
         init();
         REAL(cuMemAllocFromPoolAsync_ptsz);
-        ALLOC_TRACKED(real(dptr, size, p, st));
+        struct async_args a = { (void *) real, dptr, size, p, st };
+        return pool_alloc(dptr, size, p, call_alloc_from_pool, &a);
+}
+
+/* A stream-ordered free: the pointer's bytes leave the pool's live ones; the
+ * pool's charge follows its reservation. */
+static CUresult pool_free(CUdeviceptr dptr, CUresult (*call)(CUdeviceptr, CUstream), CUstream st) {
+        uint64_t size, aux;
+        unsigned dev;
+        int s = atomic_load(&my_slot);
+        if (!active || s < 0 || vgpu_track_take_aux(VGPU_TRACK_PTR, dptr, &size, &dev, &aux) < 0)
+                return call(dptr, st);
+        CUresult r = call(dptr, st);
+        if (r != CUDA_SUCCESS) {
+                if (vgpu_track_put_aux(VGPU_TRACK_PTR, dptr, size, dev, aux) < 0 && !aux)
+                        uncharge(s, dev, size);
+                return r;
+        }
+        if (!aux) {
+                uncharge(s, dev, size);
+                return r;
+        }
+        pthread_mutex_lock(&pool_lock);
+        struct pool_use *e = pool_entry((CUmemoryPool) (uintptr_t) aux, dev, false);
+        if (e) {
+                e->live = e->live >= size ? e->live - size : 0;
+                pool_settle(e);
+        }
+        pthread_mutex_unlock(&pool_lock);
+        return r;
+}
+
+EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool p, size_t keep) {
+        init();
+        REAL(cuMemPoolTrimTo);
+        CUresult r = real(p, keep);
+        if (r == CUDA_SUCCESS && active) {
+                pthread_mutex_lock(&pool_lock);
+                struct pool_use *e = pool_entry(p, 0, false);
+                if (e)
+                        pool_settle(e);
+                pthread_mutex_unlock(&pool_lock);
+        }
+        return r;
+}
+
+EXPORT CUresult cuMemPoolDestroy(CUmemoryPool p) {
+        init();
+        REAL(cuMemPoolDestroy);
+        CUresult r = real(p);
+        int s = atomic_load(&my_slot);
+        if (r == CUDA_SUCCESS && active) {
+                pthread_mutex_lock(&pool_lock);
+                struct pool_use *e = pool_entry(p, 0, false);
+                if (e) {
+                        if (s >= 0)
+                                uncharge(s, e->dev, e->charged);
+                        *e = (struct pool_use) { 0 };
+                }
+                pthread_mutex_unlock(&pool_lock);
+        }
+        return r;
 }
 
 /* Takes the allocation out of the table before the real free (the address
@@ -726,13 +940,13 @@ EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
 EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream st) {
         init();
         REAL(cuMemFreeAsync);
-        FREE_TRACKED(VGPU_TRACK_PTR, dptr, real(dptr, st));
+        return pool_free(dptr, real, st);
 }
 
 EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream st) {
         init();
         REAL(cuMemFreeAsync_ptsz);
-        FREE_TRACKED(VGPU_TRACK_PTR, dptr, real(dptr, st));
+        return pool_free(dptr, real, st);
 }
 
 /* ---- virtual memory management ----
@@ -1156,6 +1370,7 @@ EXPORT CUresult cuMemGetInfo_v2(size_t *free_b, size_t *total_b) {
         if (r != CUDA_SUCCESS || !active || !free_b || !total_b || current_device(&dev) < 0 ||
             dev >= VGPU_MAX_DEVICES || region->mem_limit[dev] == VGPU_UNLIMITED)
                 return r;
+        pools_settle_all();
         uint64_t total = capped_total(dev, *total_b), used = vgpu_region_used_live(region, dev, vgpu_pid_alive);
         uint64_t free_cap = used < total ? total - used : 0;
         *total_b = total;

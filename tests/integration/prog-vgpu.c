@@ -28,6 +28,8 @@
  *   procs                    NVML's compute processes of device 0 (v1, v2, v3): "procs vN pid P used B"
  *   nvml-totals N            NVML's memory total of NVML devices 0..N-1: "nvml I total T" (no CUDA call)
  *   pinned MIB               cuMemAllocHost of MIB with the device at its cap: "pinned R"
+ *   pool MIB                 the default pool keeps MIB reserved past a free (release threshold):
+ *                            charged while reserved, given back by cuMemPoolTrimTo: "pool ok"
  * Device $PROG_VGPU_DEVICE (default 0), its primary context. Exit 0 on success, 1 on a failed check,
  * 2 when the driver cannot be set up, 77 when the mode is unavailable. */
 #include <dlfcn.h>
@@ -105,7 +107,10 @@ struct access_desc {  /* CUmemAccessDesc */
         X(cuCtxDestroy_v2, "cuCtxDestroy", CUresult (*)(CUcontext))                                          \
         X(cuDevicePrimaryCtxRelease_v2, "cuDevicePrimaryCtxRelease", CUresult (*)(CUdevice))                 \
         X(cuMemAllocHost_v2, "cuMemAllocHost", CUresult (*)(void **, size_t))                                \
-        X(cuMemFreeHost, "cuMemFreeHost", CUresult (*)(void *))
+        X(cuMemFreeHost, "cuMemFreeHost", CUresult (*)(void *))                                              \
+        X(cuMemPoolSetAttribute, "cuMemPoolSetAttribute", CUresult (*)(CUmemoryPool, int, void *))           \
+        X(cuMemPoolGetAttribute, "cuMemPoolGetAttribute", CUresult (*)(CUmemoryPool, int, void *))           \
+        X(cuMemPoolTrimTo, "cuMemPoolTrimTo", CUresult (*)(CUmemoryPool, size_t))
 
 /* Weak: without a driver at link time the direct mode is unavailable. */
 #define DECLARE_WEAK(sym, name, type) extern __typeof__(*(type) 0) sym __attribute__((weak));
@@ -789,6 +794,34 @@ static int cmd_pinned(size_t bytes) {
         return 0;
 }
 
+static int cmd_pool(size_t bytes) {
+        CUmemoryPool pool;
+        CUdeviceptr p;
+        cuuint64_t all = UINT64_MAX, reserved = 0;
+        size_t u0 = mem_used();
+        if (!cu.cuMemPoolSetAttribute || !cu.cuMemPoolTrimTo ||
+            cu.cuDeviceGetDefaultMemPool(&pool, device_index()) != CUDA_SUCCESS ||
+            cu.cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &all) != CUDA_SUCCESS)
+                return 77;
+        if (cu.cuMemAllocAsync(&p, bytes, NULL) != CUDA_SUCCESS)
+                return 1;
+        CHECK(mem_used() == u0 + bytes, "allocated from the pool: %zu charged, want %zu", mem_used() - u0, bytes);
+        cu.cuMemFreeAsync(p, NULL);
+        cu.cuCtxSynchronize();
+        cu.cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &reserved);
+        if (reserved < bytes) {
+                printf("note: the driver's pool keeps nothing reserved (%llu bytes)\n", (unsigned long long) reserved);
+                return failures ? 1 : 77;
+        }
+        CHECK(mem_used() == u0 + reserved, "freed, kept reserved by the pool: %zu charged, want %llu", mem_used() - u0,
+              (unsigned long long) reserved);
+        CHECK(cu.cuMemPoolTrimTo(pool, 0) == CUDA_SUCCESS, "trim");
+        CHECK(mem_used() == u0, "trimmed: %zu still charged", mem_used() - u0);
+        if (!failures)
+                printf("pool ok\n");
+        return failures ? 1 : 0;
+}
+
 int main(int argc, char **argv) {
         if (argc < 3) {
                 fprintf(stderr, "usage: prog-vgpu direct|dlsym|procaddr COMMAND [ARGS]\n");
@@ -833,6 +866,8 @@ int main(int argc, char **argv) {
                 return cmd_ctx();
         if (strcmp(cmd, "procs") == 0)
                 return cmd_procs();
+        if (strcmp(cmd, "pool") == 0)
+                return cmd_pool(a << 20);
         if (strcmp(cmd, "pinned") == 0)
                 return cmd_pinned(a << 20);
         fprintf(stderr, "unknown command '%s'\n", cmd);
