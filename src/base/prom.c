@@ -41,6 +41,16 @@ bool mk_utf8_valid(const char *s) {
         return true;
 }
 
+int mk_utf8_append_valid(struct mk_buf *b, const char *s) {
+        int r = 0;
+        for (const char *p = s; r >= 0 && *p;) {
+                size_t n = mk_utf8_sequence_len(p);
+                r = n ? mk_buf_append(b, p, n) : mk_buf_puts(b, "\xef\xbf\xbd");
+                p += n ? n : 1;
+        }
+        return r;
+}
+
 int mk_prom_label_value(struct mk_buf *b, const char *v) {
         int r = 0;
         for (const char *p = v; r >= 0 && *p;) {

@@ -25,5 +25,9 @@ int mk_prom_label(struct mk_buf *b, const char *key, const char *v, bool first) 
  * start one (a NUL ends s). */
 size_t mk_utf8_sequence_len(const char *s) _nonnull_(1);
 
+/* Appends s with each byte that starts no well-formed sequence replaced by
+ * U+FFFD (for JSON, which takes only valid UTF-8). 0 or the mk_buf error. */
+int mk_utf8_append_valid(struct mk_buf *b, const char *s) _nonnull_(1, 2) _wur_;
+
 /* True when s is well-formed UTF-8 throughout. */
 bool mk_utf8_valid(const char *s) _nonnull_(1);

@@ -439,8 +439,12 @@ static int run_wait_exit(struct run *x, struct mk_error *e) {
                          * id, cannot be reused yet, so this kill cannot hit
                          * a stranger. It takes down what the timed-out
                          * command left in its group. */
-                        if (x->timed_out || x->stopped_by)
+                        if (x->timed_out || x->stopped_by || o->kill_group_at_exit) {
+                                if (o->kill_group_at_exit && !x->timed_out && !x->stopped_by)
+                                        log_debug_area("spawn", "'%s' exited: killing what is left of its "
+                                                       "process group", x->cmd);
                                 kill_group(x->pid, SIGKILL);
+                        }
                         if (fds[FD_OUT_R] >= 0) {
                                 size_t budget = MK_SPAWN_DRAIN_MAX;
                                 (void) read_output(fds[FD_OUT_R], &x->out, &x->truncated, &budget);

@@ -37,6 +37,11 @@ struct mk_spawn_opts {
         bool stop_on_signal;
         const char *input;              /* NULL: stdin is /dev/null; else the child reads these bytes, then EOF
                                          * (at most MK_SPAWN_MAX_INPUT: written into the pipe before the fork) */
+        /* When the child exits, whatever is left in its process group (a
+         * background job it started) gets SIGKILL, before the child is
+         * reaped, so the group id cannot have been reused. A process that
+         * must outlive the command leaves the group itself (setsid). */
+        bool kill_group_at_exit;
 };
 
 struct mk_spawn_result {

@@ -3,9 +3,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/dynbuf.h"
 #include "base/hostlock.h"
 #include "base/log.h"
 #include "base/macro.h"
+#include "base/prom.h"
 #include "base/parse.h"
 #include "cli/cli.h"
 #include "cli/options.h"
@@ -655,6 +657,26 @@ static void render_plan(struct render *x, const struct mk_progress_event *ev) {
                         print_group(x->out, words, s, i, done);
 }
 
+/* What a failed hook printed, as the logs escape it (mk_log_escape: no
+ * terminal escape, no carriage return), each line behind "  | ", so that
+ * nothing it prints can pass for a line of ours ("Error: ..."). */
+static void print_hook_output(FILE *f, const char *output) {
+        size_t size = 4 * strlen(output) + 1; /* \xHH: 4 bytes for 1 at most */
+        _cleanup_free_ char *line = malloc(size), *esc = malloc(size);
+        if (!line || !esc)
+                return;
+        for (const char *p = output; *p;) {
+                size_t n = strcspn(p, "\n");
+                memcpy(line, p, n);
+                line[n] = 0;
+                (void) mk_log_escape(line, esc, size);
+                fprintf(f, "  | %s\n", esc);
+                p += n;
+                if (*p == '\n')
+                        p++;
+        }
+}
+
 static void render_text(struct render *x, const struct mk_progress_event *ev) {
         char buf[1024];
         switch (ev->kind) {
@@ -684,8 +706,8 @@ static void render_text(struct render *x, const struct mk_progress_event *ev) {
         case MK_PROGRESS_HOOK_OUTPUT:
                 fflush(x->out);
                 (void) mk_progress_format(ev, buf, sizeof(buf));
-                size_t n = strlen(ev->output);
-                fprintf(stderr, "%s\n%s%s", buf, ev->output, n && ev->output[n - 1] == '\n' ? "" : "\n");
+                fprintf(stderr, "%s\n", buf);
+                print_hook_output(stderr, ev->output);
                 break;
         case MK_PROGRESS_GPU_FINISHED:
                 if (ev->error < 0) {
@@ -739,8 +761,12 @@ static json_t *event_json(const struct mk_progress_event *ev) {
         case MK_PROGRESS_HOOK_OUTPUT:
                 json_object_set_new(o, "hook", json_string(ev->hook));
                 json_object_set_new(o, "command", json_string(ev->command));
-                if (ev->output)
-                        json_object_set_new(o, "output", json_string(ev->output));
+                if (ev->output) {
+                        /* JSON takes valid UTF-8 only; control characters it escapes itself. */
+                        _cleanup_buf_done_ struct mk_buf v = {.cap = 4 * strlen(ev->output) + 16};
+                        if (mk_utf8_append_valid(&v, ev->output) >= 0)
+                                json_object_set_new(o, "output", json_string(mk_buf_str(&v)));
+                }
                 break;
         case MK_PROGRESS_CLIENT_STOPPED:
                 json_object_set_new(o, "client", json_string(ev->client));

@@ -84,6 +84,8 @@ int mk_engine_run_hook(const struct mk_hooks *h, enum mk_hook which, const char 
                         .output_cap = MK_HOOK_OUTPUT_CAP,
                         .forward_output = o && o->hook_output,
                         .stop_on_signal = true,
+                        /* A hook's background children end with it (docs/engine.md, "Hooks"). */
+                        .kill_group_at_exit = true,
                 };
                 struct mk_spawn_result res = {0};
                 struct mk_error se = {0};

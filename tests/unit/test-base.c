@@ -1710,6 +1710,62 @@ static void test_spawn_grandchild_keeps_pipe(void **state) {
         mk_spawn_result_done(&res);
 }
 
+/* Running, not a zombie nor gone (a container's init may not reap at once). */
+static bool pid_running(int pid) {
+        char path[64], *stat = NULL;
+        snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+        if (mk_read_file(path, 4096, &stat, NULL, NULL) < 0)
+                return false;
+        const char *rp = strrchr(stat, ')');
+        bool running = rp && rp[1] == ' ' && rp[2] != 'Z' && rp[2] != 'X';
+        free(stat);
+        return running;
+}
+
+static int spawned_pid(struct mk_spawn_result *res) {
+        int pid = 0;
+        char *nl = strchr(res->output, '\n');
+        assert_non_null(nl);
+        *nl = 0;
+        assert_int_equal(mk_parse_int(res->output, &pid), 0);
+        return pid;
+}
+
+/* kill_group_at_exit: the background job a command leaves in its group is
+ * killed when it exits (issue 27: a hook's child outlived the apply); one
+ * that left the group with setsid is not. */
+static void test_spawn_kill_group_at_exit(void **state) {
+        const char *argv[] = {"sh", "-c", "sleep 30 >/dev/null 2>&1 & echo $!", NULL};
+        struct mk_spawn_opts o = {.capture = true, .output_cap = 100, .kill_group_at_exit = true};
+        struct mk_spawn_result res;
+        assert_int_equal(run(argv, &o, &res, NULL), 0);
+        assert_int_equal(res.exit_status, 0);
+        int pid = spawned_pid(&res);
+        mk_spawn_result_done(&res);
+        for (int i = 0; i < 100 && pid_running(pid); i++)
+                usleep(20 * 1000);
+        bool left = pid_running(pid);
+        if (left)
+                kill(pid, SIGKILL);
+        assert_false(left);
+
+        /* The job has left the group (it wrote its pid after setsid) before the command exits. */
+        _cleanup_free_ char *pidfile = tmp_path("setsid.pid");
+        char script[PATH_MAX + 256];
+        snprintf(script, sizeof(script),
+                 "setsid sh -c 'echo $$ >%s.tmp && mv %s.tmp %s && exec sleep 30' >/dev/null 2>&1 & "
+                 "while [ ! -s %s ]; do sleep 0.01; done; cat %s",
+                 pidfile, pidfile, pidfile, pidfile, pidfile);
+        const char *argv2[] = {"sh", "-c", script, NULL};
+        assert_int_equal(run(argv2, &o, &res, NULL), 0);
+        pid = spawned_pid(&res);
+        mk_spawn_result_done(&res);
+        usleep(200 * 1000);
+        bool kept = pid_running(pid);
+        kill(pid, SIGKILL);
+        assert_true(kept);
+}
+
 static void test_spawn_isolation(void **state) {
         /* A descriptor we leak without CLOEXEC is not inherited, nor is the
          * exec error pipe: ls sees 0, 1, 2 and its own directory fd 3. (A
@@ -1925,6 +1981,7 @@ int main(void) {
                 cmocka_unit_test(test_spawn_timeout_kills_stragglers),
                 cmocka_unit_test(test_spawn_grandchild_keeps_pipe),
                 cmocka_unit_test(test_spawn_isolation),
+                cmocka_unit_test(test_spawn_kill_group_at_exit),
                 cmocka_unit_test(test_spawn_stdin_devnull),
                 cmocka_unit_test(test_spawn_signals_reset),
                 cmocka_unit_test(test_spawn_output_routing),
