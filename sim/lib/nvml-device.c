@@ -513,3 +513,32 @@ nvmlReturn_t nvmlDeviceGetRemappedRows(nvmlDevice_t device, unsigned int *corrRo
                 *corrRows = *uncRows = *isPending = *failureOccurred = 0;
         return call_end(&c, r);
 }
+
+/* nvmlDeviceGetHandleByUUID with a versioned UUID: ASCII ("GPU-..." or
+ * "MIG-...") or the 16 bytes, which name a GPU or a MIG device. */
+nvmlReturn_t nvmlDeviceGetHandleByUUIDV(const sim_nvmlUUID_v1_t *uuid, nvmlDevice_t *device) {
+        char s[64];
+
+        if (uuid && uuid->version == sim_nvmlUUID_v1 && uuid->type == 1) {
+                if (!memchr(uuid->value.str, '\0', sizeof(uuid->value.str)))
+                        return nvmlDeviceGetHandleByUUID(NULL, device); /* INVALID_ARGUMENT */
+                return nvmlDeviceGetHandleByUUID(uuid->value.str, device);
+        }
+        if (!uuid || uuid->version != sim_nvmlUUID_v1 || uuid->type != 2) {
+                struct call c;
+                CALL_BEGIN(&c, false);
+                return call_end(&c, uuid && uuid->version != sim_nvmlUUID_v1 ? NVML_ERROR_ARGUMENT_VERSION_MISMATCH
+                                                                             : NVML_ERROR_INVALID_ARGUMENT);
+        }
+        const unsigned char *b = uuid->value.bytes;
+        static const char *const prefixes[] = { "GPU", "MIG" };
+        nvmlReturn_t r = NVML_ERROR_NOT_FOUND;
+        for (size_t i = 0; i < ELEMENTSOF(prefixes) && r == NVML_ERROR_NOT_FOUND; i++) {
+                snprintf(s, sizeof(s),
+                         "%s-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", prefixes[i],
+                         b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
+                         b[14], b[15]);
+                r = nvmlDeviceGetHandleByUUID(s, device);
+        }
+        return r;
+}

@@ -61,6 +61,50 @@ typedef struct {
 } sim_nvmlFieldValue_t;
 _Static_assert(sizeof(sim_nvmlFieldValue_t) == 40, "nvmlFieldValue_t");
 
+typedef struct {
+        unsigned int pid;
+        unsigned long long usedGpuMemory;
+        unsigned int gpuInstanceId, computeInstanceId;
+        unsigned long long usedGpuCcProtectedMemory;
+} sim_nvmlProcessDetail_v1_t;
+_Static_assert(sizeof(sim_nvmlProcessDetail_v1_t) == 32, "nvmlProcessDetail_v1_t");
+
+typedef struct {
+        unsigned int version; /* sim_nvmlProcessDetailList_v1 */
+        unsigned int mode;    /* NVML_PROCESS_MODE_COMPUTE 0, GRAPHICS 1, MPS 2, ALL 3 */
+        unsigned int numProcArrayEntries;
+        sim_nvmlProcessDetail_v1_t *procArray;
+} sim_nvmlProcessDetailList_v1_t;
+_Static_assert(sizeof(sim_nvmlProcessDetailList_v1_t) == 24, "nvmlProcessDetailList_v1_t");
+#define sim_nvmlProcessDetailList_v1 ((unsigned) sizeof(sim_nvmlProcessDetailList_v1_t) | (1u << 24))
+
+typedef struct {
+        unsigned long long timeStamp;
+        unsigned int pid, smUtil, memUtil, encUtil, decUtil, jpgUtil, ofaUtil;
+} sim_nvmlProcessUtilizationInfo_v1_t;
+_Static_assert(sizeof(sim_nvmlProcessUtilizationInfo_v1_t) == 40, "nvmlProcessUtilizationInfo_v1_t");
+
+typedef struct {
+        unsigned int version; /* sim_nvmlProcessesUtilizationInfo_v1 */
+        unsigned int processSamplesCount;
+        unsigned long long lastSeenTimeStamp;
+        sim_nvmlProcessUtilizationInfo_v1_t *procUtilArray;
+} sim_nvmlProcessesUtilizationInfo_v1_t;
+_Static_assert(sizeof(sim_nvmlProcessesUtilizationInfo_v1_t) == 24, "nvmlProcessesUtilizationInfo_v1_t");
+#define sim_nvmlProcessesUtilizationInfo_v1 \
+        ((unsigned) sizeof(sim_nvmlProcessesUtilizationInfo_v1_t) | (1u << 24))
+
+typedef struct {
+        unsigned int version; /* sim_nvmlUUID_v1 */
+        unsigned int type;    /* NVML_UUID_TYPE_ASCII 1, BINARY 2 */
+        union {
+                char str[41];
+                unsigned char bytes[16];
+        } value;
+} sim_nvmlUUID_v1_t;
+_Static_assert(sizeof(sim_nvmlUUID_v1_t) == 52, "nvmlUUID_v1_t");
+#define sim_nvmlUUID_v1 ((unsigned) sizeof(sim_nvmlUUID_v1_t) | (1u << 24))
+
 /* nvml.h constants the implementations use. */
 #define SIM_NVML_VALUE_TYPE_UNSIGNED_INT 1
 #define SIM_NVML_VALUE_TYPE_UNSIGNED_LONG_LONG 3
@@ -107,6 +151,7 @@ MKSIM_EXPORT nvmlReturn_t nvmlUnitGetCount(unsigned int *unitCount);
 
 /* ---- devices (nvml-device.c) ---- */
 MKSIM_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, sim_nvmlMemory_v2_t *memory);
+MKSIM_EXPORT nvmlReturn_t nvmlDeviceGetHandleByUUIDV(const sim_nvmlUUID_v1_t *uuid, nvmlDevice_t *device);
 MKSIM_EXPORT nvmlReturn_t nvmlDeviceGetSerial(nvmlDevice_t device, char *serial, unsigned int length);
 MKSIM_EXPORT nvmlReturn_t nvmlDeviceGetHandleBySerial(const char *serial, nvmlDevice_t *device);
 MKSIM_EXPORT nvmlReturn_t nvmlDeviceGetBoardId(nvmlDevice_t device, unsigned int *boardId);
@@ -134,6 +179,10 @@ MKSIM_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t d
                                                                   nvmlProcessInfo_t *infos);
 MKSIM_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t device, unsigned int *infoCount,
                                                                sim_nvmlProcessInfo_v1_t *infos);
+MKSIM_EXPORT nvmlReturn_t nvmlDeviceGetRunningProcessDetailList(nvmlDevice_t device,
+                                                                 sim_nvmlProcessDetailList_v1_t *plist);
+MKSIM_EXPORT nvmlReturn_t nvmlDeviceGetProcessesUtilizationInfo(nvmlDevice_t device,
+                                                                sim_nvmlProcessesUtilizationInfo_v1_t *info);
 MKSIM_EXPORT nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v3(nvmlDevice_t device, unsigned int *infoCount,
                                                                    nvmlProcessInfo_t *infos);
 MKSIM_EXPORT nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v2(nvmlDevice_t device, unsigned int *infoCount,

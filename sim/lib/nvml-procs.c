@@ -263,3 +263,72 @@ unsigned device_busy_percent(struct call *c, const struct dev *d) {
                 busy += sim_live_busy(live[i], from, now);
         return MIN(sim_live_percent(busy, from, now), 100u);
 }
+
+/* A call refused for its argument structure: the handle is still checked
+ * first, as every call does. */
+static nvmlReturn_t refuse(const char *fn, nvmlDevice_t device, nvmlReturn_t err) {
+        struct call c;
+        struct dev d;
+
+        nvmlReturn_t r = call_begin(&c, fn, false);
+        if (r != NVML_SUCCESS)
+                return r;
+        r = resolve_device(&c, device, &d);
+        return call_end(&c, r == NVML_SUCCESS ? err : r);
+}
+
+/* The versioned process list of newer drivers (nvidia-smi's): COMPUTE and
+ * ALL are the compute list above, GRAPHICS and MPS empty; no confidential
+ * computing memory. numProcArrayEntries: in the array's size, out the count
+ * (INSUFFICIENT_SIZE when it does not fit). */
+nvmlReturn_t nvmlDeviceGetRunningProcessDetailList(nvmlDevice_t device, sim_nvmlProcessDetailList_v1_t *plist) {
+        if (!plist || plist->mode > 3)
+                return refuse(__func__, device, NVML_ERROR_INVALID_ARGUMENT);
+        if (plist->version != sim_nvmlProcessDetailList_v1)
+                return refuse(__func__, device, NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
+        if (plist->mode == 1 || plist->mode == 2)
+                return empty_list(__func__, device, &plist->numProcArrayEntries);
+        unsigned n = MIN(plist->numProcArrayEntries, SIM_MAX_PROCESSES + SIM_LIVE_SLOTS);
+        nvmlProcessInfo_t *tmp = n && plist->procArray ? calloc(n, sizeof(*tmp)) : NULL;
+        if (n && plist->procArray && !tmp)
+                return NVML_ERROR_MEMORY;
+        unsigned got = n;
+        nvmlReturn_t r = nvmlDeviceGetComputeRunningProcesses_v3(device, &got, plist->procArray ? tmp : NULL);
+        if (r == NVML_SUCCESS || r == NVML_ERROR_INSUFFICIENT_SIZE)
+                plist->numProcArrayEntries = got;
+        for (unsigned i = 0; r == NVML_SUCCESS && i < got; i++)
+                plist->procArray[i] = (sim_nvmlProcessDetail_v1_t) {
+                        .pid = tmp[i].pid,
+                        .usedGpuMemory = tmp[i].usedGpuMemory,
+                        .gpuInstanceId = tmp[i].gpuInstanceId,
+                        .computeInstanceId = tmp[i].computeInstanceId,
+                };
+        free(tmp);
+        return r;
+}
+
+/* The versioned per-process utilisation: nvmlDeviceGetProcessUtilization's
+ * samples (SM share; memory, video, JPEG and OFA 0). */
+nvmlReturn_t nvmlDeviceGetProcessesUtilizationInfo(nvmlDevice_t device, sim_nvmlProcessesUtilizationInfo_v1_t *info) {
+        if (!info)
+                return refuse(__func__, device, NVML_ERROR_INVALID_ARGUMENT);
+        if (info->version != sim_nvmlProcessesUtilizationInfo_v1)
+                return refuse(__func__, device, NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
+        unsigned n = MIN(info->processSamplesCount, SIM_LIVE_SLOTS);
+        sim_nvmlProcessUtilizationSample_t *tmp = n && info->procUtilArray ? calloc(n, sizeof(*tmp)) : NULL;
+        if (n && info->procUtilArray && !tmp)
+                return NVML_ERROR_MEMORY;
+        unsigned got = n;
+        nvmlReturn_t r = nvmlDeviceGetProcessUtilization(device, info->procUtilArray ? tmp : NULL, &got,
+                                                         info->lastSeenTimeStamp);
+        if (r == NVML_SUCCESS || r == NVML_ERROR_INSUFFICIENT_SIZE || r == NVML_ERROR_NOT_FOUND)
+                info->processSamplesCount = got;
+        for (unsigned i = 0; r == NVML_SUCCESS && i < got; i++)
+                info->procUtilArray[i] = (sim_nvmlProcessUtilizationInfo_v1_t) {
+                        .timeStamp = tmp[i].timeStamp,
+                        .pid = tmp[i].pid,
+                        .smUtil = tmp[i].smUtil,
+                };
+        free(tmp);
+        return r;
+}

@@ -270,6 +270,49 @@ static void test_memory_and_processes(void **state) {
         OK(FN(nvmlDeviceGetMPSComputeRunningProcesses)(gpu(3), &n, v1));
         assert_int_equal(n, 0);
         EXPECT(NVML_ERROR_INVALID_ARGUMENT, FN(nvmlDeviceGetGraphicsRunningProcesses)(gpu(3), NULL, v1));
+
+        sim_nvmlProcessDetail_v1_t det[4];
+        sim_nvmlProcessDetailList_v1_t list = { .version = sim_nvmlProcessDetailList_v1, .mode = 0,
+                                                .numProcArrayEntries = 4, .procArray = det };
+        OK(FN(nvmlDeviceGetRunningProcessDetailList)(gpu(3), &list));
+        assert_int_equal(list.numProcArrayEntries, 1);
+        assert_int_equal(det[0].pid, pid);
+        assert_int_equal(det[0].usedGpuMemory, 1500ULL << 20);
+        list.numProcArrayEntries = 0;
+        EXPECT(NVML_ERROR_INSUFFICIENT_SIZE, FN(nvmlDeviceGetRunningProcessDetailList)(gpu(3), &list));
+        assert_int_equal(list.numProcArrayEntries, 1);
+        list.mode = 1; /* graphics */
+        list.numProcArrayEntries = 4;
+        OK(FN(nvmlDeviceGetRunningProcessDetailList)(gpu(3), &list));
+        assert_int_equal(list.numProcArrayEntries, 0);
+        list.version = 7;
+        EXPECT(NVML_ERROR_ARGUMENT_VERSION_MISMATCH, FN(nvmlDeviceGetRunningProcessDetailList)(gpu(3), &list));
+
+        sim_nvmlProcessUtilizationInfo_v1_t pu[4];
+        sim_nvmlProcessesUtilizationInfo_v1_t util = { .version = sim_nvmlProcessesUtilizationInfo_v1,
+                                                       .processSamplesCount = 4, .procUtilArray = pu };
+        OK(FN(nvmlDeviceGetProcessesUtilizationInfo)(gpu(3), &util)); /* no kernels: no sample */
+        assert_int_equal(util.processSamplesCount, 0);
+
+        char uuid[96];
+        nvmlDevice_t back = NULL;
+        sim_nvmlUUID_v1_t u = { .version = sim_nvmlUUID_v1, .type = 1 };
+        OK(FN(nvmlDeviceGetUUID)(gpu(2), uuid, sizeof(uuid)));
+        assert_true(strlen(uuid) < sizeof(u.value.str));
+        memcpy(u.value.str, uuid, strlen(uuid) + 1);
+        OK(FN(nvmlDeviceGetHandleByUUIDV)(&u, &back));
+        assert_ptr_equal(back, gpu(2));
+        u.type = 2; /* the 16 bytes of GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx */
+        for (unsigned i = 0, j = 4; i < 16; j++)
+                if (uuid[j] != '-') {
+                        unsigned byte;
+                        assert_int_equal(sscanf(uuid + j, "%2x", &byte), 1);
+                        u.value.bytes[i++] = (unsigned char) byte;
+                        j++;
+                }
+        back = NULL;
+        OK(FN(nvmlDeviceGetHandleByUUIDV)(&u, &back));
+        assert_ptr_equal(back, gpu(2));
         OK(FN(nvmlShutdown)());
 }
 
