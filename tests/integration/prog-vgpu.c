@@ -19,15 +19,19 @@
  *   symbols                  unknown names, cuGetExportTable, RTLD_NEXT/DEFAULT
  *   burn KIND SECONDS NS     kernels of NS ns (KIND: async, sync, graph) for SECONDS;
  *                            print "busy_ns B wall_ns W share P"
- *   bench-alloc N            N cuMemAlloc/cuMemFree pairs of 1 MiB: "alloc_free_ns X"
+ *   bench-alloc N [LIVE]     N cuMemAlloc/cuMemFree pairs of 1 MiB, LIVE 4 KiB allocations held
+ *                            meanwhile: "alloc_free_ns X"
  *   bench-launch N           N launches of a 1-block kernel (no sync): "launch_ns X"
  *   vmm ORDER MIB            a VMM allocation's charge through one order of calls (ORDER:
- *                            release-mapped, unmap-first, retain, thread, host, range, export);
+ *                            release-mapped, unmap-first, retain, thread, host, range, export;
+ *                            keep-mapped: the bench's, "held physical B");
  *                            prints "vmm ORDER ok" or FAIL lines
  *   ctx MIB                  contexts charged: prints "ctx primary B created B destroyed B"
  *   procs                    NVML's compute processes of device 0 (v1, v2, v3): "procs vN pid P used B"
  *   nvml-totals N            NVML's memory total of NVML devices 0..N-1: "nvml I total T" (no CUDA call)
  *   pinned MIB               cuMemAllocHost of MIB with the device at its cap: "pinned R"
+ *   exchange ROUNDS IN OUT   tensor-parallel style: ROUNDS of (2 ms kernel, synchronise, a byte
+ *                            to fifo OUT, a byte from fifo IN): "exchange done ROUNDS share P"
  *   pool MIB                 the default pool keeps MIB reserved past a free (release threshold):
  *                            charged while reserved, given back by cuMemPoolTrimTo: "pool ok"
  * Device $PROG_VGPU_DEVICE (default 0), its primary context. Exit 0 on success, 1 on a failed check,
@@ -516,8 +520,12 @@ static int cmd_burn(const char *kind, unsigned seconds, uint64_t ns) {
         return 0;
 }
 
-static int cmd_bench_alloc(unsigned n) {
+static int cmd_bench_alloc(unsigned n, unsigned live) {
         CUdeviceptr p;
+        /* live allocations held meanwhile: a table the frees search */
+        for (unsigned i = 0; i < live; i++)
+                if (cu.cuMemAlloc_v2(&p, 4096) != CUDA_SUCCESS)
+                        return 1;
         uint64_t t0 = now_ns();
         for (unsigned i = 0; i < n; i++) {
                 if (cu.cuMemAlloc_v2(&p, 1u << 20) != CUDA_SUCCESS)
@@ -662,6 +670,19 @@ static int cmd_vmm(const char *order, size_t mib) {
                 }
                 CHECK(mem_used() == u0, "range unmapped: %zu still charged", mem_used() - u0);
                 cu.cuMemAddressFree(va, 2 * size);
+        } else if (strcmp(order, "keep-mapped") == 0) {
+                /* The bench's case: handles released while mapped, up to 2 GiB. */
+                size_t held = 0;
+                for (int i = 0; i < 32; i++) {
+                        if (vmm_create(size, CU_MEM_LOCATION_TYPE_DEVICE, 0, &h) != CUDA_SUCCESS)
+                                break;
+                        if (cu.cuMemAddressReserve(&va, size, 0, 0, 0) != CUDA_SUCCESS || vmm_map(va, size, h) != CUDA_SUCCESS)
+                                break;
+                        cu.cuMemRelease(h);
+                        held += size;
+                }
+                printf("held physical %zu\n", held);
+                return 0;
         } else if (strcmp(order, "cap") == 0) {
                 size_t made = 0;
                 while ((r = vmm_create(size, CU_MEM_LOCATION_TYPE_DEVICE, 0, &h)) == CUDA_SUCCESS)
@@ -822,6 +843,36 @@ static int cmd_pool(size_t bytes) {
         return failures ? 1 : 0;
 }
 
+static int cmd_exchange(unsigned rounds, const char *in, const char *out) {
+        CUfunction f = sleep_kernel();
+        CUstream s;
+        if (!f || cu.cuStreamCreate(&s, 0) != CUDA_SUCCESS)
+                return 2;
+        /* Open both ends without a deadlock: the peer opens them in the other order. */
+        FILE *w = NULL, *r = NULL;
+        if (strcmp(in, out) < 0) {
+                r = fopen(in, "r");
+                w = fopen(out, "w");
+        } else {
+                w = fopen(out, "w");
+                r = fopen(in, "r");
+        }
+        if (!r || !w)
+                return 2;
+        uint64_t t0 = now_ns(), busy = 0;
+        for (unsigned i = 0; i < rounds; i++) {
+                launch_ns(f, 2000000, s);
+                cu.cuStreamSynchronize(s);
+                busy += 2000000;
+                if (fputc('x', w) == EOF || fflush(w) != 0 || fgetc(r) == EOF) {
+                        printf("exchange broken at round %u\n", i);
+                        return 1;
+                }
+        }
+        printf("exchange done %u share %.1f\n", rounds, 100.0 * (double) busy / (double) (now_ns() - t0));
+        return 0;
+}
+
 int main(int argc, char **argv) {
         if (argc < 3) {
                 fprintf(stderr, "usage: prog-vgpu direct|dlsym|procaddr COMMAND [ARGS]\n");
@@ -857,7 +908,7 @@ int main(int argc, char **argv) {
         if (strcmp(cmd, "burn") == 0 && argc > 5)
                 return cmd_burn(argv[3], (unsigned) b, strtoull(argv[5], NULL, 10));
         if (strcmp(cmd, "bench-alloc") == 0)
-                return cmd_bench_alloc((unsigned) a);
+                return cmd_bench_alloc((unsigned) a, (unsigned) b);
         if (strcmp(cmd, "bench-launch") == 0)
                 return cmd_bench_launch((unsigned) a);
         if (strcmp(cmd, "vmm") == 0 && argc > 4)
@@ -866,6 +917,8 @@ int main(int argc, char **argv) {
                 return cmd_ctx();
         if (strcmp(cmd, "procs") == 0)
                 return cmd_procs();
+        if (strcmp(cmd, "exchange") == 0 && argc > 5)
+                return cmd_exchange((unsigned) a, argv[4], argv[5]);
         if (strcmp(cmd, "pool") == 0)
                 return cmd_pool(a << 20);
         if (strcmp(cmd, "pinned") == 0)

@@ -110,6 +110,27 @@ for cvd in 2,3 "$uuid2,$uuid3" "${uuid2:0:12},${uuid3:0:12}"; do
   done
 done
 
+# Tensor parallelism: two processes of the container, one GPU each, exchange
+# after every kernel under CUDA_DEVICE_SM_LIMIT=40 (HAMi-core's vLLM TP>1
+# hang): both finish, each near its share (the simulator's GPUs are idle
+# otherwise, so policy force).
+mkfifo "$tmp/a2b" "$tmp/b2a"
+for dev in 0 1; do
+  if [ $dev = 0 ]; then in=$tmp/b2a out=$tmp/a2b; else in=$tmp/a2b out=$tmp/b2a; fi
+  timeout -s KILL 60 env LD_PRELOAD="$vgpu" CUDA_DEVICE_MEMORY_SHARED_CACHE="$tmp/region" CUDA_DEVICE_SM_LIMIT=40 \
+    GPU_CORE_UTILIZATION_POLICY=force PROG_VGPU_DEVICE=$dev "$prog" dlsym exchange 300 "$in" "$out" >"$tmp/tp$dev" 2>&1 &
+  pids+=($!)
+done
+for p in "${pids[@]}"; do wait "$p" || true; done
+pids=()
+for dev in 0 1; do
+  share=$(sed -n 's/^exchange done 300 share \([0-9.]*\)$/\1/p' "$tmp/tp$dev")
+  [ -n "$share" ] || fail "tensor-parallel exchange, device $dev: $(cat "$tmp/tp$dev")"
+  # Each waits for the other: at most its own share, and not starved.
+  [ -n "$share" ] && awk -v s="$share" 'BEGIN { exit !(s >= 20 && s <= 46) }' ||
+    fail "tensor-parallel exchange, device $dev: share ${share:-none}, want about 40"
+done
+
 # Pinned host memory is host memory: not refused when the device is at its cap.
 out=$(vg CUDA_DEVICE_MEMORY_LIMIT=1g -- dlsym pinned 64 2>/dev/null)
 grep -q "^pinned 0$" <<<"$out" || fail "pinned host memory at a full device: $out"
