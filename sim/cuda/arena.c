@@ -162,8 +162,36 @@ void cu_arena_free(struct cu_alloc *a) {
         }
         if (a->dev >= 0)
                 cu_uncharge(&cu_devs[a->dev], a->charged);
+        if (a->pool) {
+                a->pool->used -= MIN(a->pool->used, a->size);
+                cu_pool_trim(a->pool, a->pool->release_threshold);
+        }
         cu_table_remove(a);
         free(a);
+}
+
+/* Pool accounting: what a pool reserves is charged to its device; an
+ * allocation takes freed bytes the pool still holds first. */
+CUresult cu_pool_take(struct cu_pool *p, uint64_t bytes) {
+        uint64_t cached = p->reserved - p->used;
+        if (bytes > cached) {
+                CUresult r = cu_charge(&cu_devs[p->dev], bytes - cached);
+                if (r != CUDA_SUCCESS)
+                        return r;
+                p->reserved += bytes - cached;
+        }
+        p->used += bytes;
+        p->high = MAX(p->high, p->used);
+        p->reserved_high = MAX(p->reserved_high, p->reserved);
+        return CUDA_SUCCESS;
+}
+
+void cu_pool_trim(struct cu_pool *p, uint64_t keep) {
+        uint64_t target = MAX(keep, p->used);
+        if (p->reserved > target) {
+                cu_uncharge(&cu_devs[p->dev], p->reserved - target);
+                p->reserved = target;
+        }
 }
 
 void cu_arena_free_pool(struct cu_pool *p) {

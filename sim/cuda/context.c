@@ -6,8 +6,9 @@
 
 static unsigned long long next_ctx_id = 1;
 
-static uint64_t ctx_overhead(void) {
-        return cu_env_u64("MIGKIT_SIM_CUDA_CTX_MIB", 0) * 1024ULL * 1024ULL;
+/* A context's size on its device: MIGKIT_SIM_CUDA_CTX_MIB when set, else the model's. */
+static uint64_t ctx_size(const struct cu_dev *d) {
+        return cu_env_u64("MIGKIT_SIM_CUDA_CTX_MIB", d->ctx_bytes >> 20) << 20;
 }
 
 /* A context exists on the device once active: it holds its overhead there and
@@ -19,8 +20,10 @@ static CUresult ctx_activate(struct cu_ctx *c) {
         if (c->active)
                 return CUDA_SUCCESS;
         cu_slot(d);
-        if (cu_charge(d, ctx_overhead()) != CUDA_SUCCESS)
+        uint64_t size = ctx_size(d);
+        if (cu_charge(d, size) != CUDA_SUCCESS)
                 return CUDA_ERROR_OUT_OF_MEMORY;
+        c->charged = size;
         c->active = true;
         return CUDA_SUCCESS;
 }
@@ -30,7 +33,8 @@ static void ctx_deactivate(struct cu_ctx *c) {
                 return;
         cu_ctx_sync(c);
         cu_ctx_free_resources(c);
-        cu_uncharge(&cu_devs[c->dev], ctx_overhead());
+        cu_uncharge(&cu_devs[c->dev], c->charged);
+        c->charged = 0;
         c->active = false;
 }
 

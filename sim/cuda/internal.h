@@ -76,6 +76,7 @@ struct cu_dev {
         uint64_t total_bytes;
         unsigned sms;
         int clock_khz, mem_clock_khz, bus_width, l2_bytes;
+        uint64_t ctx_bytes;            /* a context's size on this model (MIGKIT_SIM_CUDA_CTX_MIB overrides) */
         struct sim_live_device *mem;   /* memory domain */
         struct sim_live_device *comp;  /* compute domain */
         struct sim_live_slot *slot;    /* this process's slot, NULL until used */
@@ -94,6 +95,7 @@ struct cu_ctx {
         unsigned flags;
         bool primary;
         bool active;             /* exists on the device (primary contexts: retained or made current) */
+        uint64_t charged;        /* its size, charged while active */
         unsigned long long id;
         struct cu_stream *null_stream;
         uint64_t limits[16];
@@ -146,11 +148,14 @@ struct cu_global {
         struct cu_global *next;
 };
 
+/* A memory pool reserves device memory (charged to its device) and hands it
+ * out; freed memory stays reserved up to the release threshold. */
 struct cu_pool {
         uint32_t magic;
         int dev;
         uint64_t release_threshold;
-        uint64_t used, high;
+        uint64_t used, high;              /* in live allocations; its high-water mark */
+        uint64_t reserved, reserved_high; /* held from the device (used + cached) */
 };
 
 enum cu_node_kind { NODE_KERNEL, NODE_MEMSET, NODE_MEMCPY, NODE_EMPTY, NODE_HOST, NODE_EVENT_RECORD, NODE_WAIT_EVENT };
@@ -264,6 +269,8 @@ void cu_arena_free(struct cu_alloc *a);
 bool cu_table_add(struct cu_alloc *a);    /* host ranges outside the arena */
 void cu_table_remove(struct cu_alloc *a);
 void cu_arena_free_pool(struct cu_pool *p);
+CUresult cu_pool_take(struct cu_pool *p, uint64_t bytes); /* from the cache, else charged */
+void cu_pool_trim(struct cu_pool *p, uint64_t keep);      /* gives back reserved bytes above max(keep, used) */
 void cu_ctx_free_resources(struct cu_ctx *ctx);
 bool cu_range_ok_w(uintptr_t p, size_t n, bool write);
 bool cu_range_ok(uintptr_t p, size_t n);
@@ -274,14 +281,16 @@ struct cu_mem_handle {
         int fd;
         size_t size;
         int dev;
-        unsigned maps;
-        bool released;
+        unsigned maps;           /* mappings of it */
+        unsigned refs;           /* handles: cuMemCreate or import 1, each retain 1 more, release 1 less */
+        uint64_t charged;        /* to cu_devs[dev]; 0 when imported (the exporter is charged) */
         CUmemAllocationProp prop;
 };
 struct cu_mapping {
         uintptr_t base;
         size_t size;
         struct cu_mem_handle *h;
+        unsigned long long access; /* CUmemAccess_flags set by cuMemSetAccess */
         struct cu_mapping *next;
 };
 extern struct cu_mapping *cu_mappings;

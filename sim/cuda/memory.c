@@ -18,14 +18,15 @@ CUresult cu_mem_alloc(CUdeviceptr *dptr, size_t bytes, enum cu_alloc_kind kind, 
                 return CUDA_ERROR_INVALID_VALUE;
         int dev = pool ? pool->dev : c->dev;
         pthread_mutex_lock(&cu_lock);
-        r = cu_arena_alloc(bytes, 512, kind, dev, bytes, c, &a);
+        r = pool ? cu_pool_take(pool, bytes) : CUDA_SUCCESS; /* a pool charges what it reserves */
+        if (r == CUDA_SUCCESS)
+                r = cu_arena_alloc(bytes, 512, kind, dev, pool ? 0 : bytes, c, &a);
         if (r == CUDA_SUCCESS) {
                 a->pool = pool;
-                if (pool) {
-                        pool->used += bytes;
-                        pool->high = MAX(pool->high, pool->used);
-                }
                 *dptr = a->base;
+        } else if (pool) {
+                pool->used -= bytes;
+                cu_pool_trim(pool, pool->release_threshold);
         }
         pthread_mutex_unlock(&cu_lock);
         return r;
@@ -69,8 +70,6 @@ CUresult cu_mem_free(CUdeviceptr dptr, bool async) {
                 pthread_mutex_unlock(&cu_lock);
                 return CUDA_ERROR_INVALID_VALUE;
         }
-        if (a->pool)
-                a->pool->used -= a->size;
         cu_arena_free(a);
         pthread_mutex_unlock(&cu_lock);
         return CUDA_SUCCESS;

@@ -74,6 +74,7 @@ CU_EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool) {
                 return CUDA_ERROR_INVALID_VALUE;
         pthread_mutex_lock(&cu_lock);
         cu_arena_free_pool(p);
+        cu_pool_trim(p, 0);
         for (int i = 0; i < cu_ndevs; i++)
                 if (cu_devs[i].current_pool == p)
                         cu_devs[i].current_pool = NULL;
@@ -85,33 +86,54 @@ CU_EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool) {
 
 CU_EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep) {
         struct cu_pool *p = (struct cu_pool *) pool;
-        (void) minBytesToKeep;
-        return p && p->magic == MAGIC_POOL ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+        if (!p || p->magic != MAGIC_POOL)
+                return CUDA_ERROR_INVALID_VALUE;
+        pthread_mutex_lock(&cu_lock);
+        cu_pool_trim(p, minBytesToKeep);
+        pthread_mutex_unlock(&cu_lock);
+        return CUDA_SUCCESS;
 }
 
 CU_EXPORT CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value) {
         struct cu_pool *p = (struct cu_pool *) pool;
         if (!p || p->magic != MAGIC_POOL || !value)
                 return CUDA_ERROR_INVALID_VALUE;
-        if (attr == CU_MEMPOOL_ATTR_RELEASE_THRESHOLD)
-                p->release_threshold = *(cuuint64_t *) value;
-        else if (attr == CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH || attr == CU_MEMPOOL_ATTR_USED_MEM_HIGH)
-                p->high = p->used;
-        return CUDA_SUCCESS;
+        pthread_mutex_lock(&cu_lock);
+        CUresult r = CUDA_SUCCESS;
+        switch (attr) {
+        case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD: p->release_threshold = *(cuuint64_t *) value; break;
+        case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH: /* only resets (to the current value) */
+                r = *(cuuint64_t *) value == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+                if (r == CUDA_SUCCESS)
+                        p->reserved_high = p->reserved;
+                break;
+        case CU_MEMPOOL_ATTR_USED_MEM_HIGH:
+                r = *(cuuint64_t *) value == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+                if (r == CUDA_SUCCESS)
+                        p->high = p->used;
+                break;
+        case CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT:
+        case CU_MEMPOOL_ATTR_USED_MEM_CURRENT: r = CUDA_ERROR_INVALID_VALUE; break; /* read only */
+        default: break; /* reuse policies: accepted */
+        }
+        pthread_mutex_unlock(&cu_lock);
+        return r;
 }
 
 CU_EXPORT CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value) {
         struct cu_pool *p = (struct cu_pool *) pool;
         if (!p || p->magic != MAGIC_POOL || !value)
                 return CUDA_ERROR_INVALID_VALUE;
+        pthread_mutex_lock(&cu_lock);
         switch (attr) {
         case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD: *(cuuint64_t *) value = p->release_threshold; break;
-        case CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT:
+        case CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT: *(cuuint64_t *) value = p->reserved; break;
         case CU_MEMPOOL_ATTR_USED_MEM_CURRENT: *(cuuint64_t *) value = p->used; break;
-        case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH:
+        case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH: *(cuuint64_t *) value = p->reserved_high; break;
         case CU_MEMPOOL_ATTR_USED_MEM_HIGH: *(cuuint64_t *) value = p->high; break;
         default: *(int *) value = 1; break;
         }
+        pthread_mutex_unlock(&cu_lock);
         return CUDA_SUCCESS;
 }
 

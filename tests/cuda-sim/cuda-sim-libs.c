@@ -212,10 +212,208 @@ static void check_managed(CUstream s) {
         OK(cuMemFree_v2(m));
 }
 
+static const CUmemAllocationProp vmm_prop = {
+        .type = CU_MEM_ALLOCATION_TYPE_PINNED,
+        .requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+        .location = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0 },
+};
+
+static size_t used_bytes(void) {
+        size_t freeb = 0, total = 0;
+        cuMemGetInfo_v2(&freeb, &total);
+        return total - freeb;
+}
+
+/* NCCL's free sequence and the reference counts behind it. */
+static void check_vmm(void) {
+        CUresult r;
+        size_t gran = 0, u0 = used_bytes();
+        CUmemGenericAllocationHandle h, h2;
+        CUdeviceptr va;
+        OK(cuMemGetAllocationGranularity(&gran, &vmm_prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+        OK(cuMemCreate(&h, 2 * gran, &vmm_prop, 0));
+        OK(cuMemAddressReserve(&va, 2 * gran, 0, 0, 0));
+        OK(cuMemMap(va, 2 * gran, 0, h, 0));
+        unsigned long long flags = 99;
+        CUmemLocation loc = vmm_prop.location;
+        OK(cuMemGetAccess(&flags, &loc, va));
+        CHECK(flags == CU_MEM_ACCESS_FLAGS_PROT_NONE, "no access before cuMemSetAccess");
+        CUmemAccessDesc acc = { .location = loc, .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
+        OK(cuMemSetAccess(va, 2 * gran, &acc, 1));
+        OK(cuMemGetAccess(&flags, &loc, va + gran));
+        CHECK(flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE, "read-write after cuMemSetAccess");
+        CUmemAccessDesc bad = { .location = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 99 },
+                                .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
+        CHECK(cuMemSetAccess(va, 2 * gran, &bad, 1) == CUDA_ERROR_INVALID_VALUE, "access for no device refused");
+        OK(cuMemRetainAllocationHandle(&h2, (void *) (va + 100)));
+        CHECK(h2 == h, "retain: the mapped allocation's handle");
+        CHECK(cuMemRelease(h2) == CUDA_SUCCESS, "release of the retained reference -> 0");
+        CHECK(used_bytes() - u0 == 2 * gran, "still charged while mapped and referenced");
+        OK(cuMemUnmap(va, 2 * gran));
+        CHECK(used_bytes() - u0 == 2 * gran, "unmapped, one reference left: still charged");
+        CHECK(cuMemRelease(h) == CUDA_SUCCESS, "the creator's release -> 0 (NCCL: retain, release, unmap, release)");
+        CHECK(used_bytes() == u0, "last reference and mapping gone: uncharged");
+        CHECK(cuMemRelease(h) == CUDA_ERROR_INVALID_VALUE, "a third release refused");
+        /* Release while mapped, then retain through the mapping. */
+        OK(cuMemCreate(&h, gran, &vmm_prop, 0));
+        OK(cuMemMap(va, gran, 0, h, 0));
+        OK(cuMemRelease(h));
+        CHECK(used_bytes() - u0 == gran, "released while mapped: still charged");
+        OK(cuMemRetainAllocationHandle(&h2, (void *) va));
+        OK(cuMemUnmap(va, gran));
+        CHECK(used_bytes() - u0 == gran, "retained after release: still charged");
+        OK(cuMemRelease(h2));
+        CHECK(used_bytes() == u0, "released: uncharged");
+        OK(cuMemAddressFree(va, 2 * gran));
+        /* Host memory through VMM: not device memory. */
+        CUmemAllocationProp hp = vmm_prop;
+        hp.location.type = CU_MEM_LOCATION_TYPE_HOST_NUMA;
+        OK(cuMemCreate(&h, gran, &hp, 0));
+        CHECK(used_bytes() == u0, "host NUMA memory not charged to the device");
+        OK(cuMemRelease(h));
+}
+
+/* A stream-ordered pool keeps freed memory up to its release threshold. */
+static void check_pool(CUstream s) {
+        CUresult r;
+        CUmemoryPool pool;
+        CUmemPoolProps props = { .allocType = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                 .location = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0 } };
+        cuuint64_t v, threshold = 64 << 20;
+        size_t u0 = used_bytes();
+        CUdeviceptr a, b;
+        OK(cuMemPoolCreate(&pool, &props));
+        OK(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &threshold));
+        OK(cuMemAllocFromPoolAsync(&a, 48 << 20, pool, s));
+        OK(cuMemAllocFromPoolAsync(&b, 32 << 20, pool, s));
+        CHECK(used_bytes() - u0 == 80 << 20, "pool: 80 MiB in use, charged");
+        OK(cuMemFreeAsync(a, s));
+        OK(cuMemFreeAsync(b, s));
+        OK(cuStreamSynchronize(s));
+        OK(cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &v));
+        CHECK(v == 0, "pool: nothing used after the frees");
+        OK(cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &v));
+        CHECK(v == threshold, "pool: reserved down to the threshold (%llu)", (unsigned long long) v);
+        CHECK(used_bytes() - u0 == threshold, "pool: what it reserves is charged");
+        OK(cuMemAllocFromPoolAsync(&a, 16 << 20, pool, s));
+        CHECK(used_bytes() - u0 == threshold, "pool: an allocation from the reserve charges nothing more");
+        OK(cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_USED_MEM_HIGH, &v));
+        CHECK(v == 80 << 20, "pool: used high-water mark 80 MiB");
+        OK(cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH, &v));
+        CHECK(v == 80 << 20, "pool: reserved high-water mark 80 MiB");
+        cuuint64_t zero = 0;
+        OK(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_USED_MEM_HIGH, &zero));
+        OK(cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_USED_MEM_HIGH, &v));
+        cuuint64_t rh;
+        OK(cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH, &rh));
+        CHECK(v == 16 << 20 && rh == 80 << 20, "pool: used high reset to 16 MiB, reserved high stays 80 MiB");
+        OK(cuMemFreeAsync(a, s));
+        OK(cuMemPoolTrimTo(pool, 8 << 20));
+        OK(cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &v));
+        CHECK(v == 8 << 20 && used_bytes() - u0 == 8 << 20, "pool: trimmed to 8 MiB, given back");
+        OK(cuMemPoolDestroy(pool));
+        CHECK(used_bytes() == u0, "pool destroyed: nothing charged");
+}
+
+/* Child of the export check: receives the descriptor, imports and maps it. */
+static int import_child(int sock) {
+        char byte;
+        char ctrl[CMSG_SPACE(sizeof(int))];
+        struct iovec io = { &byte, 1 };
+        struct msghdr msg = { .msg_iov = &io, .msg_iovlen = 1, .msg_control = ctrl, .msg_controllen = sizeof(ctrl) };
+        CUcontext ctx;
+        if (recvmsg(sock, &msg, 0) != 1 || !CMSG_FIRSTHDR(&msg))
+                return 10;
+        int fd;
+        memcpy(&fd, CMSG_DATA(CMSG_FIRSTHDR(&msg)), sizeof(fd));
+        if (cuInit(0) != CUDA_SUCCESS || cuDevicePrimaryCtxRetain(&ctx, 0) != CUDA_SUCCESS ||
+            cuCtxSetCurrent(ctx) != CUDA_SUCCESS)
+                return 11;
+        size_t u0 = used_bytes();
+        CUmemGenericAllocationHandle h;
+        CUdeviceptr va;
+        CUmemAllocationProp prop;
+        if (cuMemImportFromShareableHandle(&h, (void *) (intptr_t) fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) !=
+            CUDA_SUCCESS)
+                return 12;
+        if (cuMemGetAllocationPropertiesFromHandle(&prop, h) != CUDA_SUCCESS || prop.location.id != 0)
+                return 13;
+        if (cuMemAddressReserve(&va, 2 << 20, 0, 0, 0) != CUDA_SUCCESS || cuMemMap(va, 2 << 20, 0, h, 0) != CUDA_SUCCESS)
+                return 14;
+        CUmemAccessDesc acc = { .location = prop.location, .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
+        unsigned v = 0;
+        if (cuMemSetAccess(va, 2 << 20, &acc, 1) != CUDA_SUCCESS || cuMemcpyDtoH_v2(&v, va, 4) != CUDA_SUCCESS)
+                return 15;
+        if (v != 0x5a5a5a5a)
+                return 16; /* the exporter's bytes: one physical allocation */
+        if (used_bytes() != u0)
+                return 17; /* charged once: to the exporter */
+        if (cuMemUnmap(va, 2 << 20) != CUDA_SUCCESS || cuMemRelease(h) != CUDA_SUCCESS)
+                return 18;
+        int bogus = 0; /* stdin: not an exported allocation */
+        if (cuMemImportFromShareableHandle(&h, (void *) (intptr_t) bogus, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) !=
+            CUDA_ERROR_INVALID_VALUE)
+                return 19;
+        return 0;
+}
+
+/* Export in this process, import in a child forked before cuInit. */
+static void check_export(int sock, pid_t child) {
+        CUresult r;
+        CUmemGenericAllocationHandle h;
+        CUdeviceptr va;
+        int fd = -1;
+        OK(cuMemCreate(&h, 2 << 20, &vmm_prop, 0));
+        OK(cuMemAddressReserve(&va, 2 << 20, 0, 0, 0));
+        OK(cuMemMap(va, 2 << 20, 0, h, 0));
+        CUmemAccessDesc acc = { .location = vmm_prop.location, .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
+        OK(cuMemSetAccess(va, 2 << 20, &acc, 1));
+        OK(cuMemsetD32_v2(va, 0x5a5a5a5a, 1024));
+        OK(cuMemExportToShareableHandle(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+        CUmemAllocationProp np = vmm_prop;
+        np.requestedHandleTypes = CU_MEM_HANDLE_TYPE_NONE;
+        CUmemGenericAllocationHandle h3;
+        int fd3;
+        OK(cuMemCreate(&h3, 2 << 20, &np, 0));
+        CHECK(cuMemExportToShareableHandle(&fd3, h3, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0) ==
+                      CUDA_ERROR_NOT_SUPPORTED,
+              "export without the handle type asked at creation refused");
+        OK(cuMemRelease(h3));
+        char byte = 1;
+        char ctrl[CMSG_SPACE(sizeof(int))];
+        memset(ctrl, 0, sizeof(ctrl));
+        struct iovec io = { &byte, 1 };
+        struct msghdr msg = { .msg_iov = &io, .msg_iovlen = 1, .msg_control = ctrl, .msg_controllen = sizeof(ctrl) };
+        struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
+        cm->cmsg_level = SOL_SOCKET;
+        cm->cmsg_type = SCM_RIGHTS;
+        cm->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(cm), &fd, sizeof(fd));
+        CHECK(sendmsg(sock, &msg, 0) == 1, "descriptor sent to the other process");
+        int st = 0;
+        waitpid(child, &st, 0);
+        CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+              "other process imported, mapped, read the bytes, charged nothing (exit %d)", WEXITSTATUS(st));
+        close(fd);
+        OK(cuMemUnmap(va, 2 << 20));
+        OK(cuMemRelease(h));
+        OK(cuMemAddressFree(va, 2 << 20));
+}
+
 static int cmd_selftest(void) {
         CUresult r;
         CUcontext ctx;
         CUstream s;
+        int sv[2];
+        if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) < 0)
+                return 2;
+        fflush(stdout);
+        pid_t child = fork(); /* before cuInit: a child of an initialised process cannot use CUDA */
+        if (child == 0) {
+                close(sv[0]);
+                _exit(import_child(sv[1]));
+        }
+        close(sv[1]);
         if (cuInit(0) != CUDA_SUCCESS || cuDevicePrimaryCtxRetain(&ctx, 0) != CUDA_SUCCESS ||
             cuCtxSetCurrent(ctx) != CUDA_SUCCESS) {
                 fprintf(stderr, "no context on device 0\n");
@@ -226,6 +424,9 @@ static int cmd_selftest(void) {
         check_graphs(s);
         check_memops(ctx, s);
         check_managed(s);
+        check_vmm();
+        check_pool(s);
+        check_export(sv[0], child);
         OK(cuStreamDestroy_v2(s));
         OK(cuDevicePrimaryCtxRelease_v2(0));
         printf("%s: %d failures\n", failures ? "FAILED" : "PASSED", failures);

@@ -22,6 +22,8 @@ cleanup() {
 }
 trap cleanup EXIT
 unset MIGKIT_SIM_MACHINE MIGKIT_SIM_FAULTS CUDA_VISIBLE_DEVICES MIGKIT_SIM_CUDA_CTX_MIB MIGKIT_SIM_KERNEL_NS
+# Contexts cost nothing in the exact checks below; "context size" checks the model's default.
+export MIGKIT_SIM_CUDA_CTX_MIB=0
 export MIGKIT_SIM_STATE=$tmp/state.json
 export LD_LIBRARY_PATH=$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 
@@ -118,6 +120,27 @@ kill -9 "$holder"
 wait "$holder" 2>/dev/null || true
 sim cuda-processes >"$tmp/procs"
 [ "$(wc -l <"$tmp/procs")" -eq 1 ] || fail "killed process still listed: $(cat "$tmp/procs")"
+
+# --- context size: the model's (A100: 400 MiB) unless MIGKIT_SIM_CUDA_CTX_MIB says ----
+(unset MIGKIT_SIM_CUDA_CTX_MIB; CUDA_VISIBLE_DEVICES=3 exec "$drvbin" hold 100 60) >"$tmp/hold" &
+holder=$!
+pids+=($holder)
+wait_for "$tmp/hold" '^ready'
+sim cuda-processes >"$tmp/procs"
+grep -Eq "^3 +- +- +$holder +500.0 " "$tmp/procs" || fail "context size in migkit-sim: $(cat "$tmp/procs")"
+drv nvml 3 >"$tmp/nvml" || fail "NVML queries"
+grep -q "^used_mib=500 procs=1 " "$tmp/nvml" || fail "context size in NVML memory: $(cat "$tmp/nvml")"
+grep -q "^pid=$holder used_mib=500 " "$tmp/nvml" || fail "context size in NVML's process list: $(cat "$tmp/nvml")"
+kill -9 "$holder"
+wait "$holder" 2>/dev/null || true
+(unset MIGKIT_SIM_CUDA_CTX_MIB; CUDA_VISIBLE_DEVICES=3 MIGKIT_SIM_CUDA_CTX_MIB=64 exec "$drvbin" hold 100 60) >"$tmp/hold" &
+holder=$!
+pids+=($holder)
+wait_for "$tmp/hold" '^ready'
+sim cuda-processes >"$tmp/procs"
+grep -Eq "^3 +- +- +$holder +164.0 " "$tmp/procs" || fail "MIGKIT_SIM_CUDA_CTX_MIB=64: $(cat "$tmp/procs")"
+kill -9 "$holder"
+wait "$holder" 2>/dev/null || true
 
 # --- contention: two processes' kernels share one GPU ---------------------------------
 CUDA_VISIBLE_DEVICES=5 "$drvbin" burn 20000000 80 >"$tmp/burn1" &

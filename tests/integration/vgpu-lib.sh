@@ -26,6 +26,9 @@ export LD_LIBRARY_PATH=$simlib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 # intercepts no allocator. Leaks are the simulator's business, not checked here.
 export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0:detect_leaks=0
 export MIGKIT_SIM_MACHINE=dgx-a100 MIGKIT_SIM_STATE=$tmp/state.json
+# The simulator charges a model's context size (A100: 400 MiB) by default; these
+# tests' figures assume none unless a test sets its own.
+export MIGKIT_SIM_CUDA_CTX_MIB=${MIGKIT_SIM_CUDA_CTX_MIB:-0}
 prog=$MIGKIT_TEST_PROG_VGPU
 failures=0
 fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
