@@ -55,6 +55,7 @@ struct agent {
         struct orphan *orphans;
         size_t n_orphans;
         char *published;        /* the inventory value last published */
+        uint64_t published_ms;  /* when (CLOCK_MONOTONIC); 0: never */
         struct idle_gpu *idle;  /* switchable GPUs and since when they are idle */
         size_t n_idle;
         char *switch_fail;      /* the last mode switch failure, said once while it stays */
@@ -358,6 +359,12 @@ static int hold_idle(struct agent *a, struct mk_inventory *inv, int64_t now, str
         return 0;
 }
 
+static uint64_t mono_ms(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t) ts.tv_sec * 1000 + (uint64_t) ts.tv_nsec / 1000000;
+}
+
 static int publish(struct agent *a, const struct mk_snapshot *s, const struct pod_claim *pcs, size_t n,
                    struct mk_sched_agent_pass *pass, struct mk_error *e) {
         struct mk_inventory *inv = NULL;
@@ -379,6 +386,17 @@ static int publish(struct agent *a, const struct mk_snapshot *s, const struct po
                 free(v);
                 return 0;
         }
+        /* At most one inventory write a node per MK_AGENT_PUBLISH_MIN_MS,
+         * whatever the churn: a change within it is written by the pass the
+         * interval ends in (the loop wakes each second while one waits).
+         * Reservations cover the lag: the extender counts them whatever the
+         * inventory says. */
+        uint64_t now = mono_ms();
+        if (a->o->kube && a->published_ms && now - a->published_ms < MK_AGENT_PUBLISH_MIN_MS) {
+                pass->publish_deferred = true;
+                free(v);
+                return 0;
+        }
         if (a->o->kube) {
                 char path[MK_K8S_PATH_MAX];
                 json_t *ch = NULL;
@@ -396,6 +414,7 @@ static int publish(struct agent *a, const struct mk_snapshot *s, const struct po
         }
         free(a->published);
         a->published = v;
+        a->published_ms = now;
         pass->inventory_published = true;
         return 0;
 }
@@ -701,7 +720,8 @@ int mk_sched_agent_run(const struct mk_sched_agent_opts *o, struct mk_sched_agen
         int told = -1;          /* what the last "Waiting for" line said, so it is said once per wait */
         while (!(o->cancel && atomic_load(o->cancel))) {
                 /* Wake on a pod change, every second while orphans wait, else at resync. */
-                unsigned wait_s = pass.orphans_waiting || pass.switch_held || pass.switched || pass.failed || failures
+                unsigned wait_s = pass.orphans_waiting || pass.switch_held || pass.switched || pass.failed || failures ||
+                                                  pass.publish_deferred
                                           ? 1
                                           : resync;
                 int why = pass.orphans_waiting ? 0 : pass.failed || failures ? 1 : pass.switch_held ? 3 : 2;

@@ -33,6 +33,7 @@ struct mk_inventory;
 
 #define MK_AGENT_DEFAULT_GRACE_S 30
 #define MK_AGENT_DEFAULT_RESYNC_S 30
+#define MK_AGENT_PUBLISH_MIN_MS 1000    /* inventory writes of one node at most this often (docs/scheduler.md) */
 
 struct mk_sched_agent_opts {
         const char *node;
@@ -61,6 +62,7 @@ struct mk_sched_agent_opts {
 struct mk_sched_agent_pass {
         unsigned created, destroyed, pods_patched, failed;
         bool inventory_published;       /* changed and written this pass */
+        bool publish_deferred;          /* changed, written by a pass at most MK_AGENT_PUBLISH_MIN_MS later */
         unsigned orphans_waiting;
         unsigned switched;              /* GPUs whose MIG mode this pass changed (idle mode switch) */
         unsigned switch_held;           /* idle switchable GPUs held in their mode for the grace period */
