@@ -27,7 +27,7 @@ done
 export PATH="$tmp/bin:$PATH"
 export STANDIN_LOG=$tmp/calls.log STANDIN_ACTIVE=$tmp/active STANDIN_DOCKER=$tmp/docker STANDIN_CTR=$tmp/ctr
 export MIGKIT_ETC_DIR=$etc MIGKIT_STATE_DIR=$state
-export MIGKIT_SYSFS_ROOT=$tmp/sys MIGKIT_PROC_ROOT=$tmp/proc
+export MIGKIT_SYSFS_ROOT=$tmp/sys MIGKIT_PROC_ROOT=$tmp/proc MIGKIT_RUN_ROOT=$tmp/run
 export MIGKIT_SIM_MACHINE=dgx-a100 MIGKIT_SIM_STATE=$tmp/sim.json
 export MIGKIT_NVIDIA_SMI=$MIGKIT_SIM_SMI # GPU resets through the simulator's nvidia-smi
 # The nvidia module is "not loaded": only the simulated NVML says otherwise.

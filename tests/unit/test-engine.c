@@ -308,6 +308,7 @@ static int sim_setup(void **state) {
         setenv("MIGKIT_SIM_STATE", path, 1);
         setenv("MIGKIT_SIM_MACHINE", "dgx-a100", 1);
         setenv("MIGKIT_NVIDIA_SMI", smi, 1);
+        setenv("MIGKIT_RUN_ROOT", dir, 1); /* the host lock: this test's own, not /run's */
         *state = dir;
         return 0;
 }
