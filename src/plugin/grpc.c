@@ -15,6 +15,7 @@
  * queue, so calls from several threads do not meet. */
 #include <errno.h>
 #include <limits.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -375,6 +376,16 @@ static void server_call_done(struct srv_call *sc) {
         free(sc);
 }
 
+/* A unary request at least this big is followed by malloc_trim(). */
+#define MK_GRPC_TRIM_AFTER_BYTES (256u * 1024)
+
+/* Frees the request's buffers now and hands the free heap back (malloc_trim). */
+static void trim_memory(struct mk_buf *req, struct mk_buf *resp) {
+        mk_buf_done(req);
+        mk_buf_done(resp);
+        (void) malloc_trim(0);
+}
+
 static void server_unary(struct mk_grpc_server *s, const char *method, grpc_call *call, grpc_byte_buffer *payload) {
         if (!payload) {
                 server_answer(s, call, NULL, MK_GRPC_INVALID_ARGUMENT, "the request carried no message");
@@ -398,13 +409,20 @@ static void server_unary(struct mk_grpc_server *s, const char *method, grpc_call
         mk_buf_init(&resp, MK_GRPC_MAX_SEND_MESSAGE);
         struct mk_error err = {};
         r = s->unary(s->userdata, method, (const uint8_t *) req.data, req.len, &resp, &err);
+        /* What a big request took (its copy, what decoding it allocated)
+         * goes back to the system, not kept by malloc for the next one. */
+        bool big = req.len >= MK_GRPC_TRIM_AFTER_BYTES;
         if (r >= 0) {
                 server_answer(s, call, &resp, MK_GRPC_OK, NULL);
+                if (big)
+                        trim_memory(&req, &resp);
                 return;
         }
         log_debug_area("grpc", "'%s' on '%s' failed: %s", method, s->socket_path,
                        err.msg[0] ? err.msg : strerror(-r));
         server_answer(s, call, NULL, mk_grpc_status_from_errno(r), err.msg[0] ? err.msg : strerror(-r));
+        if (big)
+                trim_memory(&req, &resp);
 }
 
 static void server_unimplemented(struct mk_grpc_server *s, grpc_call *call, grpc_slice method) {
@@ -830,20 +848,41 @@ static int register_method(struct mk_grpc_server *s, struct request_slot *slot, 
         return 0;
 }
 
+/* The transport memory a server may hold (its GRPC_ARG_RESOURCE_QUOTA):
+ * room for four messages at the larger of the caps, received or sent, and
+ * 8 MiB for everything else; 24 MiB with the defaults. */
+static size_t mk_grpc_server_quota(size_t max_message) {
+        return 4 * MAX(max_message, (size_t) MK_GRPC_MAX_SEND_MESSAGE) + (8u << 20);
+}
+
 /* The gRPC server and its completion queue, every method registered. */
 static int server_create(struct mk_grpc_server *s, size_t n_unary, struct mk_error *e) {
         mk_grpc_global_init();
         s->global_ref = true;
 
         s->cq = grpc_completion_queue_create_for_next(NULL);
+        /* C-core 1.51 checks GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH only once
+         * a message is whole, and its flow control opens the window to the
+         * length the message announces: one 200 MB request was buffered
+         * whole (219 MB RSS) before it was refused. A memory quota bounds
+         * what the transport may hold: past it the stream is reset
+         * (RST_STREAM, ENHANCE_YOUR_CALM) as the bytes come, so a message
+         * over the cap is refused before it is read (docs/device-plugin.md). */
+        grpc_resource_quota *quota = grpc_resource_quota_create("migkit-grpc-server");
+        if (quota)
+                grpc_resource_quota_resize(quota, mk_grpc_server_quota(s->max_message));
         grpc_arg args[] = {
                 ARG_INT(GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, (int) s->max_message),
                 ARG_INT(GRPC_ARG_MAX_SEND_MESSAGE_LENGTH, (int) MK_GRPC_MAX_SEND_MESSAGE),
                 /* Identity only: a compressed request is refused, never inflated past the cap. */
                 ARG_INT(GRPC_COMPRESSION_CHANNEL_ENABLED_ALGORITHMS_BITSET, 1),
+                {.type = GRPC_ARG_POINTER, .key = (char *) GRPC_ARG_RESOURCE_QUOTA,
+                 .value.pointer = {.p = quota, .vtable = grpc_resource_quota_arg_vtable()}},
         };
-        grpc_channel_args cargs = {.num_args = ELEMENTSOF(args), .args = args};
+        grpc_channel_args cargs = {.num_args = ELEMENTSOF(args) - (quota ? 0 : 1), .args = args};
         s->server = grpc_server_create(&cargs, NULL);
+        if (quota)
+                grpc_resource_quota_unref(quota); /* the server holds its own reference */
         if (!s->cq || !s->server)
                 return mk_error_set(e, -ENOMEM, "Cannot create a gRPC server");
         grpc_server_register_completion_queue(s->server, s->cq, NULL);
