@@ -26,7 +26,9 @@ _migkit_machines() {
     if [[ -n $sim ]]; then
         "$sim" machines 2>/dev/null | awk '{print $1}'
     else
-        "$1" --help 2>/dev/null | sed -n '/--simulate/,/persists/p' | tr -s ' ,()' '\n' |
+        # the --simulate option's lines only (not the Environment text, which
+        # names --simulate too, and then migkit-manager, migkit-device-plugin)
+        "$1" --help 2>/dev/null | sed -n '/^ *--simulate MACHINE/,/persists/p' | tr -s ' ,()' '\n' |
             grep -x '[a-z0-9]*-[a-z0-9-]*' | grep -v -x -- '--simulate' | sort -u
     fi
 }

@@ -98,6 +98,31 @@ static void help(enum cmd c) {
 
 enum { OPT_SEQUENTIAL = 0x100, OPT_LOCK_TIMEOUT }; /* long options without a letter */
 
+/* The defaults, then the variables (each command reads those of its own
+ * flags, as upstream): -EINVAL for a value that does not parse (said). */
+static int args_from_env(enum cmd c, struct args *a) {
+        *a = (struct args){
+                .config_file = secure_getenv("MIG_PARTED_CONFIG_FILE"),
+                .selected = secure_getenv("MIG_PARTED_SELECTED_CONFIG"),
+                .hooks_file = secure_getenv("MIG_PARTED_HOOKS_FILE"),
+                .fmt = MK_OUTPUT_TABLE,
+                .hook_timeout_ms = MK_APPLY_HOOK_TIMEOUT_MS,
+                .lock_timeout_ms = MK_HOST_LOCK_DEFAULT_TIMEOUT_MS,
+        };
+        if ((c == CMD_APPLY && env_bool("MIG_PARTED_SKIP_RESET", &a->skip_reset) < 0) ||
+            env_bool("MIG_PARTED_MODE_CHANGE_ONLY", &a->mode_only) < 0 ||
+            (c == CMD_ASSERT && env_bool("MIG_PARTED_VALID_CONFIG", &a->valid_config) < 0) ||
+            env_bool("MIG_PARTED_DEBUG", &a->debug) < 0)
+                return -EINVAL;
+        const char *ht = secure_getenv("MIGKIT_HOOK_TIMEOUT");
+        if (ht && *ht && parse_hook_timeout(ht, &a->hook_timeout_ms) < 0)
+                return -EINVAL;
+        const char *lt = c == CMD_APPLY ? secure_getenv("MIGKIT_LOCK_TIMEOUT") : NULL;
+        if (lt && *lt && parse_timeout("lock timeout", lt, &a->lock_timeout_ms) < 0)
+                return -EINVAL;
+        return 0;
+}
+
 static int parse_args(enum cmd c, int argc, char **argv, struct args *a) {
         static const struct option options[] = {
                 {"config-file", required_argument, NULL, 'f'},
@@ -116,25 +141,7 @@ static int parse_args(enum cmd c, int argc, char **argv, struct args *a) {
                 {"lock-timeout", required_argument, NULL, OPT_LOCK_TIMEOUT},
                 {},
         };
-        *a = (struct args){
-                .config_file = secure_getenv("MIG_PARTED_CONFIG_FILE"),
-                .selected = secure_getenv("MIG_PARTED_SELECTED_CONFIG"),
-                .hooks_file = secure_getenv("MIG_PARTED_HOOKS_FILE"),
-                .fmt = MK_OUTPUT_TABLE,
-                .hook_timeout_ms = MK_APPLY_HOOK_TIMEOUT_MS,
-                .lock_timeout_ms = MK_HOST_LOCK_DEFAULT_TIMEOUT_MS,
-        };
-        /* Each command reads the variables of its own flags, as upstream. */
-        if ((c == CMD_APPLY && env_bool("MIG_PARTED_SKIP_RESET", &a->skip_reset) < 0) ||
-            env_bool("MIG_PARTED_MODE_CHANGE_ONLY", &a->mode_only) < 0 ||
-            (c == CMD_ASSERT && env_bool("MIG_PARTED_VALID_CONFIG", &a->valid_config) < 0) ||
-            env_bool("MIG_PARTED_DEBUG", &a->debug) < 0)
-                return -EINVAL;
-        const char *ht = secure_getenv("MIGKIT_HOOK_TIMEOUT");
-        if (ht && *ht && parse_hook_timeout(ht, &a->hook_timeout_ms) < 0)
-                return -EINVAL;
-        const char *lt = c == CMD_APPLY ? secure_getenv("MIGKIT_LOCK_TIMEOUT") : NULL;
-        if (lt && *lt && parse_timeout("lock timeout", lt, &a->lock_timeout_ms) < 0)
+        if (args_from_env(c, a) < 0)
                 return -EINVAL;
         int o;
         while ((o = getopt_long(argc, argv, "f:c:k:smao:dvhT:", options, NULL)) >= 0) {
@@ -408,10 +415,18 @@ static void warn_duplicate_device(const struct mk_config *c, const struct mk_nam
                 fprintf(stderr, "Warning: %s\n", mk_error_format(&w, buf, sizeof(buf)));
 }
 
+/* Loads the config (and hooks): 0, MK_EXIT_USAGE for a missing -c where the
+ * file has several configs (as for a missing -f: a flag the user must add),
+ * or another non-zero status with the error said. */
 static int load(const struct args *a, struct mk_config **ret_c, struct mk_hooks **ret_h) {
         struct mk_error e = {0};
         if (mk_config_load(a->config_file, ret_c, &e) < 0)
                 return cli_fail(&e);
+        const struct mk_named_config *nc;
+        if ((!a->selected || !*a->selected) && mk_config_select(*ret_c, NULL, &nc, &e) == -EINVAL) {
+                (void) cli_fail(&e);
+                return MK_EXIT_USAGE;
+        }
         if (ret_h && a->hooks_file && *a->hooks_file && mk_hooks_load(a->hooks_file, ret_h, &e) < 0)
                 return cli_fail(&e);
         return 0;
@@ -423,8 +438,8 @@ int cli_plan(int argc, char **argv) {
         if (r != 0)
                 return r > 0 ? MK_EXIT_OK : MK_EXIT_USAGE;
         _cleanup_(mk_config_freep) struct mk_config *c = NULL;
-        if (load(&a, &c, NULL) != 0)
-                return MK_EXIT_FAILURE;
+        if ((r = load(&a, &c, NULL)) != 0)
+                return r == MK_EXIT_USAGE ? r : MK_EXIT_FAILURE;
         struct mk_error e = {0};
         struct mk_snapshot *s = NULL;
         struct mk_gpu_plan *p = NULL;
@@ -488,8 +503,8 @@ int cli_assert(int argc, char **argv) {
         if (r != 0)
                 return r > 0 ? MK_EXIT_OK : MK_EXIT_USAGE;
         _cleanup_(mk_config_freep) struct mk_config *c = NULL;
-        if (load(&a, &c, NULL) != 0)
-                return MK_EXIT_CANNOT_CHECK;
+        if ((r = load(&a, &c, NULL)) != 0)
+                return r == MK_EXIT_USAGE ? r : MK_EXIT_CANNOT_CHECK;
         struct mk_error e = {0};
         if (a.valid_config) {
                 const struct mk_named_config *nc;
@@ -857,8 +872,8 @@ int cli_apply(int argc, char **argv) {
                 return r > 0 ? MK_EXIT_OK : MK_EXIT_USAGE;
         _cleanup_(mk_config_freep) struct mk_config *c = NULL;
         _cleanup_(mk_hooks_freep) struct mk_hooks *h = NULL;
-        if (load(&a, &c, &h) != 0)
-                return MK_EXIT_FAILURE;
+        if ((r = load(&a, &c, &h)) != 0)
+                return r == MK_EXIT_USAGE ? r : MK_EXIT_FAILURE;
         struct render x = {.fmt = a.fmt, .verbose = a.verbose || a.debug, .out = stdout};
         const struct mk_progress progress = {.fn = render, .userdata = &x};
         struct mk_engine_opts o = {

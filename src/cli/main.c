@@ -13,6 +13,7 @@
 #include "base/log.h"
 #include "base/macro.h"
 #include "cli/cli.h"
+#include "cli/options.h"
 #include "version.h"
 
 /* Where the daemon executables are installed, relative to the directory of
@@ -173,17 +174,14 @@ static int sim_prepare(const char *lib, const char *state, const char *machine, 
         return r == -EEXIST ? 0 : r;
 }
 
-/* Points NVML at the simulator library and a per-machine state file. The
- * simulator reads its configuration from the environment only. */
-static int setup_simulation(const char *machine) {
-        if (!*machine || strlen(machine) > 200) {
-                log_error("Invalid simulated machine name '%s'", machine);
-                return -EINVAL;
-        }
-        char dir[PATH_MAX], lib[PATH_MAX + 64] = "";
+/* The NVML simulator library: $MIGKIT_SIM_LIB, or beside this executable
+ * (build tree or installed); "" when there is none. */
+static void find_sim_lib(char *lib, size_t size) {
+        char dir[PATH_MAX];
         const char *env_lib = secure_getenv("MIGKIT_SIM_LIB");
+        *lib = 0;
         if (env_lib && *env_lib)
-                snprintf(lib, sizeof(lib), "%s", env_lib);
+                snprintf(lib, size, "%s", env_lib);
         else if (exe_dir(dir, sizeof(dir)) >= 0) {
                 static const char *const candidates[] = {
                         "/sim/lib/libnvidia-ml.so.1",           /* build tree */
@@ -193,13 +191,45 @@ static int setup_simulation(const char *machine) {
                 for (size_t i = 0; i < ELEMENTSOF(candidates) && !*lib; i++) {
                         char p[PATH_MAX + 64];
                         int n = snprintf(p, sizeof(p), "%s%s", dir, candidates[i]);
-                        if (n > 0 && (size_t) n < sizeof(p) && file_exists(p))
+                        if (n > 0 && (size_t) n < sizeof(p) && (size_t) n < size && file_exists(p))
                                 memcpy(lib, p, (size_t) n + 1);
                 }
         }
+}
+
+/* "dgx-a100, dgx-h100, ..." to stderr: the simulator's catalog machines
+ * (the help's short list when the library cannot be loaded). */
+static void print_machines(void) {
+        char lib[PATH_MAX + 64];
+        find_sim_lib(lib, sizeof(lib));
+        void *dl = *lib ? dlopen(lib, RTLD_NOW | RTLD_LOCAL) : NULL;
+        int (*machine_at)(size_t, const char **, const char **) = NULL;
+        void *sym = dl ? dlsym(dl, "mksim_catalog_machine") : NULL;
+        memcpy(&machine_at, &sym, sizeof(sym));
+        const char *name = NULL;
+        if (!machine_at || machine_at(0, &name, NULL) < 0)
+                fputs("dgx-a100, dgx-h100, hgx-h200, dgx-b200, mixed-a100, ...", stderr);
+        else
+                for (size_t i = 0; machine_at(i, &name, NULL) >= 0; i++)
+                        fprintf(stderr, "%s%s", i ? ", " : "", name);
+        if (dl)
+                (void) dlclose(dl);
+}
+
+/* Points NVML at the simulator library and a per-machine state file. The
+ * simulator reads its configuration from the environment only. */
+static int setup_simulation(const char *machine) {
+        if (!*machine || strlen(machine) > 200) {
+                log_error("Invalid simulated machine name '%s'", machine);
+                return -EINVAL;
+        }
+        char lib[PATH_MAX + 64] = "";
+        find_sim_lib(lib, sizeof(lib));
         if (!*lib) {
-                log_error("Cannot find the NVML simulator library (libnvidia-ml.so.1 of migkit's sim/); "
-                          "set MIGKIT_SIM_LIB to its path");
+                /* Installed from the .deb: the simulator is the package migkit-sim. */
+                log_error("Cannot find the NVML simulator library for --simulate: install the package "
+                          "migkit-sim (apt install migkit-sim), or set MIGKIT_SIM_LIB to the path of "
+                          "the simulator's libnvidia-ml.so.1");
                 return -ENOENT;
         }
 
@@ -379,10 +409,6 @@ int cli_main(int argc, char **argv) {
                         return MK_EXIT_USAGE;
                 }
         }
-        if (optind >= argc) {
-                help();
-                return MK_EXIT_USAGE;
-        }
         static const struct {
                 const char *name;
                 int (*run)(int argc, char **argv);
@@ -400,7 +426,29 @@ int cli_main(int argc, char **argv) {
                 {"scheduler", cli_scheduler},
                 {"config-manager", cli_config_manager},
         };
+        /* `migkit --simulate profiles`: the command taken for the machine. */
+        for (size_t i = 0; simulate && i <= ELEMENTSOF(commands); i++)
+                if (i == ELEMENTSOF(commands) ? streq(simulate, "help") : streq(simulate, commands[i].name)) {
+                        fprintf(stderr,
+                                "Error: --simulate takes a machine, and '%s' is a command: "
+                                "migkit --simulate MACHINE %s ...\nMachines: ",
+                                simulate, simulate);
+                        print_machines();
+                        fputs(" (or a list of models like 'a100-40gb*4,h100-80gb*4').\n", stderr);
+                        return MK_EXIT_USAGE;
+                }
+        if (optind >= argc) {
+                if (simulate) {
+                        fprintf(stderr, "Error: no command after --simulate %s: migkit --simulate %s profiles, for "
+                                        "example. Run 'migkit --help' for the commands.\n",
+                                simulate, simulate);
+                        return MK_EXIT_USAGE;
+                }
+                help();
+                return MK_EXIT_USAGE;
+        }
         const char *cmd = argv[optind];
+        cli_command_name = cmd;
         if (streq(cmd, "help")) {
                 help();
                 return MK_EXIT_OK;

@@ -13,6 +13,26 @@
 #define CLI_MAX_OPTIONS 64
 #define CLI_OPT_FIRST_LONG 0x100 /* getopt values of long-only options: 0x100 + index */
 
+const char *cli_command_name;
+
+/* After getopt's "unrecognized option" or "invalid option": a global option
+ * put after the command is named as one, and every mistake gets the way to
+ * the command's help. */
+static void bad_option(int argc, char **argv) {
+        char letter[3] = {'-', (char) optopt, 0};
+        const char *arg = optopt > 0 && optopt < 0x80 ? letter : optind > 0 && optind <= argc ? argv[optind - 1] : "";
+        size_t n = strcspn(arg, "=");
+        static const char *const globals[] = {"-d", "--debug", "-q", "--quiet"};
+        const char *cmd = cli_command_name ? cli_command_name : argv[0];
+        for (size_t i = 0; i < ELEMENTSOF(globals); i++)
+                if (strlen(globals[i]) == n && strncmp(arg, globals[i], n) == 0) {
+                        fprintf(stderr, "'%.*s' is a global option: put it before the command (migkit %.*s %s ...)\n",
+                                (int) n, arg, (int) n, arg, cmd);
+                        break;
+                }
+        fprintf(stderr, "Run 'migkit %s --help' for usage.\n", cmd);
+}
+
 int cli_option_other(int c, void (*help)(void)) {
         if (c == 'h') {
                 help();
@@ -83,8 +103,11 @@ int cli_options_parse_args(int argc, char **argv, const struct cli_option *opts,
         int c;
         while ((c = getopt_long(argc, argv, shorts, longs, NULL)) >= 0) {
                 const struct cli_option *o = c == 'h' ? NULL : find(opts, c);
-                if (!o)
+                if (!o) {
+                        if (c != 'h')
+                                bad_option(argc, argv);
                         return cli_option_other(c, help);
+                }
                 *o->value = optarg ? optarg : "true";
         }
         if (argc - optind > max_args) {

@@ -25,6 +25,10 @@ struct cli_option {
  * the command line; MK_EXIT_OK after printing help() for -h/--help;
  * MK_EXIT_USAGE for an unknown option or a missing argument (getopt printed
  * why) or a leftover argument. At most 64 options. */
+/* The command being run ("profiles", "service"), for the "Run 'migkit
+ * COMMAND --help'" line after a usage error; set by cli_main(). */
+extern const char *cli_command_name;
+
 int cli_options_parse(int argc, char **argv, const struct cli_option *opts, void (*help)(void));
 /* As cli_options_parse(), leaving up to max_args arguments (from optind)
  * for the caller. */

@@ -7,6 +7,7 @@
 
 #include "base/log.h"
 #include "base/macro.h"
+#include "base/parse.h"
 #include "cli/cli.h"
 #include "cli/options.h"
 #include "host/reboot.h"
@@ -222,6 +223,11 @@ int cli_service(int argc, char **argv) {
                         optind = 0;
                         return commands[i].run(argc - 1, argv + 1);
                 }
-        fprintf(stderr, "Error: unknown service command '%s'. Run 'migkit service --help' for usage.\n", cmd);
+        const char *names[ELEMENTSOF(commands)];
+        for (size_t i = 0; i < ELEMENTSOF(commands); i++)
+                names[i] = commands[i].name;
+        const char *near = mk_closest_word(cmd, names, ELEMENTSOF(names));
+        fprintf(stderr, "Error: unknown service command '%s'%s%s%s. Run 'migkit service --help' for usage.\n", cmd,
+                near ? " (did you mean '" : "", near ? near : "", near ? "'?)" : "");
         return MK_EXIT_USAGE;
 }

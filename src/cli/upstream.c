@@ -247,9 +247,34 @@ static void version(const char *name) {
 }
 
 /* -h/--help: upstream's name, then the migkit command's help. */
+/* The upstream flags `p` accepts, each with its variables and what migkit
+ * does with it, then the migkit command's help. */
 static int upstream_help(const struct upstream_program *p) {
         printf("%s: migkit's %s with upstream's flags and environment variables\n"
-               "(docs/gpu-operator.md lists them and what differs). The migkit command:\n\n",
+               "(docs/gpu-operator.md lists them and what differs; a flag wins over its variable):\n",
+               p->name, p->command);
+        for (size_t k = 0; k < p->n_flags; k++) {
+                const struct upstream_flag *f = &p->flags[k];
+                char names[96] = "";
+                size_t used = 0;
+                for (const char *n = f->names; *n && used < sizeof(names);) {
+                        size_t len = strcspn(n, ",");
+                        int w = snprintf(names + used, sizeof(names) - used, "%s%s%.*s", used ? ", " : "",
+                                         len == 1 ? "-" : "--", (int) len, n);
+                        used += w > 0 ? (size_t) w : 0;
+                        n += len + (n[len] == ',');
+                }
+                printf("  %s %s%s [%s]", names, f->kind == FLAG_STRING ? "VALUE" : "true|false", f->list ? ",..." : "",
+                       f->envs);
+                if (f->ignored_why)
+                        printf(": accepted, ignored (%s)", f->ignored_why);
+                else if (f->to)
+                        printf(": migkit %s %s", p->command, f->to);
+                putchar('\n');
+        }
+        printf("  -h, --help; -v, --version\n"
+               "On a simulated machine: MIGKIT_SIMULATE=MACHINE %s ..., or migkit --simulate MACHINE %s.\n\n"
+               "The migkit command:\n\n",
                p->name, p->command);
         fflush(stdout);
         char *help_argv[] = {(char *) "migkit", (char *) p->command, (char *) "--help", NULL};
@@ -282,6 +307,11 @@ static int parse_flag(const struct upstream_program *p, int argc, char **argv, i
                         f = &p->flags[k];
         if (!f) {
                 fprintf(stderr, "Error: flag provided but not defined: -%.*s\n", (int) n, name);
+                if (n == strlen("simulate") && strncmp(name, "simulate", n) == 0)
+                        fprintf(stderr, "%s takes upstream's flags only: for a simulated machine run "
+                                        "migkit --simulate MACHINE %s, or set MIGKIT_SIMULATE=MACHINE\n",
+                                p->name, p->command);
+                fprintf(stderr, "Run '%s --help' for its flags.\n", p->name);
                 return -MK_EXIT_USAGE;
         }
         if (f->kind == FLAG_STRING && !value) {

@@ -78,7 +78,13 @@ int mk_service_validate_selection(const struct mk_service_paths *p, const char *
                         return 0;
         char list[256];
         (void) mk_config_names(c, list, sizeof(list));
-        return mk_error_set(e, -ENOENT, "'%s' has no config named '%s' (it has: %s)", p->config_file, name,
+        const char *names[64]; /* "did you mean": the closest of the first 64 */
+        size_t n = c->n_configs < ELEMENTSOF(names) ? c->n_configs : ELEMENTSOF(names);
+        for (size_t k = 0; k < n; k++)
+                names[k] = c->configs[k].name;
+        const char *near = mk_closest_word(name, names, n);
+        return mk_error_set(e, -ENOENT, "'%s' has no config named '%s' (%s%s%sit has: %s)", p->config_file, name,
+                            near ? "did you mean '" : "", near ? near : "", near ? "'? " : "",
                             c->n_configs ? list : "none");
 }
 

@@ -91,7 +91,7 @@ grep -q "missing required flags 'config-file'" "$tmp/err" || fail "missing -f me
 set +e
 mk apply -f "$cfg" >/dev/null 2>"$tmp/err"; rc=$?
 set -e
-[ "$rc" -eq 1 ] || fail "apply without -c: exit $rc"
+[ "$rc" -eq 2 ] || fail "apply without -c: exit $rc (a usage error, as a missing -f)"
 grep -q "missing required flag 'selected-config' when more than one config available" "$tmp/err" \
   || fail "no -c: $(cat "$tmp/err")"
 set +e

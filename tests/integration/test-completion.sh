@@ -59,4 +59,8 @@ want=$("$MIGKIT_SIM_BIN" machines | awk '{print $1}' | grep '^dgx-' | sort | tr 
 PATH=$(dirname "$MIGKIT_SIM_BIN"):$PATH expect "$want" --simulate dgx-
 ln -s "$MIGKIT_BIN" "$tmp/migkit"   # no sim/bin/migkit-sim beside it, none on PATH
 command -v migkit-sim >/dev/null || BIN=$tmp/migkit expect "dgx-a100 dgx-b200 dgx-h100" --simulate dgx
+# ... and only machine names: not the daemon executables the help names elsewhere
+got=$(PATH=/usr/bin:/bin BIN=$tmp/migkit comp --simulate "")
+grep -q 'dgx-a100' <<<"$got" || fail "--simulate <TAB> without migkit-sim: '$got'"
+! grep -q 'migkit-' <<<"$got" || fail "--simulate <TAB> offers executables as machines: '$got'"
 echo PASS

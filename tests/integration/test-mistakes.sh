@@ -8,7 +8,11 @@
 # path (the reason), plan after apply --skip-reset (the pending mode),
 # examples/hooks.yaml on a host without systemd (exit 0); and (issue 17) a
 # config selecting no GPU (upstream's exit codes), a GPU index listed twice
-# (a warning), a hook name typo and an unparsable MIG_PARTED_* boolean.
+# (a warning), a hook name typo and an unparsable MIG_PARTED_* boolean; and
+# (issue 28) -d/-q after the command, unknown options, a command taken for
+# --simulate's machine, a missing -c or -f (one exit status), service typos,
+# the GPU Operator names' help and --simulate, k8s-testenv typos, a bad
+# KUBECONFIG.
 set -euo pipefail
 : "${MIGKIT_BIN:?}" "${MIGKIT_SIM_BIN:?}" "${MIGKIT_SOURCE_DIR:?}"
 mkdir -p "${MIGKIT_TEST_TMP:-/tmp}"
@@ -167,4 +171,76 @@ grep -q "Cannot write the generated config" "$tmp/err" || fail "no warning for t
 ! grep -q "Success" "$tmp/err" || fail "'Success' as the reason: $(grep Success "$tmp/err")"
 grep "Cannot write the generated config" "$tmp/err" | grep -q "No such file or directory" ||
   fail "no reason: $(grep 'Cannot write' "$tmp/err")"
+echo "--- -d, -q, --debug after the command: named as global options, with the way to the help"
+for opt in -d -q --debug; do
+  run "$MIGKIT_BIN" --simulate dgx-a100 profiles "$opt"
+  [ "$rc" -eq 2 ] || fail "profiles $opt: exit $rc, want 2"
+  has err "'$opt' is a global option: put it before the command (migkit $opt profiles" "profiles $opt"
+  has err "Run 'migkit profiles --help' for usage." "profiles $opt"
+done
+echo "--- unknown options after profiles and device-plugin: the way to the help"
+run "$MIGKIT_BIN" --simulate dgx-a100 profiles --jsn
+[ "$rc" -eq 2 ] || fail "profiles --jsn: exit $rc"
+has err "Run 'migkit profiles --help' for usage." "profiles --jsn"
+! grep -q "global option" "$tmp/err" || fail "profiles --jsn called global: $(cat "$tmp/err")"
+run "$MIGKIT_BIN" --simulate dgx-a100 device-plugin --mig-stratgy mixed
+[ "$rc" -eq 2 ] || fail "device-plugin --mig-stratgy: exit $rc"
+has err "Run 'migkit device-plugin --help' for usage." "device-plugin --mig-stratgy"
+
+echo "--- a command where --simulate wants a machine: said so, with the machines; no machine made"
+run "$MIGKIT_BIN" --simulate profiles
+[ "$rc" -eq 2 ] || fail "--simulate profiles: exit $rc, want 2"
+has err "--simulate takes a machine, and 'profiles' is a command: migkit --simulate MACHINE profiles" "--simulate profiles"
+has err "dgx-a100, dgx-h100" "--simulate profiles: the machines"
+[ "$(wc -l <"$tmp/err")" -le 3 ] || fail "--simulate profiles: $(wc -l <"$tmp/err") lines: $(cat "$tmp/err")"
+[ ! -e "$HOME/.local/state/migkit/sim/profiles.json" ] || fail "--simulate profiles made a machine 'profiles'"
+run "$MIGKIT_BIN" --simulate dgx-a100
+[ "$rc" -eq 2 ] || fail "--simulate without a command: exit $rc"
+has err "no command after --simulate dgx-a100" "--simulate without a command"
+
+echo "--- a missing -c and a missing -f: the same exit status (2, a usage error), each says which flag"
+for c in plan apply assert; do
+  run "$MIGKIT_BIN" -q --simulate dgx-a100 "$c" -f "$cfg"
+  [ "$rc" -eq 2 ] || fail "$c without -c: exit $rc, want 2"
+  has err "missing required flag 'selected-config'" "$c without -c"
+  run "$MIGKIT_BIN" -q --simulate dgx-a100 "$c" -c all-balanced
+  [ "$rc" -eq 2 ] || fail "$c without -f: exit $rc, want 2"
+  has err "missing required flags 'config-file'" "$c without -f"
+done
+
+echo "--- service typos: did you mean"
+mkdir -p "$tmp/etc" "$tmp/state"
+cp "$cfg" "$tmp/etc/config.yaml"
+run env MIGKIT_ETC_DIR="$tmp/etc" MIGKIT_STATE_DIR="$tmp/state" "$MIGKIT_BIN" service selct all-balanced
+[ "$rc" -eq 2 ] || fail "service selct: exit $rc"
+has err "unknown service command 'selct' (did you mean 'select'?)" "service selct"
+run env MIGKIT_ETC_DIR="$tmp/etc" MIGKIT_STATE_DIR="$tmp/state" "$MIGKIT_BIN" service select all-balance
+[ "$rc" -eq 1 ] || fail "service select all-balance: exit $rc"
+has err "has no config named 'all-balance' (did you mean 'all-balanced'?" "service select all-balance"
+[ ! -e "$tmp/state/selected-config" ] || fail "service select all-balance selected it"
+
+echo "--- gpu-feature-discovery: --help lists upstream's flags; --simulate points to migkit --simulate X labels"
+gfd=$(dirname "$MIGKIT_BIN")/gpu-feature-discovery
+[ -x "$gfd" ] || fail "no $gfd in the build tree"
+run "$gfd" --help
+[ "$rc" -eq 0 ] || fail "gpu-feature-discovery --help: exit $rc"
+has out "--oneshot true|false [GFD_ONESHOT]" "gpu-feature-discovery --help"
+has out "--sleep-interval VALUE [GFD_SLEEP_INTERVAL]" "gpu-feature-discovery --help"
+has out "--mig-strategy VALUE [GFD_MIG_STRATEGY,MIG_STRATEGY]: migkit labels --mig-strategy" "gpu-feature-discovery --help"
+run "$gfd" --simulate dgx-a100
+[ "$rc" -eq 2 ] || fail "gpu-feature-discovery --simulate: exit $rc"
+has err "migkit --simulate MACHINE labels" "gpu-feature-discovery --simulate"
+has err "Run 'gpu-feature-discovery --help' for its flags." "gpu-feature-discovery --simulate"
+
+echo "--- scripts/k8s-testenv strat: unknown command, the closest, briefly"
+run "$MIGKIT_SOURCE_DIR/scripts/k8s-testenv" strat /tmp/k8s
+[ "$rc" -eq 2 ] || fail "k8s-testenv strat: exit $rc"
+has err "unknown command 'strat' (did you mean 'start'?)" "k8s-testenv strat"
+[ "$(wc -l <"$tmp/err")" -le 3 ] || fail "k8s-testenv strat: $(wc -l <"$tmp/err") lines"
+
+echo "--- a KUBECONFIG that does not exist: the message names the kubeconfig"
+rc=0
+KUBECONFIG=$tmp/nonexistent timeout 10 "$MIGKIT_BIN" --simulate dgx-a100 manager -n node-1 >"$tmp/out" 2>"$tmp/err" || rc=$?
+[ "$rc" -eq 1 ] || fail "manager with a missing KUBECONFIG: exit $rc: $(cat "$tmp/err")"
+has err "kubeconfig (--kubeconfig or KUBECONFIG): Failed to open '$tmp/nonexistent'" "missing KUBECONFIG"
 echo "PASS"
