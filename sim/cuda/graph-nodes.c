@@ -212,3 +212,82 @@ CU_EXPORT CUresult cuGraphExecUpdate(CUgraphExec hGraphExec, CUgraph hGraph, CUg
                 *updateResult_out = res;
         return r;
 }
+
+/* cuGraphAddNode: the generic form, for the node kinds the simulator runs. */
+CU_EXPORT CUresult cuGraphAddNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+                                     const CUgraphEdgeData *dependencyData, size_t numDependencies,
+                                     CUgraphNodeParams *nodeParams) {
+        (void) dependencyData;
+        if (!nodeParams || !phGraphNode || (numDependencies && !dependencies))
+                return CUDA_ERROR_INVALID_VALUE;
+        switch (nodeParams->type) {
+        case CU_GRAPH_NODE_TYPE_KERNEL: {
+                CUDA_KERNEL_NODE_PARAMS p;
+                _Static_assert(sizeof(p) == sizeof(nodeParams->kernel), "kernel node parameters v2 = v3");
+                memcpy(&p, &nodeParams->kernel, sizeof(p));
+                return cuGraphAddKernelNode_v2(phGraphNode, hGraph, dependencies, numDependencies, &p);
+        }
+        case CU_GRAPH_NODE_TYPE_MEMSET: {
+                const CUDA_MEMSET_NODE_PARAMS_v2 *m = &nodeParams->memset;
+                CUDA_MEMSET_NODE_PARAMS p = { .dst = m->dst, .pitch = m->pitch, .value = m->value,
+                                              .elementSize = m->elementSize, .width = m->width, .height = m->height };
+                return cuGraphAddMemsetNode(phGraphNode, hGraph, dependencies, numDependencies, &p, m->ctx);
+        }
+        case CU_GRAPH_NODE_TYPE_HOST: {
+                CUDA_HOST_NODE_PARAMS p = { .fn = nodeParams->host.fn, .userData = nodeParams->host.userData };
+                return cuGraphAddHostNode(phGraphNode, hGraph, dependencies, numDependencies, &p);
+        }
+        case CU_GRAPH_NODE_TYPE_EMPTY: return cuGraphAddEmptyNode(phGraphNode, hGraph, dependencies, numDependencies);
+        case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
+        case CU_GRAPH_NODE_TYPE_WAIT_EVENT: {
+                struct cu_graph *g = (struct cu_graph *) hGraph;
+                CUevent ev = nodeParams->type == CU_GRAPH_NODE_TYPE_EVENT_RECORD ? nodeParams->eventRecord.event
+                                                                              : nodeParams->eventWait.event;
+                if (!g || g->magic != MAGIC_GRAPH || !ev)
+                        return CUDA_ERROR_INVALID_VALUE;
+                struct cu_node *n = cu_node_new(nodeParams->type == CU_GRAPH_NODE_TYPE_EVENT_RECORD ? NODE_EVENT_RECORD
+                                                                                                 : NODE_WAIT_EVENT);
+                if (!n)
+                        return CUDA_ERROR_OUT_OF_MEMORY;
+                n->event = (struct cu_event *) ev;
+                CUresult r = cu_graph_add(g, n);
+                if (r == CUDA_SUCCESS)
+                        *phGraphNode = (CUgraphNode) n;
+                return r;
+        }
+        default:
+                cu_log("cuGraphAddNode: node type %d not simulated", (int) nodeParams->type);
+                return CUDA_ERROR_NOT_SUPPORTED;
+        }
+}
+
+CU_EXPORT CUresult cuGraphAddNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+                                  size_t numDependencies, CUgraphNodeParams *nodeParams) {
+        return cuGraphAddNode_v2(phGraphNode, hGraph, dependencies, NULL, numDependencies, nodeParams);
+}
+
+/* Nodes run in the order added: a capture's dependency set is checked and accepted. */
+CU_EXPORT CUresult cuStreamUpdateCaptureDependencies_v2(CUstream hStream, CUgraphNode *dependencies,
+                                                        const CUgraphEdgeData *dependencyData, size_t numDependencies,
+                                                        unsigned int flags) {
+        struct cu_ctx *c;
+        CUresult r;
+        (void) dependencyData;
+        struct cu_stream *s = cu_stream_resolve(hStream, &c, &r);
+        if (!s)
+                return r;
+        if ((flags != CU_STREAM_ADD_CAPTURE_DEPENDENCIES && flags != CU_STREAM_SET_CAPTURE_DEPENDENCIES) ||
+            (numDependencies && !dependencies))
+                return CUDA_ERROR_INVALID_VALUE;
+        if (!s->capture)
+                return CUDA_ERROR_ILLEGAL_STATE;
+        for (size_t i = 0; i < numDependencies; i++)
+                if (!as_node(dependencies[i]) || as_node(dependencies[i])->graph != s->capture)
+                        return CUDA_ERROR_INVALID_VALUE;
+        return CUDA_SUCCESS;
+}
+
+CU_EXPORT CUresult cuStreamUpdateCaptureDependencies(CUstream hStream, CUgraphNode *dependencies,
+                                                     size_t numDependencies, unsigned int flags) {
+        return cuStreamUpdateCaptureDependencies_v2(hStream, dependencies, NULL, numDependencies, flags);
+}

@@ -27,7 +27,8 @@
  *      graph-nodes.c  kernel node parameters, exec update, CUDA 10/11 forms
  *   4  stubs.c     generated (gen-procs.py): per-thread-stream forms, older
  *                  versions, CUDA_ERROR_NOT_SUPPORTED stubs for the rest
- *      entry.c     cuGetProcAddress (procs.inc, generated), private export tables
+ *      export-tables.c  private export tables of cuGetExportTable
+ *      entry.c     cuGetProcAddress (procs.inc, generated)
  */
 #pragma once
 

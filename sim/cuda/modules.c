@@ -461,3 +461,64 @@ CU_EXPORT CUresult cuOccupancyAvailableDynamicSMemPerBlock(size_t *dynamicSmemSi
         *dynamicSmemSize = 49152;
         return CUDA_SUCCESS;
 }
+
+/* Thread block clusters (compute capability 9.0 on): at most 8 blocks a
+ * cluster, 16 when the function allows non-portable sizes; as many clusters
+ * at once as the device (a MIG device: its compute instance) has SMs per
+ * cluster. */
+static CUresult cluster_config(const CUlaunchConfig *config, struct cu_func **f, CUfunction func, int *size,
+                               struct cu_dev **d) {
+        struct cu_ctx *c;
+        CUresult r;
+        *f = cu_as_func(func);
+        if (!*f)
+                return CUDA_ERROR_INVALID_HANDLE;
+        if (!config || config->numAttrs > 64 || (config->numAttrs && !config->attrs))
+                return CUDA_ERROR_INVALID_VALUE;
+        if (config->hStream ? !cu_stream_resolve(config->hStream, &c, &r) : (r = cu_ctx_or_current(NULL, &c)) != 0)
+                return r;
+        *d = &cu_devs[c->dev];
+        if ((*d)->model->cc_major < 9)
+                return CUDA_ERROR_INVALID_CLUSTER_SIZE;
+        *size = 1;
+        for (unsigned i = 0; i < config->numAttrs; i++)
+                if (config->attrs[i].id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION) {
+                        const unsigned *dim = &config->attrs[i].value.clusterDim.x;
+                        if (!dim[0] || !dim[1] || !dim[2])
+                                return CUDA_ERROR_INVALID_CLUSTER_SIZE;
+                        *size = (int) (dim[0] * dim[1] * dim[2]);
+                }
+        return CUDA_SUCCESS;
+}
+
+static int cluster_max(const struct cu_func *f) {
+        return f->attrs[CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED] ? 16 : 8;
+}
+
+CU_EXPORT CUresult cuOccupancyMaxActiveClusters(int *numClusters, CUfunction func, const CUlaunchConfig *config) {
+        struct cu_func *f;
+        struct cu_dev *d;
+        int size;
+        if (!numClusters)
+                return CUDA_ERROR_INVALID_VALUE;
+        CUresult r = cluster_config(config, &f, func, &size, &d);
+        if (r != CUDA_SUCCESS)
+                return r;
+        if (size > cluster_max(f))
+                return CUDA_ERROR_INVALID_CLUSTER_SIZE;
+        *numClusters = (int) d->sms / size;
+        return CUDA_SUCCESS;
+}
+
+CU_EXPORT CUresult cuOccupancyMaxPotentialClusterSize(int *clusterSize, CUfunction func, const CUlaunchConfig *config) {
+        struct cu_func *f;
+        struct cu_dev *d;
+        int size;
+        if (!clusterSize)
+                return CUDA_ERROR_INVALID_VALUE;
+        CUresult r = cluster_config(config, &f, func, &size, &d);
+        if (r != CUDA_SUCCESS)
+                return r;
+        *clusterSize = MIN(cluster_max(f), (int) d->sms);
+        return CUDA_SUCCESS;
+}

@@ -3,6 +3,7 @@
  * (tests/integration/test-cuda-sim.sh):
  *
  *   cuda-sim-libs selftest   one line per check, "PASSED"/"FAILED" at the end
+ *   cuda-sim-libs clusters   cluster occupancy on device 0: "clusters N size S" or "clusters error R"
  *
  * Two-process checks (shareable VMM handles, IPC handles) fork before cuInit,
  * as a child of a process that initialised CUDA cannot use it. */
@@ -146,6 +147,80 @@ static void check_graphs(CUstream s) {
         cuuint64_t id = 1;
         OK(ci1(s, &st, &id));
         CHECK(st == CU_STREAM_CAPTURE_STATUS_NONE, "cuStreamGetCaptureInfo (v1): not capturing");
+}
+
+/* NCCL inside a capture: its own nodes (cuGraphAddNode) and the capture's dependencies. */
+static int host_calls;
+static void host_fn(void *p) {
+        (void) p;
+        host_calls++;
+}
+
+static void check_capture_nodes(CUstream s) {
+        CUresult r;
+        CUgraph g, cg;
+        CUgraphExec gx;
+        CUgraphNode n;
+        cuuint64_t id;
+        const CUgraphNode *deps;
+        size_t nd;
+        CUstreamCaptureStatus st;
+        OK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_RELAXED));
+        OK(cuStreamGetCaptureInfo_v3(s, &st, &id, &cg, &deps, NULL, &nd));
+        CUgraphNodeParams np;
+        memset(&np, 0, sizeof(np));
+        np.type = CU_GRAPH_NODE_TYPE_HOST;
+        np.host.fn = host_fn;
+        OK(cuGraphAddNode_v2(&n, cg, deps, NULL, nd, &np));
+        OK(cuStreamUpdateCaptureDependencies_v2(s, &n, NULL, 1, CU_STREAM_SET_CAPTURE_DEPENDENCIES));
+        CHECK(cuStreamUpdateCaptureDependencies_v2(s, &n, NULL, 1, 7) == CUDA_ERROR_INVALID_VALUE,
+              "capture dependencies: unknown flags refused");
+        OK(cuStreamEndCapture(s, &g));
+        CHECK(cuStreamUpdateCaptureDependencies_v2(s, &n, NULL, 1, CU_STREAM_ADD_CAPTURE_DEPENDENCIES) ==
+                      CUDA_ERROR_ILLEGAL_STATE,
+              "capture dependencies outside a capture refused");
+        np.type = CU_GRAPH_NODE_TYPE_MEM_ALLOC;
+        CUgraphNode n2;
+        CHECK(cuGraphAddNode_v2(&n2, g, NULL, NULL, 0, &np) == CUDA_ERROR_NOT_SUPPORTED,
+              "cuGraphAddNode: a node kind not simulated refused");
+        OK(cuGraphInstantiateWithFlags(&gx, g, 0));
+        OK(cuGraphLaunch(gx, s));
+        OK(cuStreamSynchronize(s));
+        CHECK(host_calls == 1, "the host node added inside the capture ran");
+        OK(cuGraphExecDestroy(gx));
+        OK(cuGraphDestroy(g));
+}
+
+/* cuBLASLt's start: cluster occupancy (compute capability 9.0 on). */
+static int cmd_clusters(void) {
+        CUcontext ctx;
+        if (cuInit(0) != CUDA_SUCCESS || cuDevicePrimaryCtxRetain(&ctx, 0) != CUDA_SUCCESS ||
+            cuCtxSetCurrent(ctx) != CUDA_SUCCESS)
+                return 2;
+        CUfunction f = some_kernel();
+        CUlaunchAttribute attr = { .id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION };
+        attr.value.clusterDim.x = 2;
+        attr.value.clusterDim.y = 1;
+        attr.value.clusterDim.z = 1;
+        CUlaunchConfig cfg = { .gridDimX = 132, .gridDimY = 1, .gridDimZ = 1, .blockDimX = 128, .blockDimY = 1,
+                               .blockDimZ = 1, .attrs = &attr, .numAttrs = 1 };
+        int n = 0, size = 0;
+        CUresult r = cuOccupancyMaxActiveClusters(&n, f, &cfg);
+        if (r == CUDA_SUCCESS)
+                r = cuOccupancyMaxPotentialClusterSize(&size, f, &cfg);
+        if (r != CUDA_SUCCESS) {
+                printf("clusters error %d\n", (int) r);
+                return 0;
+        }
+        attr.value.clusterDim.x = 16;
+        CUresult big = cuOccupancyMaxActiveClusters(&n, f, &cfg);
+        cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1);
+        int n16 = 0;
+        CUresult big2 = cuOccupancyMaxActiveClusters(&n16, f, &cfg);
+        attr.value.clusterDim.x = 2;
+        cuOccupancyMaxActiveClusters(&n, f, &cfg);
+        printf("clusters %d size %d 16-portable %d 16-nonportable %d/%d\n", n, size, (int) big, (int) big2, n16);
+        return 0;
 }
 
 struct waiter {
@@ -423,6 +498,7 @@ static int cmd_selftest(void) {
         check_link();
         check_graphs(s);
         check_memops(ctx, s);
+        check_capture_nodes(s);
         check_managed(s);
         check_vmm();
         check_pool(s);
@@ -437,6 +513,8 @@ int main(int argc, char **argv) {
         setvbuf(stdout, NULL, _IOLBF, 0);
         if (argc >= 2 && strcmp(argv[1], "selftest") == 0)
                 return cmd_selftest();
-        fprintf(stderr, "usage: %s selftest\n", argv[0]);
+        if (argc >= 2 && strcmp(argv[1], "clusters") == 0)
+                return cmd_clusters();
+        fprintf(stderr, "usage: %s selftest|clusters\n", argv[0]);
         return 2;
 }

@@ -65,6 +65,13 @@ if ! "$bin/cuda-sim-libs" selftest >"$tmp/libs" 2>&1; then
   fail "libs selftest: $(grep -v '^ok' "$tmp/libs")"
 fi
 grep -q '^PASSED' "$tmp/libs" || fail "libs selftest did not pass"
+# Cluster occupancy (cuBLASLt's start): refused below compute capability 9.0, SMs / cluster size on an H100.
+"$bin/cuda-sim-libs" clusters >"$tmp/clusters" 2>&1
+grep -qx "clusters error 912" "$tmp/clusters" || fail "clusters on an A100: $(cat "$tmp/clusters")"
+MIGKIT_SIM_STATE=$tmp/h100.json sim create dgx-h100 >/dev/null
+MIGKIT_SIM_STATE=$tmp/h100.json "$bin/cuda-sim-libs" clusters >"$tmp/clusters" 2>&1
+grep -qx "clusters 66 size 8 16-portable 912 16-nonportable 0/8" "$tmp/clusters" ||
+  fail "clusters on an H100: $(cat "$tmp/clusters")"
 
 # --- every driver entry point exported and answered by cuGetProcAddress ----------
 if [ -r /usr/local/cuda/include/cudaTypedefs.h ]; then
