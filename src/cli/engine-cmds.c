@@ -101,14 +101,6 @@ enum { OPT_SEQUENTIAL = 0x100, OPT_LOCK_TIMEOUT }; /* long options without a let
 /* The defaults, then the variables (each command reads those of its own
  * flags, as upstream): -EINVAL for a value that does not parse (said). */
 static int args_from_env(enum cmd c, struct args *a) {
-        if (args_from_env(c, a) < 0)
-                return -EINVAL;
-        return 0;
-}
-
-/* The defaults, then the variables (each command reads those of its own
- * flags, as upstream): -EINVAL for a value that does not parse (said). */
-static int args_from_env(enum cmd c, struct args *a) {
         *a = (struct args){
                 .config_file = secure_getenv("MIG_PARTED_CONFIG_FILE"),
                 .selected = secure_getenv("MIG_PARTED_SELECTED_CONFIG"),
