@@ -8,7 +8,7 @@ set -euo pipefail
 : "${MIGKIT_BIN:?}" "${MIGKIT_SIM_BIN:?}"
 tmp=$(mktemp -d "${MIGKIT_TEST_TMP:-/tmp}/test-apply-hooks.XXXXXX" 2>/dev/null || mktemp -d)
 cleanup() {
-  for f in "$tmp"/*.pid; do [[ -s $f ]] && kill -KILL "$(cat "$f")" 2>/dev/null; done
+  for f in "$tmp"/*.pid; do [[ -s $f ]] && { kill -KILL "$(cat "$f")" 2>/dev/null || true; }; done
   rm -rf "$tmp"
 }
 trap cleanup EXIT
