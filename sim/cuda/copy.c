@@ -234,30 +234,112 @@ CU_EXPORT CUresult cuMemsetD2D32Async(CUdeviceptr dstDevice, size_t dstPitch, un
         return async_set(dstDevice, ui, 4, Width, Height, dstPitch, hStream);
 }
 
+/* Managed memory: prefetches and advice are remembered per allocation for
+ * cuMemRangeGetAttribute(s); the memory itself does not move. */
+static struct cu_alloc *managed_range(CUdeviceptr p, size_t count) {
+        struct cu_alloc *a = cu_alloc_find(p);
+        if (!a || !count || count > a->size - (p - a->base))
+                return NULL;
+        return a;
+}
+
+static bool location_ok(CUmemLocation loc) {
+        if (loc.type == CU_MEM_LOCATION_TYPE_DEVICE)
+                return loc.id >= 0 && loc.id < cu_ndevs;
+        return loc.type == CU_MEM_LOCATION_TYPE_HOST || loc.type == CU_MEM_LOCATION_TYPE_HOST_NUMA ||
+               loc.type == CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT;
+}
+
 CU_EXPORT CUresult cuMemPrefetchAsync_v2(CUdeviceptr devPtr, size_t count, CUmemLocation location,
                                          unsigned int flags, CUstream hStream) {
         struct cu_ctx *c;
         CUresult r;
-        (void) location;
-        (void) flags;
         if (!cu_stream_resolve(hStream, &c, &r))
                 return r;
+        if (flags != 0 || !location_ok(location))
+                return CUDA_ERROR_INVALID_VALUE;
         pthread_mutex_lock(&cu_lock);
-        bool ok = cu_range_ok(devPtr, count);
+        struct cu_alloc *a = managed_range(devPtr, count);
+        bool ok = cu_range_ok(devPtr, count) && (!a || a->kind == ALLOC_MANAGED || a->kind == ALLOC_DEVICE);
+        if (ok && a && a->kind == ALLOC_MANAGED)
+                a->last_prefetch = location;
         pthread_mutex_unlock(&cu_lock);
         return ok ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
 CU_EXPORT CUresult cuMemAdvise_v2(CUdeviceptr devPtr, size_t count, CUmem_advise advice, CUmemLocation location) {
-        (void) advice;
-        (void) location;
         CUresult r = cu_check_init();
         if (r != CUDA_SUCCESS)
                 return r;
         pthread_mutex_lock(&cu_lock);
+        struct cu_alloc *a = managed_range(devPtr, count);
         bool ok = cu_range_ok(devPtr, count);
+        if (ok && a && a->kind == ALLOC_MANAGED) {
+                if (advice == CU_MEM_ADVISE_SET_READ_MOSTLY)
+                        a->read_mostly = true;
+                else if (advice == CU_MEM_ADVISE_UNSET_READ_MOSTLY)
+                        a->read_mostly = false;
+                else if (advice == CU_MEM_ADVISE_SET_PREFERRED_LOCATION)
+                        a->preferred = location;
+                else if (advice == CU_MEM_ADVISE_UNSET_PREFERRED_LOCATION)
+                        a->preferred = (CUmemLocation) { .type = CU_MEM_LOCATION_TYPE_INVALID };
+        }
         pthread_mutex_unlock(&cu_lock);
         return ok ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+/* A location as the CUDA 8 attributes give it: a device ordinal, CU_DEVICE_CPU, or CU_DEVICE_INVALID. */
+static int location_ordinal(CUmemLocation l) {
+        if (l.type == CU_MEM_LOCATION_TYPE_DEVICE)
+                return l.id;
+        if (l.type == CU_MEM_LOCATION_TYPE_INVALID)
+                return CU_DEVICE_INVALID;
+        return CU_DEVICE_CPU;
+}
+
+static CUresult range_attribute(void *data, size_t size, CUmem_range_attribute attr, const struct cu_alloc *a) {
+        int v;
+        switch (attr) {
+        case CU_MEM_RANGE_ATTRIBUTE_READ_MOSTLY: v = a->read_mostly; break;
+        case CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION: v = location_ordinal(a->preferred); break;
+        case CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION: v = location_ordinal(a->last_prefetch); break;
+        case CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION_TYPE: v = (int) a->preferred.type; break;
+        case CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION_ID: v = a->preferred.id; break;
+        case CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION_TYPE: v = (int) a->last_prefetch.type; break;
+        case CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION_ID: v = a->last_prefetch.id; break;
+        case CU_MEM_RANGE_ATTRIBUTE_ACCESSED_BY: /* no device was advised: an array of CU_DEVICE_INVALID */
+                if (size == 0 || size % 4)
+                        return CUDA_ERROR_INVALID_VALUE;
+                for (size_t i = 0; i < size / 4; i++)
+                        ((int *) data)[i] = CU_DEVICE_INVALID;
+                return CUDA_SUCCESS;
+        default: return CUDA_ERROR_INVALID_VALUE;
+        }
+        if (size != sizeof(int))
+                return CUDA_ERROR_INVALID_VALUE;
+        memcpy(data, &v, sizeof(v));
+        return CUDA_SUCCESS;
+}
+
+CU_EXPORT CUresult cuMemRangeGetAttributes(void **data, size_t *dataSizes, CUmem_range_attribute *attributes,
+                                           size_t numAttributes, CUdeviceptr devPtr, size_t count) {
+        CUresult r = cu_check_init();
+        if (r != CUDA_SUCCESS)
+                return r;
+        if (!data || !dataSizes || !attributes || numAttributes == 0 || numAttributes > 64)
+                return CUDA_ERROR_INVALID_VALUE;
+        pthread_mutex_lock(&cu_lock);
+        struct cu_alloc *a = managed_range(devPtr, count);
+        r = a && a->kind == ALLOC_MANAGED ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE; /* managed memory only */
+        for (size_t i = 0; r == CUDA_SUCCESS && i < numAttributes; i++)
+                r = data[i] ? range_attribute(data[i], dataSizes[i], attributes[i], a) : CUDA_ERROR_INVALID_VALUE;
+        pthread_mutex_unlock(&cu_lock);
+        return r;
+}
+
+CU_EXPORT CUresult cuMemRangeGetAttribute(void *data, size_t dataSize, CUmem_range_attribute attribute,
+                                          CUdeviceptr devPtr, size_t count) {
+        return cuMemRangeGetAttributes(&data, &dataSize, &attribute, 1, devPtr, count);
 }
 
 /* CUDA 8 forms: a device ordinal (CU_DEVICE_CPU for the host) instead of a location. */

@@ -23,6 +23,8 @@
  *      link.c      JIT linking (accepted, not compiled)
  *   3  launch.c    launch API
  *      memops.c    stream memory operations (write, wait, batch)
+ *      ipc.c       IPC memory and event handles
+ *      arrays.c    CUDA arrays and mipmapped arrays (sized, charged)
  *      graphs.c    graphs, instantiation, launch, capture API
  *      graph-nodes.c  kernel node parameters, exec update, CUDA 10/11 forms
  *   4  stubs.c     generated (gen-procs.py): per-thread-stream forms, older
@@ -255,6 +257,10 @@ struct cu_alloc {
         struct cu_pool *pool;
         unsigned flags;
         bool touched; /* written through the driver: pages to give back on free */
+        bool ipc;     /* opened from another process's IPC handle (ipc.c) */
+        /* managed memory: advice and prefetches (cuMemRangeGetAttribute) */
+        bool read_mostly;
+        CUmemLocation preferred, last_prefetch;
 };
 #define CU_PAGE 4096ULL
 #define VMM_GRANULARITY (2ULL << 20)

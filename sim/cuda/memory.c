@@ -66,7 +66,7 @@ CUresult cu_mem_free(CUdeviceptr dptr, bool async) {
                 return CUDA_SUCCESS;
         pthread_mutex_lock(&cu_lock);
         struct cu_alloc *a = cu_alloc_find(dptr);
-        if (!a || a->base != dptr || (a->kind != ALLOC_DEVICE && a->kind != ALLOC_MANAGED)) {
+        if (!a || a->base != dptr || (a->kind != ALLOC_DEVICE && a->kind != ALLOC_MANAGED) || a->ipc) {
                 pthread_mutex_unlock(&cu_lock);
                 return CUDA_ERROR_INVALID_VALUE;
         }

@@ -390,6 +390,11 @@ static void check_pool(CUstream s) {
         CHECK(used_bytes() == u0, "pool destroyed: nothing charged");
 }
 
+struct ipc_pair {
+        CUipcMemHandle mem;
+        CUipcEventHandle event;
+};
+
 /* Child of the export check: receives the descriptor, imports and maps it. */
 static int import_child(int sock) {
         char byte;
@@ -429,6 +434,26 @@ static int import_child(int sock) {
         if (cuMemImportFromShareableHandle(&h, (void *) (intptr_t) bogus, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) !=
             CUDA_ERROR_INVALID_VALUE)
                 return 19;
+        /* IPC handles of the other process. */
+        struct ipc_pair ip;
+        if (read(sock, &ip, sizeof(ip)) != (ssize_t) sizeof(ip))
+                return 20;
+        CUdeviceptr p;
+        if (cuIpcOpenMemHandle_v2(&p, ip.mem, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS) != CUDA_SUCCESS)
+                return 21;
+        if (used_bytes() != u0)
+                return 22; /* the exporter holds the charge */
+        if (cuMemsetD8_v2(p, 1, 1 << 20) != CUDA_SUCCESS || cuMemFree_v2(p) != CUDA_ERROR_INVALID_VALUE)
+                return 23; /* usable; closed with cuIpcCloseMemHandle, not freed */
+        if (cuIpcCloseMemHandle(p) != CUDA_SUCCESS || cuIpcCloseMemHandle(p) != CUDA_ERROR_INVALID_VALUE)
+                return 24;
+        CUevent ev;
+        if (cuIpcOpenEventHandle(&ev, ip.event) != CUDA_SUCCESS || cuEventQuery(ev) != CUDA_SUCCESS ||
+            cuEventDestroy_v2(ev) != CUDA_SUCCESS)
+                return 25;
+        ip.mem.reserved[0] ^= 1;
+        if (cuIpcOpenMemHandle_v2(&p, ip.mem, 0) != CUDA_ERROR_INVALID_VALUE)
+                return 26; /* a damaged handle */
         return 0;
 }
 
@@ -454,6 +479,24 @@ static void check_export(int sock, pid_t child) {
                       CUDA_ERROR_NOT_SUPPORTED,
               "export without the handle type asked at creation refused");
         OK(cuMemRelease(h3));
+        /* IPC: a cuMemAlloc allocation and an interprocess event (made before the other
+         * process measures the device). */
+        struct ipc_pair ip;
+        CUdeviceptr d;
+        CUevent ev, ev2;
+        OK(cuMemAlloc_v2(&d, 1 << 20));
+        OK(cuIpcGetMemHandle(&ip.mem, d));
+        CUdeviceptr self;
+        CHECK(cuIpcOpenMemHandle_v2(&self, ip.mem, 0) == CUDA_ERROR_INVALID_CONTEXT,
+              "IPC: the exporting process cannot open its own handle");
+        CHECK(cuIpcGetMemHandle(&ip.mem, d + 512) == CUDA_ERROR_INVALID_VALUE, "IPC: not an allocation's start");
+        OK(cuIpcGetMemHandle(&ip.mem, d));
+        OK(cuEventCreate(&ev2, 0));
+        CHECK(cuIpcGetEventHandle(&ip.event, ev2) == CUDA_ERROR_INVALID_VALUE,
+              "IPC: an event without CU_EVENT_INTERPROCESS refused");
+        OK(cuEventDestroy_v2(ev2));
+        OK(cuEventCreate(&ev, CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING));
+        OK(cuIpcGetEventHandle(&ip.event, ev));
         char byte = 1;
         char ctrl[CMSG_SPACE(sizeof(int))];
         memset(ctrl, 0, sizeof(ctrl));
@@ -465,14 +508,87 @@ static void check_export(int sock, pid_t child) {
         cm->cmsg_len = CMSG_LEN(sizeof(int));
         memcpy(CMSG_DATA(cm), &fd, sizeof(fd));
         CHECK(sendmsg(sock, &msg, 0) == 1, "descriptor sent to the other process");
+        CHECK(write(sock, &ip, sizeof(ip)) == (ssize_t) sizeof(ip), "IPC handles sent");
         int st = 0;
         waitpid(child, &st, 0);
+        OK(cuMemFree_v2(d));
+        OK(cuEventDestroy_v2(ev));
         CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0,
-              "other process imported, mapped, read the bytes, charged nothing (exit %d)", WEXITSTATUS(st));
+              "other process: imported, mapped, read the bytes, charged nothing; opened IPC memory and event "
+              "handles (exit %d)",
+              WEXITSTATUS(st));
         close(fd);
         OK(cuMemUnmap(va, 2 << 20));
         OK(cuMemRelease(h));
         OK(cuMemAddressFree(va, 2 << 20));
+}
+
+/* Arrays are sized in memory and charged. */
+static void check_arrays(void) {
+        CUresult r;
+        size_t u0 = used_bytes();
+        CUarray a, a3, lvl;
+        CUDA_ARRAY_DESCRIPTOR d = { .Width = 1000, .Height = 100, .Format = CU_AD_FORMAT_FLOAT, .NumChannels = 4 };
+        OK(cuArrayCreate_v2(&a, &d));
+        /* 1000 x 16 bytes = 16000, rounded up to 16384, x 100 rows */
+        CHECK(used_bytes() - u0 == 16384 * 100, "2D array charged %zu", used_bytes() - u0);
+        CUDA_ARRAY_DESCRIPTOR back;
+        OK(cuArrayGetDescriptor_v2(&back, a));
+        CHECK(back.Width == 1000 && back.Height == 100 && back.Format == CU_AD_FORMAT_FLOAT, "array descriptor");
+        CUDA_ARRAY3D_DESCRIPTOR d3 = { .Width = 64, .Height = 64, .Depth = 8, .Format = CU_AD_FORMAT_UNSIGNED_INT8,
+                                       .NumChannels = 1 };
+        OK(cuArray3DCreate_v2(&a3, &d3));
+        CHECK(used_bytes() - u0 == 16384 * 100 + 512 * 64 * 8, "3D array charged");
+        CUDA_ARRAY3D_DESCRIPTOR b3;
+        OK(cuArray3DGetDescriptor_v2(&b3, a3));
+        CHECK(b3.Depth == 8, "3D array descriptor");
+        d.NumChannels = 3;
+        CHECK(cuArrayCreate_v2(&a, &d) == CUDA_ERROR_INVALID_VALUE, "3 channels refused");
+        OK(cuArrayDestroy(a3));
+        CUmipmappedArray mm;
+        d3.Depth = 0;
+        OK(cuMipmappedArrayCreate(&mm, &d3, 3));
+        OK(cuMipmappedArrayGetLevel(&lvl, mm, 2));
+        OK(cuArray3DGetDescriptor_v2(&b3, lvl));
+        CHECK(b3.Width == 16 && b3.Height == 16, "mipmap level 2 is 16 x 16");
+        CHECK(used_bytes() - u0 == 16384 * 100 + 512 * (64 + 32 + 16), "mipmapped array charged");
+        OK(cuMipmappedArrayDestroy(mm));
+        OK(cuArrayDestroy(a));
+        CHECK(used_bytes() == u0, "arrays destroyed: nothing charged");
+        CUexternalMemory em;
+        CUDA_EXTERNAL_MEMORY_HANDLE_DESC emd = { .type = CU_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD, .size = 1 << 20 };
+        CHECK(cuImportExternalMemory(&em, &emd) == CUDA_ERROR_NOT_SUPPORTED, "external memory refused");
+        CUexternalSemaphore es;
+        CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC esd = { .type = CU_EXTERNAL_SEMAPHORE_HANDLE_TYPE_OPAQUE_FD };
+        CHECK(cuImportExternalSemaphore(&es, &esd) == CUDA_ERROR_NOT_SUPPORTED, "external semaphores refused");
+}
+
+static void check_ranges(CUstream s) {
+        CUresult r;
+        CUdeviceptr m, d;
+        int v = -5, last = -5;
+        OK(cuMemAllocManaged(&m, 1 << 20, CU_MEM_ATTACH_GLOBAL));
+        OK(cuMemRangeGetAttribute(&v, sizeof(v), CU_MEM_RANGE_ATTRIBUTE_READ_MOSTLY, m, 1 << 20));
+        CHECK(v == 0, "not read-mostly before advice");
+        CUmemLocation dev0 = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0 };
+        OK(cuMemAdvise_v2(m, 1 << 20, CU_MEM_ADVISE_SET_READ_MOSTLY, dev0));
+        OK(cuMemAdvise_v2(m, 1 << 20, CU_MEM_ADVISE_SET_PREFERRED_LOCATION, dev0));
+        OK(cuMemPrefetchAsync_v2(m, 1 << 20, dev0, 0, s));
+        void *data[3] = { &v, &last, NULL };
+        int pref = -5;
+        data[2] = &pref;
+        size_t sizes[3] = { sizeof(int), sizeof(int), sizeof(int) };
+        CUmem_range_attribute attrs[3] = { CU_MEM_RANGE_ATTRIBUTE_READ_MOSTLY,
+                                           CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION,
+                                           CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION };
+        OK(cuMemRangeGetAttributes(data, sizes, attrs, 3, m, 4096));
+        CHECK(v == 1 && last == 0 && pref == 0, "range: read-mostly, prefetched to and preferring device 0");
+        OK(cuMemAlloc_v2(&d, 4096));
+        CHECK(cuMemRangeGetAttribute(&v, sizeof(v), CU_MEM_RANGE_ATTRIBUTE_READ_MOSTLY, d, 4096) ==
+                      CUDA_ERROR_INVALID_VALUE,
+              "range attributes of device memory refused");
+        OK(cuMemFree_v2(d));
+        OK(cuMemFree_v2(m));
 }
 
 static int cmd_selftest(void) {
@@ -501,6 +617,8 @@ static int cmd_selftest(void) {
         check_capture_nodes(s);
         check_managed(s);
         check_vmm();
+        check_arrays();
+        check_ranges(s);
         check_pool(s);
         check_export(sv[0], child);
         OK(cuStreamDestroy_v2(s));
