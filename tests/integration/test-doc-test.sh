@@ -80,4 +80,33 @@ grep -q "typo.md:1: unknown doc-test marker 'skipp x'" <<<"$out" || fail "unknow
 printf '<!-- doc-test: skip x -->\n\nA paragraph.\n' >"$tmp/orphan.md"
 if out=$(dt "$tmp/orphan.md" 2>&1); then fail "a marker without a block passed"; fi
 grep -q 'orphan.md:1: doc-test marker not followed by a code block' <<<"$out" || fail "orphan: $out"
+echo "--- a reader's shell: the runner puts no build on PATH; the README's set-up blocks do, first"
+cat >"$tmp/nosetup.md" <<'MD'
+```sh
+command -v migkit-sim && exit 1
+migkit --version
+```
+MD
+printf '# readme\n\nNo set-up here.\n' >"$tmp/readme-none.md"
+if out=$(PATH=$MIGKIT_BUILD_DIR:$MIGKIT_BUILD_DIR/sim/bin:$PATH dt --readme "$tmp/readme-none.md" "$tmp/nosetup.md" 2>&1); then
+  fail "migkit ran without a set-up putting it on PATH: $out"
+fi
+grep -q 'nosetup.md:3: exit status 127' <<<"$out" || fail "no 'command not found' at nosetup.md:3: $out"
+cat >"$tmp/readme-setup.md" <<'MD'
+# readme
+
+<!-- doc-test: setup -->
+    export PATH=$PWD/build:$PATH
+MD
+out=$(dt --readme "$tmp/readme-setup.md" "$tmp/nosetup.md" 2>&1) || fail "with the README's set-up: $out"
+if out=$(dt --readme "$tmp/readme-setup.md" "$tmp/bad.md" 2>&1); then fail "bad.md passed after the set-up"; fi
+grep -q "$tmp/bad.md:5: exit status" <<<"$out" || fail "FILE:LINE after a set-up block: $out"
+
+echo "--- the quick start's demo leaves nothing under TMPDIR and says how to put migkit on PATH"
+grep -q -- '--demo-only' "$MIGKIT_SOURCE_DIR/scripts/quickstart" || fail "scripts/quickstart has no --demo-only"
+mkdir "$tmp/qs"
+out=$(cd "$tmp" && env -u MIGKIT_SIM_STATE TMPDIR="$tmp/qs" "$MIGKIT_SOURCE_DIR/scripts/quickstart" --demo-only "$MIGKIT_BUILD_DIR" 2>&1) \
+  || fail "quickstart --demo-only: $out"
+[ -z "$(ls -A "$tmp/qs")" ] || fail "the quick start left $(ls -A "$tmp/qs") under TMPDIR"
+grep -qF "export PATH=$(cd "$MIGKIT_BUILD_DIR" && pwd):\$PATH" <<<"$out" || fail "no PATH line: $(tail -5 <<<"$out")"
 echo "PASS"
