@@ -38,6 +38,7 @@
  * 2 when the driver cannot be set up, 77 when the mode is unavailable. */
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
@@ -127,7 +128,10 @@ static struct {
 
 typedef CUresult (*gpa_fn)(const char *, void **, int, cuuint64_t, int *);
 
+static const char *cu_mode;  /* direct, dlsym, procaddr */
+
 static int load(const char *mode) {
+        cu_mode = mode;
         if (strcmp(mode, "direct") == 0) {
                 if (!&cuInit)
                         return 77;
@@ -693,31 +697,24 @@ static int cmd_vmm(const char *order, size_t mib) {
                 /* A second process of the container imports and maps: charged once. */
                 if (!cu.cuMemExportToShareableHandle || !cu.cuMemImportFromShareableHandle)
                         return 77;
-                int fd = -1, go[2], done[2];
+                int fd = -1;
                 r = vmm_create(size, CU_MEM_LOCATION_TYPE_DEVICE, 1 /* POSIX fd */, &h);
                 if (r != CUDA_SUCCESS || cu.cuMemExportToShareableHandle(&fd, h, 1, 0) != CUDA_SUCCESS) {
                         printf("note: no export of shareable handles here (%d)\n", (int) r);
                         return 77;
                 }
-                if (pipe(go) < 0 || pipe(done) < 0)
-                        return 2;
+                /* A new process (CUDA is not usable in a forked child), the fd inherited. */
+                char fds[16], mibs[32];
+                snprintf(fds, sizeof(fds), "%d", fd);
+                snprintf(mibs, sizeof(mibs), "%zu", size >> 20);
                 pid_t p = fork();
                 if (p == 0) {
-                        char c;
-                        CUmemGenericAllocationHandle hi;
-                        CUdeviceptr v;
-                        if (setup() != 0)
-                                _exit(2);
-                        if (cu.cuMemImportFromShareableHandle(&hi, (void *) (uintptr_t) fd, 1) != CUDA_SUCCESS) {
-                                printf("note: the driver cannot import a handle by fd\n");
-                                _exit(77);
-                        }
-                        if (cu.cuMemAddressReserve(&v, size, 0, 0, 0) != CUDA_SUCCESS || vmm_map(v, size, hi) != CUDA_SUCCESS)
-                                _exit(1);
-                        size_t seen = mem_used();
-                        printf("child sees %zu charged\n", seen - u0);
-                        _exit(seen == u0 + size ? (cu.cuMemUnmap(v, size) == CUDA_SUCCESS && cu.cuMemRelease(hi) == CUDA_SUCCESS ? 0 : 1) : 3);
-                        (void) c;
+                        char a0[] = "prog-vgpu", a2[] = "import", mode[16];
+                        snprintf(mode, sizeof(mode), "%s", cu_mode);
+                        char *args[] = { a0, mode, a2, fds, mibs, NULL };
+                        fcntl(fd, F_SETFD, 0);  /* passed on, as a program hands it to its worker */
+                        execv("/proc/self/exe", args);
+                        _exit(2);
                 }
                 int st;
                 waitpid(p, &st, 0);
@@ -734,6 +731,28 @@ static int cmd_vmm(const char *order, size_t mib) {
         if (!failures)
                 printf("vmm %s ok\n", order);
         return failures ? 1 : 0;
+}
+
+/* The importing side of "vmm export": maps the handle behind fd and checks
+ * the container is charged once. Exit 0, 3 when charged twice, 77 when the
+ * driver cannot import. */
+static int cmd_import(int fd, size_t mib) {
+        size_t size = mib << 20, u0;
+        CUmemGenericAllocationHandle hi;
+        CUdeviceptr v;
+        u0 = mem_used();  /* the creator's charge is in already */
+        if (!cu.cuMemImportFromShareableHandle ||
+            cu.cuMemImportFromShareableHandle(&hi, (void *) (uintptr_t) fd, 1) != CUDA_SUCCESS) {
+                printf("note: the driver cannot import a handle by fd\n");
+                return 77;
+        }
+        if (cu.cuMemAddressReserve(&v, size, 0, 0, 0) != CUDA_SUCCESS || vmm_map(v, size, hi) != CUDA_SUCCESS)
+                return 1;
+        size_t seen = mem_used();
+        printf("importer sees %zu more charged\n", seen - u0);
+        if (seen != u0)
+                return 3;
+        return cu.cuMemUnmap(v, size) == CUDA_SUCCESS && cu.cuMemRelease(hi) == CUDA_SUCCESS ? 0 : 1;
 }
 
 static int cmd_ctx(void) {
@@ -917,6 +936,8 @@ int main(int argc, char **argv) {
                 return cmd_ctx();
         if (strcmp(cmd, "procs") == 0)
                 return cmd_procs();
+        if (strcmp(cmd, "import") == 0 && argc > 4)
+                return cmd_import((int) a, b);
         if (strcmp(cmd, "exchange") == 0 && argc > 5)
                 return cmd_exchange((unsigned) a, argv[4], argv[5]);
         if (strcmp(cmd, "pool") == 0)

@@ -79,7 +79,7 @@ grep -q "^procs v3 pid $outside " <<<"$out" || fail "the simulator does not list
 kill "${pids[@]}" 2>/dev/null || true
 wait 2>/dev/null || true
 pids=()
-unset MIGKIT_SIM_CUDA_CTX_MIB
+export MIGKIT_SIM_CUDA_CTX_MIB=0  # vgpu-lib.sh's: no context in the checks below
 
 # HAMi-core's value syntax, with HAMi-core's values.
 for spec in "0x40000000:$GIB" " 1g:$GIB" "1.5g:$GIB" "+1g:$GIB" "2048m:$((2 * GIB))" "010m:$((8 * MIB))"; do
