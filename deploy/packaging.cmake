@@ -1,10 +1,11 @@
 # Packaging: the simulator's install rules (component "sim", never installed by
-# a plain `cmake --install` nor packaged in the .deb; the demo image installs
-# it with `cmake --install <build> --component sim`) and the Debian package
-# made by CPack: `cpack -G DEB` in a build directory writes
-# migkit_<version>_<arch>.deb (docs/deploy.md).
+# a plain `cmake --install`; the demo image installs it with `cmake --install
+# <build> --component sim`) and the two Debian packages made by one CPack run:
+# `cpack -G DEB` in a build directory writes migkit_<version>_<arch>.deb (the
+# default install component) and migkit-sim_<version>_<arch>.deb (the
+# simulator, depending on migkit of the same version); docs/deploy.md.
 
-# --- The simulator, for the demo image -------------------------------------
+# --- The simulator: the demo image and the migkit-sim package --------------
 # Layout that `migkit --simulate` looks for (src/cli/main.c):
 #   <prefix>/lib/migkit/sim/libnvidia-ml.so.1, <prefix>/lib/migkit/bin/nvidia-smi
 install(TARGETS nvidia-ml-sim LIBRARY DESTINATION lib/migkit/sim NAMELINK_SKIP
@@ -29,6 +30,16 @@ set(MIGKIT_DEB_MAINTAINER "migkit maintainers <maintainers@migkit.example.org>" 
 
 set(CPACK_GENERATOR DEB)
 set(CPACK_PACKAGE_NAME migkit)
+# One package per install component: "Unspecified" (every install() without
+# a COMPONENT) is migkit, "sim" is migkit-sim; "image" (config-manager) is in
+# neither.
+set(CPACK_DEB_COMPONENT_INSTALL ON)
+set(CPACK_COMPONENTS_ALL Unspecified sim)
+set(CPACK_COMPONENTS_GROUPING IGNORE)
+set(CPACK_DEBIAN_UNSPECIFIED_PACKAGE_NAME migkit)
+set(CPACK_DEBIAN_SIM_PACKAGE_NAME migkit-sim)
+set(CPACK_DEBIAN_UNSPECIFIED_FILE_NAME DEB-DEFAULT)
+set(CPACK_DEBIAN_SIM_FILE_NAME DEB-DEFAULT)
 set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
 set(CPACK_PACKAGE_CONTACT "${MIGKIT_DEB_MAINTAINER}")
 set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
@@ -39,23 +50,40 @@ set(CPACK_INSTALL_PREFIX /usr)
 set(CPACK_STRIP_FILES ON)
 set(CPACK_INSTALL_DEFAULT_DIRECTORY_PERMISSIONS
     OWNER_READ OWNER_WRITE OWNER_EXECUTE GROUP_READ GROUP_EXECUTE WORLD_READ WORLD_EXECUTE)
-set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "MIG partitioning toolkit for NVIDIA GPUs")
+# Each package's Description starts with its own synopsis line; no
+# CPACK_PACKAGE_DESCRIPTION_SUMMARY, which CPack would put before both.
+set(MK_DEB_SYNOPSIS "MIG partitioning toolkit for NVIDIA GPUs")
 set(CPACK_DEBIAN_PACKAGE_DESCRIPTION "migkit applies, asserts and exports MIG layouts described in the mig-parted
 config format, with minimal changes and verification, and runs as a boot-time
 node service (migkit.service), a Kubernetes MIG manager, a kubelet device
 plugin and a kube-scheduler extender. It needs NVIDIA's driver
 (libnvidia-ml.so.1) at run time; the unit is installed but not enabled.")
-set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)  # migkit_<version>_<arch>.deb
+set(CPACK_DEBIAN_UNSPECIFIED_DESCRIPTION "${MK_DEB_SYNOPSIS}\n${CPACK_DEBIAN_PACKAGE_DESCRIPTION}")
+set(CPACK_COMPONENT_SIM_DESCRIPTION "simulated NVIDIA GPUs for migkit (NVML, CUDA driver, nvidia-smi)")
+set(CPACK_DEBIAN_SIM_DESCRIPTION "simulated NVIDIA GPUs for migkit (NVML, CUDA driver, nvidia-smi)
+What `migkit --simulate MACHINE` runs against: simulators of NVIDIA's NVML
+(libnvidia-ml.so.1) and CUDA driver (libcuda.so.1) libraries with MIG, in
+/usr/lib/migkit/sim (out of the linker's search path: only migkit and
+programs pointed at them load them), the migkit-sim tool that creates and
+inspects simulated machines, and a stand-in for nvidia-smi in
+/usr/lib/migkit/bin. For trying migkit and testing tools without GPUs;
+never needed on a node with GPUs.")
+set(CPACK_DEBIAN_SIM_PACKAGE_SECTION devel)
+set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)  # <package>_<version>_<arch>.deb
 set(CPACK_DEBIAN_PACKAGE_SECTION admin)
 set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 # libcurl is dlopen()ed by the daemons (kube/, docs/decisions.md), so
 # dpkg-shlibdeps cannot see it: named here, the computed list is appended.
-set(CPACK_DEBIAN_PACKAGE_DEPENDS "libcurl4 (>= 7.77.0)")
+set(CPACK_DEBIAN_UNSPECIFIED_PACKAGE_DEPENDS "libcurl4 (>= 7.77.0)")
+# The simulator is of no use without migkit, and speaks only to its own version.
+set(CPACK_DEBIAN_SIM_PACKAGE_DEPENDS "migkit (= ${PROJECT_VERSION})")
+# migkit-sim's programs load its simulator libraries through their RUNPATH.
+set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS_PRIVATE_DIRS ${CMAKE_BINARY_DIR}/sim/lib ${CMAKE_BINARY_DIR}/sim)
 set(CPACK_DEBIAN_COMPRESSION_TYPE xz)
 # The GPU driver is not a Debian dependency: NVIDIA ships it in several ways
 # (.run installer, CUDA repository, Debian non-free), and migkit dlopens it.
-set(CPACK_DEBIAN_PACKAGE_SUGGESTS "nvidia-smi")
+set(CPACK_DEBIAN_UNSPECIFIED_PACKAGE_SUGGESTS "nvidia-smi, migkit-sim")
 
 set(MK_DEB_DIR ${CMAKE_CURRENT_LIST_DIR}/debian)
 set(MK_DEB_OUT ${CMAKE_BINARY_DIR}/deploy/debian)
@@ -65,7 +93,7 @@ foreach(f postinst postrm)
 endforeach()
 # conffiles: every file the install puts under /etc, listed by the pre-build
 # script below once the staging tree exists (so a file added later is one too).
-set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA ${MK_DEB_OUT}/conffiles ${MK_DEB_OUT}/postinst ${MK_DEB_OUT}/postrm)
+set(CPACK_DEBIAN_UNSPECIFIED_PACKAGE_CONTROL_EXTRA ${MK_DEB_OUT}/conffiles ${MK_DEB_OUT}/postinst ${MK_DEB_OUT}/postrm)
 set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION TRUE)
 execute_process(COMMAND git log -1 --format=%cD
   WORKING_DIRECTORY ${CMAKE_SOURCE_DIR} OUTPUT_VARIABLE MK_DEB_DATE

@@ -15,7 +15,9 @@
 #     against the simulator; each fails when its daemon is not there;
 #   - README's "deploy from your registry" lines, run as typed (with
 #     `kubectl apply -k` rendered by `kubectl kustomize`), give every migkit
-#     container README's one image path.
+#     container README's one image path;
+#   - docs/deploy.md says what the deploy files do (runAsUser, the build
+#     combinations, the lintian overrides).
 # Needs a kubectl of 1.21 or later (its kustomize reads the overlays) and
 # python3-yaml (scripts/install-deps); without them: SKIP.
 set -euo pipefail
@@ -207,4 +209,31 @@ grep -q '"repository": "registry.example.com/migkit", "image": "migkit", "versio
 grep -q "^    newTag: \"$version\"$" "$src/deploy/kubernetes/kustomization.yaml" ||
   fail "deploy/kubernetes/kustomization.yaml newTag is not \"$version\""
 echo "ok: $n migkit containers with $want"
+
+step "docs/deploy.md says what the deploy files do"
+deploydoc=$src/docs/deploy.md
+uid=$(sed -n 's/^migkit:x:\([0-9]*\):[0-9]*:.*/\1/p' "$src/deploy/image/finish-rootfs" | head -1)
+[ -n "$uid" ] || fail "deploy/image/finish-rootfs writes no user migkit"
+grep -q "^        runAsUser: $uid$" "$src/deploy/kubernetes/scheduler.yaml" ||
+  fail "scheduler.yaml's runAsUser is not the image's user migkit ($uid): $(grep runAsUser "$src/deploy/kubernetes/scheduler.yaml")"
+grep -q "runAsUser: $uid\` in \`deploy/kubernetes/scheduler.yaml\`" "$deploydoc" ||
+  fail "docs/deploy.md does not say runAsUser $uid as the manifest does"
+ccs=$(sed -n 's/^  for cc in \(.*\); do$/\1/p' "$src/scripts/build-matrix" | wc -w)
+types=$(sed -n 's/^    for type in \(.*\); do .*/\1/p' "$src/scripts/build-matrix" | wc -w)
+combos=$((ccs * types))
+skipped=$(sed -n 's/^MIGKIT_MATRIX_SKIP=\([^ ]*\) scripts\/build-matrix$/\1/p' "$src/scripts/test" | tr ',' ' ' | wc -w)
+[ "$combos" -gt 0 ] || fail "cannot count scripts/build-matrix's combinations"
+grep -q "builds the $combos combinations" "$deploydoc" || fail "docs/deploy.md does not say build-matrix builds $combos combinations"
+grep -q "$((combos - skipped)) of its $combos combinations" "$deploydoc" ||
+  fail "docs/deploy.md does not say scripts/test builds $((combos - skipped)) of the $combos combinations"
+if grep -q 'share/man/man1' "$src/CMakeLists.txt" && grep -qi 'manual page is still to write' "$deploydoc"; then
+  fail "docs/deploy.md says the manual page is still to write; migkit(1) ships"
+fi
+for f in "$src"/deploy/debian/lintian-overrides*; do
+  while read -r line; do
+    tag=$(awk -F': ' '{print $2}' <<<"$line" | awk '{print $1}')
+    grep -q "| \`$tag\`" "$deploydoc" || fail "docs/deploy.md's lintian table lacks $tag ($(basename "$f"))"
+  done < <(grep -v '^#' "$f" | grep .)
+done
+echo "ok: runAsUser $uid, $combos combinations ($((combos - skipped)) in scripts/test), the lintian overrides explained"
 echo PASS
