@@ -14,7 +14,8 @@ int main(void) {
 
         unsigned long long base = start_device(0);
         CHECK("cublasCreate", cublasCreate(&h), CUBLAS_STATUS_SUCCESS);
-        unsigned long long created = expect_charged(0, base, 0, "after cublasCreate");
+        /* The handle allocates its default workspace on the device. */
+        unsigned long long created = expect_charged(0, base, 1u << 20, "after cublasCreate");
         RT("cudaMalloc A", cudaMalloc((void **) &a, mat));
         RT("cudaMalloc B", cudaMalloc((void **) &b, mat));
         RT("cudaMalloc C", cudaMalloc((void **) &c, mat));
@@ -27,7 +28,8 @@ int main(void) {
         RT("cudaMalloc workspace", cudaMalloc(&ws, wsize));
         CHECK("cublasSetWorkspace", cublasSetWorkspace(h, ws, wsize), CUBLAS_STATUS_SUCCESS);
         CHECK("cublasSgemm with the workspace",
-              cublasSgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, N, N, N, &alpha, a, N, b, N, &beta, c, N), CUBLAS_STATUS_SUCCESS);
+              cublasSgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, N, N, N, &alpha, a, N, b, N, &beta, c, N),
+              CUBLAS_STATUS_SUCCESS);
         RT("cudaDeviceSynchronize", cudaDeviceSynchronize());
         unsigned long long used = expect_charged(0, created, 3 * mat + wsize, "matrices and workspace");
         printf("cublas: the handle took %llu bytes\n", created - base);

@@ -13,7 +13,8 @@ int main(void) {
 
         unsigned long long base = start_device(0);
         CHECK("cusolverDnCreate", cusolverDnCreate(&h), CUSOLVER_STATUS_SUCCESS);
-        unsigned long long created = proc_mem(0);
+        /* The handle creates cuBLAS and cuSPARSE handles, with their workspaces. */
+        unsigned long long created = expect_charged(0, base, 1u << 20, "after cusolverDnCreate");
         RT("cudaMalloc A", cudaMalloc((void **) &a, (size_t) N * N * sizeof(float)));
         RT("cudaMalloc info", cudaMalloc((void **) &info, sizeof(int)));
         CHECK("cusolverDnSpotrf_bufferSize", cusolverDnSpotrf_bufferSize(h, CUBLAS_FILL_MODE_LOWER, N, a, N, &lwork),
@@ -23,7 +24,8 @@ int main(void) {
         CHECK("cusolverDnSpotrf", cusolverDnSpotrf(h, CUBLAS_FILL_MODE_LOWER, N, a, N, work, lwork, info),
               CUSOLVER_STATUS_SUCCESS);
         RT("cudaDeviceSynchronize", cudaDeviceSynchronize());
-        expect_charged(0, created, (size_t) N * N * sizeof(float) + (size_t) lwork * sizeof(float), "matrix and buffer");
+        expect_charged(0, created, (size_t) N * N * sizeof(float) + (size_t) lwork * sizeof(float),
+                       "matrix and buffer");
         printf("cusolver: the handle took %llu bytes\n", created - base);
         CHECK("cusolverDnDestroy", cusolverDnDestroy(h), CUSOLVER_STATUS_SUCCESS);
         RT("cudaFree", cudaFree(a) | cudaFree(work) | cudaFree(info));

@@ -23,14 +23,16 @@ int main(void) {
         CHECK("cusparseCreate", cusparseCreate(&h), CUSPARSE_STATUS_SUCCESS);
         RT("cudaMalloc CSR", cudaMalloc((void **) &rowptr, sizeof(hrow)) | cudaMalloc((void **) &cols, sizeof(hcol)) |
                                      cudaMalloc((void **) &vals, ROWS * sizeof(float)));
-        RT("cudaMalloc vectors", cudaMalloc((void **) &x, ROWS * sizeof(float)) | cudaMalloc((void **) &y, ROWS * sizeof(float)));
+        RT("cudaMalloc vectors",
+           cudaMalloc((void **) &x, ROWS * sizeof(float)) | cudaMalloc((void **) &y, ROWS * sizeof(float)));
         RT("cudaMemcpy CSR", cudaMemcpy(rowptr, hrow, sizeof(hrow), cudaMemcpyHostToDevice) |
                                      cudaMemcpy(cols, hcol, sizeof(hcol), cudaMemcpyHostToDevice));
         CHECK("cusparseCreateCsr",
               cusparseCreateCsr(&A, ROWS, ROWS, ROWS, rowptr, cols, vals, CUSPARSE_INDEX_32I, CUSPARSE_INDEX_32I,
                                 CUSPARSE_INDEX_BASE_ZERO, CUDA_R_32F),
               CUSPARSE_STATUS_SUCCESS);
-        CHECK("cusparseCreateDnVec", cusparseCreateDnVec(&X, ROWS, x, CUDA_R_32F) | cusparseCreateDnVec(&Y, ROWS, y, CUDA_R_32F),
+        CHECK("cusparseCreateDnVec",
+              cusparseCreateDnVec(&X, ROWS, x, CUDA_R_32F) | cusparseCreateDnVec(&Y, ROWS, y, CUDA_R_32F),
               CUSPARSE_STATUS_SUCCESS);
         CHECK("cusparseSpMV_bufferSize",
               cusparseSpMV_bufferSize(h, CUSPARSE_OPERATION_NON_TRANSPOSE, &alpha, A, X, &beta, Y, CUDA_R_32F,
@@ -44,7 +46,8 @@ int main(void) {
                            CUSPARSE_SPMV_ALG_DEFAULT, buf),
               CUSPARSE_STATUS_SUCCESS);
         RT("cudaDeviceSynchronize", cudaDeviceSynchronize());
-        expect_charged(0, base, sizeof(hrow) + sizeof(hcol) + 3 * ROWS * sizeof(float) + bsize, "matrix, vectors, buffer");
+        expect_charged(0, base, sizeof(hrow) + sizeof(hcol) + 3 * ROWS * sizeof(float) + bsize,
+                       "matrix, vectors, buffer");
         CHECK("cusparseDestroy descriptors",
               cusparseDestroySpMat(A) | cusparseDestroyDnVec(X) | cusparseDestroyDnVec(Y), CUSPARSE_STATUS_SUCCESS);
         CHECK("cusparseDestroy", cusparseDestroy(h), CUSPARSE_STATUS_SUCCESS);

@@ -1,9 +1,12 @@
 /* NCCL on the CUDA driver simulator.
  *   nccl all     ncclCommInitAll on GPUs 0 and 1, ncclAllReduce, stream
- *                synchronise; the same captured in a CUDA graph and launched
+ *                synchronise
+ *   nccl graph   the same, then captured in a CUDA graph and launched
  *   nccl ranks   two processes, one GPU each: rank 0 makes the unique id and
  *                passes it through a pipe, both ncclCommInitRank, allreduce
  * What the communicators allocate is charged on both devices. */
+#include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 
 #include <nccl.h>
@@ -13,33 +16,11 @@
 #define COUNT (1u << 20)
 #define NC(what, expr) CHECK(what, expr, ncclSuccess)
 
-static int all(void) {
-        ncclComm_t comms[2];
-        int devs[2] = { 0, 1 };
-        float *send[2], *recv[2];
-        cudaStream_t s[2];
+/* The allreduce of both ranks captured in a graph per GPU, each launched twice. */
+static void allreduce_graph(ncclComm_t comms[2], float *send[2], float *recv[2], cudaStream_t s[2]) {
         cudaGraph_t g[2];
         cudaGraphExec_t ge[2];
-        unsigned long long base[2];
 
-        for (int i = 0; i < 2; i++)
-                base[i] = start_device(i);
-        NC("ncclCommInitAll", ncclCommInitAll(comms, 2, devs));
-        for (int i = 0; i < 2; i++) {
-                RT("cudaSetDevice", cudaSetDevice(i));
-                RT("cudaMalloc buffers", cudaMalloc((void **) &send[i], COUNT * sizeof(float)) |
-                                                 cudaMalloc((void **) &recv[i], COUNT * sizeof(float)));
-                RT("cudaStreamCreate", cudaStreamCreate(&s[i]));
-        }
-        NC("ncclGroupStart", ncclGroupStart());
-        for (int i = 0; i < 2; i++)
-                NC("ncclAllReduce", ncclAllReduce(send[i], recv[i], COUNT, ncclFloat, ncclSum, comms[i], s[i]));
-        NC("ncclGroupEnd", ncclGroupEnd());
-        for (int i = 0; i < 2; i++) {
-                RT("cudaSetDevice", cudaSetDevice(i));
-                RT("cudaStreamSynchronize", cudaStreamSynchronize(s[i]));
-        }
-        /* The same inside a graph capture. */
         for (int i = 0; i < 2; i++) {
                 RT("cudaSetDevice", cudaSetDevice(i));
                 RT("cudaStreamBeginCapture", cudaStreamBeginCapture(s[i], cudaStreamCaptureModeThreadLocal));
@@ -62,10 +43,42 @@ static int all(void) {
         for (int i = 0; i < 2; i++) {
                 RT("cudaSetDevice", cudaSetDevice(i));
                 RT("cudaStreamSynchronize (graph)", cudaStreamSynchronize(s[i]));
-                unsigned long long used = expect_charged(i, base[i], 2 * COUNT * sizeof(float), "buffers and communicator");
-                printf("nccl: the communicator took %llu bytes on GPU %d\n", used - base[i] - 2 * COUNT * sizeof(float), i);
                 RT("cudaGraphExecDestroy", cudaGraphExecDestroy(ge[i]));
                 RT("cudaGraphDestroy", cudaGraphDestroy(g[i]));
+        }
+}
+
+static int all(int capture) {
+        ncclComm_t comms[2];
+        int devs[2] = { 0, 1 };
+        float *send[2], *recv[2];
+        cudaStream_t s[2];
+        unsigned long long base[2];
+
+        for (int i = 0; i < 2; i++)
+                base[i] = start_device(i);
+        NC("ncclCommInitAll", ncclCommInitAll(comms, 2, devs));
+        for (int i = 0; i < 2; i++) {
+                RT("cudaSetDevice", cudaSetDevice(i));
+                RT("cudaMalloc buffers", cudaMalloc((void **) &send[i], COUNT * sizeof(float)) |
+                                                 cudaMalloc((void **) &recv[i], COUNT * sizeof(float)));
+                RT("cudaStreamCreate", cudaStreamCreate(&s[i]));
+        }
+        NC("ncclGroupStart", ncclGroupStart());
+        for (int i = 0; i < 2; i++)
+                NC("ncclAllReduce", ncclAllReduce(send[i], recv[i], COUNT, ncclFloat, ncclSum, comms[i], s[i]));
+        NC("ncclGroupEnd", ncclGroupEnd());
+        for (int i = 0; i < 2; i++) {
+                RT("cudaSetDevice", cudaSetDevice(i));
+                RT("cudaStreamSynchronize", cudaStreamSynchronize(s[i]));
+        }
+        if (capture)
+                allreduce_graph(comms, send, recv, s);
+        for (int i = 0; i < 2; i++) {
+                unsigned long long used = expect_charged(i, base[i], 2 * COUNT * sizeof(float) + (1u << 20),
+                                                          "buffers and communicator");
+                printf("nccl: the communicator took %llu bytes on GPU %d\n",
+                       used - base[i] - 2 * COUNT * sizeof(float), i);
         }
         for (int i = 0; i < 2; i++)
                 NC("ncclCommDestroy", ncclCommDestroy(comms[i]));
@@ -110,7 +123,7 @@ static int rank(int r, int fd) {
         for (int i = 0; i < 3; i++)
                 NC("ncclAllReduce", ncclAllReduce(send, recv, COUNT, ncclFloat, ncclSum, comm, s));
         RT("cudaStreamSynchronize", cudaStreamSynchronize(s));
-        expect_charged(r, base, 2 * COUNT * sizeof(float), "buffers and communicator");
+        expect_charged(r, base, 2 * COUNT * sizeof(float) + (1u << 20), "buffers and communicator");
         NC("ncclCommDestroy", ncclCommDestroy(comm));
         RT("cudaFree", cudaFree(send) | cudaFree(recv));
         return 0;
@@ -127,6 +140,7 @@ static int ranks(void) {
                 if (pid[r] < 0)
                         return 1;
                 if (pid[r] == 0) {
+                        prctl(PR_SET_PDEATHSIG, SIGKILL); /* a test's timeout that kills the parent ends the ranks */
                         close(fds[r == 0 ? 0 : 1]);
                         fflush(stdout);
                         _exit(rank(r, fds[r == 0 ? 1 : 0]));
@@ -134,11 +148,19 @@ static int ranks(void) {
         }
         close(fds[0]);
         close(fds[1]);
-        for (int r = 0; r < 2; r++) {
+        /* A rank that fails leaves the other waiting for it in NCCL: it is killed. */
+        for (int left = 2; left > 0; left--) {
                 int st = 0;
-                if (waitpid(pid[r], &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+                pid_t p = wait(&st);
+                int r = p == pid[0] ? 0 : p == pid[1] ? 1 : -1;
+                if (r < 0)
+                        return 1;
+                pid[r] = 0;
+                if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
                         fprintf(stderr, "FAIL rank %d: wait status %d\n", r, st);
                         bad = 1;
+                        if (pid[1 - r] > 0)
+                                kill(pid[1 - r], SIGKILL);
                 }
         }
         return bad;
@@ -147,13 +169,15 @@ static int ranks(void) {
 int main(int argc, char **argv) {
         int v = 0;
         setvbuf(stdout, NULL, _IOLBF, 0);
-        if (argc != 2 || (strcmp(argv[1], "all") != 0 && strcmp(argv[1], "ranks") != 0)) {
-                fprintf(stderr, "usage: nccl all|ranks\n");
+        if (argc != 2 || (strcmp(argv[1], "all") != 0 && strcmp(argv[1], "graph") != 0 &&
+                          strcmp(argv[1], "ranks") != 0)) {
+                fprintf(stderr, "usage: nccl all|graph|ranks\n");
                 return 2;
         }
         NC("ncclGetVersion", ncclGetVersion(&v));
         printf("nccl %d\n", v);
-        if ((strcmp(argv[1], "all") == 0 ? all() : ranks()) != 0)
+        int r = strcmp(argv[1], "ranks") == 0 ? ranks() : all(strcmp(argv[1], "graph") == 0);
+        if (r != 0)
                 return 1;
         printf("PASSED\n");
         return 0;

@@ -27,7 +27,8 @@ static char *compile(const char *opt, int cubin) {
                         fprintf(stderr, "%s\n", log);
         }
         CHECK("nvrtcCompileProgram", r, NVRTC_SUCCESS);
-        CHECK("nvrtcGet(PTX|CUBIN)Size", cubin ? nvrtcGetCUBINSize(p, &size) : nvrtcGetPTXSize(p, &size), NVRTC_SUCCESS);
+        CHECK("nvrtcGet(PTX|CUBIN)Size", cubin ? nvrtcGetCUBINSize(p, &size) : nvrtcGetPTXSize(p, &size),
+              NVRTC_SUCCESS);
         char *image = malloc(size);
         if (!image)
                 exit(1);
@@ -62,8 +63,9 @@ int main(void) {
         printf("nvrtc %d.%d\n", major, minor);
         CHECK("cuInit", cuInit(0), CUDA_SUCCESS);
         CHECK("cuDeviceGet", cuDeviceGet(&d, dev), CUDA_SUCCESS);
-        CHECK("cuDeviceGetAttribute", cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, d) |
-                                              cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, d),
+        CHECK("cuDeviceGetAttribute compute capability",
+              cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, d) |
+                      cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, d),
               CUDA_SUCCESS);
         CHECK("cuDevicePrimaryCtxRetain", cuDevicePrimaryCtxRetain(&ctx, d), CUDA_SUCCESS);
         CHECK("cuCtxSetCurrent", cuCtxSetCurrent(ctx), CUDA_SUCCESS);
