@@ -43,8 +43,11 @@ struct mk_host_lock_opts {
 
 /* Takes the host lock, waiting for it as `o` says; *ret_fd holds it (close
  * it, or mk_host_lock_release(), to release it), written only on success.
- * Creates <run root>/migkit (0755) and the lock file (0644) when missing.
- * Errors name the lock file: -ETIMEDOUT, -ECANCELED, or open's errno. The
+ * Creates <run root>/migkit (0755) and the lock file (0644) when missing;
+ * when that is not permitted (EACCES, EPERM, EROFS: not root, who alone
+ * changes a real GPU's MIG state) it warns and returns 0 with *ret_fd = -1,
+ * no lock taken. Errors name the lock file: -ETIMEDOUT, -ECANCELED, or
+ * open's errno. The
  * lock is per open file: a process holding it that asks again waits for
  * itself, so each flow takes it once, at its top. */
 int mk_host_lock_take(const struct mk_host *h, const struct mk_host_lock_opts *o, int *ret_fd, struct mk_error *e)

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -706,6 +707,28 @@ static void test_host_lock(void **state) {
         assert_non_null(strstr(e.msg, path));
         assert_int_equal(unlink(path), 0);
         mk_host_done(&h);
+
+        /* Without permission to create it (not root): a warning, no lock, success. */
+        _cleanup_free_ char *ro = tmp_path("ro");
+        assert_int_equal(mkdir(ro, 0555), 0);
+        if (getuid() == 0) {
+                pid_t pid = fork();
+                assert_true(pid >= 0);
+                if (pid == 0) {
+                        if (setgid(65534) < 0 || setuid(65534) < 0)
+                                _exit(3);
+                        char rr[PATH_MAX + 8];
+                        snprintf(rr, sizeof(rr), "%s/run", ro);
+                        struct mk_host hh = {.run_root = rr};
+                        int lfd = 7;
+                        int q = mk_host_lock_take(&hh, NULL, &lfd, NULL);
+                        _exit(q == 0 && lfd == -1 ? 0 : 1);
+                }
+                int st = 0;
+                assert_int_equal(waitpid(pid, &st, 0), pid);
+                assert_true(WIFEXITED(st));
+                assert_int_equal(WEXITSTATUS(st), 0);
+        }
 }
 
 static void test_read_file_stdin(void **state) {
