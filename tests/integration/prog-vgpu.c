@@ -32,6 +32,8 @@
  *   pinned MIB               cuMemAllocHost of MIB with the device at its cap: "pinned R"
  *   exchange ROUNDS IN OUT   tensor-parallel style: ROUNDS of (2 ms kernel, synchronise, a byte
  *                            to fifo OUT, a byte from fifo IN): "exchange done ROUNDS share P"
+ *   pool-fill MIB            the bench's: MIB kept reserved by the pool, then 64 MiB allocations
+ *                            until refused: "held physical B"
  *   pool MIB                 the default pool keeps MIB reserved past a free (release threshold):
  *                            charged while reserved, given back by cuMemPoolTrimTo: "pool ok"
  * Device $PROG_VGPU_DEVICE (default 0), its primary context. Exit 0 on success, 1 on a failed check,
@@ -834,6 +836,26 @@ static int cmd_pinned(size_t bytes) {
         return 0;
 }
 
+/* The bench's pool case: the default pool keeps bytes reserved past a free,
+ * then 64 MiB allocations until refused: "held physical B" (reserved + filled). */
+static int cmd_pool_fill(size_t bytes) {
+        CUmemoryPool pool;
+        CUdeviceptr p;
+        cuuint64_t all = UINT64_MAX, reserved = 0;
+        size_t filled = 0;
+        if (!cu.cuMemPoolSetAttribute || cu.cuDeviceGetDefaultMemPool(&pool, device_index()) != CUDA_SUCCESS ||
+            cu.cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &all) != CUDA_SUCCESS ||
+            cu.cuMemAllocAsync(&p, bytes, NULL) != CUDA_SUCCESS)
+                return 77;
+        cu.cuMemFreeAsync(p, NULL);
+        cu.cuCtxSynchronize();
+        cu.cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &reserved);
+        for (int i = 0; i < 64 && cu.cuMemAlloc_v2(&p, 64u << 20) == CUDA_SUCCESS; i++)
+                filled += 64u << 20;
+        printf("held physical %llu\n", (unsigned long long) reserved + filled);
+        return 0;
+}
+
 static int cmd_pool(size_t bytes) {
         CUmemoryPool pool;
         CUdeviceptr p;
@@ -940,6 +962,8 @@ int main(int argc, char **argv) {
                 return cmd_import((int) a, b);
         if (strcmp(cmd, "exchange") == 0 && argc > 5)
                 return cmd_exchange((unsigned) a, argv[4], argv[5]);
+        if (strcmp(cmd, "pool-fill") == 0)
+                return cmd_pool_fill(a << 20);
         if (strcmp(cmd, "pool") == 0)
                 return cmd_pool(a << 20);
         if (strcmp(cmd, "pinned") == 0)
