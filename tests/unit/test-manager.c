@@ -22,7 +22,7 @@
 
 static json_t *parse(const char *s) {
         json_error_t err;
-        json_t *j = json_loads(s, JSON_DECODE_ANY, &err);
+        json_t *j = json_loads(s, JSON_DECODE_ANY | JSON_ALLOW_NUL, &err); /* as the apiserver's data */
         if (!j)
                 fail_msg("bad test JSON '%s': %s", s, err.text);
         return j;
@@ -106,6 +106,11 @@ static void test_paused_annotation(void **state) {
                 {"{\"migkit.io/paused-labels\":\"{}\"}", "[]"},
                 {"{\"migkit.io/paused-labels\":\"[1,\\\"kubernetes.io/os\\\",\\\"nvidia.com/gpu.deploy.nvsm\\\"]\"}",
                  "[\"nvidia.com/gpu.deploy.nvsm\"]"},
+                /* issue 27: a NUL byte in the value is invalid JSON, not the end
+                 * of a shorter list (read cut there, this was [dcgm]); nor is a
+                 * NUL inside a name kept */
+                {"{\"migkit.io/paused-labels\":\"[\\\"nvidia.com/gpu.deploy.dcgm\\\"]\\u0000[]\"}", "[]"},
+                {"{\"migkit.io/paused-labels\":\"[\\\"nvidia.com/gpu.deploy.dcgm\\\\u0000x\\\"]\"}", "[]"},
         };
         (void) state;
         for (size_t i = 0; i < ELEMENTSOF(rows); i++) {
