@@ -12,7 +12,7 @@
 #include "base/parse.h"
 #include "cli/cli.h"
 #include "cli/options.h"
-#include "plugin/labels.h"
+#include "gfd/labels.h"
 #include "spec/plugin-config.h"
 
 #define DEFAULT_MACHINE_TYPE_FILE "/sys/class/dmi/id/product_name"

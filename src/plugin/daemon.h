@@ -17,7 +17,7 @@
 
 #include "base/error.h"
 #include "base/macro.h"
-#include "plugin/labels.h"
+#include "gfd/labels.h"
 #include "plugin/resources.h"
 #include "plugin/soft.h"
 

@@ -13,7 +13,7 @@
 #include "base/log.h"
 #include "base/macro.h"
 #include "base/parse.h"
-#include "plugin/labels-host.h"
+#include "gfd/labels-host.h"
 #include "plugin/resources.h"
 
 #define PREFIX "nvidia.com/"

@@ -1,4 +1,4 @@
-/* Unit tests for plugin/labels: GFD labels as data. Each case is a
+/* Unit tests for gfd/labels: GFD labels as data. Each case is a
  * hand-built node (GPU models, MIG modes, MIG layouts), a strategy and an
  * optional sharing config; the labels it must have, and the keys it must not.
  * Golden files for simulated machines are in tests/integration/test-labels.sh. */
@@ -18,8 +18,8 @@
 #include "base/dynbuf.h"
 #include "base/error.h"
 #include "base/macro.h"
+#include "gfd/labels.h"
 #include "mig/gpu.h"
-#include "plugin/labels.h"
 #include "spec/plugin-config.h"
 
 /* ---- GPU models (figures as NVML reports them on the real parts) ---- */

@@ -16,8 +16,8 @@
 #include "base/error.h"
 #include "base/fileio.h"
 #include "base/macro.h"
+#include "gfd/labels.h"
 #include "plugin/daemon.h"
-#include "plugin/labels.h"
 
 static void test_labels_mode_table(void **state) {
         for (int i = 0; i < _MK_DP_LABELS_MODE_MAX; i++)

@@ -11,7 +11,7 @@
 #include "base/macro.h"
 #include "base/parse.h"
 #include "mig/gpu.h"
-#include "plugin/labels-host.h"
+#include "gfd/labels-host.h"
 
 #define PCI_VENDOR_NVIDIA "0x10de"
 #define PCI_CLASS_VGA 0x030000u

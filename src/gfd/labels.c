@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "base/macro.h"
-#include "plugin/labels.h"
+#include "gfd/labels.h"
 
 #define PREFIX "nvidia.com/"
 

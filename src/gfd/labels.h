@@ -17,7 +17,7 @@
 #include "base/error.h"
 #include "base/macro.h"
 #include "mig/gpu.h"
-#include "plugin/labels-host.h"
+#include "gfd/labels-host.h"
 #include "spec/plugin-config.h"
 
 #define MK_MAX_LABELS 4096u /* labels of one node; far above what 16 GPUs give */
