@@ -2,8 +2,9 @@
 # `migkit scheduler serve` under hostile clients (issue 17): thousands of
 # slow connections held open while /healthz and /filter keep answering, the
 # per-client limit (a new connection past it closes that client's idlest,
-# issue 27), a trickled body cut by the request timeout, bodies refused by size, node count and value count (413) before any parse, and
-# the RSS after 16 concurrent hostile 8 MB bodies. The number of slow
+# issue 27), a trickled body cut by the request timeout, bodies refused by
+# size, node count and value count (413) before any parse, and the RSS after
+# 16 concurrent hostile 8 MB bodies. The number of slow
 # connections is 10,000 or what the fd limit allows (printed).
 set -euo pipefail
 : "${MIGKIT_BIN:?}"
