@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # NVIDIA's libraries on the CUDA driver simulator (docs/simulator.md, "NVIDIA's
-# libraries on the simulator"): one program per toolkit library
+# libraries on the simulator"): the private export tables they need, checked
+# through the driver API (cuda-lib-tables), and one program per toolkit library
 # (tests/cuda-libs: cuBLAS, cuBLASLt, cuDNN, cuFFT, cuRAND, cuSOLVER, cuSPARSE,
-# NVRTC, NCCL with two GPUs in one process and as two processes), each on a fresh simulated machine with two H100s, each checking
-# its calls' status codes and that what the library allocates is charged to
-# the device (NVML's process list). Then all of them again with the soft
-# slicing library (libmigkit-vgpu.so) preloaded under a memory cap large enough
-# for them: they must still succeed, and see the cap as their device's memory.
-# Prints each program's run time. Skips (exit 0, "SKIP") without the simulator
-# or the toolkit's libraries; a program whose library the toolkit lacks is
-# skipped with a note.
+# NVRTC, NCCL with two GPUs in one process and as two processes), each on a
+# fresh simulated machine with two H100s, each checking its calls' status codes
+# and that what the library allocates is charged to the device (NVML's process
+# list). Then all of them again with the soft slicing library
+# (libmigkit-vgpu.so) preloaded under a memory cap large enough for them: they
+# must still succeed, and see the cap as their device's memory. Prints each
+# program's run time. Skips (exit 0, "SKIP") without the simulator or the
+# toolkit's libraries; a program whose library the toolkit lacks is skipped
+# with a note.
 set -euo pipefail
 : "${MIGKIT_BUILD_DIR:?}"
 lib=$MIGKIT_BUILD_DIR/sim/lib
@@ -73,7 +75,7 @@ for pass in plain vgpu; do
     echo "note: no $vgpu: the pass with the soft slicing library is skipped"
     continue
   fi
-  for name in cublas cublaslt cudnn cufft curand cusolver cusparse nvrtc; do
+  for name in tables cublas cublaslt cudnn cufft curand cusolver cusparse nvrtc; do
     run "$pass" "$name"
   done
   run "$pass" nccl all
