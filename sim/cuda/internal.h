@@ -292,6 +292,7 @@ struct cu_mem_handle {
         unsigned refs;           /* handles: cuMemCreate or import 1, each retain 1 more, release 1 less */
         uint64_t charged;        /* to cu_devs[dev]; 0 when imported (the exporter is charged) */
         CUmemAllocationProp prop;
+        struct cu_mem_handle *next; /* live handles (vmm.c) */
 };
 struct cu_mapping {
         uintptr_t base;

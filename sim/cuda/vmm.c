@@ -13,6 +13,15 @@
 
 #include "cuda/internal.h"
 
+static struct cu_mem_handle *handles; /* live physical allocations, under cu_lock */
+
+static void handle_register(struct cu_mem_handle *h) {
+        pthread_mutex_lock(&cu_lock);
+        h->next = handles;
+        handles = h;
+        pthread_mutex_unlock(&cu_lock);
+}
+
 /* ---- virtual memory management ---- */
 
 CU_EXPORT CUresult cuMemGetAllocationGranularity(size_t *granularity, const CUmemAllocationProp *prop,
@@ -70,12 +79,18 @@ CU_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size
         h->refs = 1;
         h->charged = host ? 0 : size;
         h->prop = *prop;
+        handle_register(h);
         *handle = (CUmemGenericAllocationHandle) (uintptr_t) h;
         return CUDA_SUCCESS;
 }
 
 static void handle_maybe_free(struct cu_mem_handle *h) {
         if (h->refs == 0 && h->maps == 0) {
+                for (struct cu_mem_handle **p = &handles; *p; p = &(*p)->next)
+                        if (*p == h) {
+                                *p = h->next;
+                                break;
+                        }
                 close(h->fd);
                 if (h->dev >= 0)
                         cu_uncharge(&cu_devs[h->dev], h->charged);
@@ -84,9 +99,13 @@ static void handle_maybe_free(struct cu_mem_handle *h) {
         }
 }
 
+/* A handle the program holds; a freed or made-up one is found in no list (never
+ * dereferenced). Under cu_lock. */
 static struct cu_mem_handle *handle_get(CUmemGenericAllocationHandle handle) {
-        struct cu_mem_handle *h = (struct cu_mem_handle *) (uintptr_t) handle;
-        return h && h->magic == MAGIC_HANDLE && h->refs > 0 ? h : NULL;
+        for (struct cu_mem_handle *h = handles; h; h = h->next)
+                if ((uintptr_t) h == handle)
+                        return h->magic == MAGIC_HANDLE && h->refs > 0 ? h : NULL;
+        return NULL;
 }
 
 CU_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
@@ -222,11 +241,12 @@ CU_EXPORT CUresult cuMemGetAccess(unsigned long long *flags, const CUmemLocation
 
 CU_EXPORT CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop,
                                                           CUmemGenericAllocationHandle handle) {
+        pthread_mutex_lock(&cu_lock);
         struct cu_mem_handle *h = handle_get(handle);
-        if (!h || !prop)
-                return CUDA_ERROR_INVALID_VALUE;
-        *prop = h->prop;
-        return CUDA_SUCCESS;
+        if (h && prop)
+                *prop = h->prop;
+        pthread_mutex_unlock(&cu_lock);
+        return h && prop ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
 CU_EXPORT CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr) {
@@ -318,6 +338,7 @@ CU_EXPORT CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *
                                           .location = { .type = dev < 0 ? CU_MEM_LOCATION_TYPE_HOST
                                                                         : CU_MEM_LOCATION_TYPE_DEVICE,
                                                         .id = dev < 0 ? 0 : dev } };
+        handle_register(h);
         *handle = (CUmemGenericAllocationHandle) (uintptr_t) h;
         return CUDA_SUCCESS;
 }

@@ -74,8 +74,18 @@ grep -qx "clusters 66 size 8 16-portable 912 16-nonportable 0/8" "$tmp/clusters"
   fail "clusters on an H100: $(cat "$tmp/clusters")"
 
 # --- every driver entry point exported and answered by cuGetProcAddress ----------
+# py ARGS: python3 loading the simulator (ctypes); a sanitizer build needs its runtime first.
+py() {
+  local asan
+  asan=$(ldd "$lib/libcuda.so.1" 2>/dev/null | awk '/libasan/ { print $3 }')
+  if [ -n "$asan" ]; then
+    LD_PRELOAD=$asan ASAN_OPTIONS=detect_leaks=0:verify_asan_link_order=0 python3 "$@"
+  else
+    python3 "$@"
+  fi
+}
 if [ -r /usr/local/cuda/include/cudaTypedefs.h ]; then
-  python3 "$MIGKIT_SOURCE_DIR/tests/cuda-sim/check-procs.py" "$lib/libcuda.so.1" /usr/local/cuda/include \
+  py "$MIGKIT_SOURCE_DIR/tests/cuda-sim/check-procs.py" "$lib/libcuda.so.1" /usr/local/cuda/include \
     >"$tmp/procs" 2>&1 || fail "entry points: $(cat "$tmp/procs")"
   # The committed generated tables are what gen-procs.py makes from this toolkit.
   python3 "$MIGKIT_SOURCE_DIR/sim/cuda/gen-procs.py" /usr/local/cuda/include "$MIGKIT_SOURCE_DIR/sim/cuda" "$tmp/gen"
@@ -84,7 +94,7 @@ if [ -r /usr/local/cuda/include/cudaTypedefs.h ]; then
   done
 fi
 # A stub names itself under tracing.
-MIGKIT_SIM_CUDA_TRACE=1 python3 -c 'import ctypes,sys; sys.exit(ctypes.CDLL(sys.argv[1]).cuTexRefCreate(None) != 801)' \
+MIGKIT_SIM_CUDA_TRACE=1 py -c 'import ctypes,sys; sys.exit(ctypes.CDLL(sys.argv[1]).cuTexRefCreate(None) != 801)' \
   "$lib/libcuda.so.1" 2>"$tmp/stubtrace" || fail "stub: not CUDA_ERROR_NOT_SUPPORTED"
 grep -q 'cuTexRefCreate: not supported' "$tmp/stubtrace" || fail "stub trace: $(cat "$tmp/stubtrace")"
 
