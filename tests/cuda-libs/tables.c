@@ -16,14 +16,15 @@ typedef void (*fn_each)(void *, CUfunction);
 typedef CUresult (*fn_functions)(CUcontext, CUmodule, fn_each, void *);
 typedef CUresult (*fn_stub)(void);
 
+static int nibble(char c) {
+        return c <= '9' ? c - '0' : c - 'a' + 10;
+}
+
 static void **table(const char *hex, size_t slots) {
         CUuuid id;
         const void *t = NULL;
-        for (int i = 0; i < 16; i++) {
-                unsigned v;
-                sscanf(hex + 2 * i, "%2x", &v);
-                id.bytes[i] = (char) v;
-        }
+        for (int i = 0; i < 16; i++)
+                id.bytes[i] = (char) (nibble(hex[2 * i]) << 4 | nibble(hex[2 * i + 1]));
         CHECK(hex, cuGetExportTable(&t, &id), CUDA_SUCCESS);
         void **tab = (void **) t;
         if ((uintptr_t) tab[0] != slots * sizeof(void *)) {
