@@ -1578,11 +1578,21 @@ static nvmlReturn_t procs_answer(const vgpu_nvmlProcessInfo_v2_t *list, unsigned
         return NVML_SUCCESS;
 }
 
+/* The lists' buffers: process-wide under procs_lock, not per thread (a
+ * preloaded library's thread-local storage is taken in every thread of
+ * every process). */
+/* Recursive: an NVML whose graphics list calls its own exported compute list
+ * would reach compute_procs inside the graphics hook. */
+static pthread_mutex_t procs_lock = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
+static vgpu_nvmlProcessInfo_v2_t procs_mine[VGPU_MAX_SLOTS], procs_keep[PROC_MAX];
+
 static nvmlReturn_t compute_procs(nvmlDevice_t d, unsigned *count, void *infos, bool v1) {
         int i = nvml_dev_index(d);
-        static __thread vgpu_nvmlProcessInfo_v2_t list[VGPU_MAX_SLOTS];
-        unsigned n = region_procs((unsigned) i, list, VGPU_MAX_SLOTS);
-        return procs_answer(list, n < VGPU_MAX_SLOTS ? n : VGPU_MAX_SLOTS, count, infos, v1);
+        pthread_mutex_lock(&procs_lock);
+        unsigned n = region_procs((unsigned) i, procs_mine, VGPU_MAX_SLOTS);
+        nvmlReturn_t r = procs_answer(procs_mine, n < VGPU_MAX_SLOTS ? n : VGPU_MAX_SLOTS, count, infos, v1);
+        pthread_mutex_unlock(&procs_lock);
+        return r;
 }
 
 #define COMPUTE_PROCS(name, type, v1)                                                                        \
@@ -1609,20 +1619,22 @@ COMPUTE_PROCS(nvmlDeviceGetComputeRunningProcesses_v3, vgpu_nvmlProcessInfo_v2_t
                 int dev = active ? nvml_dev_index(d) : -1;                                                   \
                 if (dev < 0)                                                                                 \
                         return real(d, n, p);                                                                \
-                static __thread type all[PROC_MAX];                                                          \
-                static __thread vgpu_nvmlProcessInfo_v2_t mine[VGPU_MAX_SLOTS], keep[PROC_MAX];              \
+                static type all[PROC_MAX]; /* under procs_lock */                                            \
                 unsigned na = PROC_MAX, k = 0;                                                               \
+                pthread_mutex_lock(&procs_lock);                                                             \
                 nvmlReturn_t r = real(d, &na, all);                                                          \
-                if (r != NVML_SUCCESS)                                                                       \
-                        return r;                                                                            \
-                unsigned nm = region_procs((unsigned) dev, mine, VGPU_MAX_SLOTS);                            \
-                for (unsigned i = 0; i < na && i < PROC_MAX; i++)                                            \
-                        for (unsigned j = 0; j < nm && j < VGPU_MAX_SLOTS; j++)                              \
-                                if (mine[j].pid == all[i].pid) {                                             \
-                                        keep[k++] = mine[j];                                                 \
-                                        break;                                                               \
-                                }                                                                            \
-                return procs_answer(keep, k, n, p, v1);                                                      \
+                if (r == NVML_SUCCESS) {                                                                     \
+                        unsigned nm = region_procs((unsigned) dev, procs_mine, VGPU_MAX_SLOTS);              \
+                        for (unsigned i = 0; i < na && i < PROC_MAX; i++)                                    \
+                                for (unsigned j = 0; j < nm && j < VGPU_MAX_SLOTS; j++)                      \
+                                        if (procs_mine[j].pid == all[i].pid) {                               \
+                                                procs_keep[k++] = procs_mine[j];                             \
+                                                break;                                                       \
+                                        }                                                                    \
+                        r = procs_answer(procs_keep, k, n, p, v1);                                           \
+                }                                                                                            \
+                pthread_mutex_unlock(&procs_lock);                                                           \
+                return r;                                                                                    \
         }
 GRAPHICS_PROCS(nvmlDeviceGetGraphicsRunningProcesses, vgpu_nvmlProcessInfo_v1_t, true)
 GRAPHICS_PROCS(nvmlDeviceGetGraphicsRunningProcesses_v2, vgpu_nvmlProcessInfo_v2_t, false)
