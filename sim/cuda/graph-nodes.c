@@ -291,3 +291,26 @@ CU_EXPORT CUresult cuStreamUpdateCaptureDependencies(CUstream hStream, CUgraphNo
                                                      size_t numDependencies, unsigned int flags) {
         return cuStreamUpdateCaptureDependencies_v2(hStream, dependencies, NULL, numDependencies, flags);
 }
+
+static CUresult add_event_node(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+                               size_t numDependencies, CUevent event, CUgraphNodeType type) {
+        CUgraphNodeParams p;
+        memset(&p, 0, sizeof(p));
+        p.type = type;
+        if (type == CU_GRAPH_NODE_TYPE_EVENT_RECORD)
+                p.eventRecord.event = event;
+        else
+                p.eventWait.event = event;
+        return cuGraphAddNode_v2(phGraphNode, hGraph, dependencies, NULL, numDependencies, &p);
+}
+
+CU_EXPORT CUresult cuGraphAddEventRecordNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+                                             size_t numDependencies, CUevent event) {
+        return add_event_node(phGraphNode, hGraph, dependencies, numDependencies, event,
+                              CU_GRAPH_NODE_TYPE_EVENT_RECORD);
+}
+
+CU_EXPORT CUresult cuGraphAddEventWaitNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+                                           size_t numDependencies, CUevent event) {
+        return add_event_node(phGraphNode, hGraph, dependencies, numDependencies, event, CU_GRAPH_NODE_TYPE_WAIT_EVENT);
+}

@@ -11,6 +11,7 @@ static struct cu_graph *graph_new(void) {
 }
 
 static void graph_free(struct cu_graph *g) {
+        cu_graph_release_user_objects(g);
         for (size_t i = 0; i < g->n_nodes; i++) {
                 g->nodes[i]->magic = 0;
                 free(g->nodes[i]);
@@ -181,6 +182,11 @@ CUresult cu_graph_instantiate(CUgraphExec *phGraphExec, CUgraph hGraph) {
                         return CUDA_ERROR_OUT_OF_MEMORY;
                 }
         }
+        if (cu_graph_copy_user_objects(copy, g) != CUDA_SUCCESS) {
+                graph_free(copy);
+                free(x);
+                return CUDA_ERROR_OUT_OF_MEMORY;
+        }
         x->magic = MAGIC_GEXEC;
         x->graph = copy;
         *phGraphExec = (CUgraphExec) x;
@@ -308,7 +314,7 @@ CU_EXPORT CUresult cuStreamEndCapture(CUstream hStream, CUgraph *phGraph) {
                 return CUDA_ERROR_ILLEGAL_STATE;
         pthread_mutex_lock(&cu_lock);
         *phGraph = (CUgraph) s->capture;
-        s->capture = NULL;
+        cu_capture_end_all(s->capture); /* this stream and every stream that joined it */
         pthread_mutex_unlock(&cu_lock);
         return CUDA_SUCCESS;
 }

@@ -24,6 +24,7 @@
  *   3  launch.c    launch API
  *      memops.c    stream memory operations (write, wait, batch)
  *      ipc.c       IPC memory and event handles
+ *      userobj.c   user objects and the references graphs hold
  *      arrays.c    CUDA arrays and mipmapped arrays (sized, charged)
  *      graphs.c    graphs, instantiation, launch, capture API
  *      graph-nodes.c  kernel node parameters, exec update, CUDA 10/11 forms
@@ -125,6 +126,9 @@ struct cu_event {
         unsigned flags;
         bool recorded;
         uint64_t time_ns;
+        struct cu_graph *capture;        /* recorded in a capturing stream: a stream waiting on it joins */
+        unsigned long long capture_id;
+        CUstreamCaptureMode capture_mode;
 };
 
 struct cu_module {
@@ -186,10 +190,13 @@ struct cu_node {
         struct cu_node *orig;            /* in an instantiated copy: the graph's node */
 };
 
+struct cu_user_ref; /* userobj.c */
+
 struct cu_graph {
         uint32_t magic;
         struct cu_node **nodes;
         size_t n_nodes, cap;
+        struct cu_user_ref *urefs; /* user objects it holds references to */
 };
 
 struct cu_gexec {
@@ -232,6 +239,8 @@ uint64_t cu_dev_used(struct cu_dev *d); /* exact, all processes, static ones inc
 struct cu_stream *cu_stream_new(struct cu_ctx *ctx, unsigned flags, int prio);
 void cu_ctx_free_streams(struct cu_ctx *ctx);
 void cu_stream_free(struct cu_stream *s); /* unlinks and frees; under cu_lock */
+bool cu_capture_active(const struct cu_graph *g, unsigned long long id); /* a stream still captures it */
+void cu_capture_end_all(const struct cu_graph *g);                     /* every stream that joined it */
 struct cu_stream *cu_stream_resolve(CUstream s, struct cu_ctx **ret_ctx, CUresult *ret_err);
 uint64_t cu_stream_ready(struct cu_stream *s); /* when new work on s may start */
 void cu_sleep_until(uint64_t t_ns);
@@ -312,6 +321,9 @@ CUresult cu_memcpy_checked(void *dst, const void *src, size_t n);
 CUresult cu_memset_checked(CUdeviceptr dst, unsigned value, unsigned elem, size_t width, size_t height,
                            size_t pitch);
 
+/* User objects (userobj.c): a graph's references, released with it, copied at instantiation. */
+void cu_graph_release_user_objects(struct cu_graph *g); /* without cu_lock */
+CUresult cu_graph_copy_user_objects(struct cu_graph *dst, const struct cu_graph *src);
 /* Graphs: captured operations (sched.c); graphs.c: */
 CUresult cu_graph_instantiate(CUgraphExec *phGraphExec, CUgraph hGraph);
 CUresult cu_graph_add(struct cu_graph *g, struct cu_node *n);

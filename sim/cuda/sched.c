@@ -222,3 +222,18 @@ void *cu_extra_buffer(void **extra) {
                         return extra[i + 1];
         return NULL;
 }
+
+/* Stream capture across streams: a stream that waits on an event recorded in a
+ * capturing stream joins that capture; ending it on its origin ends it on all. */
+bool cu_capture_active(const struct cu_graph *g, unsigned long long id) {
+        for (struct cu_stream *o = streams; o; o = o->next)
+                if (o->capture == g && o->capture_id == id)
+                        return true;
+        return false;
+}
+
+void cu_capture_end_all(const struct cu_graph *g) {
+        for (struct cu_stream *o = streams; o; o = o->next)
+                if (o->capture == g)
+                        o->capture = NULL;
+}

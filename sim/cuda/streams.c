@@ -147,8 +147,16 @@ CU_EXPORT CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned 
         if (!e || e->magic != MAGIC_EVENT)
                 return CUDA_ERROR_INVALID_HANDLE;
         pthread_mutex_lock(&cu_lock);
-        if (e->recorded)
+        if (e->capture && cu_capture_active(e->capture, e->capture_id)) {
+                /* A capture event: this stream joins the capture (its work goes into the same graph). */
+                if (!s->capture) {
+                        s->capture = e->capture;
+                        s->capture_id = e->capture_id;
+                        s->capture_mode = e->capture_mode;
+                }
+        } else if (!s->capture && e->recorded) { /* a capturing stream records no wait on outside work */
                 s->tail_ns = MAX(s->tail_ns, e->time_ns);
+        }
         pthread_mutex_unlock(&cu_lock);
         return CUDA_SUCCESS;
 }
@@ -275,9 +283,15 @@ CU_EXPORT CUresult cuEventRecord(CUevent hEvent, CUstream hStream) {
                 if (!n)
                         return CUDA_ERROR_OUT_OF_MEMORY;
                 n->event = e;
+                pthread_mutex_lock(&cu_lock);
+                e->capture = s->capture;
+                e->capture_id = s->capture_id;
+                e->capture_mode = s->capture_mode;
+                pthread_mutex_unlock(&cu_lock);
                 return cu_graph_add(s->capture, n);
         }
         pthread_mutex_lock(&cu_lock);
+        e->capture = NULL;
         e->time_ns = MAX(cu_stream_ready(s), sim_live_now_ns());
         e->recorded = true;
         pthread_mutex_unlock(&cu_lock);

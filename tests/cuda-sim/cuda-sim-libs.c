@@ -191,6 +191,54 @@ static void check_capture_nodes(CUstream s) {
         OK(cuGraphDestroy(g));
 }
 
+static int destroyed;
+static void obj_destroy(void *p) {
+        (void) p;
+        destroyed++;
+}
+
+/* NCCL in a capture: a second stream joins through an event, a user object keeps resources. */
+static void check_capture_join(CUstream s) {
+        CUresult r;
+        CUstream s2;
+        CUevent e, back;
+        CUgraph g;
+        CUgraphExec gx;
+        CUuserObject obj;
+        CUstreamCaptureStatus st;
+        OK(cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
+        OK(cuEventCreate(&e, CU_EVENT_DISABLE_TIMING));
+        OK(cuEventCreate(&back, CU_EVENT_DISABLE_TIMING));
+        OK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_RELAXED));
+        OK(cuEventRecord(e, s));
+        OK(cuStreamWaitEvent(s2, e, 0));
+        OK(cuStreamIsCapturing(s2, &st));
+        CHECK(st == CU_STREAM_CAPTURE_STATUS_ACTIVE, "a stream waiting on a capture event joins the capture");
+        OK(cuLaunchHostFunc(s2, host_fn, NULL));
+        OK(cuStreamUpdateCaptureDependencies_v2(s2, NULL, NULL, 0, CU_STREAM_SET_CAPTURE_DEPENDENCIES));
+        OK(cuEventRecord(back, s2));
+        OK(cuStreamWaitEvent(s, back, 0));
+        OK(cuUserObjectCreate(&obj, &destroyed, obj_destroy, 1, CU_USER_OBJECT_NO_DESTRUCTOR_SYNC));
+        OK(cuStreamEndCapture(s, &g));
+        OK(cuStreamIsCapturing(s2, &st));
+        CHECK(st == CU_STREAM_CAPTURE_STATUS_NONE, "ending the capture on its origin ends it on the joined stream");
+        OK(cuGraphRetainUserObject(g, obj, 1, CU_GRAPH_USER_OBJECT_MOVE));
+        OK(cuGraphInstantiateWithFlags(&gx, g, 0));
+        int before = host_calls;
+        OK(cuGraphLaunch(gx, s));
+        OK(cuStreamSynchronize(s));
+        CHECK(host_calls == before + 1, "the joined stream's work is in the graph");
+        OK(cuGraphDestroy(g));
+        CHECK(destroyed == 0, "user object alive while the executable graph holds it");
+        OK(cuGraphExecDestroy(gx));
+        CHECK(destroyed == 1, "user object destroyed with the last reference");
+        CHECK(cuUserObjectCreate(&obj, NULL, obj_destroy, 1, 0) == CUDA_ERROR_INVALID_VALUE,
+              "user object without NO_DESTRUCTOR_SYNC refused");
+        OK(cuEventDestroy_v2(e));
+        OK(cuEventDestroy_v2(back));
+        OK(cuStreamDestroy_v2(s2));
+}
+
 /* cuBLASLt's start: cluster occupancy (compute capability 9.0 on). */
 static int cmd_clusters(void) {
         CUcontext ctx;
@@ -615,6 +663,7 @@ static int cmd_selftest(void) {
         check_graphs(s);
         check_memops(ctx, s);
         check_capture_nodes(s);
+        check_capture_join(s);
         check_managed(s);
         check_vmm();
         check_arrays();
