@@ -18,17 +18,39 @@
 MK_NVML_FUNCTIONS(X)
 #undef X
 
-/* CHECK(what, expr, ok): the call must return ok; the first failure ends the program. */
-#define CHECK(what, expr, ok)                                                              \
-        do {                                                                               \
-                long long rc_ = (long long) (expr);                                        \
-                if (rc_ != (long long) (ok)) {                                             \
-                        fprintf(stderr, "FAIL %s: status %lld (line %d)\n", what, rc_, __LINE__); \
-                        exit(1);                                                           \
-                }                                                                          \
-                printf("ok %s\n", what);                                                   \
+/* Set from the command line ("oom") when the test runs the program under a
+ * memory cap too small for it: then a call that fails with its library's
+ * out-of-memory status ends the program successfully, and reaching the end
+ * without one is a failure (finish()). */
+static int expect_oom;
+
+/* CHECK_OOM(what, expr, ok, oom): the call must return ok (or, under
+ * expect_oom, oom); the first failure ends the program. */
+#define CHECK_OOM(what, expr, ok, oom)                                                                          \
+        do {                                                                                                    \
+                long long rc_ = (long long) (expr);                                                             \
+                if (expect_oom && rc_ == (long long) (oom)) {                                                   \
+                        printf("OOM %s: status %lld, the library's out-of-memory status\n", what, rc_);         \
+                        exit(0);                                                                                \
+                }                                                                                               \
+                if (rc_ != (long long) (ok)) {                                                                  \
+                        fprintf(stderr, "FAIL %s: status %lld (line %d)\n", what, rc_, __LINE__);               \
+                        exit(1);                                                                                \
+                }                                                                                               \
+                printf("ok %s\n", what);                                                                        \
         } while (0)
-#define RT(what, expr) CHECK(what, expr, cudaSuccess)
+#define CHECK(what, expr, ok) CHECK_OOM(what, expr, ok, -1)
+#define RT(what, expr) CHECK_OOM(what, expr, cudaSuccess, cudaErrorMemoryAllocation)
+
+/* The end of a program: under expect_oom it should not have come this far. */
+static inline int finish(void) {
+        if (expect_oom) {
+                fprintf(stderr, "FAIL: no call failed with an out-of-memory status under the cap\n");
+                return 1;
+        }
+        printf("PASSED\n");
+        return 0;
+}
 
 /* Bytes the simulated device (NVML index dev: the CUDA index too, as the
  * tests set no CUDA_VISIBLE_DEVICES) has charged to this process. */

@@ -63,6 +63,5 @@ int main(void) {
         CHECK("cublasLtMatmulDescDestroy", cublasLtMatmulDescDestroy(op), CUBLAS_STATUS_SUCCESS);
         CHECK("cublasLtDestroy", cublasLtDestroy(lt), CUBLAS_STATUS_SUCCESS);
         RT("cudaFree", cudaFree(a) | cudaFree(b) | cudaFree(c) | cudaFree(ws));
-        printf("PASSED\n");
-        return 0;
+        return finish();
 }

@@ -23,6 +23,5 @@ int main(void) {
         expect_charged(0, base, data + work, "data and the plan's work area");
         CHECK("cufftDestroy", cufftDestroy(plan), CUFFT_SUCCESS);
         RT("cudaFree", cudaFree(d));
-        printf("PASSED\n");
-        return 0;
+        return finish();
 }

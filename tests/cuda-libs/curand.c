@@ -24,6 +24,5 @@ int main(void) {
         printf("curand: the generator took %llu bytes\n", used - base - COUNT * sizeof(float));
         CHECK("curandDestroyGenerator", curandDestroyGenerator(g), CURAND_STATUS_SUCCESS);
         RT("cudaFree", cudaFree(d));
-        printf("PASSED\n");
-        return 0;
+        return finish();
 }

@@ -52,6 +52,5 @@ int main(void) {
               cusparseDestroySpMat(A) | cusparseDestroyDnVec(X) | cusparseDestroyDnVec(Y), CUSPARSE_STATUS_SUCCESS);
         CHECK("cusparseDestroy", cusparseDestroy(h), CUSPARSE_STATUS_SUCCESS);
         RT("cudaFree", cudaFree(rowptr) | cudaFree(cols) | cudaFree(vals) | cudaFree(x) | cudaFree(y) | cudaFree(buf));
-        printf("PASSED\n");
-        return 0;
+        return finish();
 }

@@ -14,7 +14,8 @@
 #include "common.h"
 
 #define COUNT (1u << 20)
-#define NC(what, expr) CHECK(what, expr, ncclSuccess)
+/* NCCL reports a CUDA out-of-memory as ncclUnhandledCudaError (and logs "out of memory"). */
+#define NC(what, expr) CHECK_OOM(what, expr, ncclSuccess, ncclUnhandledCudaError)
 
 /* The allreduce of both ranks captured in a graph per GPU, each launched twice. */
 static void allreduce_graph(ncclComm_t comms[2], float *send[2], float *recv[2], cudaStream_t s[2]) {
@@ -169,16 +170,16 @@ static int ranks(void) {
 int main(int argc, char **argv) {
         int v = 0;
         setvbuf(stdout, NULL, _IOLBF, 0);
-        if (argc != 2 || (strcmp(argv[1], "all") != 0 && strcmp(argv[1], "graph") != 0 &&
-                          strcmp(argv[1], "ranks") != 0)) {
-                fprintf(stderr, "usage: nccl all|graph|ranks\n");
+        if (argc < 2 || argc > 3 || (argc == 3 && strcmp(argv[2], "oom") != 0) ||
+            (strcmp(argv[1], "all") != 0 && strcmp(argv[1], "graph") != 0 && strcmp(argv[1], "ranks") != 0)) {
+                fprintf(stderr, "usage: nccl all|graph|ranks [oom]\n");
                 return 2;
         }
+        expect_oom = argc == 3;
         NC("ncclGetVersion", ncclGetVersion(&v));
         printf("nccl %d\n", v);
         int r = strcmp(argv[1], "ranks") == 0 ? ranks() : all(strcmp(argv[1], "graph") == 0);
         if (r != 0)
                 return 1;
-        printf("PASSED\n");
-        return 0;
+        return finish();
 }

@@ -85,6 +85,5 @@ int main(void) {
         free(cubin);
         CHECK("cuMemFree", cuMemFree(x), CUDA_SUCCESS);
         CHECK("cuDevicePrimaryCtxRelease", cuDevicePrimaryCtxRelease(d), CUDA_SUCCESS);
-        printf("PASSED\n");
-        return 0;
+        return finish();
 }

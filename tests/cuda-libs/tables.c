@@ -95,6 +95,5 @@ int main(void) {
         CHECK("no arguments", cuGetExportTable(NULL, &none), CUDA_ERROR_INVALID_VALUE);
 
         CHECK("cuDevicePrimaryCtxRelease", cuDevicePrimaryCtxRelease(d), CUDA_SUCCESS);
-        printf("PASSED\n");
-        return 0;
+        return finish();
 }

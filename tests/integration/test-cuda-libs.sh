@@ -8,7 +8,9 @@
 # and that what the library allocates is charged to the device (NVML's process
 # list). Then all of them again with the soft slicing library
 # (libmigkit-vgpu.so) preloaded under a memory cap large enough for them: they
-# must still succeed, and see the cap as their device's memory. Prints each
+# must still succeed, and see the cap as their device's memory. Last, cuBLAS and
+# NCCL under a cap smaller than what they take: a call fails with the library's
+# out-of-memory status and the program ends cleanly. Prints each
 # program's run time. Skips (exit 0, "SKIP") without the simulator or the
 # toolkit's libraries; a program whose library the toolkit lacks is skipped
 # with a note.
@@ -34,6 +36,7 @@ export NCCL_SOCKET_IFNAME=lo NCCL_DEBUG=WARN
 export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0:verify_asan_link_order=0
 sim=$MIGKIT_BUILD_DIR/sim/bin/migkit-sim
 cap_gib=16
+oom_mib=32 # less than a cuBLAS handle (64 MiB) or an NCCL communicator (40 MiB) takes
 failures=0
 fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
 
@@ -52,12 +55,23 @@ run() {
   local envs=()
   if [ "$pass" = vgpu ]; then
     envs=(LD_PRELOAD="$vgpu" CUDA_DEVICE_MEMORY_LIMIT=${cap_gib}g CUDA_DEVICE_MEMORY_SHARED_CACHE="$out.d/region")
+  elif [ "$pass" = oom ]; then
+    # Contexts free, so the library's own allocation is what meets the cap.
+    envs=(LD_PRELOAD="$vgpu" CUDA_DEVICE_MEMORY_LIMIT=${oom_mib}m CUDA_DEVICE_MEMORY_SHARED_CACHE="$out.d/region"
+      MIGKIT_SIM_CUDA_CTX_MIB=0)
   fi
   local t0 t1 rc=0
   t0=$(date +%s%N)
   env "${envs[@]}" timeout 120 "$exe" "$@" >"$out" 2>&1 || rc=$?
   t1=$(date +%s%N)
   printf '%-6s %-16s %6d ms\n' "$pass" "$name $*" $(((t1 - t0) / 1000000))
+  if [ "$pass" = oom ]; then
+    # Under a cap too small for it: a call fails with its library's out-of-memory status, and
+    # the program ends cleanly (no crash, no hang).
+    [ "$rc" -eq 0 ] && grep -q '^OOM ' "$out" ||
+      fail "oom $name $*: exit $rc, expected the library's out-of-memory status: $(grep -v '^ok ' "$out" | tail -20)"
+    return 0
+  fi
   if [ "$rc" -ne 0 ] || ! grep -q '^PASSED$' "$out"; then
     fail "$pass $name $*: exit $rc: $(grep -v '^ok ' "$out" | tail -20)"
     return 0
@@ -83,6 +97,10 @@ for pass in plain vgpu; do
   # join a stream that waits on a capturing stream's event into the capture (docs/simulator.md).
   run "$pass" nccl ranks
 done
+if [ -e "$vgpu" ]; then
+  run oom cublas oom
+  run oom nccl all oom
+fi
 
 if [ "$failures" -ne 0 ]; then
   echo "$failures failure(s)" >&2
