@@ -17,6 +17,13 @@ Usage: test-manifests-rules.py probes FILE...
          version, uses only fields that version has, and the kube-scheduler
          image's tag is a Kubernetes version that reads it; prints the
          configuration without apiVersion as JSON (to compare renders).
+       test-manifests-rules.py render DIR
+         Renders the kustomization in DIR as far as migkit's use it
+         (resources: files and directories; images; patches: strategic merge
+         by kind and name, containers and lists of named items merged by
+         name) and prints the objects as YAML: for machines without a
+         kubectl of 1.21 or later (Debian's kubernetes-client is 1.20).
+         Refuses any other kustomize field.
        test-manifests-rules.py exec-probe FILE WORKLOAD CONTAINER KIND
          Prints the exec command (JSON list) of probe KIND (readinessProbe,
          livenessProbe) of CONTAINER in WORKLOAD.
@@ -205,6 +212,64 @@ def scheduler_config(objs, want, errors):
     return cfg
 
 
+KUSTOMIZE_FIELDS = {"apiVersion", "kind", "resources", "images", "patches"}
+
+
+def merge(base, patch):
+    """Strategic merge as kustomize does it for these manifests: mappings
+    merge, lists of mappings with a name merge by name, other values replace."""
+    if isinstance(base, dict) and isinstance(patch, dict):
+        out = dict(base)
+        for k, v in patch.items():
+            out[k] = merge(base[k], v) if k in base else v
+        return out
+    if (isinstance(base, list) and isinstance(patch, list) and patch and
+            all(isinstance(x, dict) and "name" in x for x in base + patch)):
+        out = list(base)
+        for item in patch:
+            idx = [i for i, x in enumerate(out) if x["name"] == item["name"]]
+            if idx:
+                out[idx[0]] = merge(out[idx[0]], item)
+            else:
+                out.append(item)
+        return out
+    return patch
+
+
+def render(d):
+    import os
+    import yaml
+
+    k = yaml.safe_load(open(os.path.join(d, "kustomization.yaml")))
+    extra = set(k) - KUSTOMIZE_FIELDS
+    if extra:
+        raise SystemExit(f"{d}/kustomization.yaml: {sorted(extra)} not rendered here (use kubectl kustomize)")
+    objs = []
+    for r in k.get("resources", []):
+        path = os.path.join(d, r)
+        if os.path.isdir(path):
+            objs += render(path)
+        else:
+            objs += [o for o in yaml.safe_load_all(open(path)) if o]
+    for p in k.get("patches", []):
+        for patch in yaml.safe_load_all(open(os.path.join(d, p["path"]))):
+            key = (patch["kind"], patch["metadata"]["name"])
+            hits = [i for i, o in enumerate(objs) if (o["kind"], o["metadata"]["name"]) == key]
+            if len(hits) != 1:
+                raise SystemExit(f"{d}: patch {p['path']} matches {len(hits)} objects {key}")
+            objs[hits[0]] = merge(objs[hits[0]], patch)
+    for img in k.get("images", []):
+        for o in objs:
+            if o.get("kind") not in WORKLOAD_KINDS:
+                continue
+            s = o["spec"]["template"]["spec"]
+            for c in s.get("containers", []) + s.get("initContainers", []):
+                name, _, tag = c["image"].partition(":")
+                if name == img["name"]:
+                    c["image"] = img.get("newName", name) + ":" + str(img.get("newTag", tag or "latest"))
+    return objs
+
+
 def main(argv):
     errors = []
     if len(argv) >= 2 and argv[0] == "probes":
@@ -216,6 +281,11 @@ def main(argv):
         cfg = scheduler_config(load(argv[1]), argv[2], errors)
         if cfg is not None and not errors:
             print(json.dumps(cfg, sort_keys=True))
+    elif len(argv) == 2 and argv[0] == "render":
+        import yaml
+
+        yaml.safe_dump_all(render(argv[1]), sys.stdout, sort_keys=False)
+        return 0
     elif len(argv) == 5 and argv[0] == "exec-probe":
         for o in load(argv[1]):
             if o.get("kind") in WORKLOAD_KINDS and o["metadata"]["name"] == argv[2]:

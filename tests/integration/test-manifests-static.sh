@@ -18,8 +18,9 @@
 #     container README's one image path;
 #   - docs/deploy.md says what the deploy files do (runAsUser, the build
 #     combinations, the lintian overrides).
-# Needs a kubectl of 1.21 or later (its kustomize reads the overlays) and
-# python3-yaml (scripts/install-deps); without them: SKIP.
+# Renders with a kubectl of 1.21 or later where there is one (its kustomize
+# reads the overlays), else with test-manifests-rules.py's renderer; needs
+# python3-yaml (scripts/install-deps), else SKIP.
 set -euo pipefail
 : "${MIGKIT_SOURCE_DIR:?}" "${MIGKIT_BIN:?}"
 tmp=$(mktemp -d /tmp/mk-manifests.XXXXXX) # short: Unix socket paths
@@ -47,14 +48,21 @@ for k in "$(command -v kubectl || true)" "$("${MIGKIT_K8S_TESTENV:-/nonexistent}
     2>/dev/null || echo 0)
   if [ "$minor" -ge 21 ]; then kubectl=$k; break; fi
 done
-[ -n "$kubectl" ] || { echo "SKIP: no kubectl 1.21 or later (kubernetes-client, or the k8s-testenv's is 1.20)"; exit 0; }
-echo "kubectl: $kubectl ($("$kubectl" version --client 2>/dev/null | head -1))"
+# render DIR: `kubectl kustomize DIR`, or without a kubectl of 1.21 or later
+# (Debian's kubernetes-client is 1.20) test-manifests-rules.py's renderer of
+# the fields these kustomizations use (it refuses any other).
+if [ -n "$kubectl" ]; then
+  echo "rendering with $kubectl ($("$kubectl" version --client 2>/dev/null | head -1))"
+  render() { "$kubectl" kustomize "$1"; }
+else
+  echo "note: no kubectl 1.21 or later: rendering with test-manifests-rules.py render"
+  render() { python3 "$rules" render "$1"; }
+fi
 
 step "every kustomization renders, with no deprecated field"
 cp -r "$src/deploy" "$tmp/deploy"
 for d in kubernetes kubernetes-1.20 kubernetes-mps; do
-  "$kubectl" kustomize "$tmp/deploy/$d" >"$tmp/$d.yaml" 2>"$tmp/$d.err" ||
-    fail "kubectl kustomize deploy/$d: $(cat "$tmp/$d.err")"
+  render "$tmp/deploy/$d" >"$tmp/$d.yaml" 2>"$tmp/$d.err" || fail "rendering deploy/$d: $(cat "$tmp/$d.err")"
   if grep -i 'deprecated' "$tmp/$d.err"; then fail "deploy/$d uses deprecated kustomize fields"; fi
   for f in bases patchesStrategicMerge patchesJson6902 vars commonLabels; do
     grep -q "^$f:" "$tmp/deploy/$d/kustomization.yaml" && fail "deploy/$d/kustomization.yaml uses the deprecated '$f'"
@@ -102,11 +110,18 @@ python3 "$rules" scheduler-config "$tmp/kubernetes-1.20.json" v1beta1 >"$tmp/v1b
 cmp -s "$tmp/v1.json" "$tmp/v1beta1.json" ||
   fail "the v1 and v1beta1 configurations differ: $(diff "$tmp/v1.json" "$tmp/v1beta1.json")"
 # A field v1 dropped (v1beta3 removed the bind addresses) is refused.
-sed 's/^    kind: KubeSchedulerConfiguration$/&\n    healthzBindAddress: 0.0.0.0:10251/' "$tmp/kubernetes.yaml" >"$tmp/bad.yaml"
-python3 "$rules" scheduler-config "$tmp/bad.yaml" v1 >/dev/null 2>"$tmp/bad.err" && fail "v1 with healthzBindAddress passes"
+python3 - "$tmp/kubernetes.json" "$tmp/bad.json" <<'EOF'
+import json, sys
+objs = json.load(open(sys.argv[1]))
+for o in objs:
+    if o["kind"] == "ConfigMap" and o["metadata"]["name"] == "migkit-scheduler-config":
+        o["data"]["kube-scheduler.yaml"] += "healthzBindAddress: 0.0.0.0:10251\n"
+json.dump(objs, open(sys.argv[2], "w"))
+EOF
+python3 "$rules" scheduler-config "$tmp/bad.json" v1 >/dev/null 2>"$tmp/bad.err" && fail "v1 with healthzBindAddress passes"
 grep -q 'healthzBindAddress: no such field' "$tmp/bad.err" || fail "rules: $(cat "$tmp/bad.err")"
 # The extender is where the configuration says, and listens there.
-grep -q 'urlPrefix: http://127.0.0.1:8888$' "$tmp/kubernetes.yaml" || fail "urlPrefix is not http://127.0.0.1:8888"
+grep -q '"urlPrefix": "http://127.0.0.1:8888"' "$tmp/v1.json" || fail "urlPrefix is not http://127.0.0.1:8888: $(cat "$tmp/v1.json")"
 grep -q 'command: \["migkit", "scheduler", "serve", "--address", "127.0.0.1", "--port", "8888"\]' \
   "$src/deploy/kubernetes/scheduler.yaml" || fail "the extender does not listen on 127.0.0.1:8888"
 echo "ok: v1 and v1beta1 hold the same settings, each only its own fields"
@@ -186,8 +201,7 @@ version=$(sed -n 's/^project(migkit VERSION \([0-9.]*\).*/\1/p' "$src/CMakeLists
 (
   cd "$tmp"
   # kubectl apply -k DIR, rendered instead of applied.
-  kubectl() { [ "$1 $2" = "apply -k" ] || exit 3; "$K" kustomize "$3" >"$tmp/readme.yaml"; }
-  K=$kubectl
+  kubectl() { [ "$1 $2" = "apply -k" ] || exit 3; render "$3" >"$tmp/readme.yaml"; }
   eval "$block"
 ) || fail "README's lines failed"
 images=$(python3 -c '
