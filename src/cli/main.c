@@ -365,6 +365,40 @@ static int take_global_options(int argc, char **argv, const char **simulate, int
         return 0;
 }
 
+static const struct {
+        const char *name;
+        int (*run)(int argc, char **argv);
+} commands[] = {
+        {"profiles", cli_profiles},
+        {"export", cli_export},
+        {"generate-config", cli_generate_config},
+        {"apply", cli_apply},
+        {"assert", cli_assert},
+        {"plan", cli_plan},
+        {"service", cli_service},
+        {"manager", cli_manager},
+        {"labels", cli_labels},
+        {"device-plugin", cli_device_plugin},
+        {"scheduler", cli_scheduler},
+        {"config-manager", cli_config_manager},
+};
+
+/* `migkit --simulate profiles`: the command taken for the machine. Says so
+ * (with the machines) and returns true. */
+static bool simulate_names_command(const char *simulate) {
+        for (size_t i = 0; i <= ELEMENTSOF(commands); i++)
+                if (i == ELEMENTSOF(commands) ? streq(simulate, "help") : streq(simulate, commands[i].name)) {
+                        fprintf(stderr,
+                                "Error: --simulate takes a machine, and '%s' is a command: "
+                                "migkit --simulate MACHINE %s ...\nMachines: ",
+                                simulate, simulate);
+                        print_machines();
+                        fputs(" (or a list of models like 'a100-40gb*4,h100-80gb*4').\n", stderr);
+                        return true;
+                }
+        return false;
+}
+
 int cli_main(int argc, char **argv) {
         enum { ARG_SIMULATE = 0x100, ARG_DEBUG_AREAS };
         static const struct option options[] = {
@@ -409,34 +443,8 @@ int cli_main(int argc, char **argv) {
                         return MK_EXIT_USAGE;
                 }
         }
-        static const struct {
-                const char *name;
-                int (*run)(int argc, char **argv);
-        } commands[] = {
-                {"profiles", cli_profiles},
-                {"export", cli_export},
-                {"generate-config", cli_generate_config},
-                {"apply", cli_apply},
-                {"assert", cli_assert},
-                {"plan", cli_plan},
-                {"service", cli_service},
-                {"manager", cli_manager},
-                {"labels", cli_labels},
-                {"device-plugin", cli_device_plugin},
-                {"scheduler", cli_scheduler},
-                {"config-manager", cli_config_manager},
-        };
-        /* `migkit --simulate profiles`: the command taken for the machine. */
-        for (size_t i = 0; simulate && i <= ELEMENTSOF(commands); i++)
-                if (i == ELEMENTSOF(commands) ? streq(simulate, "help") : streq(simulate, commands[i].name)) {
-                        fprintf(stderr,
-                                "Error: --simulate takes a machine, and '%s' is a command: "
-                                "migkit --simulate MACHINE %s ...\nMachines: ",
-                                simulate, simulate);
-                        print_machines();
-                        fputs(" (or a list of models like 'a100-40gb*4,h100-80gb*4').\n", stderr);
-                        return MK_EXIT_USAGE;
-                }
+        if (simulate && simulate_names_command(simulate))
+                return MK_EXIT_USAGE;
         if (optind >= argc) {
                 if (simulate) {
                         fprintf(stderr, "Error: no command after --simulate %s: migkit --simulate %s profiles, for "

@@ -179,6 +179,28 @@ static int on_event(enum mk_kube_event_type type, json_t *obj, void *userdata) {
         return call(in, old ? MK_KUBE_EVENT_MODIFIED : MK_KUBE_EVENT_ADDED, obj, old);
 }
 
+/* LISTs and syncs the store; on success *ret_rv is the list's version
+ * (-ENOMEM, not transient, when it cannot be copied: the caller stops). A
+ * callback's verdict stays in in->fn_result. */
+static int relist(struct informer *in, struct mk_kube *k, const struct mk_kube_list_opts *lo, char **ret_rv,
+                  struct mk_error *e) {
+        _cleanup_(json_decrefp) json_t *list = NULL;
+        int r = mk_kube_list(k, in->path, lo, &list, e);
+        if (r < 0)
+                return r;
+        r = sync_list(in, list, e);
+        if (r < 0 || (r != 0 && in->fn_result != 0))
+                return r;
+        const char *v = mk_kube_meta(list, "resourceVersion");
+        char *rv = strdup(v ? v : "");
+        if (!rv)
+                return -ENOMEM;
+        log_debug_area("k8s", "Informer on '%s': %zu objects at version '%s'", in->path, json_object_size(in->store),
+                       rv);
+        *ret_rv = rv;
+        return r;
+}
+
 int mk_kube_informer_run(struct mk_kube *k, const char *path, const struct mk_kube_informer_opts *o,
                          mk_kube_informer_fn fn, void *userdata, struct mk_error *e) {
         static const struct mk_kube_informer_opts none = {};
@@ -220,24 +242,11 @@ int mk_kube_informer_run(struct mk_kube *k, const char *path, const struct mk_ku
                 }
                 r = 0;
                 if (!rv) {
-                        _cleanup_(json_decrefp) json_t *list = NULL;
-                        r = mk_kube_list(k, path, &lo, &list, e);
-                        if (r >= 0) {
-                                r = sync_list(&in, list, e);
-                                if (r != 0 && in.fn_result != 0)
-                                        break;
-                        }
-                        if (r >= 0) {
-                                const char *v = mk_kube_meta(list, "resourceVersion");
-                                rv = strdup(v ? v : "");
-                                if (!rv) {
-                                        r = -ENOMEM;
-                                        break;
-                                }
-                                log_debug_area("k8s", "Informer on '%s': %zu objects at version '%s'", path,
-                                               json_object_size(in.store), rv);
+                        r = relist(&in, k, &lo, &rv, e);
+                        if (r != 0 && in.fn_result != 0)
+                                break;
+                        if (r >= 0)
                                 failures = 0;
-                        }
                 }
                 if (r >= 0) {
                         bool progressed = false;

@@ -557,6 +557,56 @@ static int reboot_for(struct mgr *m, const char *name, struct mk_error *e) {
 }
 
 /* One reconfigure run for label value `name` (NULL: no label: only restore). */
+/* The label names a config the file lacks: fails the run, and does not retry
+ * until the label or the file changes (the file's stat is kept to notice). */
+static int fail_no_such_config(struct mgr *m, const char *name, struct mk_error *e) {
+        const char *file = m->o->config_file ? m->o->config_file : m->c->file;
+        char names[256];
+        (void) mk_config_names(m->c, names, sizeof(names));
+        mk_error_set(e, -ENOENT,
+                     "no config named '%s' in '%s' (it has: %s); not retried until the label or that file "
+                     "changes",
+                     name, file, m->c->n_configs ? names : "none");
+        m->no_retry = true;
+        if (!file || stat(file, &m->cfg_st) < 0)
+                m->cfg_st = (struct stat){0};
+        return fail_run(m, -ENOENT, name, e);
+}
+
+/* Plans config `name` against the GPUs: how many GPUs change, and how many of
+ * them change MIG mode. */
+static int count_changes(struct mgr *m, const char *name, size_t *ret_differ, size_t *ret_mode_differ,
+                         struct mk_error *e) {
+        struct mk_snapshot *snap = NULL;
+        struct mk_gpu_plan *plans = NULL;
+        int r = mk_engine_plan_selected(m->c, name, &snap, &plans, e);
+        if (r < 0)
+                return r;
+        size_t n = snap->n_gpus, differ = 0, mode_differ = 0;
+        for (size_t i = 0; i < n; i++) {
+                if (plans[i].mode_change)
+                        mode_differ++;
+                if (plans[i].mode_change || plans[i].layout_change)
+                        differ++;
+        }
+        mk_gpu_plans_free(plans, n);
+        mk_snapshot_free(snap);
+        *ret_differ = differ;
+        *ret_mode_differ = mode_differ;
+        return 0;
+}
+
+/* The run ended with config `name` in place: the paused labels back, the
+ * state label success, and an Event ("MIG config 'x' <how>"). */
+static int finish_success(struct mgr *m, const char *name, const char *how) {
+        int r = restore_labels(m);
+        int q = set_state(m, MK_MIG_STATE_SUCCESS);
+        if (r < 0 || q < 0)
+                return r < 0 ? r : q;
+        post_event(m, false, "MigConfigApplied", "MIG config '%s' %s", name, how);
+        return 0;
+}
+
 static int reconcile(struct mgr *m, const char *name) {
         struct mk_error e = {0};
         m->no_retry = false;
@@ -579,44 +629,17 @@ static int reconcile(struct mgr *m, const char *name) {
 
         const struct mk_named_config *nc = NULL;
         r = mk_config_select(m->c, name, &nc, &e);
-        if (r < 0) {
-                const char *file = m->o->config_file ? m->o->config_file : m->c->file;
-                char names[256];
-                (void) mk_config_names(m->c, names, sizeof(names));
-                mk_error_set(&e, -ENOENT,
-                             "no config named '%s' in '%s' (it has: %s); not retried until the label or that file "
-                             "changes",
-                             name, file, m->c->n_configs ? names : "none");
-                m->no_retry = true;
-                if (!file || stat(file, &m->cfg_st) < 0)
-                        m->cfg_st = (struct stat){0};
-                return fail_run(m, -ENOENT, name, &e);
-        }
+        if (r < 0)
+                return fail_no_such_config(m, name, &e);
 
-        struct mk_snapshot *snap = NULL;
-        struct mk_gpu_plan *plans = NULL;
-        r = mk_engine_plan_selected(m->c, name, &snap, &plans, &e);
+        size_t differ = 0, mode_differ = 0;
+        r = count_changes(m, name, &differ, &mode_differ, &e);
         if (r < 0)
                 return fail_run(m, r, name, &e);
-        size_t n = snap->n_gpus, differ = 0, mode_differ = 0;
-        for (size_t i = 0; i < n; i++) {
-                if (plans[i].mode_change)
-                        mode_differ++;
-                if (plans[i].mode_change || plans[i].layout_change)
-                        differ++;
-        }
-        mk_gpu_plans_free(plans, n);
-        mk_snapshot_free(snap);
-
         if (differ == 0) {
                 log_info("MIG config '%s' is already applied on node '%s'", name, m->o->node);
                 marker_remove(m);
-                r = restore_labels(m);
-                int q = set_state(m, MK_MIG_STATE_SUCCESS);
-                if (r < 0 || q < 0)
-                        return r < 0 ? r : q;
-                post_event(m, false, "MigConfigApplied", "MIG config '%s' is applied", name);
-                return 0;
+                return finish_success(m, name, "is applied");
         }
         if (was_rebooting && mode_differ > 0 && marker_present(m)) {
                 mk_error_set(&e, -EIO, "the MIG mode change did not take effect after rebooting");
@@ -651,12 +674,10 @@ static int reconcile(struct mgr *m, const char *name) {
 
         marker_remove(m);
         restart_clients(m);
-        r = restore_labels(m);
-        int q = set_state(m, MK_MIG_STATE_SUCCESS);
-        if (r < 0 || q < 0)
-                return r < 0 ? r : q;
+        r = finish_success(m, name, "applied");
+        if (r < 0)
+                return r;
         log_info("MIG config '%s' applied on node '%s'", name, m->o->node);
-        post_event(m, false, "MigConfigApplied", "MIG config '%s' applied", name);
         return 0;
 }
 
