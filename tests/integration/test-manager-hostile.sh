@@ -4,9 +4,9 @@
 # apiserver accepts a NUL (\u0000) in an annotation value; before, a pod on
 # the node holding one made every reconfiguration fail ("Cannot list the pods
 # of node"), and a NUL in the node's annotations made the manager exit. Here:
-# such a pod is on the node and the node has such an annotation, and the
-# manager applies a selected config (success, layout applied) and keeps
-# running.
+# with such a pod on the node the manager applies a selected config (success,
+# layout applied); then with such an annotation on the node too it stays up
+# and applies another.
 #
 # ctest sets the paths it needs; run directly, it takes them from the
 # checkout it is in and its build/ directory.
@@ -49,15 +49,16 @@ state() { kc get node "$node" -o jsonpath='{.metadata.labels.nvidia\.com/mig\.co
 wait_for() { # STATE SECONDS
   for ((i = 0; i < $2 * 5; i++)); do
     [ "$(state)" = "$1" ] && return 0
+    [ "$(state)" != failed ] || fail "state is 'failed': $(kc get node "$node" -o jsonpath='{.metadata.annotations.migkit\.io/mig\.config\.failure}')"
     kill -0 "$mgr_pid" 2>/dev/null || fail "the manager exited"
     sleep 0.2
   done
   fail "state is '$(state)', want '$1' after $2 s"
 }
 
-step "a node with a NUL in an annotation, a pod on it with a NUL in another"
+step "a pod on the node with a NUL in an annotation"
 code=$(api POST /api/v1/nodes -H 'Content-Type: application/json' -o "$tmp/post.out" -w '%{http_code}' \
-  --data '{"apiVersion":"v1","kind":"Node","metadata":{"name":"'"$node"'","labels":{"nvidia.com/gpu.deploy.device-plugin":"true"},"annotations":{"note":"a\u0000b"}}}')
+  --data '{"apiVersion":"v1","kind":"Node","metadata":{"name":"'"$node"'","labels":{"nvidia.com/gpu.deploy.device-plugin":"true"}}}')
 [ "$code" = 201 ] || fail "node: HTTP $code $(cat "$tmp/post.out")"
 code=$(api POST /api/v1/namespaces/default/pods -H 'Content-Type: application/json' -o "$tmp/post.out" -w '%{http_code}' \
   --data '{"apiVersion":"v1","kind":"Pod","metadata":{"name":"nul-pod","annotations":{"note":"x\u0000y"}},"spec":{"nodeName":"'"$node"'","containers":[{"name":"c","image":"example.invalid/none:1"}]}}')
@@ -71,7 +72,11 @@ kc label node "$node" --overwrite nvidia.com/mig.config=all-balanced >/dev/null 
 wait_for success 40
 "$MIGKIT_BIN" -q --simulate dgx-a100 assert -f "$cfg" -c all-balanced >/dev/null || fail "all-balanced not applied"
 
-step "and again, with the NUL still there"
+step "a NUL in a node annotation too: all-1g.5gb"
+api PATCH "/api/v1/nodes/$node" -H 'Content-Type: application/merge-patch+json' -o /dev/null -f \
+  --data '{"metadata":{"annotations":{"note":"a\u0000b"}}}' || fail "patching the node"
+sleep 1
+kill -0 "$mgr_pid" 2>/dev/null || fail "the manager exited"
 kc label node "$node" --overwrite nvidia.com/mig.config=all-1g.5gb >/dev/null || fail "labelling the node"
 for ((i = 0; i < 200; i++)); do
   "$MIGKIT_BIN" -q --simulate dgx-a100 assert -f "$cfg" -c all-1g.5gb >/dev/null 2>&1 && break
