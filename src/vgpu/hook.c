@@ -55,6 +55,12 @@ static _Atomic double share_factor[VGPU_MAX_DEVICES];     /* its result, read by
 static _Atomic uint64_t share_base[VGPU_MAX_DEVICES];     /* base estimates launched, ns */
 static _Atomic uint64_t share_charged[VGPU_MAX_DEVICES];  /* what the bucket was charged, ns */
 static _Atomic bool share_calibrated[VGPU_MAX_DEVICES];   /* a first measurement came */
+static _Atomic bool share_used[VGPU_MAX_DEVICES];         /* this process launched on it: the watcher looks */
+/* CUDA device i's UUID as this process's driver gives it (post_cuinit): the
+ * watcher measures this process on the device it really runs on, whatever
+ * the region recorded (a region can outlive a run with other visible devices). */
+static char own_uuid[VGPU_MAX_DEVICES][VGPU_UUID_LEN];
+static _Atomic bool own_uuid_set[VGPU_MAX_DEVICES];
 static uint64_t full_threads[VGPU_MAX_DEVICES];
 static _Atomic bool watcher_started;
 /* The watcher calls NVML until exit() begins: an atexit handler stops and
@@ -324,6 +330,7 @@ static void atfork_child(void) {
                 atomic_store(&share_base[d], 0);
                 atomic_store(&share_charged[d], 0);
                 atomic_store(&share_calibrated[d], false);
+                atomic_store(&share_used[d], false);
         }
 }
 
@@ -1672,6 +1679,8 @@ static void admit(uint64_t blocks, uint64_t threads) {
                 return;
         if (!atomic_load(&watcher_started))
                 watcher_start();
+        if (!atomic_load_explicit(&share_used[dev], memory_order_relaxed))
+                atomic_store(&share_used[dev], true);
         uint64_t now = now_ns();
         if (!share_applies(dev, now))
                 return;
@@ -1748,7 +1757,14 @@ static void post_cuinit(void) {
                                  "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
                                  b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14],
                                  b[15]);
+                        memcpy(own_uuid[i], s, sizeof(own_uuid[i]));
+                        atomic_store(&own_uuid_set[i], true);
                         vgpu_region_set_uuid(region, (unsigned) i, s);
+                        if (atomic_load(&region->uuid_set[i]) == 2 &&
+                            strncmp(region->uuid[i], s, VGPU_UUID_LEN) != 0)
+                                vlog(VGPU_LOG_WARNING, "the region records CUDA device %d as %.*s, this process's "
+                                     "driver says %s: the container's processes disagree on CUDA_VISIBLE_DEVICES",
+                                     i, VGPU_UUID_LEN, region->uuid[i], s);
                 }
         }
 }
@@ -1867,9 +1883,18 @@ static void *watcher(void *arg) {
                 for (unsigned d = 0; d < VGPU_MAX_DEVICES; d++) {
                         if (region->sm_limit[d] >= 100 || region->sm_limit[d] == 0)
                                 continue;
+                        /* Only the devices this process launches on: each
+                         * process of the container watches its own, and an
+                         * NVML query per idle device per period is not free. */
+                        if (!atomic_load(&share_used[d]))
+                                continue;
                         nvmlDevice_t h = NULL;
                         bool have = false;
-                        if (nvml_ok && atomic_load(&region->uuid_set[d]) == 2 && by_uuid)
+                        /* Our driver's UUID first: the region's may be a
+                         * previous run's (another CUDA_VISIBLE_DEVICES). */
+                        if (nvml_ok && atomic_load(&own_uuid_set[d]) && by_uuid)
+                                have = by_uuid(own_uuid[d], &h) == NVML_SUCCESS;
+                        if (nvml_ok && !have && atomic_load(&region->uuid_set[d]) == 2 && by_uuid)
                                 have = by_uuid(region->uuid[d], &h) == NVML_SUCCESS;
                         /* Not recorded yet: CUDA_VISIBLE_DEVICES's index, or
                          * NVML's own when it is not set. */
@@ -1914,7 +1939,11 @@ static void *watcher(void *arg) {
                                 int64_t adjust = (int64_t) measured - (int64_t) (charged - last_charged[d]);
                                 atomic_fetch_sub(&region->share[d].tokens, adjust);
                                 last_charged[d] = charged;
-                        }
+                        } else if (!last_t[d])
+                                /* The first look has no window to measure: what was
+                                 * charged before it stays charged (estimates), and is
+                                 * not refunded by the next window's reconciliation. */
+                                last_charged[d] = charged;
                         uint64_t adm = atomic_load(&share_base[d]);
                         if (last_t[d] && (adm > last_admitted[d] || mine_n > 0)) {
                                 vgpu_share_observe(&share_est[d], window, adm - last_admitted[d], measured);

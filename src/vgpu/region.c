@@ -125,6 +125,17 @@ int vgpu_region_validate(const struct vgpu_region *r, uint64_t file_size, char *
         return 0;
 }
 
+void vgpu_region_forget_run(struct vgpu_region *r, unsigned dev) {
+        if (dev >= VGPU_MAX_DEVICES)
+                return;
+        atomic_store(&r->uuid_set[dev], 0);
+        memset(r->uuid[dev], 0, sizeof(r->uuid[dev]));
+        atomic_store(&r->ctx_size[dev], 0);
+        atomic_store(&r->share[dev].tokens, 0);
+        atomic_store(&r->share[dev].last_ns, 0);
+        atomic_store(&r->share[dev].others_until_ns, 0);
+}
+
 static int lock_bounded(int fd) {
         for (unsigned waited = 0;; waited += 10) {
                 if (flock(fd, LOCK_EX | LOCK_NB) == 0)
@@ -190,11 +201,16 @@ int vgpu_region_open(const char *path, const struct vgpu_config *c, struct vgpu_
                         munmap(m, sizeof(*m));
                         goto fail;
                 }
-                /* A region nobody lives in takes the limits of this run. */
+                /* A region nobody lives in takes the limits of this run, and
+                 * forgets what the previous run learnt: the devices' UUIDs
+                 * (that run may have seen other devices), their context
+                 * sizes and the compute buckets (a credit or debt, a
+                 * "another user is active" mark). */
                 if (c && vgpu_region_live(m, vgpu_pid_alive) == 0) {
                         for (unsigned d = 0; d < VGPU_MAX_DEVICES; d++) {
                                 m->mem_limit[d] = c->mem_limit[d];
                                 m->sm_limit[d] = c->sm_limit[d];
+                                vgpu_region_forget_run(m, d);
                         }
                         m->policy = (uint32_t) c->policy;
                 }

@@ -97,6 +97,10 @@ uint64_t vgpu_proc_start_time(pid_t pid);
  * Other failures: -errno, reason in err. */
 int vgpu_region_open(const char *path, const struct vgpu_config *c, struct vgpu_region **ret,
                      char *err, size_t errlen);
+/* Forgets what a run learnt about device dev (its recorded UUID, context
+ * size, compute bucket): done when a run adopts a region no live process
+ * holds. Limits and slots are not touched. */
+void vgpu_region_forget_run(struct vgpu_region *r, unsigned dev);
 /* A region private to this process (anonymous mapping): the fallback when
  * the file cannot be used, so caps still hold per process. */
 int vgpu_region_new_private(const struct vgpu_config *c, struct vgpu_region **ret);
