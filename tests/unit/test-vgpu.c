@@ -221,6 +221,10 @@ static void test_region_file(void **state) {
         int s = vgpu_region_claim(r, getpid(), vgpu_proc_start_time(getpid()), vgpu_pid_alive);
         assert_true(s >= 0);
         assert_int_equal(vgpu_region_charge(r, s, 0, 10 * MIB, vgpu_pid_alive), 0);
+        vgpu_region_set_uuid(r, 0, "GPU-run-1");
+        atomic_store(&r->ctx_size[0], 300 * MIB);
+        atomic_store(&r->share[0].tokens, 5000000);
+        atomic_store(&r->share[0].last_ns, 1);
 
         /* A second mapping sees the charge; its different limits do not apply
          * while a live process is in the region. */
@@ -228,12 +232,20 @@ static void test_region_file(void **state) {
         assert_int_equal(vgpu_region_open(path, &c2, &r2, err, sizeof(err)), 0);
         assert_int_equal(vgpu_region_used(r2, 0), 10 * MIB);
         assert_int_equal(r2->mem_limit[0], 100 * MIB);
+        assert_int_equal(vgpu_region_find_uuid(r2, "GPU-run-1"), 0);
         vgpu_region_unmap(r2);
         vgpu_region_release(r, s);
         assert_int_equal(vgpu_region_used(r, 0), 0);
         /* Nobody left: the next process's limits replace the old ones. */
         assert_int_equal(vgpu_region_open(path, &c2, &r2, err, sizeof(err)), 0);
         assert_int_equal(r2->mem_limit[0], 5 * MIB);
+        /* ... and what the previous run learnt is forgotten: its devices'
+         * UUIDs (it may have seen other devices), context sizes, buckets. */
+        assert_int_equal(vgpu_region_find_uuid(r2, "GPU-run-1"), -ENOENT);
+        assert_int_equal(atomic_load(&r2->uuid_set[0]), 0);
+        assert_int_equal(atomic_load(&r2->ctx_size[0]), 0);
+        assert_int_equal(atomic_load(&r2->share[0].tokens), 0);
+        assert_int_equal(atomic_load(&r2->share[0].last_ns), 0);
         vgpu_region_unmap(r2);
         vgpu_region_unmap(r);
 
