@@ -269,7 +269,12 @@ CU_EXPORT CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags) {
         return CUDA_SUCCESS;
 }
 
-CU_EXPORT CUresult cuEventRecord(CUevent hEvent, CUstream hStream) {
+/* In a capturing stream a record only marks the event as part of the capture
+ * (a stream that waits on it joins the capture), as the driver does; only an
+ * external record (CU_EVENT_RECORD_EXTERNAL) becomes a graph node. A plain
+ * record that made a node would leave the graph pointing at an event the
+ * program may destroy right after the join (NCCL does). */
+static CUresult event_record(CUevent hEvent, CUstream hStream, bool external) {
         struct cu_ctx *c;
         CUresult r;
         struct cu_event *e = (struct cu_event *) hEvent;
@@ -279,16 +284,19 @@ CU_EXPORT CUresult cuEventRecord(CUevent hEvent, CUstream hStream) {
         if (!e || e->magic != MAGIC_EVENT)
                 return CUDA_ERROR_INVALID_HANDLE;
         if (s->capture) {
-                struct cu_node *n = cu_node_new(NODE_EVENT_RECORD);
-                if (!n)
-                        return CUDA_ERROR_OUT_OF_MEMORY;
-                n->event = e;
+                struct cu_node *n = NULL;
+                if (external) {
+                        n = cu_node_new(NODE_EVENT_RECORD);
+                        if (!n)
+                                return CUDA_ERROR_OUT_OF_MEMORY;
+                        n->event = e;
+                }
                 pthread_mutex_lock(&cu_lock);
                 e->capture = s->capture;
                 e->capture_id = s->capture_id;
                 e->capture_mode = s->capture_mode;
                 pthread_mutex_unlock(&cu_lock);
-                return cu_graph_add(s->capture, n);
+                return n ? cu_graph_add(s->capture, n) : CUDA_SUCCESS;
         }
         pthread_mutex_lock(&cu_lock);
         e->capture = NULL;
@@ -298,9 +306,12 @@ CU_EXPORT CUresult cuEventRecord(CUevent hEvent, CUstream hStream) {
         return CUDA_SUCCESS;
 }
 
+CU_EXPORT CUresult cuEventRecord(CUevent hEvent, CUstream hStream) {
+        return event_record(hEvent, hStream, false);
+}
+
 CU_EXPORT CUresult cuEventRecordWithFlags(CUevent hEvent, CUstream hStream, unsigned int flags) {
-        (void) flags;
-        return cuEventRecord(hEvent, hStream);
+        return event_record(hEvent, hStream, flags & CU_EVENT_RECORD_EXTERNAL);
 }
 
 CU_EXPORT CUresult cuEventQuery(CUevent hEvent) {
