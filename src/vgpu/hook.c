@@ -215,6 +215,8 @@ HIDDEN dlsym_fn vgpu_real_dlsym;
 
 /* Driver functions we call but do not hook. */
 typedef CUresult (*cuCtxGetDevice_fn)(CUdevice *);
+typedef CUresult (*cuDevicePrimaryCtxGetState_fn)(CUdevice, unsigned int *, int *);
+static cuDevicePrimaryCtxGetState_fn real_cuDevicePrimaryCtxGetState;
 typedef CUresult (*cuDeviceGetCount_fn)(int *);
 typedef CUresult (*cuDeviceGet_fn)(CUdevice *, int);
 typedef CUresult (*cuDeviceGetUuid_fn)(CUuuid *, CUdevice);
@@ -338,6 +340,7 @@ static void atfork_child(void) {
  * (find_real at start-up, the real dlsym on a library dlopen'ed later). */
 static void resolve_cuda_helpers(void *(*look)(void *lib, const char *name), void *lib) {
         real_cuCtxGetDevice = (cuCtxGetDevice_fn) look(lib, "cuCtxGetDevice");
+        real_cuDevicePrimaryCtxGetState = (cuDevicePrimaryCtxGetState_fn) look(lib, "cuDevicePrimaryCtxGetState");
         real_cuDeviceGetCount = (cuDeviceGetCount_fn) look(lib, "cuDeviceGetCount");
         real_cuDeviceGet = (cuDeviceGet_fn) look(lib, "cuDeviceGet");
         real_cuDeviceGetUuid = (cuDeviceGetUuid_fn) look(lib, "cuDeviceGetUuid_v2");
@@ -578,7 +581,11 @@ static void log_oom(unsigned dev, uint64_t size) {
 /* Charges size on dev before the real allocation. 0 or CUDA_ERROR_OUT_OF_MEMORY. */
 static bool pools_settle_all(void);
 
-static CUresult charge(unsigned dev, uint64_t size, int *ret_slot) {
+static CUresult primary_first_use(unsigned dev);
+static _Atomic bool primary_seen[VGPU_MAX_DEVICES];
+
+/* Charges size bytes on dev, nothing else (a context's own charge). */
+static CUresult charge_raw(unsigned dev, uint64_t size, int *ret_slot) {
         int s = slot();
         if (s < 0)
                 return CUDA_ERROR_OUT_OF_MEMORY;
@@ -590,6 +597,18 @@ static CUresult charge(unsigned dev, uint64_t size, int *ret_slot) {
         }
         *ret_slot = s;
         return CUDA_SUCCESS;
+}
+
+/* Charges an allocation: first the device's primary context when this
+ * process uses it uncharged (the CUDA runtime gets it through a private
+ * export table, never through cuDevicePrimaryCtxRetain), then size. */
+static CUresult charge(unsigned dev, uint64_t size, int *ret_slot) {
+        if (!atomic_load_explicit(&primary_seen[dev], memory_order_acquire)) {
+                CUresult r = primary_first_use(dev);
+                if (r != CUDA_SUCCESS)
+                        return r;
+        }
+        return charge_raw(dev, size, ret_slot);
 }
 
 static void uncharge(int s, unsigned dev, uint64_t size) {
@@ -1108,6 +1127,7 @@ typedef nvmlReturn_t (*nvmlDeviceGetHandleByIndex_fn)(unsigned int, nvmlDevice_t
 static pthread_mutex_t ctx_lock = PTHREAD_MUTEX_INITIALIZER;
 static int primary_refs[VGPU_MAX_DEVICES];
 static uint64_t primary_charged[VGPU_MAX_DEVICES];
+static bool primary_implicit[VGPU_MAX_DEVICES]; /* charged on first use, not by a retain */
 static nvmlDeviceGetHandleByUUID_fn ctx_by_uuid;
 static bool ctx_nvml_tried;
 #define CTX_MAX_BYTES (4ull << 30)      /* a larger "context" was another process's allocation */
@@ -1214,9 +1234,48 @@ static CUresult ctx_charge(unsigned dev, uint64_t size) {
         int s;
         if (size == 0)
                 return CUDA_SUCCESS;
-        CUresult r = charge(dev, size, &s);
+        CUresult r = charge_raw(dev, size, &s);
         if (r == CUDA_SUCCESS)
                 vgpu_region_ctx_add(region, s, dev, (int64_t) size);
+        return r;
+}
+
+/* The primary context of dev is in use (the driver says it is active) and
+ * no retain of ours charged it: the CUDA runtime, and every library with a
+ * static runtime, retains it through the CUDART export table. It is charged
+ * here, once, on the process's first allocation or memory query on dev; its
+ * size is what NVML lists for this process there beyond what the process
+ * already charged on dev (its allocations, its created contexts), else the
+ * size a process of the container measured. It stays charged until a reset
+ * or the process's end: the runtime holds the context that long.
+ * CUDA_ERROR_OUT_OF_MEMORY when the context does not fit under the cap (the
+ * next use tries again). */
+static CUresult primary_first_use(unsigned dev) {
+        cuDevicePrimaryCtxGetState_fn state = real_cuDevicePrimaryCtxGetState;
+        unsigned flags;
+        int on = 0;
+        CUresult r = CUDA_SUCCESS;
+        pthread_mutex_lock(&ctx_lock);
+        if (primary_charged[dev] > 0 || primary_implicit[dev])
+                atomic_store_explicit(&primary_seen[dev], true, memory_order_release);
+        else if (state && state((CUdevice) dev, &flags, &on) == CUDA_SUCCESS && on) {
+                static struct ctx_reading before, after; /* under ctx_lock */
+                int s = slot();
+                before = (struct ctx_reading) { .proc_ok = true, .proc_found = true };
+                if (s >= 0)
+                        before.proc = atomic_load(&region->slots[s].dev[dev].used);
+                nvml_read(dev, &after);
+                uint64_t size = ctx_size(dev, &before, &after);
+                r = ctx_charge(dev, size);
+                if (r == CUDA_SUCCESS) {
+                        vlog(VGPU_LOG_DEBUG, "primary context of device %u in use without a retain: %llu bytes charged",
+                             dev, (unsigned long long) size);
+                        primary_charged[dev] = size;
+                        primary_implicit[dev] = true;
+                        atomic_store_explicit(&primary_seen[dev], true, memory_order_release);
+                }
+        }
+        pthread_mutex_unlock(&ctx_lock);
         return r;
 }
 
@@ -1236,7 +1295,7 @@ EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
         unsigned d = (unsigned) dev;
         static struct ctx_reading before, after;  /* under ctx_lock */
         pthread_mutex_lock(&ctx_lock);
-        bool first = primary_refs[d] == 0 || primary_charged[d] == 0;
+        bool first = !primary_implicit[d] && (primary_refs[d] == 0 || primary_charged[d] == 0);
         if (first)
                 nvml_read(d, &before);
         CUresult r = real(pctx, dev);
@@ -1263,9 +1322,11 @@ static void primary_released(CUdevice dev) {
         if (!active || dev < 0 || dev >= VGPU_MAX_DEVICES)
                 return;
         pthread_mutex_lock(&ctx_lock);
-        if (primary_refs[dev] > 0 && --primary_refs[dev] == 0) {
+        /* A context charged on first use stays: the runtime still holds it. */
+        if (primary_refs[dev] > 0 && --primary_refs[dev] == 0 && !primary_implicit[dev]) {
                 ctx_uncharge((unsigned) dev, primary_charged[dev]);
                 primary_charged[dev] = 0;
+                atomic_store(&primary_seen[dev], false);
         }
         pthread_mutex_unlock(&ctx_lock);
 }
@@ -1277,6 +1338,8 @@ static void primary_reset(CUdevice dev) {
         pthread_mutex_lock(&ctx_lock);
         ctx_uncharge((unsigned) dev, primary_charged[dev]);
         primary_charged[dev] = 0;
+        primary_implicit[dev] = false;
+        atomic_store(&primary_seen[dev], false);
         pthread_mutex_unlock(&ctx_lock);
 }
 
@@ -1377,6 +1440,8 @@ EXPORT CUresult cuMemGetInfo_v2(size_t *free_b, size_t *total_b) {
         if (r != CUDA_SUCCESS || !active || !free_b || !total_b || current_device(&dev) < 0 ||
             dev >= VGPU_MAX_DEVICES || region->mem_limit[dev] == VGPU_UNLIMITED)
                 return r;
+        if (!atomic_load_explicit(&primary_seen[dev], memory_order_acquire))
+                (void) primary_first_use(dev);
         pools_settle_all();
         uint64_t total = capped_total(dev, *total_b), used = vgpu_region_used_live(region, dev, vgpu_pid_alive);
         uint64_t free_cap = used < total ? total - used : 0;

@@ -132,6 +132,24 @@ if [ -x "$rt" ]; then
   grep -q '^PASSED' "$tmp/runtime" || fail "runtime program did not pass with the library"
   grep -q '^ok   free memory back to 1024 MiB' "$tmp/runtime" || fail "the runtime does not see the cap: $(cat "$tmp/runtime")"
   grep -q 'out of memory: .*CUDA_DEVICE_MEMORY_LIMIT_0' "$tmp/runtime" || fail "no refusal line from the runtime's big allocation"
+  # The runtime retains its primary context through the CUDART export table,
+  # never through cuDevicePrimaryCtxRetain: the context (400 MiB here) is
+  # charged all the same, on first use. Under a cap it does not fit in, the
+  # first allocation fails; under 1 GiB the process sees 624 MiB free.
+  env LD_PRELOAD="$vgpu" CUDA_DEVICE_MEMORY_SHARED_CACHE="$tmp/region-ctx-small" CUDA_DEVICE_MEMORY_LIMIT=64m \
+    MIGKIT_SIM_CUDA_CTX_MIB=400 "$rt" >"$tmp/runtime-ctx-small" 2>&1 || true
+  grep -q '^FAIL cudaMalloc(&d, 64 << 20) -> cudaErrorMemoryAllocation$' "$tmp/runtime-ctx-small" ||
+    fail "a runtime context of 400 MiB fitted under a 64 MiB cap: $(grep -v '^ok' "$tmp/runtime-ctx-small")"
+  grep -q "out of memory: allocation of $((400 * MIB)) bytes on device 0" "$tmp/runtime-ctx-small" ||
+    fail "no refusal of the runtime's context: $(grep -v '^ok' "$tmp/runtime-ctx-small")"
+  if ! env LD_PRELOAD="$vgpu" CUDA_DEVICE_MEMORY_SHARED_CACHE="$tmp/region-ctx" CUDA_DEVICE_MEMORY_LIMIT=1g \
+      MIGKIT_SIM_CUDA_CTX_MIB=400 "$rt" >"$tmp/runtime-ctx" 2>&1; then
+    fail "CUDA runtime program with a 400 MiB context under 1 GiB: $(grep -v '^ok' "$tmp/runtime-ctx")"
+  fi
+  grep -q '^ok   cudaMemGetInfo total 1024 MiB, free 624 MiB$' "$tmp/runtime-ctx" ||
+    fail "the runtime's context is not charged: $(grep 'MemGetInfo total\|free memory' "$tmp/runtime-ctx")"
+  grep -q '^ok   free memory back to 624 MiB$' "$tmp/runtime-ctx" ||
+    fail "the runtime's context is not charged once: $(grep 'free memory' "$tmp/runtime-ctx")"
 else
   echo "note: no nvcc: the CUDA runtime program was not built"
 fi
