@@ -267,6 +267,7 @@ struct srv_stream {
 struct mk_grpc_server {
         grpc_server *server;
         grpc_completion_queue *cq;
+        bool trim_after_call; /* a big request's call: trim again once C-core freed it (queue thread only) */
         pthread_t thread;
         bool thread_started;
         bool global_ref;
@@ -379,10 +380,11 @@ static void server_call_done(struct srv_call *sc) {
 /* A unary request at least this big is followed by malloc_trim(). */
 #define MK_GRPC_TRIM_AFTER_BYTES (256u * 1024)
 
-/* Frees the request's buffers now and hands the free heap back (malloc_trim). */
-static void trim_memory(struct mk_buf *req, struct mk_buf *resp) {
+/* Frees the request's copy now and hands the free heap back (malloc_trim),
+ * before the answer goes out: a client that sees the answer sees the memory
+ * given back (the answer's own buffer is small and freed after sending). */
+static void trim_memory(struct mk_buf *req) {
         mk_buf_done(req);
-        mk_buf_done(resp);
         (void) malloc_trim(0);
 }
 
@@ -411,18 +413,17 @@ static void server_unary(struct mk_grpc_server *s, const char *method, grpc_call
         r = s->unary(s->userdata, method, (const uint8_t *) req.data, req.len, &resp, &err);
         /* What a big request took (its copy, what decoding it allocated)
          * goes back to the system, not kept by malloc for the next one. */
-        bool big = req.len >= MK_GRPC_TRIM_AFTER_BYTES;
+        if (req.len >= MK_GRPC_TRIM_AFTER_BYTES) {
+                trim_memory(&req);
+                s->trim_after_call = true;
+        }
         if (r >= 0) {
                 server_answer(s, call, &resp, MK_GRPC_OK, NULL);
-                if (big)
-                        trim_memory(&req, &resp);
                 return;
         }
         log_debug_area("grpc", "'%s' on '%s' failed: %s", method, s->socket_path,
                        err.msg[0] ? err.msg : strerror(-r));
         server_answer(s, call, NULL, mk_grpc_status_from_errno(r), err.msg[0] ? err.msg : strerror(-r));
-        if (big)
-                trim_memory(&req, &resp);
 }
 
 static void server_unimplemented(struct mk_grpc_server *s, grpc_call *call, grpc_slice method) {
@@ -649,6 +650,11 @@ static void *server_thread(void *userdata) {
                                         break;
                                 case TAG_CALL_DONE:
                                         server_call_done(t->obj);
+                                        if (s->trim_after_call) {
+                                                /* what C-core kept of the call (its arena) is freed now */
+                                                s->trim_after_call = false;
+                                                (void) malloc_trim(0);
+                                        }
                                         break;
                                 case TAG_STREAM_CLOSE:
                                 case TAG_STREAM_SEND:
