@@ -71,13 +71,17 @@ rss0=$(kb VmRSS)
 r=$(call 4000000)
 case $r in *"Received "*|UNAVAILABLE*|"") fail "a 4 MB Allocate: $r" ;; esac
 # The plugin trims before it answers and again when C-core has freed the
-# call, which may be just after the answer arrives here: give it 3 s.
+# call, which may be just after the answer arrives here: give it 3 s. What
+# may stay is C-core's own buffers, up to the server's 24 MiB memory quota
+# (seen here: 14 MB to 25 MB left, by run); decoding this request takes
+# about 200 MB, so a request whose memory is kept still fails the bound.
+bound=$((32 * 1024))
 for _ in $(seq 30); do
   rss1=$(kb VmRSS)
-  [ $((rss1 - rss0)) -ge 16384 ] || break
+  [ $((rss1 - rss0)) -ge "$bound" ] || break
   sleep 0.1
 done
 echo "RSS before a 4 MB request ${rss0} kB, after ${rss1} kB"
-[ $((rss1 - rss0)) -lt 16384 ] || fail "the 4 MB request left $((rss1 - rss0)) kB behind"
+[ $((rss1 - rss0)) -lt "$bound" ] || fail "the 4 MB request left $((rss1 - rss0)) kB behind"
 echo "0 quit" >&7
 echo "PASS"
