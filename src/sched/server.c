@@ -525,6 +525,8 @@ static char *conn_metrics(struct mk_sched_server *srv, char *text) {
 
 /* libmicrohttpd's own messages, each format at most once per interval
  * (a burst of refusals printed one line each before). */
+/* libmicrohttpd's own format and arguments (clang: a va_list format). */
+static void on_mhd_log(void *cls, const char *fm, va_list ap) _printf_(2, 0);
 static void on_mhd_log(void *cls, const char *fm, va_list ap) {
         struct mk_sched_server *srv = cls;
         uint64_t now = mono_s();

@@ -82,6 +82,12 @@ for _ in $(seq 30); do
   sleep 0.1
 done
 echo "RSS before a 4 MB request ${rss0} kB, after ${rss1} kB"
-[ $((rss1 - rss0)) -lt "$bound" ] || fail "the 4 MB request left $((rss1 - rss0)) kB behind"
+# Under ASan freed memory sits in the sanitizer's quarantine, which
+# malloc_trim cannot give back: the bound holds for the real allocator only.
+if readelf -d "$MIGKIT_BIN" 2>/dev/null | grep -q libasan; then
+  echo "note: sanitizer build, the memory given back is not checked"
+else
+  [ $((rss1 - rss0)) -lt "$bound" ] || fail "the 4 MB request left $((rss1 - rss0)) kB behind"
+fi
 echo "0 quit" >&7
 echo "PASS"
