@@ -216,6 +216,8 @@ bool cu_range_ok_w(uintptr_t p, size_t n, bool write) {
         struct cu_alloc *a = cu_alloc_find(p);
         if (!a)
                 return !cu_in_arena(p);
+        if (a->graph && !a->glive)
+                return false; /* a graph allocation's address, no memory behind it */
         if (write)
                 a->touched = true;
         if (a->kind == ALLOC_VMM_RESERVE) {

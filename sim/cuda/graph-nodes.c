@@ -175,6 +175,11 @@ static CUresult exec_update(CUgraphExec hGraphExec, CUgraph hGraph, CUgraphExecU
                         *result = CU_GRAPH_EXEC_UPDATE_ERROR_NODE_TYPE_CHANGED;
                         *error_node = (CUgraphNode) g->nodes[i];
                         r = CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE;
+                } else if (g->nodes[i]->alloc != x->graph->nodes[i]->alloc) {
+                        /* A memory node's allocation is fixed at instantiation. */
+                        *result = CU_GRAPH_EXEC_UPDATE_ERROR_NOT_SUPPORTED;
+                        *error_node = (CUgraphNode) g->nodes[i];
+                        r = CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE;
                 }
         for (size_t i = 0; r == CUDA_SUCCESS && i < g->n_nodes; i++) {
                 struct cu_node *dst = x->graph->nodes[i];
@@ -238,6 +243,18 @@ CU_EXPORT CUresult cuGraphAddNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph, c
                 return cuGraphAddHostNode(phGraphNode, hGraph, dependencies, numDependencies, &p);
         }
         case CU_GRAPH_NODE_TYPE_EMPTY: return cuGraphAddEmptyNode(phGraphNode, hGraph, dependencies, numDependencies);
+        case CU_GRAPH_NODE_TYPE_MEM_ALLOC: {
+                CUDA_MEM_ALLOC_NODE_PARAMS p = { .poolProps = nodeParams->alloc.poolProps,
+                                                 .accessDescs = nodeParams->alloc.accessDescs,
+                                                 .accessDescCount = nodeParams->alloc.accessDescCount,
+                                                 .bytesize = nodeParams->alloc.bytesize };
+                CUresult r = cuGraphAddMemAllocNode(phGraphNode, hGraph, dependencies, numDependencies, &p);
+                if (r == CUDA_SUCCESS)
+                        nodeParams->alloc.dptr = p.dptr;
+                return r;
+        }
+        case CU_GRAPH_NODE_TYPE_MEM_FREE:
+                return cuGraphAddMemFreeNode(phGraphNode, hGraph, dependencies, numDependencies, nodeParams->free.dptr);
         case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
         case CU_GRAPH_NODE_TYPE_WAIT_EVENT: {
                 struct cu_graph *g = (struct cu_graph *) hGraph;

@@ -12,6 +12,11 @@ static struct cu_graph *graph_new(void) {
 
 static void graph_free(struct cu_graph *g) {
         cu_graph_release_user_objects(g);
+        pthread_mutex_lock(&cu_lock);
+        for (size_t i = 0; i < g->n_nodes; i++)
+                if (g->nodes[i]->alloc)
+                        cu_gmem_drop(g->nodes[i]->alloc);
+        pthread_mutex_unlock(&cu_lock);
         for (size_t i = 0; i < g->n_nodes; i++) {
                 g->nodes[i]->magic = 0;
                 free(g->nodes[i]);
@@ -153,7 +158,8 @@ CU_EXPORT CUresult cuGraphNodeGetType(CUgraphNode hNode, CUgraphNodeType *type) 
                 [NODE_KERNEL] = CU_GRAPH_NODE_TYPE_KERNEL,  [NODE_MEMSET] = CU_GRAPH_NODE_TYPE_MEMSET,
                 [NODE_MEMCPY] = CU_GRAPH_NODE_TYPE_MEMCPY,  [NODE_EMPTY] = CU_GRAPH_NODE_TYPE_EMPTY,
                 [NODE_HOST] = CU_GRAPH_NODE_TYPE_HOST,      [NODE_EVENT_RECORD] = CU_GRAPH_NODE_TYPE_EVENT_RECORD,
-                [NODE_WAIT_EVENT] = CU_GRAPH_NODE_TYPE_WAIT_EVENT,
+                [NODE_WAIT_EVENT] = CU_GRAPH_NODE_TYPE_WAIT_EVENT, [NODE_MEM_ALLOC] = CU_GRAPH_NODE_TYPE_MEM_ALLOC,
+                [NODE_MEM_FREE] = CU_GRAPH_NODE_TYPE_MEM_FREE,
         };
         *type = map[n->kind];
         return CUDA_SUCCESS;
@@ -175,6 +181,11 @@ CUresult cu_graph_instantiate(CUgraphExec *phGraphExec, CUgraph hGraph) {
                 if (n) {
                         *n = *g->nodes[i];
                         n->orig = g->nodes[i];
+                        if (n->alloc) {
+                                pthread_mutex_lock(&cu_lock);
+                                cu_gmem_hold(n->alloc);
+                                pthread_mutex_unlock(&cu_lock);
+                        }
                 }
                 if (!n || cu_graph_add(copy, n) != CUDA_SUCCESS) {
                         graph_free(copy);
@@ -223,7 +234,13 @@ CU_EXPORT CUresult cuGraphUpload(CUgraphExec hGraphExec, CUstream hStream) {
         CUresult r;
         if (!x || x->magic != MAGIC_GEXEC)
                 return CUDA_ERROR_INVALID_VALUE;
-        return cu_stream_resolve(hStream, &c, &r) ? CUDA_SUCCESS : r;
+        if (!cu_stream_resolve(hStream, &c, &r))
+                return r;
+        /* The graph's memory is reserved from the graph pools now, as by a launch. */
+        pthread_mutex_lock(&cu_lock);
+        r = cu_gmem_reserve(x->graph->nodes, x->graph->n_nodes);
+        pthread_mutex_unlock(&cu_lock);
+        return r;
 }
 
 CU_EXPORT CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream) {
@@ -236,6 +253,12 @@ CU_EXPORT CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream) {
         if (!x || x->magic != MAGIC_GEXEC)
                 return CUDA_ERROR_INVALID_VALUE;
         struct cu_dev *d = &cu_devs[c->dev];
+        /* Before any node runs: the graph's allocations from the graph pools. */
+        pthread_mutex_lock(&cu_lock);
+        r = cu_gmem_reserve(x->graph->nodes, x->graph->n_nodes);
+        pthread_mutex_unlock(&cu_lock);
+        if (r != CUDA_SUCCESS)
+                return r;
         for (size_t i = 0; i < x->graph->n_nodes; i++) {
                 struct cu_node *n = x->graph->nodes[i];
                 switch (n->kind) {
@@ -266,12 +289,80 @@ CU_EXPORT CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream) {
                                 pthread_mutex_unlock(&cu_lock);
                         }
                         break;
+                case NODE_MEM_ALLOC:
+                        pthread_mutex_lock(&cu_lock);
+                        cu_gmem_take(n->alloc);
+                        pthread_mutex_unlock(&cu_lock);
+                        break;
+                case NODE_MEM_FREE:
+                        pthread_mutex_lock(&cu_lock);
+                        r = cu_gmem_release(n->alloc, false);
+                        pthread_mutex_unlock(&cu_lock);
+                        break;
                 default:
                         break;
                 }
                 if (r != CUDA_SUCCESS)
                         return r;
         }
+        return CUDA_SUCCESS;
+}
+
+/* ---- memory nodes (graphmem.c) ---- */
+
+CU_EXPORT CUresult cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+                                          size_t numDependencies, CUDA_MEM_ALLOC_NODE_PARAMS *nodeParams) {
+        struct cu_graph *g = as_graph(hGraph);
+        struct cu_node *n;
+        CUresult r = cu_check_init();
+        if (r != CUDA_SUCCESS)
+                return r;
+        if (!g || !phGraphNode || !nodeParams || (numDependencies && !dependencies) ||
+            nodeParams->poolProps.location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
+            nodeParams->poolProps.handleTypes != CU_MEM_HANDLE_TYPE_NONE ||
+            nodeParams->accessDescCount > (size_t) cu_ndevs || (nodeParams->accessDescCount && !nodeParams->accessDescs))
+                return CUDA_ERROR_INVALID_VALUE;
+        r = cu_gmem_alloc_node(g, nodeParams->poolProps.location.id, nodeParams->bytesize, &n);
+        if (r != CUDA_SUCCESS)
+                return r;
+        nodeParams->dptr = n->dst;
+        *phGraphNode = (CUgraphNode) n;
+        return CUDA_SUCCESS;
+}
+
+CU_EXPORT CUresult cuGraphAddMemFreeNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+                                         size_t numDependencies, CUdeviceptr dptr) {
+        struct cu_graph *g = as_graph(hGraph);
+        struct cu_node *n;
+        CUresult r = cu_check_init();
+        if (r != CUDA_SUCCESS)
+                return r;
+        if (!g || !phGraphNode || (numDependencies && !dependencies))
+                return CUDA_ERROR_INVALID_VALUE;
+        r = cu_gmem_free_node(g, dptr, &n);
+        if (r == CUDA_SUCCESS)
+                *phGraphNode = (CUgraphNode) n;
+        return r;
+}
+
+CU_EXPORT CUresult cuGraphMemAllocNodeGetParams(CUgraphNode hNode, CUDA_MEM_ALLOC_NODE_PARAMS *params_out) {
+        struct cu_node *n = (struct cu_node *) hNode;
+        if (!n || n->magic != MAGIC_NODE || n->kind != NODE_MEM_ALLOC || !params_out)
+                return CUDA_ERROR_INVALID_VALUE;
+        memset(params_out, 0, sizeof(*params_out));
+        params_out->poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+        params_out->poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+        params_out->poolProps.location.id = n->alloc->dev;
+        params_out->bytesize = n->bytes;
+        params_out->dptr = n->dst;
+        return CUDA_SUCCESS;
+}
+
+CU_EXPORT CUresult cuGraphMemFreeNodeGetParams(CUgraphNode hNode, CUdeviceptr *dptr_out) {
+        struct cu_node *n = (struct cu_node *) hNode;
+        if (!n || n->magic != MAGIC_NODE || n->kind != NODE_MEM_FREE || !dptr_out)
+                return CUDA_ERROR_INVALID_VALUE;
+        *dptr_out = n->dst;
         return CUDA_SUCCESS;
 }
 

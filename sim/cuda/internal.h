@@ -13,6 +13,7 @@
  *                  checked copies and sets
  *      sched.c     stream objects, the time model, kernel booking, graph node
  *                  lists (what capture appends to)
+ *      graphmem.c  graph memory: allocation and free nodes, the graph pools
  *   2  context.c   contexts and primary contexts (charge a context's size)
  *      streams.c   stream and event API
  *      memory.c    allocations, memory info, host memory, pointer attributes
@@ -89,6 +90,8 @@ struct cu_dev {
         unsigned primary_flags;
         int primary_refs;
         struct cu_pool *default_pool, *current_pool;
+        /* the graph memory pool (graphmem.c): in use by graph allocations, reserved (charged) */
+        uint64_t gmem_used, gmem_used_high, gmem_reserved, gmem_reserved_high;
 };
 
 struct cu_stream;
@@ -165,7 +168,10 @@ struct cu_pool {
         uint64_t reserved, reserved_high; /* held from the device (used + cached) */
 };
 
-enum cu_node_kind { NODE_KERNEL, NODE_MEMSET, NODE_MEMCPY, NODE_EMPTY, NODE_HOST, NODE_EVENT_RECORD, NODE_WAIT_EVENT };
+enum cu_node_kind {
+        NODE_KERNEL, NODE_MEMSET, NODE_MEMCPY, NODE_EMPTY, NODE_HOST, NODE_EVENT_RECORD, NODE_WAIT_EVENT,
+        NODE_MEM_ALLOC, NODE_MEM_FREE,
+};
 
 struct cu_node {
         uint32_t magic;
@@ -188,6 +194,7 @@ struct cu_node {
         struct cu_event *event;
         CUDA_KERNEL_NODE_PARAMS kparams; /* kernels: as set (parameter pointers as given) */
         struct cu_node *orig;            /* in an instantiated copy: the graph's node */
+        struct cu_alloc *alloc;          /* memory nodes: the graph allocation (dst, bytes: its address, size) */
 };
 
 struct cu_user_ref; /* userobj.c */
@@ -270,6 +277,10 @@ struct cu_alloc {
         /* managed memory: advice and prefetches (cuMemRangeGetAttribute) */
         bool read_mostly;
         CUmemLocation preferred, last_prefetch;
+        /* graph allocations (graphmem.c): the address lives while nodes hold it or the memory is in use */
+        bool graph, glive, gfreed_own, gfreed_other;
+        unsigned grefs;
+        const struct cu_graph *gowner;
 };
 #define CU_PAGE 4096ULL
 #define VMM_GRANULARITY (2ULL << 20)
@@ -328,6 +339,16 @@ CUresult cu_graph_copy_user_objects(struct cu_graph *dst, const struct cu_graph 
 CUresult cu_graph_instantiate(CUgraphExec *phGraphExec, CUgraph hGraph);
 CUresult cu_graph_add(struct cu_graph *g, struct cu_node *n);
 struct cu_node *cu_node_new(enum cu_node_kind kind);
+
+/* Graph memory (graphmem.c). Nodes: */
+CUresult cu_gmem_alloc_node(struct cu_graph *g, int dev, size_t bytes, struct cu_node **ret);
+CUresult cu_gmem_free_node(struct cu_graph *g, CUdeviceptr dptr, struct cu_node **ret);
+/* Under cu_lock: */
+void cu_gmem_hold(struct cu_alloc *a);                            /* one more node refers to it */
+void cu_gmem_drop(struct cu_alloc *a);                            /* one less; the address goes with the last */
+CUresult cu_gmem_reserve(struct cu_node *const *nodes, size_t n); /* a launch's allocations from the pools */
+void cu_gmem_take(struct cu_alloc *a);                            /* an allocation node runs */
+CUresult cu_gmem_release(struct cu_alloc *a, bool outside);       /* freed (outside: not by a free node) */
 
 /* Tracing: MIGKIT_SIM_CUDA_TRACE=1 logs unknown symbols, export tables and stubs to stderr. */
 extern int cu_trace;

@@ -70,6 +70,11 @@ CUresult cu_mem_free(CUdeviceptr dptr, bool async) {
                 pthread_mutex_unlock(&cu_lock);
                 return CUDA_ERROR_INVALID_VALUE;
         }
+        if (a->graph) { /* a graph allocation a launch left in use goes back to its graph pool */
+                r = cu_gmem_release(a, true);
+                pthread_mutex_unlock(&cu_lock);
+                return r;
+        }
         cu_arena_free(a);
         pthread_mutex_unlock(&cu_lock);
         return CUDA_SUCCESS;

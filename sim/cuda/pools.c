@@ -28,6 +28,15 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t bytesize, struct cu_pool *
         struct cu_stream *s = cu_stream_resolve(hStream, &c, &r);
         if (!s)
                 return r;
+        if (s->capture) { /* an allocation node of the graph: memory at its launches */
+                struct cu_node *n;
+                if (!dptr)
+                        return CUDA_ERROR_INVALID_VALUE;
+                r = cu_gmem_alloc_node(s->capture, pool ? pool->dev : c->dev, bytesize, &n);
+                if (r == CUDA_SUCCESS)
+                        *dptr = n->dst;
+                return r;
+        }
         if (!pool)
                 pool = device_pool(c->dev);
         if (!pool)
@@ -49,8 +58,13 @@ CU_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, C
 CU_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) {
         struct cu_ctx *c;
         CUresult r;
-        if (!cu_stream_resolve(hStream, &c, &r))
+        struct cu_stream *s = cu_stream_resolve(hStream, &c, &r);
+        if (!s)
                 return r;
+        if (s->capture) { /* a free node: only of a graph allocation */
+                struct cu_node *n;
+                return cu_gmem_free_node(s->capture, dptr, &n);
+        }
         return cu_mem_free(dptr, true);
 }
 

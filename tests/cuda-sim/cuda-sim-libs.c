@@ -179,7 +179,7 @@ static void check_capture_nodes(CUstream s) {
         CHECK(cuStreamUpdateCaptureDependencies_v2(s, &n, NULL, 1, CU_STREAM_ADD_CAPTURE_DEPENDENCIES) ==
                       CUDA_ERROR_ILLEGAL_STATE,
               "capture dependencies outside a capture refused");
-        np.type = CU_GRAPH_NODE_TYPE_MEM_ALLOC;
+        np.type = CU_GRAPH_NODE_TYPE_BATCH_MEM_OP;
         CUgraphNode n2;
         CHECK(cuGraphAddNode_v2(&n2, g, NULL, NULL, 0, &np) == CUDA_ERROR_NOT_SUPPORTED,
               "cuGraphAddNode: a node kind not simulated refused");
@@ -639,6 +639,114 @@ static void check_ranges(CUstream s) {
         OK(cuMemFree_v2(m));
 }
 
+static cuuint64_t graph_mem(CUgraphMem_attribute attr) {
+        cuuint64_t v = ~0ull;
+        if (cuDeviceGetGraphMemAttribute(0, attr, &v) != CUDA_SUCCESS)
+                return ~0ull;
+        return v;
+}
+
+/* Graph memory: allocation and free nodes, added or captured; the graph pool
+ * reserves (and charges) at the launch and keeps it until trimmed. */
+static void check_graph_memory(CUstream s) {
+        CUresult r;
+        CUgraph g;
+        CUgraphExec gx;
+        CUgraphNode na, nm, nf, n2;
+        CUgraphNodeType type;
+        size_t u0 = used_bytes();
+        CUDA_MEM_ALLOC_NODE_PARAMS ap = { .poolProps = { .allocType = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                                         .location = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0 } },
+                                          .bytesize = 64 << 20 };
+        OK(cuGraphCreate(&g, 0));
+        OK(cuGraphAddMemAllocNode(&na, g, NULL, 0, &ap));
+        CHECK(ap.dptr != 0 && used_bytes() == u0, "graph memory: an allocation node has an address, nothing charged");
+        CHECK(cuMemsetD8_v2(ap.dptr, 1, 4096) == CUDA_ERROR_INVALID_VALUE, "graph memory: no memory before a launch");
+        CUDA_MEMSET_NODE_PARAMS mp = { .dst = ap.dptr, .value = 7, .elementSize = 1, .width = 4096, .height = 1 };
+        OK(cuGraphAddMemsetNode(&nm, g, &na, 1, &mp, NULL));
+        OK(cuGraphAddMemFreeNode(&nf, g, &nm, 1, ap.dptr));
+        CHECK(cuGraphAddMemFreeNode(&n2, g, &nf, 1, ap.dptr) == CUDA_ERROR_INVALID_VALUE,
+              "graph memory: a second free node of one allocation refused");
+        CUdeviceptr plain;
+        OK(cuMemAlloc_v2(&plain, 4096));
+        CHECK(cuGraphAddMemFreeNode(&n2, g, NULL, 0, plain) == CUDA_ERROR_INVALID_VALUE,
+              "graph memory: a free node of memory no allocation node gave refused");
+        OK(cuGraphNodeGetType(na, &type));
+        CHECK(type == CU_GRAPH_NODE_TYPE_MEM_ALLOC, "graph memory: allocation node type");
+        OK(cuGraphNodeGetType(nf, &type));
+        CHECK(type == CU_GRAPH_NODE_TYPE_MEM_FREE, "graph memory: free node type");
+        CUDA_MEM_ALLOC_NODE_PARAMS got;
+        CUdeviceptr fp = 0;
+        OK(cuGraphMemAllocNodeGetParams(na, &got));
+        OK(cuGraphMemFreeNodeGetParams(nf, &fp));
+        CHECK(got.bytesize == 64 << 20 && got.dptr == ap.dptr && got.poolProps.location.id == 0 && fp == ap.dptr,
+              "graph memory: node parameters read back");
+        OK(cuGraphInstantiateWithFlags(&gx, g, 0));
+        CHECK(used_bytes() == u0 + 4096 && graph_mem(CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT) == 0,
+              "graph memory: nothing reserved at instantiation");
+        OK(cuGraphLaunch(gx, s));
+        OK(cuGraphLaunch(gx, s));
+        OK(cuStreamSynchronize(s));
+        CHECK(graph_mem(CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT) == 64 << 20 &&
+                      graph_mem(CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT) == 0 &&
+                      graph_mem(CU_GRAPH_MEM_ATTR_USED_MEM_HIGH) == 64 << 20,
+              "graph memory: two launches reserve 64 MiB once, none in use after the in-graph free");
+        CHECK(used_bytes() == u0 + 4096 + (64 << 20), "graph memory: the reserve is charged to the device");
+        OK(cuDeviceGraphMemTrim(0));
+        CHECK(graph_mem(CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT) == 0 && used_bytes() == u0 + 4096,
+              "graph memory: trimmed, given back");
+        OK(cuGraphExecDestroy(gx));
+        OK(cuGraphDestroy(g));
+        OK(cuMemFree_v2(plain));
+
+        /* Captured: cuMemAllocAsync becomes an allocation node, not freed in the graph. */
+        CUdeviceptr p;
+        size_t n = 0;
+        OK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+        OK(cuMemAllocAsync(&p, 32 << 20, s));
+        OK(cuMemsetD8Async(p, 3, 1 << 20, s));
+        OK(cuStreamEndCapture(s, &g));
+        OK(cuGraphGetNodes(g, NULL, &n));
+        CHECK(n == 2 && used_bytes() == u0, "graph memory: capture made 2 nodes and charged nothing (%zu)", n);
+        OK(cuGraphInstantiateWithFlags(&gx, g, 0));
+        OK(cuGraphUpload(gx, s));
+        CHECK(graph_mem(CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT) == 32 << 20 &&
+                      graph_mem(CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT) == 0,
+              "graph memory: an upload reserves");
+        OK(cuGraphLaunch(gx, s));
+        unsigned char b = 0;
+        OK(cuMemcpyDtoH_v2(&b, p + 100, 1));
+        CHECK(b == 3 && graph_mem(CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT) == 32 << 20,
+              "graph memory: the allocation outlives the launch (byte %u)", b);
+        CHECK(cuGraphLaunch(gx, s) == CUDA_ERROR_INVALID_VALUE,
+              "graph memory: no second launch before the allocation is freed");
+        OK(cuMemFreeAsync(p, s));
+        OK(cuGraphLaunch(gx, s));
+        OK(cuMemFree_v2(p));
+        cuuint64_t zero = 0;
+        OK(cuDeviceSetGraphMemAttribute(0, CU_GRAPH_MEM_ATTR_USED_MEM_HIGH, &zero));
+        CHECK(graph_mem(CU_GRAPH_MEM_ATTR_USED_MEM_HIGH) == 0, "graph memory: used high-water mark reset");
+        CHECK(cuDeviceSetGraphMemAttribute(0, CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT, &zero) == CUDA_ERROR_INVALID_VALUE,
+              "graph memory: the current use cannot be set");
+        OK(cuGraphExecDestroy(gx));
+        OK(cuGraphDestroy(g));
+        OK(cuDeviceGraphMemTrim(0));
+        CHECK(used_bytes() == u0, "graph memory: nothing charged at the end");
+
+        /* Past the device's free memory: the launch fails, nothing runs, nothing stays charged. */
+        size_t fr, tot;
+        OK(cuMemGetInfo_v2(&fr, &tot));
+        ap.bytesize = fr + (64 << 20);
+        OK(cuGraphCreate(&g, 0));
+        OK(cuGraphAddMemAllocNode(&na, g, NULL, 0, &ap));
+        OK(cuGraphInstantiateWithFlags(&gx, g, 0));
+        CHECK(cuGraphLaunch(gx, s) == CUDA_ERROR_OUT_OF_MEMORY && used_bytes() == u0 &&
+                      graph_mem(CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT) == 0,
+              "graph memory: a launch past the free memory fails with CUDA_ERROR_OUT_OF_MEMORY");
+        OK(cuGraphExecDestroy(gx));
+        OK(cuGraphDestroy(g));
+}
+
 static int cmd_selftest(void) {
         CUresult r;
         CUcontext ctx;
@@ -669,6 +777,7 @@ static int cmd_selftest(void) {
         check_arrays();
         check_ranges(s);
         check_pool(s);
+        check_graph_memory(s);
         check_export(sv[0], child);
         OK(cuStreamDestroy_v2(s));
         OK(cuDevicePrimaryCtxRelease_v2(0));
