@@ -49,7 +49,11 @@
         X(CU_MEM_LOCATION_TYPE_DEVICE, 1)                      \
         X(CU_MEM_ALLOCATION_TYPE_PINNED, 1)                    \
         X(CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, 4)                \
-        X(CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, 5)
+        X(CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, 5)             \
+        X(CU_GRAPH_NODE_TYPE_MEM_ALLOC, 10)                    \
+        X(CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT, 0)               \
+        X(CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT, 2)           \
+        X(CU_STREAM_CAPTURE_STATUS_NONE, 0)
 
 #ifndef VGPU_ABI_CHECK
 #define VGPU_ENUM_ENTRY_(name, value) name = value,
@@ -69,6 +73,8 @@ typedef struct CUstream_st *CUstream;
 typedef struct CUfunc_st *CUfunction;
 typedef struct CUgraphExec_st *CUgraphExec;
 typedef struct CUmemPoolHandle_st *CUmemoryPool;
+typedef struct CUgraph_st *CUgraph;
+typedef struct CUgraphNode_st *CUgraphNode;
 #endif
 
 typedef struct VGPU_T(CUuuid_st) {
@@ -92,6 +98,25 @@ typedef struct VGPU_T(CUmemAllocationProp_st) {
                 unsigned char reserved[4];
         } allocFlags;
 } VGPU_T(CUmemAllocationProp);
+
+typedef struct VGPU_T(CUmemPoolProps_st) {
+        int allocType;   /* CUmemAllocationType */
+        int handleTypes; /* CUmemAllocationHandleType */
+        VGPU_T(CUmemLocation) location;
+        void *win32SecurityAttributes;
+        size_t maxSize;
+        unsigned short usage;
+        unsigned char reserved[54];
+} VGPU_T(CUmemPoolProps);
+
+/* CUDA_MEM_ALLOC_NODE_PARAMS (v1): a graph allocation node's parameters. */
+typedef struct VGPU_T(CUDA_MEM_ALLOC_NODE_PARAMS_v1_st) {
+        VGPU_T(CUmemPoolProps) poolProps;
+        const void *accessDescs; /* const CUmemAccessDesc * */
+        size_t accessDescCount;
+        size_t bytesize;
+        unsigned long long dptr; /* CUdeviceptr */
+} VGPU_T(CUDA_MEM_ALLOC_NODE_PARAMS);
 
 /* CUlaunchAttribute: an id and a 64-byte value union; we only pass it on. */
 typedef struct VGPU_T(CUlaunchAttribute_st) {

@@ -34,6 +34,9 @@
  *                            to fifo OUT, a byte from fifo IN): "exchange done ROUNDS share P"
  *   pool-fill MIB            the bench's: MIB kept reserved by the pool, then 64 MiB allocations
  *                            until refused: "held physical B"
+ *   graph MIB                graph memory: allocation nodes (added and captured) charged from their
+ *                            launch while the graph pool reserves them, refused past the cap, given
+ *                            back by cuDeviceGraphMemTrim: "graph ok"
  *   pool MIB                 the default pool keeps MIB reserved past a free (release threshold):
  *                            charged while reserved, given back by cuMemPoolTrimTo: "pool ok"
  * Device $PROG_VGPU_DEVICE (default 0), its primary context. Exit 0 on success, 1 on a failed check,
@@ -55,7 +58,6 @@
 
 typedef struct CUlib_st *CUlibrary;
 typedef struct CUkern_st *CUkernel;
-typedef struct CUgraph_st *CUgraph;
 struct access_desc {  /* CUmemAccessDesc */
         CUmemLocation location;
         unsigned long long flags;
@@ -117,7 +119,16 @@ struct access_desc {  /* CUmemAccessDesc */
         X(cuMemFreeHost, "cuMemFreeHost", CUresult (*)(void *))                                              \
         X(cuMemPoolSetAttribute, "cuMemPoolSetAttribute", CUresult (*)(CUmemoryPool, int, void *))           \
         X(cuMemPoolGetAttribute, "cuMemPoolGetAttribute", CUresult (*)(CUmemoryPool, int, void *))           \
-        X(cuMemPoolTrimTo, "cuMemPoolTrimTo", CUresult (*)(CUmemoryPool, size_t))
+        X(cuMemPoolTrimTo, "cuMemPoolTrimTo", CUresult (*)(CUmemoryPool, size_t))                            \
+        X(cuGraphCreate, "cuGraphCreate", CUresult (*)(CUgraph *, unsigned))                                 \
+        X(cuGraphDestroy, "cuGraphDestroy", CUresult (*)(CUgraph))                                           \
+        X(cuGraphAddMemAllocNode, "cuGraphAddMemAllocNode",                                                  \
+          CUresult (*)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, CUDA_MEM_ALLOC_NODE_PARAMS *))   \
+        X(cuGraphAddMemFreeNode, "cuGraphAddMemFreeNode",                                                    \
+          CUresult (*)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, CUdeviceptr))                    \
+        X(cuGraphExecDestroy, "cuGraphExecDestroy", CUresult (*)(CUgraphExec))                               \
+        X(cuGraphUpload, "cuGraphUpload", CUresult (*)(CUgraphExec, CUstream))                               \
+        X(cuDeviceGraphMemTrim, "cuDeviceGraphMemTrim", CUresult (*)(CUdevice))
 
 /* Weak: without a driver at link time the direct mode is unavailable. */
 #define DECLARE_WEAK(sym, name, type) extern __typeof__(*(type) 0) sym __attribute__((weak));
@@ -884,6 +895,72 @@ static int cmd_pool(size_t bytes) {
         return failures ? 1 : 0;
 }
 
+/* Graph memory: reserved by the graph pool at a launch (not at capture nor
+ * instantiation), charged while reserved, refused past the cap before the
+ * launch, given back by a trim. */
+static int cmd_graph(size_t bytes) {
+        CUstream s;
+        CUgraph ga, gb, gc;
+        CUgraphExec xa, xb, xc;
+        CUgraphNode na, nf;
+        CUdeviceptr pb;
+        size_t fr = 0, total = 0, u0 = mem_used();
+        if (!cu.cuGraphAddMemAllocNode || !cu.cuDeviceGraphMemTrim || cu.cuStreamCreate(&s, 0) != CUDA_SUCCESS)
+                return 77;
+        cu.cuMemGetInfo_v2(&fr, &total);
+        CUDA_MEM_ALLOC_NODE_PARAMS ap;
+        memset(&ap, 0, sizeof(ap));
+        ap.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+        ap.poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+        ap.poolProps.location.id = device_index();
+        ap.bytesize = bytes;
+        /* A: allocated and freed in the graph. */
+        if (cu.cuGraphCreate(&ga, 0) != CUDA_SUCCESS || cu.cuGraphAddMemAllocNode(&na, ga, NULL, 0, &ap) != CUDA_SUCCESS)
+                return 77;
+        CHECK(cu.cuGraphAddMemFreeNode(&nf, ga, &na, 1, ap.dptr) == CUDA_SUCCESS, "free node");
+        CHECK(cu.cuGraphInstantiateWithFlags(&xa, ga, 0) == CUDA_SUCCESS, "instantiate A");
+        CHECK(mem_used() == u0, "allocation node instantiated: %zu charged, want 0", mem_used() - u0);
+        CHECK(cu.cuGraphLaunch(xa, s) == CUDA_SUCCESS && cu.cuGraphLaunch(xa, s) == CUDA_SUCCESS, "launch A twice");
+        cu.cuStreamSynchronize(s);
+        CHECK(mem_used() == u0 + bytes, "A launched: %zu charged, want %zu (the graph pool's reserve)", mem_used() - u0,
+              bytes);
+        /* B: captured, not freed in the graph; it reuses A's reserve. */
+        CHECK(cu.cuStreamBeginCapture_v2(s, 2 /* RELAXED */) == CUDA_SUCCESS, "capture");
+        CHECK(cu.cuMemAllocAsync(&pb, bytes, s) == CUDA_SUCCESS, "captured cuMemAllocAsync");
+        CHECK(cu.cuStreamEndCapture(s, &gb) == CUDA_SUCCESS, "end capture");
+        CHECK(mem_used() == u0 + bytes, "captured allocation: %zu charged, want %zu", mem_used() - u0, bytes);
+        CHECK(cu.cuGraphInstantiateWithFlags(&xb, gb, 0) == CUDA_SUCCESS, "instantiate B");
+        CHECK(cu.cuGraphLaunch(xb, s) == CUDA_SUCCESS, "launch B");
+        CHECK(mem_used() == u0 + bytes, "B from A's reserve: %zu charged, want %zu", mem_used() - u0, bytes);
+        CHECK(cu.cuGraphUpload(xa, s) == CUDA_SUCCESS, "upload A beside B's live allocation");
+        CHECK(mem_used() == u0 + 2 * bytes, "A beside B: %zu charged, want %zu", mem_used() - u0, 2 * bytes);
+        /* C: more than the cap leaves, refused before the driver reserves it. */
+        size_t left = total - (u0 + 2 * bytes);
+        ap.bytesize = left + bytes + (64u << 20); /* A's reserve, not in use, counts as free */
+        CHECK(cu.cuGraphCreate(&gc, 0) == CUDA_SUCCESS && cu.cuGraphAddMemAllocNode(&na, gc, NULL, 0, &ap) == CUDA_SUCCESS &&
+                      cu.cuGraphInstantiateWithFlags(&xc, gc, 0) == CUDA_SUCCESS,
+              "graph C");
+        CUresult r = cu.cuGraphLaunch(xc, s);
+        CHECK(r == CUDA_ERROR_OUT_OF_MEMORY, "C past the cap: launch returned %d, want %d", (int) r,
+              (int) CUDA_ERROR_OUT_OF_MEMORY);
+        CHECK(mem_used() == u0 + 2 * bytes, "after the refusal: %zu charged, want %zu", mem_used() - u0, 2 * bytes);
+        /* B's allocation freed, the graphs gone, the pool trimmed: nothing charged. */
+        CHECK(cu.cuMemFreeAsync(pb, s) == CUDA_SUCCESS, "free B's allocation");
+        cu.cuStreamSynchronize(s);
+        cu.cuGraphExecDestroy(xa);
+        cu.cuGraphExecDestroy(xb);
+        cu.cuGraphExecDestroy(xc);
+        CHECK(mem_used() == u0 + 2 * bytes, "graphs destroyed, the pool keeps its reserve: %zu charged", mem_used() - u0);
+        CHECK(cu.cuDeviceGraphMemTrim(device_index()) == CUDA_SUCCESS, "trim");
+        CHECK(mem_used() == u0, "trimmed: %zu still charged", mem_used() - u0);
+        cu.cuGraphDestroy(ga);
+        cu.cuGraphDestroy(gb);
+        cu.cuGraphDestroy(gc);
+        if (!failures)
+                printf("graph ok\n");
+        return failures ? 1 : 0;
+}
+
 static int cmd_exchange(unsigned rounds, const char *in, const char *out) {
         CUfunction f = sleep_kernel();
         CUstream s;
@@ -966,6 +1043,8 @@ int main(int argc, char **argv) {
                 return cmd_pool_fill(a << 20);
         if (strcmp(cmd, "pool") == 0)
                 return cmd_pool(a << 20);
+        if (strcmp(cmd, "graph") == 0)
+                return cmd_graph(a << 20);
         if (strcmp(cmd, "pinned") == 0)
                 return cmd_pinned(a << 20);
         fprintf(stderr, "unknown command '%s'\n", cmd);

@@ -38,6 +38,14 @@ SAME_OFFSET(vgpu_check_CUlaunchConfig, CUlaunchConfig, sharedMemBytes)
 SAME_OFFSET(vgpu_check_CUlaunchConfig, CUlaunchConfig, hStream)
 SAME_OFFSET(vgpu_check_CUlaunchConfig, CUlaunchConfig, attrs)
 SAME_OFFSET(vgpu_check_CUlaunchConfig, CUlaunchConfig, numAttrs)
+SAME_SIZE(vgpu_check_CUmemPoolProps, CUmemPoolProps)
+SAME_OFFSET(vgpu_check_CUmemPoolProps, CUmemPoolProps, location)
+SAME_OFFSET(vgpu_check_CUmemPoolProps, CUmemPoolProps, maxSize)
+SAME_SIZE(vgpu_check_CUDA_MEM_ALLOC_NODE_PARAMS, CUDA_MEM_ALLOC_NODE_PARAMS)
+SAME_OFFSET(vgpu_check_CUDA_MEM_ALLOC_NODE_PARAMS, CUDA_MEM_ALLOC_NODE_PARAMS, poolProps)
+SAME_OFFSET(vgpu_check_CUDA_MEM_ALLOC_NODE_PARAMS, CUDA_MEM_ALLOC_NODE_PARAMS, accessDescCount)
+SAME_OFFSET(vgpu_check_CUDA_MEM_ALLOC_NODE_PARAMS, CUDA_MEM_ALLOC_NODE_PARAMS, bytesize)
+SAME_OFFSET(vgpu_check_CUDA_MEM_ALLOC_NODE_PARAMS, CUDA_MEM_ALLOC_NODE_PARAMS, dptr)
 /* Scalar types our header declares with the same names. */
 _Static_assert(sizeof(CUdeviceptr) == 8, "CUdeviceptr");
 _Static_assert(sizeof(CUdevice) == sizeof(int), "CUdevice");

@@ -1,0 +1,45 @@
+/* libmigkit-vgpu.so: CUDA graphs' memory (graph.c). A graph's allocation
+ * nodes take memory from the device's graph pool when an instantiated graph
+ * is launched or uploaded; the pool keeps it reserved past the frees until
+ * cuDeviceGraphMemTrim. The process is charged what the pool reserves,
+ * refused with CUDA_ERROR_OUT_OF_MEMORY before a launch or upload that would
+ * take the pool past the cap. hook.c lists these hooks in its table (their
+ * real entries are graph.c's) and calls the functions below. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "vgpu/cuda-abi.h"
+
+#define VGPU_GRAPH_INST_PARAMS (CUgraphExec * x, CUgraph g, CUgraphNode * err, char *log, size_t log_size)
+#define VGPU_GRAPH_INST_ARGS (x, g, err, log, log_size)
+
+/* Every graph function we hook: name, return type, parameters, arguments. */
+#define VGPU_GRAPH_HOOKS(X)                                                                                   \
+        X(cuGraphInstantiate, CUresult, VGPU_GRAPH_INST_PARAMS, VGPU_GRAPH_INST_ARGS)                         \
+        X(cuGraphInstantiate_v2, CUresult, VGPU_GRAPH_INST_PARAMS, VGPU_GRAPH_INST_ARGS)                      \
+        X(cuGraphInstantiateWithFlags, CUresult, (CUgraphExec * x, CUgraph g, unsigned long long flags),      \
+          (x, g, flags))                                                                                     \
+        X(cuGraphInstantiateWithParams, CUresult, (CUgraphExec * x, CUgraph g, void *params), (x, g, params))  \
+        X(cuGraphInstantiateWithParams_ptsz, CUresult, (CUgraphExec * x, CUgraph g, void *params),            \
+          (x, g, params))                                                                                    \
+        X(cuGraphExecDestroy, CUresult, (CUgraphExec x), (x))                                                \
+        X(cuGraphLaunch, CUresult, (CUgraphExec x, CUstream s), (x, s))                                      \
+        X(cuGraphLaunch_ptsz, CUresult, (CUgraphExec x, CUstream s), (x, s))                                 \
+        X(cuGraphUpload, CUresult, (CUgraphExec x, CUstream s), (x, s))                                      \
+        X(cuGraphUpload_ptsz, CUresult, (CUgraphExec x, CUstream s), (x, s))                                 \
+        X(cuDeviceGraphMemTrim, CUresult, (CUdevice dev), (dev))
+
+#define VGPU_GRAPH_DECLARE(name, ret, params, args)                                                          \
+        typedef ret(*name##_fn) params;                                                                      \
+        extern __attribute__((visibility("hidden"))) _Atomic(name##_fn) real_##name;                         \
+        __attribute__((visibility("default"))) ret name params;
+VGPU_GRAPH_HOOKS(VGPU_GRAPH_DECLARE)
+
+/* The driver functions graph.c calls but does not hook, looked up by look
+ * in lib (hook.c's resolve step). */
+void vgpu_graph_resolve(void *(*look)(void *lib, const char *name), void *lib);
+
+/* True when st is capturing: an allocation on it is a graph node, charged at the graph's launches. */
+bool vgpu_graph_capturing(CUstream st);
