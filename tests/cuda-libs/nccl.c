@@ -4,11 +4,16 @@
  *   nccl graph   the same, then captured in a CUDA graph and launched
  *   nccl ranks   two processes, one GPU each: rank 0 makes the unique id and
  *                passes it through a pipe, both ncclCommInitRank, allreduce
+ *   nccl tp N    tensor parallelism: the ranks' processes run N rounds of (a
+ *                2 ms kernel, an allreduce of 4 KiB, synchronise) and print
+ *                "tp rank R rounds N share P" (kernel time / wall time, %)
  * What the communicators allocate is charged on both devices. */
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
+#include <time.h>
 
+#include <cuda.h>
 #include <nccl.h>
 
 #include "common.h"
@@ -91,6 +96,40 @@ static int all(int capture) {
         return 0;
 }
 
+static unsigned tp_rounds; /* nccl tp N */
+
+static uint64_t now_ns(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t) ts.tv_sec * 1000000000ull + (uint64_t) ts.tv_nsec;
+}
+
+/* The layer's work between exchanges: the simulator's kernel that runs the
+ * nanoseconds it is given, launched through the driver API. */
+static int tp_loop(int r, ncclComm_t comm, float *send, float *recv, cudaStream_t s) {
+        static const char image[] = "fake image: the simulator does not parse it";
+        CUlibrary lib;
+        CUkernel k;
+        CUfunction f;
+        unsigned long long ns = 2000000;
+        void *params[] = { &ns };
+        CHECK("cuLibraryLoadData", cuLibraryLoadData(&lib, image, NULL, NULL, 0, NULL, NULL, 0), CUDA_SUCCESS);
+        CHECK("cuLibraryGetKernel", cuLibraryGetKernel(&k, lib, "_Z17mksim_sleep_kernely"), CUDA_SUCCESS);
+        CHECK("cuKernelGetFunction", cuKernelGetFunction(&f, k), CUDA_SUCCESS);
+        uint64_t t0 = now_ns();
+        for (unsigned i = 0; i < tp_rounds; i++) {
+                if (cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, (CUstream) s, params, NULL) != CUDA_SUCCESS ||
+                    ncclAllReduce(send, recv, 1024, ncclFloat, ncclSum, comm, s) != ncclSuccess ||
+                    cudaStreamSynchronize(s) != cudaSuccess) {
+                        fprintf(stderr, "FAIL rank %d: round %u\n", r, i);
+                        return 1;
+                }
+        }
+        printf("tp rank %d rounds %u share %.1f\n", r, tp_rounds,
+               100.0 * (double) tp_rounds * (double) ns / (double) (now_ns() - t0));
+        return 0;
+}
+
 /* One rank of two: rank 0 writes the id to fd, rank 1 reads it. */
 static int rank(int r, int fd) {
         ncclUniqueId id;
@@ -124,7 +163,10 @@ static int rank(int r, int fd) {
         for (int i = 0; i < 3; i++)
                 NC("ncclAllReduce", ncclAllReduce(send, recv, COUNT, ncclFloat, ncclSum, comm, s));
         RT("cudaStreamSynchronize", cudaStreamSynchronize(s));
-        expect_charged(r, base, 2 * COUNT * sizeof(float) + (1u << 20), "buffers and communicator");
+        if (tp_rounds && tp_loop(r, comm, send, recv, s) != 0)
+                return 1;
+        if (!tp_rounds)
+                expect_charged(r, base, 2 * COUNT * sizeof(float) + (1u << 20), "buffers and communicator");
         NC("ncclCommDestroy", ncclCommDestroy(comm));
         RT("cudaFree", cudaFree(send) | cudaFree(recv));
         return 0;
@@ -170,15 +212,21 @@ static int ranks(void) {
 int main(int argc, char **argv) {
         int v = 0;
         setvbuf(stdout, NULL, _IOLBF, 0);
-        if (argc < 2 || argc > 3 || (argc == 3 && strcmp(argv[2], "oom") != 0) ||
-            (strcmp(argv[1], "all") != 0 && strcmp(argv[1], "graph") != 0 && strcmp(argv[1], "ranks") != 0)) {
-                fprintf(stderr, "usage: nccl all|graph|ranks [oom]\n");
+        if (argc == 3 && strcmp(argv[1], "tp") == 0) {
+                tp_rounds = (unsigned) strtoul(argv[2], NULL, 10);
+                if (tp_rounds == 0 || tp_rounds > 100000) {
+                        fprintf(stderr, "nccl tp: ROUNDS from 1 to 100000\n");
+                        return 2;
+                }
+        } else if (argc < 2 || argc > 3 || (argc == 3 && strcmp(argv[2], "oom") != 0) ||
+                   (strcmp(argv[1], "all") != 0 && strcmp(argv[1], "graph") != 0 && strcmp(argv[1], "ranks") != 0)) {
+                fprintf(stderr, "usage: nccl all|graph|ranks [oom] | nccl tp ROUNDS\n");
                 return 2;
         }
-        expect_oom = argc == 3;
+        expect_oom = argc == 3 && !tp_rounds;
         NC("ncclGetVersion", ncclGetVersion(&v));
         printf("nccl %d\n", v);
-        int r = strcmp(argv[1], "ranks") == 0 ? ranks() : all(strcmp(argv[1], "graph") == 0);
+        int r = strcmp(argv[1], "ranks") == 0 || tp_rounds ? ranks() : all(strcmp(argv[1], "graph") == 0);
         if (r != 0)
                 return 1;
         return finish();

@@ -120,18 +120,28 @@ for cvd in 2,3 "$uuid2,$uuid3" "${uuid2:0:12},${uuid3:0:12}"; do
   pids=()
 done
 
-# Tensor parallelism: two processes of the container, one GPU each, exchange
-# after every kernel under CUDA_DEVICE_SM_LIMIT=40 (HAMi-core's vLLM TP>1
-# hang): both finish, neither above its share nor starved (the simulator's
-# GPUs are idle otherwise, so policy force). Deliberately in the region the
-# cases above used, whose last run recorded other devices (CUDA_VISIBLE_DEVICES
-# =2,3) as CUDA's 0 and 1: a library that took that record for its own
-# devices measured the wrong GPU, never corrected its estimates and ran at
-# 61-76 % (cuda-needs.md, 23:00).
-# exchange NAME ENV...: runs the pair; their shares in $tmp/NAME0, $tmp/NAME1.
+# Tensor parallelism: two processes of the container, one GPU each, under
+# CUDA_DEVICE_SM_LIMIT=40 (HAMi-core's vLLM TP>1 hang), each round a 2 ms
+# kernel, then a real NCCL allreduce between them (cuda-lib-nccl tp: rank 0's
+# unique id through a pipe, ncclCommInitRank, the bootstrap over loopback),
+# then a synchronise: both finish, no deadlock, each near its share (the
+# simulator's GPUs are idle otherwise, so policy force). Without NCCL in the
+# toolkit, the same rounds exchange a byte through fifos (prog-vgpu
+# exchange). Deliberately in the region the cases above used, whose last run
+# recorded other devices (CUDA_VISIBLE_DEVICES=2,3) as CUDA's 0 and 1: a
+# library that took that record for its own devices measured the wrong GPU,
+# never corrected its estimates and ran at 61-76 % (cuda-needs.md, 23:00).
+nccl=$MIGKIT_BUILD_DIR/tests/cuda-libs/cuda-lib-nccl
+# exchange NAME ENV...: runs the pair; "NAME: share0 share1" in $tmp/NAME.share.
 exchange() {
   local name=$1 dev in out
   shift
+  if [ -x "$nccl" ]; then
+    timeout -s KILL 120 env NCCL_SOCKET_IFNAME=lo NCCL_DEBUG=WARN LD_LIBRARY_PATH="$simlib:/usr/local/cuda/lib64" \
+      "$@" "$nccl" tp 300 >"$tmp/$name.out" 2>&1 || true
+    for dev in 0 1; do sed -n "s/^tp rank $dev rounds 300 share \([0-9.]*\)$/\1/p" "$tmp/$name.out"; done >"$tmp/$name.share"
+    return
+  fi
   rm -f "$tmp/a2b" "$tmp/b2a"
   mkfifo "$tmp/a2b" "$tmp/b2a"
   for dev in 0 1; do
@@ -141,30 +151,33 @@ exchange() {
   done
   for p in "${pids[@]}"; do wait "$p" || true; done
   pids=()
+  cat "$tmp/${name}0" "$tmp/${name}1" >"$tmp/$name.out"
+  sed -n 's/^exchange done 300 share \([0-9.]*\)$/\1/p' "$tmp/${name}0" "$tmp/${name}1" >"$tmp/$name.share"
 }
-share_of() { sed -n 's/^exchange done 300 share \([0-9.]*\)$/\1/p' "$tmp/$1"; }
-# What this machine reaches now without the library: the check below can
-# only tell a limit from none when that is well above the limit.
-exchange free
-exchange tp LD_PRELOAD="$vgpu" CUDA_DEVICE_MEMORY_SHARED_CACHE="$tmp/region" CUDA_DEVICE_SM_LIMIT=40 \
-  GPU_CORE_UTILIZATION_POLICY=force
-for dev in 0 1; do
-  share=$(share_of tp$dev) free=$(share_of free$dev)
-  [ -n "$share" ] || fail "tensor-parallel exchange, device $dev: $(cat "$tmp/tp$dev")"
-  [ -n "$free" ] || fail "exchange without the library, device $dev: $(cat "$tmp/free$dev")"
-  # Never above its share: 6 points for the start (a 20 ms burst, and the
-  # first estimates until the first measurement) over a 1.5 s run; 41-45
-  # seen. Not starved: the share reached falls with the machine's load
-  # (11-40 % seen; bench/run vgpu).
-  [ -n "$share" ] && awk -v s="$share" 'BEGIN { exit !(s >= 5 && s <= 46) }' ||
-    fail "tensor-parallel exchange, device $dev: share ${share:-none}, want at most 40 and not starved"
-  echo "tensor-parallel exchange, device $dev: share $share (without the library: ${free:-none})"
-  # Unlimited, the pair reaches 85-95 % on an idle machine: then the bound
-  # above is what fails without a limit. Only a machine too loaded to go
-  # past the bound without the library makes the check unable to tell.
-  [ -z "$free" ] || awk -v f="$free" 'BEGIN { exit !(f > 46) }' ||
-    echo "note: without the library this machine reached only $free %: the share check cannot tell a limit from none on this run"
+[ -x "$nccl" ] || echo "note: cuda-lib-nccl not built (no NCCL in the toolkit): the exchange goes through fifos"
+# Each within 5 points of 40 (the issue's aim). Measured here, 300 rounds:
+# 39.1-40.4 under a load average of 17-19, 87-88 % without the library (a
+# round's own CPU time, ~0.3 ms, fits in the 3 ms the limit leaves, so the
+# share holds until a round's overhead nears 3 ms). A machine so loaded that
+# the pair without the library stays under 55 % cannot tell a limit from
+# none: the pair is run again once, then the case fails saying so.
+for try in 1 2; do
+  exchange free
+  exchange tp LD_PRELOAD="$vgpu" CUDA_DEVICE_MEMORY_SHARED_CACHE="$tmp/region" CUDA_DEVICE_SM_LIMIT=40 \
+    GPU_CORE_UTILIZATION_POLICY=force
+  awk 'NF && $1 < 55 { low = 1 } END { exit !(NR == 2 && !low) }' "$tmp/free.share" && break
 done
+[ "$(wc -l <"$tmp/free.share")" = 2 ] || fail "exchange without the library did not finish: $(cat "$tmp/free.out")"
+awk 'NF && $1 < 55 { low = 1 } END { exit low }' "$tmp/free.share" ||
+  fail "without the library the pair reached only $(tr '\n' ' ' <"$tmp/free.share")%: too loaded to check a 40 % share"
+[ "$(wc -l <"$tmp/tp.share")" = 2 ] || fail "tensor-parallel exchange: both ranks must finish: $(cat "$tmp/tp.out")"
+dev=0
+while read -r share; do
+  awk -v s="$share" 'BEGIN { exit !(s >= 35 && s <= 45) }' ||
+    fail "tensor-parallel exchange, rank $dev: share $share, want 40 +- 5"
+  echo "tensor-parallel exchange, rank $dev: share $share (without the library: $(sed -n "$((dev + 1))p" "$tmp/free.share"))"
+  dev=$((dev + 1))
+done <"$tmp/tp.share"
 
 # Pinned host memory is host memory: not refused when the device is at its cap.
 out=$(vg CUDA_DEVICE_MEMORY_LIMIT=1g -- dlsym pinned 64 2>/dev/null)
