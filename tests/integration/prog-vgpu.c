@@ -21,6 +21,8 @@
  *                            print "busy_ns B wall_ns W share P"
  *   bench-alloc N [LIVE]     N cuMemAlloc/cuMemFree pairs of 1 MiB, LIVE 4 KiB allocations held
  *                            meanwhile: "alloc_free_ns X"
+ *   bench-cudart N           N cudaMalloc/cudaFree pairs of 1 MiB through the CUDA runtime
+ *                            ($PROG_VGPU_CUDART, default the toolkit's libcudart.so): "cudart_alloc_free_ns X"
  *   bench-launch N           N launches of a 1-block kernel (no sync): "launch_ns X"
  *   vmm ORDER MIB            a VMM allocation's charge through one order of calls (ORDER:
  *                            release-mapped, unmap-first, retain, thread, host, range, export;
@@ -553,6 +555,31 @@ static int cmd_bench_alloc(unsigned n, unsigned live) {
         return 0;
 }
 
+/* cudaMalloc + cudaFree pairs of 1 MiB through the CUDA runtime (libcudart,
+ * $PROG_VGPU_CUDART or the toolkit's), which reaches the driver through
+ * cuGetProcAddress; the first call (the runtime's start) is not timed. */
+static int cmd_bench_cudart(unsigned n) {
+        typedef int (*malloc_fn)(void **, size_t);
+        typedef int (*free_fn)(void *);
+        const char *path = getenv("PROG_VGPU_CUDART");
+        void *h = dlopen(path ? path : "/usr/local/cuda/lib64/libcudart.so", RTLD_NOW);
+        if (!h)
+                return 77;
+        malloc_fn cuda_malloc = (malloc_fn) dlsym(h, "cudaMalloc");
+        free_fn cuda_free = (free_fn) dlsym(h, "cudaFree");
+        void *p;
+        if (!cuda_malloc || !cuda_free || cuda_malloc(&p, 1u << 20) != 0 || cuda_free(p) != 0)
+                return 77;
+        uint64_t t0 = now_ns();
+        for (unsigned i = 0; i < n; i++) {
+                if (cuda_malloc(&p, 1u << 20) != 0)
+                        return 1;
+                cuda_free(p);
+        }
+        printf("cudart_alloc_free_ns %.1f\n", (double) (now_ns() - t0) / n);
+        return 0;
+}
+
 static int cmd_bench_launch(unsigned n) {
         CUfunction f = sleep_kernel();
         CUstream s;
@@ -1027,6 +1054,8 @@ int main(int argc, char **argv) {
                 return cmd_burn(argv[3], (unsigned) b, strtoull(argv[5], NULL, 10));
         if (strcmp(cmd, "bench-alloc") == 0)
                 return cmd_bench_alloc((unsigned) a, (unsigned) b);
+        if (strcmp(cmd, "bench-cudart") == 0)
+                return cmd_bench_cudart((unsigned) a);
         if (strcmp(cmd, "bench-launch") == 0)
                 return cmd_bench_launch((unsigned) a);
         if (strcmp(cmd, "vmm") == 0 && argc > 4)
