@@ -1,10 +1,10 @@
-/* libmigkit-vgpu.so: CUDA graphs' memory (graph.c). A graph's allocation
+/* libmigkit-vgpu.so: CUDA graphs' memory (hook-graph.c). A graph's allocation
  * nodes take memory from the device's graph pool when an instantiated graph
  * is launched or uploaded; the pool keeps it reserved past the frees until
  * cuDeviceGraphMemTrim. The process is charged what the pool reserves,
  * refused with CUDA_ERROR_OUT_OF_MEMORY before a launch or upload that would
- * take the pool past the cap. hook.c lists these hooks in its table (their
- * real entries are graph.c's) and calls the functions below. */
+ * take the pool past the cap. hook-graph.c puts these hooks in the hook
+ * table; hook-memory.c and hook-launch.c call the functions below. */
 #pragma once
 
 #include <stdbool.h>
@@ -25,8 +25,6 @@
         X(cuGraphInstantiateWithParams_ptsz, CUresult, (CUgraphExec * x, CUgraph g, void *params),            \
           (x, g, params))                                                                                    \
         X(cuGraphExecDestroy, CUresult, (CUgraphExec x), (x))                                                \
-        X(cuGraphLaunch, CUresult, (CUgraphExec x, CUstream s), (x, s))                                      \
-        X(cuGraphLaunch_ptsz, CUresult, (CUgraphExec x, CUstream s), (x, s))                                 \
         X(cuGraphUpload, CUresult, (CUgraphExec x, CUstream s), (x, s))                                      \
         X(cuGraphUpload_ptsz, CUresult, (CUgraphExec x, CUstream s), (x, s))                                 \
         X(cuDeviceGraphMemTrim, CUresult, (CUdevice dev), (dev))
@@ -37,9 +35,9 @@
         __attribute__((visibility("default"))) ret name params;
 VGPU_GRAPH_HOOKS(VGPU_GRAPH_DECLARE)
 
-/* The driver functions graph.c calls but does not hook, looked up by look
- * in lib (hook.c's resolve step). */
-void vgpu_graph_resolve(void *(*look)(void *lib, const char *name), void *lib);
+/* A launch of x on st by real (the compute share taken): x's allocations
+ * charged first, refused past the cap with CUDA_ERROR_OUT_OF_MEMORY. */
+__attribute__((visibility("hidden"))) CUresult vgpu_graph_run(CUgraphExec x, CUstream st, CUresult (*real)(CUgraphExec, CUstream));
 
 /* True when st is capturing: an allocation on it is a graph node, charged at the graph's launches. */
-bool vgpu_graph_capturing(CUstream st);
+__attribute__((visibility("hidden"))) bool vgpu_graph_capturing(CUstream st);

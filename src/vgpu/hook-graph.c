@@ -1,4 +1,6 @@
-/* libmigkit-vgpu.so: CUDA graphs' memory and launches (graph.h).
+/* libmigkit-vgpu.so: CUDA graphs' memory (graph.h; hook.h lists the
+ * interposer's files and their order: this one calls charging and contexts,
+ * hook-memory.c and hook-launch.c call it).
  *
  * The driver takes a graph's allocations from the device's graph pool when
  * an instantiated graph is launched or uploaded (an allocation node only
@@ -13,18 +15,20 @@
  * A graph's allocations are read at instantiation (the allocation nodes of
  * the graph itself: those inside child graph nodes are not seen). Launches and uploads of such graphs on one
  * device are serialised by graph_lock so that two threads do not both count
- * on the same reserve. Graph launches also take the compute share. */
+ * on the same reserve. (hook-launch.c's cuGraphLaunch takes the compute
+ * share, then calls vgpu_graph_run.) */
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "vgpu/config.h"
 #include "vgpu/graph.h"
-#include "vgpu/hook-internal.h"
+#include "vgpu/hook.h"
 
 #define VGPU_GRAPH_DEFINE(name, ret, params, args) HIDDEN _Atomic(name##_fn) real_##name;
 VGPU_GRAPH_HOOKS(VGPU_GRAPH_DEFINE)
+VGPU_HOOK_TABLE(graph, VGPU_GRAPH_HOOKS(VGPU_HOOK_ENTRY));
 
 typedef CUresult (*get_attr_fn)(CUdevice, int, void *);
 typedef CUresult (*get_nodes_fn)(CUgraph, CUgraphNode *, size_t *);
@@ -37,15 +41,25 @@ static _Atomic(node_type_fn) real_node_type;
 static _Atomic(alloc_params_fn) real_alloc_params;
 static _Atomic(is_capturing_fn) real_is_capturing;
 
-void vgpu_graph_resolve(void *(*look)(void *lib, const char *name), void *lib) {
-        atomic_store(&real_get_attr, (get_attr_fn) look(lib, "cuDeviceGetGraphMemAttribute"));
-        atomic_store(&real_get_nodes, (get_nodes_fn) look(lib, "cuGraphGetNodes"));
-        atomic_store(&real_node_type, (node_type_fn) look(lib, "cuGraphNodeGetType"));
-        atomic_store(&real_alloc_params, (alloc_params_fn) look(lib, "cuGraphMemAllocNodeGetParams"));
-        atomic_store(&real_is_capturing, (is_capturing_fn) look(lib, "cuStreamIsCapturing"));
+/* The driver functions we call but do not hook, from the library that gave
+ * cuCtxGetDevice (found at start-up), on first need. */
+static void resolve_helpers(void) {
+        Dl_info info;
+        void *lib;
+        if (!real_cuCtxGetDevice || !vgpu_real_dlsym || !dladdr((void *) real_cuCtxGetDevice, &info) ||
+            !info.dli_fname || !(lib = dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD)))
+                return;
+        atomic_store(&real_get_attr, (get_attr_fn) vgpu_real_dlsym(lib, "cuDeviceGetGraphMemAttribute"));
+        atomic_store(&real_get_nodes, (get_nodes_fn) vgpu_real_dlsym(lib, "cuGraphGetNodes"));
+        atomic_store(&real_node_type, (node_type_fn) vgpu_real_dlsym(lib, "cuGraphNodeGetType"));
+        atomic_store(&real_alloc_params, (alloc_params_fn) vgpu_real_dlsym(lib, "cuGraphMemAllocNodeGetParams"));
+        atomic_store(&real_is_capturing, (is_capturing_fn) vgpu_real_dlsym(lib, "cuStreamIsCapturing"));
 }
 
+static pthread_once_t helpers_once = PTHREAD_ONCE_INIT;
+
 bool vgpu_graph_capturing(CUstream st) {
+        pthread_once(&helpers_once, resolve_helpers);
         is_capturing_fn f = atomic_load(&real_is_capturing);
         int status = CU_STREAM_CAPTURE_STATUS_NONE;
         return f && f(st, &status) == CUDA_SUCCESS && status != CU_STREAM_CAPTURE_STATUS_NONE;
@@ -65,6 +79,7 @@ static _Atomic unsigned n_execs;                     /* entries in use: launches
 
 /* The bytes of g's allocation nodes, per device. False when they cannot be read. */
 static bool graph_allocs(CUgraph g, uint64_t bytes[VGPU_MAX_DEVICES]) {
+        pthread_once(&helpers_once, resolve_helpers);
         get_nodes_fn nodes_of = atomic_load(&real_get_nodes);
         node_type_fn type_of = atomic_load(&real_node_type);
         alloc_params_fn params_of = atomic_load(&real_alloc_params);
@@ -130,6 +145,7 @@ static struct exec_use *exec_find(CUgraphExec x) {
 /* ---- the graph pools' charge ---- */
 
 static bool pool_attr(unsigned dev, int attr, uint64_t *ret) {
+        pthread_once(&helpers_once, resolve_helpers);
         get_attr_fn f = atomic_load(&real_get_attr);
         cuuint64_t v = 0;
         if (!f || f((CUdevice) dev, attr, &v) != CUDA_SUCCESS)
@@ -191,7 +207,7 @@ static CUresult reserve(const uint64_t bytes[VGPU_MAX_DEVICES]) {
 
 /* A launch or upload: x's allocations charged first (refused past the cap),
  * the real call, then the charge settled on what the pools reserve. */
-static CUresult run(CUgraphExec x, CUstream st, CUresult (*real)(CUgraphExec, CUstream)) {
+CUresult vgpu_graph_run(CUgraphExec x, CUstream st, CUresult (*real)(CUgraphExec, CUstream)) {
         if (!vgpu_active() || atomic_load(&n_execs) == 0)
                 return real(x, st);
         pthread_mutex_lock(&graph_lock);
@@ -214,15 +230,10 @@ static CUresult run(CUgraphExec x, CUstream st, CUresult (*real)(CUgraphExec, CU
 
 /* ---- hooks ---- */
 
-#define REAL_OR_FAIL(name)                                                                                   \
-        name##_fn real = atomic_load(&real_##name);                                                          \
-        if (!real)                                                                                           \
-                return CUDA_ERROR_NOT_INITIALIZED
-
 #define INSTANTIATE_HOOK(name, params, args)                                                                 \
         EXPORT CUresult name params {                                                                        \
                 vgpu_init();                                                                                 \
-                REAL_OR_FAIL(name);                                                                          \
+                REAL(name);                                                                          \
                 CUresult r = real args;                                                                      \
                 if (r == CUDA_SUCCESS && x)                                                                  \
                         exec_record(*x, g);                                                                  \
@@ -236,7 +247,7 @@ INSTANTIATE_HOOK(cuGraphInstantiateWithParams_ptsz, (CUgraphExec * x, CUgraph g,
 
 EXPORT CUresult cuGraphExecDestroy(CUgraphExec x) {
         vgpu_init();
-        REAL_OR_FAIL(cuGraphExecDestroy);
+        REAL(cuGraphExecDestroy);
         CUresult r = real(x);
         if (r == CUDA_SUCCESS && atomic_load(&n_execs) > 0) {
                 pthread_mutex_lock(&graph_lock);
@@ -250,35 +261,21 @@ EXPORT CUresult cuGraphExecDestroy(CUgraphExec x) {
         return r;
 }
 
-EXPORT CUresult cuGraphLaunch(CUgraphExec x, CUstream st) {
-        vgpu_init();
-        REAL_OR_FAIL(cuGraphLaunch);
-        vgpu_admit_graph();
-        return run(x, st, real);
-}
-
-EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec x, CUstream st) {
-        vgpu_init();
-        REAL_OR_FAIL(cuGraphLaunch_ptsz);
-        vgpu_admit_graph();
-        return run(x, st, real);
-}
-
 EXPORT CUresult cuGraphUpload(CUgraphExec x, CUstream st) {
         vgpu_init();
-        REAL_OR_FAIL(cuGraphUpload);
-        return run(x, st, real);
+        REAL(cuGraphUpload);
+        return vgpu_graph_run(x, st, real);
 }
 
 EXPORT CUresult cuGraphUpload_ptsz(CUgraphExec x, CUstream st) {
         vgpu_init();
-        REAL_OR_FAIL(cuGraphUpload_ptsz);
-        return run(x, st, real);
+        REAL(cuGraphUpload_ptsz);
+        return vgpu_graph_run(x, st, real);
 }
 
 EXPORT CUresult cuDeviceGraphMemTrim(CUdevice dev) {
         vgpu_init();
-        REAL_OR_FAIL(cuDeviceGraphMemTrim);
+        REAL(cuDeviceGraphMemTrim);
         CUresult r = real(dev);
         if (r == CUDA_SUCCESS && vgpu_active() && dev >= 0 && dev < VGPU_MAX_DEVICES) {
                 pthread_mutex_lock(&graph_lock);
