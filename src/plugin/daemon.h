@@ -32,6 +32,9 @@ struct mk_kube;
 #define MK_DP_MAX_REQUEST_BYTES (4u << 20)    /* one request message from the kubelet */
 #define MK_DP_MAX_CONTAINERS 1024u            /* container requests in one Allocate / GetPreferredAllocation
                                                * (the kubelet sends one) */
+#define MK_DP_MAX_REQUEST_FIELDS 16384u       /* fields of one request, at the top level and in its container
+                                               * requests: counted before decoding (plugin/pb-scan.h); the
+                                               * kubelet's carry one container and its device IDs */
 #define MK_DP_REGISTER_TIMEOUT_MS 10000       /* one Register call (the kubelet dials back inside it) */
 #define MK_DP_RETRY_MS 30000                  /* after a failed start with fail-on-init-error false */
 #define MK_DP_MODE_CHECK_MS 2000              /* dynamic MIG: how often the GPUs' MIG modes are looked at */
