@@ -271,16 +271,18 @@ struct sim_live_slot *sim_live_claim(struct sim_live *l, uint64_t self, unsigned
                         }
                         if (!atomic_compare_exchange_strong(&s->owner, &owner, self | SIM_LIVE_INIT_BIT))
                                 continue;
+                        struct sim_live_ring *ring = &l->ring[i];
                         s->gpu = gpu;
                         s->gi = gi;
                         s->ci = ci;
+                        s->index = i;
                         atomic_store(&s->used_bytes, 0);
-                        atomic_store(&s->seq, 0);
-                        s->far_head = s->far_n = 0;
-                        /* stored only where not zero: a never used slot stays a hole */
+                        atomic_store(&ring->seq, 0);
+                        ring->far_head = ring->far_n = 0;
+                        /* stored only where not zero: a never used ring stays a hole */
                         for (unsigned b = 0; b < SIM_LIVE_BUCKETS; b++)
-                                if (atomic_load_explicit(&s->bucket[b], memory_order_relaxed) != 0)
-                                        atomic_store_explicit(&s->bucket[b], 0, memory_order_relaxed);
+                                if (atomic_load_explicit(&ring->bucket[b], memory_order_relaxed) != 0)
+                                        atomic_store_explicit(&ring->bucket[b], 0, memory_order_relaxed);
                         atomic_store(&s->owner, self);
                         return s;
                 }
@@ -297,7 +299,24 @@ void sim_live_release(struct sim_live *l, struct sim_live_slot *s, uint64_t self
 #define BUCKET_SHIFT 20 /* busy ns of a bucket: at most SIM_LIVE_BUCKET_NS < 2^20 */
 #define BUCKET_BUSY_MASK ((1ULL << BUCKET_SHIFT) - 1)
 
-static void bucket_add(struct sim_live_slot *s, uint64_t num, uint64_t ns) {
+/* The ring of a slot of a mapped region: its index was set when it was claimed. */
+static struct sim_live_ring *slot_ring(struct sim_live_slot *s) {
+        uint32_t i = s->index;
+        if (i >= SIM_LIVE_SLOTS)
+                return NULL;
+        struct sim_live *l = (struct sim_live *) (void *) ((char *) (s - i) - offsetof(struct sim_live, slot));
+        return &l->ring[i];
+}
+
+void sim_live_rings_range(struct sim_live *l, void **ret_start, size_t *ret_len) {
+        uintptr_t page = (uintptr_t) sysconf(_SC_PAGESIZE);
+        uintptr_t start = ((uintptr_t) &l->ring[0] + page - 1) & ~(page - 1); /* not the directory's last page */
+        uintptr_t end = (uintptr_t) l + sizeof(*l);
+        *ret_start = (void *) start;
+        *ret_len = end - start;
+}
+
+static void bucket_add(struct sim_live_ring *s, uint64_t num, uint64_t ns) {
         _Atomic uint64_t *b = &s->bucket[num % SIM_LIVE_BUCKETS];
         uint64_t w = atomic_load_explicit(b, memory_order_relaxed), v;
 
@@ -308,7 +327,7 @@ static void bucket_add(struct sim_live_slot *s, uint64_t num, uint64_t ns) {
 }
 
 /* far[]: a seqlock whose writers (threads of the owner) take turns on the odd value. */
-static void far_book(struct sim_live_slot *s, uint64_t start_ns, uint64_t end_ns) {
+static void far_book(struct sim_live_ring *s, uint64_t start_ns, uint64_t end_ns) {
         uint64_t seq = atomic_load(&s->seq);
 
         for (;;) {
@@ -328,8 +347,9 @@ static void far_book(struct sim_live_slot *s, uint64_t start_ns, uint64_t end_ns
         atomic_store(&s->seq, seq + 2);
 }
 
-void sim_live_book(struct sim_live_slot *s, uint64_t start_ns, uint64_t end_ns) {
-        if (end_ns <= start_ns)
+void sim_live_book(struct sim_live_slot *slot, uint64_t start_ns, uint64_t end_ns) {
+        struct sim_live_ring *s = slot_ring(slot);
+        if (!s || end_ns <= start_ns)
                 return;
         /* A bucket written now must not be one a reader still looks at as an
          * older one: ahead by at most the horizon. */
@@ -344,7 +364,7 @@ void sim_live_book(struct sim_live_slot *s, uint64_t start_ns, uint64_t end_ns) 
         }
 }
 
-static uint64_t far_busy(struct sim_live_slot *s, uint64_t from_ns, uint64_t to_ns) {
+static uint64_t far_busy(struct sim_live_ring *s, uint64_t from_ns, uint64_t to_ns) {
         struct sim_live_interval far[SIM_LIVE_FAR];
         unsigned n = 0;
 
@@ -368,9 +388,10 @@ static uint64_t far_busy(struct sim_live_slot *s, uint64_t from_ns, uint64_t to_
         return busy;
 }
 
-uint64_t sim_live_busy(struct sim_live_slot *s, uint64_t from_ns, uint64_t to_ns) {
+uint64_t sim_live_busy(struct sim_live_slot *slot, uint64_t from_ns, uint64_t to_ns) {
+        struct sim_live_ring *s = slot_ring(slot);
         from_ns = MAX(from_ns, sim_live_window_from(to_ns, SIM_LIVE_HORIZON_NS));
-        if (to_ns <= from_ns)
+        if (!s || to_ns <= from_ns)
                 return 0;
         uint64_t busy = far_busy(s, from_ns, to_ns);
         for (uint64_t num = from_ns / SIM_LIVE_BUCKET_NS; num <= (to_ns - 1) / SIM_LIVE_BUCKET_NS; num++) {

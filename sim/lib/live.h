@@ -14,6 +14,11 @@
  * it over. So a process killed at any instruction leaves no charge behind
  * once it is gone.
  *
+ * A slot is an entry of the directory slot[] (owner, device, bytes: what
+ * every query scans, 32 KiB for all slots) and a ring[] of its busy time kept
+ * apart (32 KiB each), which a query reads only for the live slots it
+ * reports. So a process's scan maps 8 pages of the region, not one per slot.
+ *
  * Devices: one entry per memory domain (a whole GPU, or a MIG GPU instance:
  * key gpu/gi/SIM_ID_NONE) holding the bytes charged by live and not yet
  * reaped slots, and one per compute domain (whole GPU, or a MIG compute
@@ -28,7 +33,7 @@
 #include <stdint.h>
 
 #define SIM_LIVE_MAGIC 0x31766c6d69736b6dULL /* "mksimlv1" */
-#define SIM_LIVE_VERSION 2u
+#define SIM_LIVE_VERSION 3u
 #define SIM_LIVE_SLOTS 1024u
 #define SIM_LIVE_DEVICES 512u
 #define SIM_LIVE_INIT_BIT 0x80000000ULL /* in the owner word: slot being set up */
@@ -49,10 +54,18 @@ struct sim_live_interval {
         uint64_t start_ns, end_ns; /* CLOCK_MONOTONIC */
 };
 
+/* A slot's entry in the directory: what a scan of the slots reads (32 bytes a
+ * slot, 32 KiB for all, so a query touches 8 pages whatever the slot count). */
 struct sim_live_slot {
         _Atomic uint64_t owner;      /* 0 free; (starttime_lo32 << 32) | pid [| INIT_BIT] */
-        uint32_t gpu, gi, ci, pad;   /* the CUDA device */
+        uint32_t gpu, gi, ci;        /* the CUDA device */
+        uint32_t index;              /* its place in slot[] and ring[], set when claimed */
         _Atomic uint64_t used_bytes; /* device memory charged by this process */
+};
+
+/* A slot's busy time, apart from the directory: read only for the live slots
+ * of the device a query asks about. */
+struct sim_live_ring {
         _Atomic uint64_t seq;        /* seqlock over far[] (odd while a thread of the owner writes) */
         uint32_t far_head, far_n;
         struct sim_live_interval far[SIM_LIVE_FAR];
@@ -71,7 +84,13 @@ struct sim_live {
         uint64_t size;
         struct sim_live_device dev[SIM_LIVE_DEVICES];
         struct sim_live_slot slot[SIM_LIVE_SLOTS];
+        struct sim_live_ring ring[SIM_LIVE_SLOTS];
 };
+
+/* The part of the region a reader of busy times maps page by page: the rings
+ * (whole pages only). A reader that must not keep them in its RSS (an NVML
+ * client) drops its page-table entries of this range after its query. */
+void sim_live_rings_range(struct sim_live *l, void **ret_start, size_t *ret_len);
 
 /* Maps the live region of the state file `state_path` (created when absent).
  * The mapping stays for the life of the process (or the next call with

@@ -320,6 +320,46 @@ fail:
         return r;
 }
 
+/* The rings of the live region this process has read (and so has mapped)
+ * since it last dropped them (lib_mutex). */
+static uint64_t rings_read[SIM_LIVE_SLOTS / 64];
+static unsigned n_rings_read;
+
+uint64_t slot_busy(struct sim_live_slot *s, uint64_t from_ns, uint64_t to_ns) {
+        uint32_t i = s->index;
+        if (i < SIM_LIVE_SLOTS) {
+                pthread_mutex_lock(&lib_mutex);
+                if (!(rings_read[i / 64] & (1ULL << (i % 64)))) {
+                        rings_read[i / 64] |= 1ULL << (i % 64);
+                        n_rings_read++;
+                }
+                pthread_mutex_unlock(&lib_mutex);
+        }
+        return sim_live_busy(s, from_ns, to_ns);
+}
+
+/* Drops this process's page-table entries of the live region's rings (the
+ * shared file pages stay in the page cache) once it has read more than
+ * NVML_RINGS_KEPT of them: reading the busy time of slot after slot would
+ * otherwise leave up to 32 MiB in the caller's RSS, which is not what an NVML
+ * client holds on a real machine. The directory (32 KiB) and the few rings a
+ * poller reads again and again stay mapped: dropping the whole region after
+ * every call made each query fault its pages in again, one per slot (5-120 ms
+ * a call under load). A thread that reads a ring while another drops them
+ * maps it again uncounted: the bound is off by what calls run at once. */
+static void rings_trim(struct sim_live *l) {
+        pthread_mutex_lock(&lib_mutex);
+        if (n_rings_read > NVML_RINGS_KEPT) {
+                void *start;
+                size_t len;
+                sim_live_rings_range(l, &start, &len);
+                (void) madvise(start, len, MADV_DONTNEED);
+                memset(rings_read, 0, sizeof(rings_read));
+                n_rings_read = 0;
+        }
+        pthread_mutex_unlock(&lib_mutex);
+}
+
 nvmlReturn_t call_end(struct call *c, nvmlReturn_t r) {
         bool crash = false;
 
@@ -335,12 +375,8 @@ nvmlReturn_t call_end(struct call *c, nvmlReturn_t r) {
         sim_session_end(&c->ss);
         free(c->path);
         c->path = NULL;
-        /* Drop this process's page-table entries of the live region (the
-         * shared file pages stay in the page cache): a scan of its slots
-         * would otherwise leave tens of MB in the caller's RSS, which is not
-         * what an NVML client holds on a real machine. */
         if (c->live)
-                (void) madvise(c->live, sizeof(*c->live), MADV_DONTNEED);
+                rings_trim(c->live);
         c->live = NULL;
         if (crash) {
                 /* As if killed by SIGKILL right after the driver call returned. */

@@ -157,5 +157,12 @@ nvmlReturn_t copy_string(char *buf, unsigned length, const char *s);
 struct sim_live *live_get(struct call *c);
 /* The live slots of a device's CUDA processes (all of a GPU's for a full-GPU handle). */
 unsigned device_live_slots(struct call *c, const struct dev *d, struct sim_live_slot *ret[SIM_LIVE_SLOTS]);
+/* The busy time of a live slot over [from, to) (sim_live_busy()), its ring
+ * counted among those this process keeps mapped (nvml-call.c). */
+uint64_t slot_busy(struct sim_live_slot *s, uint64_t from_ns, uint64_t to_ns);
+/* At most this many rings of the live region stay mapped in an NVML client
+ * between calls (about 33 KiB each, and what the kernel maps around a page
+ * fault); past that, call_end() drops them all. */
+#define NVML_RINGS_KEPT 16u
 /* Busy share of a device over the utilisation window, 0..100 (MIG or not). */
 unsigned device_busy_percent(struct call *c, const struct dev *d);

@@ -162,7 +162,7 @@ nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device, sim_nvmlProces
                 return call_end(&c, NVML_ERROR_NOT_FOUND);
         }
         for (unsigned i = 0; i < n; i++) {
-                uint64_t busy = sim_live_busy(live[i], from, now);
+                uint64_t busy = slot_busy(live[i], from, now);
                 utilization[i] = (sim_nvmlProcessUtilizationSample_t) {
                         .pid = sim_live_pid(atomic_load(&live[i]->owner)),
                         .timeStamp = mono_to_real_us(now),
@@ -260,7 +260,7 @@ unsigned device_busy_percent(struct call *c, const struct dev *d) {
         uint64_t now = sim_live_now_ns(), busy = 0;
         uint64_t from = util_window_from(now);
         for (unsigned i = 0; i < n; i++)
-                busy += sim_live_busy(live[i], from, now);
+                busy += slot_busy(live[i], from, now);
         return MIN(sim_live_percent(busy, from, now), 100u);
 }
 
