@@ -29,7 +29,7 @@
 #include "base/error.h"
 #include "base/macro.h"
 #include "base/parse.h"
-#include "plugin/grpc.h"
+#include "grpc/client.h"
 #include "proto/deviceplugin.pb-c.h"
 
 extern char **environ;

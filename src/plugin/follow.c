@@ -15,11 +15,11 @@
 #include "base/thread.h"
 #include "base/macro.h"
 #include "claim/claim.h"
+#include "grpc/client.h"
 #include "kube/kube.h"
 #include "kube/object.h"
 #include "plugin/dynamic.h"
 #include "plugin/follow.h"
-#include "plugin/grpc.h"
 #include "plugin/handout.h"
 #include "plugin/podres.h"
 

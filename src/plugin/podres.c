@@ -7,7 +7,7 @@
 #include "base/error.h"
 #include "base/macro.h"
 #include "claim/claim.h"
-#include "plugin/grpc.h"
+#include "grpc/client.h"
 #include "plugin/handout.h"
 #include "plugin/podres.h"
 #include "proto/podresources.pb-c.h"

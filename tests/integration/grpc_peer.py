@@ -1,12 +1,12 @@
 #!/usr/bin/python3
 """Interop peer for tests/unit/test-grpc.c: python3-grpcio (a real gRPC
 implementation, as kubelet's grpc-go is one) as server or client of
-src/plugin/grpc over a unix socket. Messages are raw bytes: the handlers use
+src/grpc/ over a unix socket. Messages are raw bytes: the handlers use
 no (de)serialisers, so bytes pass through unchanged.
 
   grpc_peer.py serve SOCKET          serve /test.Svc/{Echo,Watch,Fail,Callback,Quit}
                                      until Quit (or 60 s)
-  grpc_peer.py client SOCKET         call a plugin/grpc server (the test's methods);
+  grpc_peer.py client SOCKET         call a grpc/ server (the test's methods);
                                      exit 0 when every check passed
   grpc_peer.py stream-forever SOCKET follow /test.Svc/Watch, print each message
                                      (killed by `client` mid-stream)

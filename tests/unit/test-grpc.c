@@ -1,4 +1,4 @@
-/* plugin/grpc: servers and clients of this module talking over unix sockets
+/* grpc/: servers and clients of this module talking over unix sockets
  * under $MIGKIT_TEST_TMP: unary calls, status mapping, caps, the streaming
  * method (first message, updates, coalescing, waiting for the first
  * publish, peers that cancel or send garbage, stop with open streams), the
@@ -29,7 +29,8 @@
 #include "base/error.h"
 #include "base/macro.h"
 #include "base/spawn.h"
-#include "plugin/grpc.h"
+#include "grpc/client.h"
+#include "grpc/server.h"
 
 #pragma GCC diagnostic ignored "-Wunused-parameter"
 

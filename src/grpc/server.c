@@ -37,7 +37,8 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "base/macro.h"
-#include "plugin/grpc.h"
+#include "grpc/client.h"
+#include "grpc/server.h"
 
 /* How long stop waits for peers to take the final status of their streams
  * before it cuts every call (grpc_server_cancel_all_calls). */
