@@ -47,6 +47,7 @@
 #include "plugin/handout.h"
 #include "plugin/health.h"
 #include "plugin/mps.h"
+#include "plugin/pb-scan.h"
 #include "plugin/preferred.h"
 #include "plugin/resources.h"
 #include "proto/deviceplugin.pb-c.h"
@@ -447,8 +448,37 @@ static const char *mps_root(const struct dp_daemon *d) {
         return d->o->mps_root && *d->o->mps_root ? d->o->mps_root : MK_MPS_DEFAULT_ROOT;
 }
 
+/* Refuses a request past the counts the handlers check before protobuf-c
+ * decodes it (plugin/pb-scan.h): container requests (field `outer`, 0 for
+ * none) over MK_DP_MAX_CONTAINERS, more than max_ids of one container's
+ * field 1 (0: no such check), fields over MK_DP_MAX_REQUEST_FIELDS;
+ * malformed data as protobuf-c's refusal. what: the method, as its messages
+ * name it. */
+static int request_check(const char *what, const uint8_t *req, size_t len, uint32_t outer, size_t max_ids,
+                         const char *resource, struct mk_error *e) {
+        struct mk_pb_counts c;
+        struct mk_error why = { 0 };
+        if (mk_pb_scan(req, len, outer, 1, &c, &why) < 0)
+                return mk_error_set(e, -EINVAL, "%s: cannot decode the request: %s", what, why.msg);
+        if (c.outer > MK_DP_MAX_CONTAINERS)
+                return mk_error_set(e, -E2BIG, "%s: %zu container requests, at most %u", what, c.outer,
+                                    MK_DP_MAX_CONTAINERS);
+        if (max_ids && c.inner > max_ids)
+                return mk_error_set(e, -EINVAL, "invalid allocation request for '%s': %zu devices, at most %zu",
+                                    resource, c.inner, max_ids);
+        if (c.fields > MK_DP_MAX_REQUEST_FIELDS)
+                return mk_error_set(e, -E2BIG, "%s: %zu fields in the request, at most %u", what, c.fields,
+                                    MK_DP_MAX_REQUEST_FIELDS);
+        return 0;
+}
+
 static int handle_allocate(struct dp_server *s, const uint8_t *req, size_t len, struct mk_buf *resp,
                            struct mk_error *e) {
+        /* dynamic MIG mode checks its own (smaller) count of IDs after decoding */
+        int chk = request_check("Allocate", req, len, 1, s->d->o->dynamic_mig ? 0 : MK_DP_MAX_REQUEST_IDS,
+                              server_resource(s)->name, e);
+        if (chk < 0)
+                return chk;
         V1beta1__AllocateRequest *m = v1beta1__allocate_request__unpack(NULL, len, req);
         if (!m)
                 return mk_error_set(e, -EINVAL, "Allocate: cannot decode the request");
@@ -511,6 +541,9 @@ static int handle_allocate(struct dp_server *s, const uint8_t *req, size_t len, 
 
 static int handle_preferred(struct dp_server *s, const uint8_t *req, size_t len, struct mk_buf *resp,
                             struct mk_error *e) {
+        int chk = request_check("GetPreferredAllocation", req, len, 1, 0, NULL, e);
+        if (chk < 0)
+                return chk;
         V1beta1__PreferredAllocationRequest *m = v1beta1__preferred_allocation_request__unpack(NULL, len, req);
         if (!m)
                 return mk_error_set(e, -EINVAL, "GetPreferredAllocation: cannot decode the request");
@@ -565,6 +598,9 @@ static int handle_preferred(struct dp_server *s, const uint8_t *req, size_t len,
 }
 
 static int handle_prestart(const uint8_t *req, size_t len, struct mk_buf *resp, struct mk_error *e) {
+        int chk = request_check("PreStartContainer", req, len, 0, 0, NULL, e); /* device IDs: fields only */
+        if (chk < 0)
+                return chk;
         V1beta1__PreStartContainerRequest *m = v1beta1__pre_start_container_request__unpack(NULL, len, req);
         if (!m)
                 return mk_error_set(e, -EINVAL, "PreStartContainer: cannot decode the request");

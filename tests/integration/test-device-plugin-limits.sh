@@ -39,16 +39,39 @@ sock=$dir/$("$PY" -c 'import json,sys; print(json.loads(sys.argv[1])["endpoint"]
 wait_ev "e['event'] == 'devices'" >/dev/null || fail "no device list"
 kb() { awk -v k="$1:" '$1 == k { print $2 }' "/proc/$dp/status"; }
 
-# call SIZE: one raw Allocate of SIZE bytes; prints the status code and details.
+# call SIZE [KIND [METHOD]]: one raw request of about SIZE bytes to METHOD
+# (Allocate); prints the status code and details. KIND: empty (SIZE/2
+# empty ContainerAllocateRequests), ids (containers of 4,000 empty device
+# IDs each: under both per-request counts the plugin checks), one (one
+# container of SIZE/2 empty IDs), unknown (SIZE/2 empty fields of a number
+# the proto does not have).
 call() {
-  "$PY" - "$sock" "$1" <<'PY'
+  "$PY" - "$sock" "$1" "${2:-empty}" "${3:-Allocate}" <<'PY'
 import grpc, sys
-sock, size = sys.argv[1], int(sys.argv[2])
+sock, size, kind, method = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+def varint(n):
+    b = bytearray()
+    while True:
+        b.append((n & 0x7f) | (0x80 if n > 0x7f else 0))
+        n >>= 7
+        if not n:
+            return bytes(b)
+def field(num, data):
+    return bytes([num << 3 | 2]) + varint(len(data)) + data
+if kind == "empty":
+    msg = b"\x0a\x00" * (size // 2)
+elif kind == "ids":
+    c = field(1, b"\x0a\x00" * 4000)
+    msg = c * (size // len(c))
+elif kind == "one":
+    msg = field(1, b"\x0a\x00" * (size // 2 - 4))
+else:
+    msg = b"\x7a\x00" * (size // 2)       # field 15, length 0
 ch = grpc.insecure_channel("unix:" + sock, options=[("grpc.default_authority", "localhost"),
                                                     ("grpc.max_send_message_length", -1)])
-f = ch.unary_unary("/v1beta1.DevicePlugin/Allocate", request_serializer=None, response_deserializer=None)
+f = ch.unary_unary("/v1beta1.DevicePlugin/" + method, request_serializer=None, response_deserializer=None)
 try:
-    f(b"\x0a\x00" * (size // 2), timeout=120)   # empty ContainerAllocateRequests
+    f(msg, timeout=120)
     print("OK")
 except grpc.RpcError as e:
     print(e.code().name, e.details())
@@ -66,6 +89,27 @@ kill -0 "$dp" || fail "the plugin died"
 r=$(call 1000)
 # (the plugin's own answer, whatever it says of the request; not the transport's refusal)
 case $r in *"Received "*|UNAVAILABLE*|"") fail "a small Allocate after the big one: $r" ;; esac
+# Requests just under the cap made of tiny entries are refused before they
+# are decoded: protobuf-c's decoding of 2 million empty entries takes about
+# 200 MB, so each case resets the peak (clear_refs 5) and bounds what the
+# request added to it. What the plugin may take is C-core's copy of the
+# message and ours (4 MB each) and its buffers (the server's memory quota,
+# 24 MiB): 48 MiB.
+peak_bound=$((48 * 1024))
+for c in "ids Allocate" "one Allocate" "unknown Allocate" "one GetPreferredAllocation" \
+         "unknown GetPreferredAllocation" "empty PreStartContainer"; do
+  # shellcheck disable=SC2086
+  set -- $c
+  echo 5 >"/proc/$dp/clear_refs" || fail "cannot reset the plugin's peak RSS"
+  p0=$(kb VmHWM)
+  r=$(call 4000000 "$1" "$2")
+  p1=$(kb VmHWM)
+  echo "$2 of 4 MB ($1): peak RSS ${p0} kB before, ${p1} kB after: $r"
+  case $r in INVALID_ARGUMENT*|RESOURCE_EXHAUSTED*) ;; *) fail "a 4 MB $2 ($1) was answered: $r" ;; esac
+  case $r in *"Received "*) fail "a 4 MB $2 ($1) was refused by the transport: $r" ;; esac
+  [ $((p1 - p0)) -lt "$peak_bound" ] || fail "a 4 MB $2 ($1) took $((p1 - p0)) kB at its peak (decoded before it was refused)"
+done
+kill -0 "$dp" || fail "the plugin died"
 # A request just under the cap: the memory it took is given back.
 rss0=$(kb VmRSS)
 r=$(call 4000000)
