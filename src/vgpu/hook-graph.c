@@ -261,17 +261,15 @@ EXPORT CUresult cuGraphExecDestroy(CUgraphExec x) {
         return r;
 }
 
-EXPORT CUresult cuGraphUpload(CUgraphExec x, CUstream st) {
-        vgpu_init();
-        REAL(cuGraphUpload);
-        return vgpu_graph_run(x, st, real);
-}
-
-EXPORT CUresult cuGraphUpload_ptsz(CUgraphExec x, CUstream st) {
-        vgpu_init();
-        REAL(cuGraphUpload_ptsz);
-        return vgpu_graph_run(x, st, real);
-}
+/* An upload reserves the graph's memory as a launch does. */
+#define UPLOAD_HOOK(name)                                                                                    \
+        EXPORT CUresult name(CUgraphExec x, CUstream st) {                                                   \
+                vgpu_init();                                                                                 \
+                REAL(name);                                                                                  \
+                return vgpu_graph_run(x, st, real);                                                          \
+        }
+UPLOAD_HOOK(cuGraphUpload)
+UPLOAD_HOOK(cuGraphUpload_ptsz)
 
 EXPORT CUresult cuDeviceGraphMemTrim(CUdevice dev) {
         vgpu_init();
