@@ -65,15 +65,6 @@ int cli_parse_output(const char *cmd, const char *value, unsigned accepted, enum
 /* "enabled", "disabled" or "unsupported". */
 const char *cli_mig_mode_str(enum mk_mig_mode m);
 
-/* The whole `migkit [GLOBAL OPTIONS] COMMAND [OPTIONS]` command line. */
-int cli_main(int argc, char **argv);
-
-/* The GPU Operator's executable names (upstream.c, docs/gpu-operator.md):
- * whether argv[0]'s file name is one, and running it with upstream's flags
- * and environment. */
-bool cli_upstream_name(const char *argv0);
-int cli_upstream_main(int argc, char **argv);
-
 int cli_profiles(int argc, char **argv);
 int cli_export(int argc, char **argv);
 int cli_generate_config(int argc, char **argv);

@@ -14,6 +14,7 @@
 #include "base/macro.h"
 #include "cli/cli.h"
 #include "cli/options.h"
+#include "cli/upstream.h"
 #include "version.h"
 
 /* Where the daemon executables are installed, relative to the directory of
@@ -399,7 +400,9 @@ static bool simulate_names_command(const char *simulate) {
         return false;
 }
 
-int cli_main(int argc, char **argv) {
+/* The whole `migkit [GLOBAL OPTIONS] COMMAND [OPTIONS]` command line; also
+ * the runner upstream.c hands its translated command lines to. */
+static int cli_main(int argc, char **argv) {
         enum { ARG_SIMULATE = 0x100, ARG_DEBUG_AREAS };
         static const struct option options[] = {
                 {"simulate", required_argument, NULL, ARG_SIMULATE},
@@ -486,7 +489,7 @@ int main(int argc, char **argv) {
                 return cli_main(argc, argv);
         }
         if (argc > 0 && cli_upstream_name(argv[0]))
-                return cli_upstream_main(argc, argv);
+                return cli_upstream_main(argc, argv, cli_main);
         return cli_main(argc, argv);
 }
 

@@ -28,11 +28,13 @@
 #include "base/macro.h"
 #include "base/parse.h"
 #include "cli/cli.h"
+#include "cli/upstream.h"
 #include "version.h"
 
 #define MAX_ARGS 128
 #define MAX_FLAGS 32
 #define MAX_LABELS_BYTES (1024 * 1024) /* gpu-feature-discovery's output file */
+#define ASKED_HELP 2                      /* translate(): -h/--help was given */
 
 enum flag_kind { FLAG_STRING, FLAG_BOOL };
 
@@ -246,10 +248,10 @@ static void version(const char *name) {
         printf("%s (migkit %s)\ngit revision: %s\nbuild: %s\n", name, MK_VERSION, MK_GIT_REV, MK_BUILD_FLAGS);
 }
 
-/* -h/--help: upstream's name, then the migkit command's help. */
-/* The upstream flags `p` accepts, each with its variables and what migkit
- * does with it, then the migkit command's help. */
-static int upstream_help(const struct upstream_program *p) {
+/* -h/--help: the upstream flags `p` accepts, each with its variables and
+ * what migkit does with it, then the migkit command's help (run by `run`).
+ * Returns the exit code. */
+static int upstream_help(const struct upstream_program *p, cli_run_fn run) {
         printf("%s: migkit's %s with upstream's flags and environment variables\n"
                "(docs/gpu-operator.md lists them and what differs; a flag wins over its variable):\n",
                p->name, p->command);
@@ -278,8 +280,7 @@ static int upstream_help(const struct upstream_program *p) {
                p->name, p->command);
         fflush(stdout);
         char *help_argv[] = {(char *) "migkit", (char *) p->command, (char *) "--help", NULL};
-        int r = cli_main(3, help_argv);
-        return r == MK_EXIT_OK ? 1 : -r;
+        return run(3, help_argv);
 }
 
 /* Whether the flag name `name` (length n) is `l` or the one-letter `s`. */
@@ -296,7 +297,7 @@ static int parse_flag(const struct upstream_program *p, int argc, char **argv, i
         size_t n = strcspn(name, "=");
         const char *value = name[n] == '=' ? name + n + 1 : NULL;
         if (is_flag(name, n, "help", 'h'))
-                return upstream_help(p);
+                return ASKED_HELP;
         if (is_flag(name, n, "version", 'v')) {
                 version(p->name);
                 return 1;
@@ -374,8 +375,8 @@ static int apply_values(const struct upstream_program *p, struct argv_buf *out, 
 /* Parses upstream's flags of `p` in argv[1..] into `out` (the migkit command
  * line) and values[] (the value of each flag of p->flags: from the command
  * line or, for local and ignored flags, upstream's environment variables).
- * Returns 1 when done (help or version printed), 0 to run, or an exit code
- * as -MK_EXIT_USAGE. */
+ * Returns 1 when done (version printed), ASKED_HELP for -h/--help, 0 to
+ * run, or an exit code as -MK_EXIT_USAGE. */
 static int translate(const struct upstream_program *p, int argc, char **argv, struct argv_buf *out,
                      const char **values) {
         for (int i = 1; i < argc; i++) {
@@ -400,11 +401,11 @@ static int translate(const struct upstream_program *p, int argc, char **argv, st
 /* One labelling: `migkit labels` with stdout on `output` (caught in memory,
  * then written with mk_write_file_atomic()) or on stdout when output is
  * empty. */
-static int gfd_label(struct argv_buf *cmd, const char *output) {
+static int gfd_label(struct argv_buf *cmd, const char *output, cli_run_fn run) {
         char *argv[MAX_ARGS + 1];
         memcpy(argv, cmd->items, sizeof(char *) * (cmd->n + 1));
         if (!*output) {
-                int r = cli_main((int) cmd->n, argv);
+                int r = run((int) cmd->n, argv);
                 fflush(stdout);
                 return r;
         }
@@ -415,7 +416,7 @@ static int gfd_label(struct argv_buf *cmd, const char *output) {
                 log_error("gpu-feature-discovery: cannot redirect the labels: %m");
                 return MK_EXIT_FAILURE;
         }
-        int r = cli_main((int) cmd->n, argv);
+        int r = run((int) cmd->n, argv);
         bool flushed = fflush(stdout) == 0;
         (void) dup2(saved, STDOUT_FILENO);
         if (r != MK_EXIT_OK || !flushed)
@@ -435,7 +436,7 @@ static int gfd_label(struct argv_buf *cmd, const char *output) {
 
 #define GFD_DEFAULT_OUTPUT "/etc/kubernetes/node-feature-discovery/features.d/gfd"
 
-static int gfd_main(const struct upstream_program *p, struct argv_buf *cmd, const char **values) {
+static int gfd_main(const struct upstream_program *p, struct argv_buf *cmd, const char **values, cli_run_fn run) {
         bool fail_on_init = true, oneshot = false, nfd_api = false;
         const char *output = values[GFD_OUTPUT] ? values[GFD_OUTPUT] : GFD_DEFAULT_OUTPUT;
         uint64_t sleep_ms = 60 * 1000;
@@ -463,7 +464,7 @@ static int gfd_main(const struct upstream_program *p, struct argv_buf *cmd, cons
         }
 
         if (oneshot)
-                return gfd_label(cmd, output);
+                return gfd_label(cmd, output, run);
 
         /* The signals stay blocked and are taken with sigtimedwait() while
          * sleeping, so one that comes during a labelling is not lost. */
@@ -477,7 +478,7 @@ static int gfd_main(const struct upstream_program *p, struct argv_buf *cmd, cons
                 return MK_EXIT_FAILURE;
         }
         for (bool first = true;; first = false) {
-                int r = gfd_label(cmd, output);
+                int r = gfd_label(cmd, output, run);
                 if (r != MK_EXIT_OK && first && fail_on_init)
                         return r;
                 if (r != MK_EXIT_OK)
@@ -501,7 +502,7 @@ static int gfd_main(const struct upstream_program *p, struct argv_buf *cmd, cons
         }
 }
 
-int cli_upstream_main(int argc, char **argv) {
+int cli_upstream_main(int argc, char **argv, cli_run_fn run) {
         const struct upstream_program *p = find_program(argv[0]);
         if (!p)
                 return MK_EXIT_USAGE;
@@ -520,7 +521,7 @@ int cli_upstream_main(int argc, char **argv) {
                 for (int i = 1; i < argc; i++)
                         if (push(&out, i == 1 && streq(argv[i], "version") ? "--version" : argv[i]) < 0)
                                 return MK_EXIT_USAGE;
-                return cli_main((int) out.n, out.items);
+                return run((int) out.n, out.items);
         }
 
         /* MIGKIT_SIMULATE: run against the simulator, as --simulate. */
@@ -531,9 +532,11 @@ int cli_upstream_main(int argc, char **argv) {
                 return MK_EXIT_USAGE;
         const char *values[MAX_FLAGS] = {};
         int r = translate(p, argc, argv, &out, values);
+        if (r == ASKED_HELP)
+                return upstream_help(p, run);
         if (r != 0)
                 return r > 0 ? MK_EXIT_OK : -r;
         if (p->flags == gfd_flags)
-                return gfd_main(p, &out, values);
-        return cli_main((int) out.n, out.items);
+                return gfd_main(p, &out, values, run);
+        return run((int) out.n, out.items);
 }
