@@ -87,15 +87,15 @@ static void nvml_read(unsigned dev, struct ctx_reading *r) {
  * limit and turns its SM limit off). */
 static uint64_t ctx_size(unsigned dev, const struct ctx_reading *b, const struct ctx_reading *a) {
         vgpu_log(VGPU_LOG_DEBUG, "context on device %u: this process %llu -> %llu bytes (%s), device %llu -> %llu (%s)", dev,
-             (unsigned long long) b->proc, (unsigned long long) a->proc, a->proc_found ? "listed" : a->proc_ok ? "not listed" : "no list",
-             (unsigned long long) b->dev, (unsigned long long) a->dev, a->dev_ok && b->dev_ok ? "read" : "unread");
+                  (unsigned long long) b->proc, (unsigned long long) a->proc, a->proc_found ? "listed" : a->proc_ok ? "not listed" : "no list",
+                  (unsigned long long) b->dev, (unsigned long long) a->dev, a->dev_ok && b->dev_ok ? "read" : "unread");
         if (!(b->proc_ok && a->proc_found)) {
                 static bool said;
                 uint64_t cached = atomic_load(&vgpu_reg->ctx_size[dev]);
                 if (!said && cached == 0 && a->proc_ok && b->proc_ok)
                         vgpu_log(VGPU_LOG_INFO, "NVML does not list this process under its pid %d: contexts are not "
                                             "charged until a process of the container that it lists measured one",
-                             (int) vgpu_pid);
+                                  (int) vgpu_pid);
                 said = true;
                 return cached;
         }
@@ -148,7 +148,7 @@ CUresult vgpu_primary_first_use(unsigned dev) {
                 r = ctx_charge(dev, size);
                 if (r == CUDA_SUCCESS) {
                         vgpu_log(VGPU_LOG_DEBUG, "primary context of device %u in use without a retain: %llu bytes charged",
-                             dev, (unsigned long long) size);
+                                  dev, (unsigned long long) size);
                         primary_charged[dev] = size;
                         primary_implicit[dev] = true;
                         atomic_store_explicit(&vgpu_primary_seen[dev], true, memory_order_release);

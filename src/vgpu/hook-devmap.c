@@ -104,8 +104,9 @@ int vgpu_nvml_dev_index(nvmlDevice_t d) {
         bool have_idx = ix && ix(d, &idx) == NVML_SUCCESS;
         if (vgpu_cvd.set) {
                 for (unsigned i = 0; i < vgpu_cvd.n; i++) {
-                        if (vgpu_cvd.index[i] >= 0 ? have_idx && (unsigned) vgpu_cvd.index[i] == idx
-                                              : nh == 32 && strncmp(hex, vgpu_cvd.hex[i], strlen(vgpu_cvd.hex[i])) == 0)
+                        if (vgpu_cvd.index[i] >= 0
+                                    ? have_idx && (unsigned) vgpu_cvd.index[i] == idx
+                                    : nh == 32 && strncmp(hex, vgpu_cvd.hex[i], strlen(vgpu_cvd.hex[i])) == 0)
                                 return (int) i;
                 }
                 return -ENODEV;
@@ -151,8 +152,8 @@ void vgpu_devices_record(void) {
                         if (atomic_load(&vgpu_reg->uuid_set[i]) == 2 &&
                             strncmp(vgpu_reg->uuid[i], s, VGPU_UUID_LEN) != 0)
                                 vgpu_log(VGPU_LOG_WARNING, "the region records CUDA device %d as %.*s, this process's "
-                                     "driver says %s: the container's processes disagree on CUDA_VISIBLE_DEVICES",
-                                     i, VGPU_UUID_LEN, vgpu_reg->uuid[i], s);
+                                          "driver says %s: the container's processes disagree on CUDA_VISIBLE_DEVICES",
+                                          i, VGPU_UUID_LEN, vgpu_reg->uuid[i], s);
                 }
         }
 }

@@ -15,7 +15,8 @@ static void nvml_view(nvmlDevice_t d, unsigned long long *total, unsigned long l
         int i = vgpu_nvml_dev_index(d);
         if (i < 0 || vgpu_reg->mem_limit[i] == VGPU_UNLIMITED)
                 return;
-        uint64_t t = vgpu_capped_total((unsigned) i, *total), u = vgpu_region_used_live(vgpu_reg, (unsigned) i, vgpu_pid_alive);
+        uint64_t t = vgpu_capped_total((unsigned) i, *total);
+        uint64_t u = vgpu_region_used_live(vgpu_reg, (unsigned) i, vgpu_pid_alive);
         uint64_t f = u < t ? t - u : 0;
         *total = t;
         *used = u < t ? u : t;

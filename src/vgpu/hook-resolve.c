@@ -110,7 +110,8 @@ static void log_limits(void) {
                 if (vgpu_cfg.mem_from[d] == VGPU_FROM_ALL) {
                         uint64_t v = vgpu_cfg.mem_limit[d];
                         if (v == VGPU_UNLIMITED)
-                                ADD("no cap on the other devices (CUDA_DEVICE_MEMORY_LIMIT='%s')", vgpu_cfg.mem_text_all);
+                                ADD("no cap on the other devices (CUDA_DEVICE_MEMORY_LIMIT='%s')",
+                                    vgpu_cfg.mem_text_all);
                         else
                                 ADD("the other devices %llu bytes (%llu MiB) from CUDA_DEVICE_MEMORY_LIMIT='%s'",
                                     (unsigned long long) v, (unsigned long long) (v >> 20), vgpu_cfg.mem_text_all);
@@ -119,8 +120,8 @@ static void log_limits(void) {
         for (unsigned d = 0; d < VGPU_MAX_DEVICES; d++)
                 if (vgpu_cfg.mem_from[d] == VGPU_FROM_DEVICE)
                         ADD("%sdevice %u %llu bytes (%llu MiB) from CUDA_DEVICE_MEMORY_LIMIT_%u='%s'", n ? ", " : "", d,
-                            (unsigned long long) vgpu_cfg.mem_limit[d], (unsigned long long) (vgpu_cfg.mem_limit[d] >> 20), d,
-                            vgpu_cfg.mem_text[d]);
+                            (unsigned long long) vgpu_cfg.mem_limit[d],
+                            (unsigned long long) (vgpu_cfg.mem_limit[d] >> 20), d, vgpu_cfg.mem_text[d]);
         for (unsigned d = 0; d < VGPU_MAX_DEVICES; d++)
                 if (vgpu_cfg.sm_limit[d] < 100)
                         ADD("%sdevice %u compute %u%%", n ? ", " : "", d, vgpu_cfg.sm_limit[d]);
@@ -165,18 +166,19 @@ void vgpu_do_init(void) {
                 int r = vgpu_region_open(vgpu_cfg.region_path, &vgpu_cfg, &vgpu_reg, err, sizeof(err));
                 if (r < 0) {
                         vgpu_log(VGPU_LOG_ERROR,
-                             "region file '%s' %s; refusing to share it: limits hold per process only. "
-                             "Remove the file when no process of the container runs.",
-                             vgpu_cfg.region_path, err);
+                                  "region file '%s' %s; refusing to share it: limits hold per process only. "
+                                  "Remove the file when no process of the container runs.",
+                                  vgpu_cfg.region_path, err);
                         if (vgpu_region_new_private(&vgpu_cfg, &vgpu_reg) < 0)
                                 vgpu_reg = NULL;
                 } else {
                         for (unsigned d = 0; d < VGPU_MAX_DEVICES; d++)
-                                if (vgpu_reg->mem_limit[d] != vgpu_cfg.mem_limit[d] || vgpu_reg->sm_limit[d] != vgpu_cfg.sm_limit[d]) {
+                                if (vgpu_reg->mem_limit[d] != vgpu_cfg.mem_limit[d] ||
+                                    vgpu_reg->sm_limit[d] != vgpu_cfg.sm_limit[d]) {
                                         vgpu_log(VGPU_LOG_INFO,
-                                             "device %u: the region's limits (%llu bytes, %u%%) differ from this "
-                                             "process's environment; the region's apply",
-                                             d, (unsigned long long) vgpu_reg->mem_limit[d], vgpu_reg->sm_limit[d]);
+                                                  "device %u: the region's limits (%llu bytes, %u%%) differ from this "
+                                                  "process's environment; the region's apply",
+                                                  d, (unsigned long long) vgpu_reg->mem_limit[d], vgpu_reg->sm_limit[d]);
                                         break;
                                 }
                 }

@@ -36,7 +36,8 @@ EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t size, const 
         if (vgpu_track_put_aux(VGPU_TRACK_HANDLE, *h, size, dev, 1) < 0) {
                 vgpu_undo_release(*h);
                 vgpu_uncharge(s, dev, size);
-                vgpu_log(VGPU_LOG_ERROR, "cannot track more than %u allocations, refusing one more", VGPU_TRACK_MAX_ENTRIES);
+                vgpu_log(VGPU_LOG_ERROR, "cannot track more than %u allocations, refusing one more",
+                         VGPU_TRACK_MAX_ENTRIES);
                 return CUDA_ERROR_OUT_OF_MEMORY;
         }
         return CUDA_SUCCESS;
@@ -115,7 +116,7 @@ EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGener
                  * release (the mapping is not counted). */
                 handle_adjust(h, 0, -1);
                 vgpu_log(VGPU_LOG_ERROR, "cannot track more than %u mappings; a mapping is not counted",
-                     VGPU_TRACK_MAX_ENTRIES);
+                          VGPU_TRACK_MAX_ENTRIES);
         }
         return r;
 }
