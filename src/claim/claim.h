@@ -22,7 +22,7 @@
  *       (kubelet's PodResources List) that an Allocate handed this pod
  *       another pod's devices of the same shape: a JSON array of the device
  *       UUIDs the pod really holds, written before its reservation is moved
- *       onto them (plugin/handout.h); the node agent never destroys an
+ *       onto them (plugin/dynamic/handout.h); the node agent never destroys an
  *       instance an active pod's handed list names.
  *   migkit.io/vgpu-mode-chosen written by the extender with the reservation
  *       when the pod named no nvidia.com/vgpu-mode: the mode it chose. */

@@ -17,7 +17,7 @@
 #include "plugin/cdi.h"
 #include "plugin/daemon.h"
 #include "plugin/mps.h"
-#include "plugin/podres.h"
+#include "plugin/dynamic/podres.h"
 #include "plugin/resources.h"
 #include "spec/plugin-config.h"
 #include "spec/sched-config.h"

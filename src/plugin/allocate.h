@@ -60,7 +60,7 @@ int mk_dp_allocate(const struct mk_snapshot *s, const struct mk_dp_resource *r, 
         _nonnull_(2, 5, 6) _wur_;
 
 /* mk_dp_allocate() for devices already resolved (the dynamic MIG mode,
- * plugin/dynamic.h, hands the MIG devices of a reservation): `resource`
+ * plugin/dynamic/dynamic.h, hands the MIG devices of a reservation): `resource`
  * names the resource in messages; no id validation, no sharing check; the
  * same envs, mounts, annotations, CDI devices and device specs as above.
  * *ret is written only on success. */

@@ -42,9 +42,9 @@
 #include "plugin/allocate.h"
 #include "plugin/cdi.h"
 #include "plugin/daemon.h"
-#include "plugin/dynamic.h"
-#include "plugin/follow.h"
-#include "plugin/handout.h"
+#include "plugin/dynamic/dynamic.h"
+#include "plugin/dynamic/follow.h"
+#include "plugin/dynamic/handout.h"
 #include "plugin/health.h"
 #include "plugin/mps.h"
 #include "plugin/pb-scan.h"
@@ -393,7 +393,7 @@ static int dyn_snapshot(void *userdata, struct mk_snapshot **ret, struct mk_erro
 }
 
 /* Dynamic MIG: the ids only say how many devices each container wants
- * (checked to be ours); the reservation says which (plugin/dynamic.h). */
+ * (checked to be ours); the reservation says which (plugin/dynamic/dynamic.h). */
 static int allocate_dynamic(struct dp_server *s, const V1beta1__AllocateRequest *m, struct mk_dp_response *out,
                             struct mk_error *e) {
         struct dp_daemon *d = s->d;
@@ -425,7 +425,7 @@ static int allocate_dynamic(struct dp_server *s, const V1beta1__AllocateRequest 
                                    claim, e);
         if (r >= 0 && d->follower) {
                 /* What was answered for which ids: kubelet's PodResources
-                 * later says which pod really got them (plugin/follow.h). */
+                 * later says which pod really got them (plugin/dynamic/follow.h). */
                 const char *const *ids[MK_MAX_POD_CONTAINERS];
                 size_t n_ids[MK_MAX_POD_CONTAINERS];
                 for (size_t i = 0; i < n; i++) {

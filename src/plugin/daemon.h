@@ -19,7 +19,7 @@
 #include "base/macro.h"
 #include "gfd/labels.h"
 #include "plugin/resources.h"
-#include "plugin/soft.h"
+#include "plugin/dynamic/soft.h"
 
 struct mk_kube;
 
@@ -66,17 +66,17 @@ struct mk_dp_daemon_options {
         const char *nfd_features_file;  /* NULL: MK_DP_DEFAULT_NFD_FILE */
         const char *node_name;          /* labels=node, dynamic_mig */
         struct mk_kube *kube;           /* labels=node, dynamic_mig; borrowed */
-        /* Dynamic MIG (plugin/dynamic.h): nvidia.com/gpu as replica ids, each
+        /* Dynamic MIG (plugin/dynamic/dynamic.h): nvidia.com/gpu as replica ids, each
          * Allocate answered with the MIG devices `migkit scheduler` reserved
          * for the pod; needs kube and node_name; the MIG strategy and sharing
          * do not apply. */
         bool dynamic_mig;
-        /* Soft slices in dynamic mode (plugin/soft.h): GPUs with MIG off get
+        /* Soft slices in dynamic mode (plugin/dynamic/soft.h): GPUs with MIG off get
          * soft.split ids; their Allocate mounts the library and the
          * per-container directory under soft.root. */
         struct mk_dp_soft_options soft;
         /* Dynamic MIG: reservations follow what kubelet really handed out
-         * (plugin/follow.h), read from kubelet's PodResources API at
+         * (plugin/dynamic/follow.h), read from kubelet's PodResources API at
          * pod_resources_socket (NULL: MK_DP_PODRES_SOCKET); false: off. */
         bool follow_handouts;
         const char *pod_resources_socket;

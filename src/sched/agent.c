@@ -183,7 +183,7 @@ static bool reserved(const struct pod_claim *claims, size_t n, const char *gpu, 
 
 /* Whether an active pod holds gi because the device plugin handed it out
  * (migkit.io/mig-handed): while the plugin moves two pods' reservations
- * onto the instances kubelet really gave them (plugin/handout.h), one of
+ * onto the instances kubelet really gave them (plugin/dynamic/handout.h), one of
  * those instances may be reserved by neither for a moment, but it is in
  * use, so it is never an orphan. */
 static bool handed_out(const struct pod_claim *claims, size_t n, const struct mk_gi *gi) {

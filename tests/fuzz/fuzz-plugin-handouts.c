@@ -1,5 +1,5 @@
 /* libFuzzer target for the dynamic device plugin's handouts file
- * (plugin/handout.h), read back at start and so input: arbitrary bytes
+ * (plugin/dynamic/handout.h), read back at start and so input: arbitrary bytes
  * never crash or leak, and a file that parses formats to text that parses
  * and formats to the same bytes. */
 #include <stddef.h>
@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "plugin/handout.h"
+#include "plugin/dynamic/handout.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `migkit device-plugin --dynamic-mig`: reservations follow what kubelet
-# really handed out (plugin/follow.h, docs/device-plugin.md "Dynamic MIG
+# really handed out (plugin/dynamic/follow.h, docs/device-plugin.md "Dynamic MIG
 # mode"). No kubelet runs here: the kubelet's device manager is the
 # stand-in kubelet_standin.py (Register, Allocate), its PodResources API
 # and the apiserver's pods are podres_standin.py (List answers what this

@@ -36,10 +36,10 @@
 #include "kube/kubeconfig.h"
 #include "mig/gpu.h"
 #include "plugin/allocate.h"
-#include "plugin/dynamic.h"
+#include "plugin/dynamic/dynamic.h"
 #include "plugin/preferred.h"
 #include "plugin/resources.h"
-#include "plugin/soft.h"
+#include "plugin/dynamic/soft.h"
 #include "vgpunode/dirs.h"
 
 #include "../fixtures/plugin/snap.h"

@@ -18,7 +18,7 @@
 
 #include "base/macro.h"
 #include "claim/claim.h"
-#include "plugin/handout.h"
+#include "plugin/dynamic/handout.h"
 #include "sched-fixtures.h"
 
 /* P reserved A (placement 0), Q reserved B (placement 1), one 1g each. */

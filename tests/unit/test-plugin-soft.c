@@ -18,7 +18,7 @@
 #include "base/error.h"
 #include "base/macro.h"
 #include "plugin/allocate.h"
-#include "plugin/soft.h"
+#include "plugin/dynamic/soft.h"
 #include "vgpunode/dirs.h"
 
 static const struct mk_dp_mount *mount_at(const struct mk_dp_response *r, const char *container_path) {

@@ -1,7 +1,7 @@
 /* kubelet's PodResources API v1 (Kubernetes 1.20+), the List call only:
  * which pod holds which device ids of a resource. The dynamic MIG device
  * plugin reads it to see which pod an Allocate really served
- * (plugin/handout.h). Messages from proto/podresources.proto. */
+ * (plugin/dynamic/handout.h). Messages from proto/podresources.proto. */
 #pragma once
 
 #include <stddef.h>
@@ -9,7 +9,7 @@
 
 #include "base/error.h"
 #include "base/macro.h"
-#include "plugin/handout.h"
+#include "plugin/dynamic/handout.h"
 
 struct mk_grpc_client;
 

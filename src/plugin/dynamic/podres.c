@@ -8,8 +8,8 @@
 #include "base/macro.h"
 #include "claim/claim.h"
 #include "grpc/client.h"
-#include "plugin/handout.h"
-#include "plugin/podres.h"
+#include "plugin/dynamic/handout.h"
+#include "plugin/dynamic/podres.h"
 #include "proto/podresources.pb-c.h"
 
 void mk_dp_held_free(struct mk_dp_held *held, size_t n) {

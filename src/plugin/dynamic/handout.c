@@ -13,7 +13,7 @@
 #include "claim/claim.h"
 #include "kube/json.h"
 #include "kube/object.h"
-#include "plugin/handout.h"
+#include "plugin/dynamic/handout.h"
 
 static void handout_done(struct mk_dp_handout *o) {
         for (size_t i = 0; i < o->n_keys; i++)

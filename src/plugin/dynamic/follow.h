@@ -1,8 +1,8 @@
 /* Reservations follow what the dynamic MIG device plugin really handed
  * out (docs/device-plugin.md "Dynamic MIG mode", docs/scheduler.md "How
  * the device plugin's Allocate finds its reservation"). The follower
- * records each dynamic Allocate (plugin/handout.h) in a state file and, on
- * a thread of its own, polls kubelet's PodResources List (plugin/podres.h)
+ * records each dynamic Allocate (plugin/dynamic/handout.h) in a state file and, on
+ * a thread of its own, polls kubelet's PodResources List (plugin/dynamic/podres.h)
  * every interval while an Allocate waits to be seen there; it then patches
  * the reservations of pods that got another pod's devices of the same
  * shape (migkit.io/mig-handed first, then migkit.io/mig-reservation,

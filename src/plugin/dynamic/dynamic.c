@@ -14,9 +14,9 @@
 #include "kube/kube.h"
 #include "kube/object.h"
 #include "plugin/allocate.h"
-#include "plugin/dynamic.h"
+#include "plugin/dynamic/dynamic.h"
 #include "plugin/resources.h"
-#include "plugin/soft.h"
+#include "plugin/dynamic/soft.h"
 
 #define AREA "plugin"
 

@@ -14,7 +14,7 @@
 #include "claim/claim.h"
 #include "mig/gpu.h"
 #include "plugin/allocate.h"
-#include "plugin/soft.h"
+#include "plugin/dynamic/soft.h"
 #include "vgpunode/dirs.h"
 
 const char *mk_dp_soft_root(const struct mk_dp_soft_options *o) {

@@ -19,7 +19,7 @@
 #include "mig/gpu.h"
 #include "plugin/allocate.h"
 #include "plugin/resources.h"
-#include "plugin/soft.h"
+#include "plugin/dynamic/soft.h"
 
 struct mk_kube;
 

@@ -18,10 +18,10 @@
 #include "grpc/client.h"
 #include "kube/kube.h"
 #include "kube/object.h"
-#include "plugin/dynamic.h"
-#include "plugin/follow.h"
-#include "plugin/handout.h"
-#include "plugin/podres.h"
+#include "plugin/dynamic/dynamic.h"
+#include "plugin/dynamic/follow.h"
+#include "plugin/dynamic/handout.h"
+#include "plugin/dynamic/podres.h"
 
 #define AREA "plugin"
 
