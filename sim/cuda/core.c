@@ -59,24 +59,6 @@ uint64_t cu_env_u64(const char *name, uint64_t def) {
         return v;
 }
 
-/* Figures the catalogue does not hold (public spec sheets, boost clocks), and
- * the device memory a context takes (ctx_mib: estimates from publicly
- * reported per-process figures of processes that only created a context,
- * CUDA 12 with lazy loading; not measured by this project; docs/simulator.md). */
-static const struct {
-        const char *key;
-        unsigned sms;
-        int clock_mhz, mem_clock_mhz, bus_width, l2_mib;
-        unsigned ctx_mib;
-} model_extra[] = {
-        { "a30-24gb", 56, 1440, 1215, 3072, 24, 400 },     { "a100-40gb", 108, 1410, 1215, 5120, 40, 400 },
-        { "a100-80gb", 108, 1410, 1593, 5120, 40, 400 },   { "h100-80gb", 132, 1980, 2619, 5120, 50, 500 },
-        { "h100-nvl", 132, 1785, 2619, 6144, 50, 500 },    { "h200-141gb", 132, 1980, 3201, 6144, 50, 500 },
-        { "gh200-144gb", 132, 1980, 2619, 6144, 60, 500 }, { "b200", 148, 1965, 4000, 8192, 126, 600 },
-        { "t4", 40, 1590, 5001, 256, 4, 250 },
-};
-#define CTX_MIB_OTHER 300 /* models not listed */
-
 static void parse_uuid(const char *s, CUuuid *ret) {
         unsigned n = 0;
         int hi = -1;
@@ -110,23 +92,13 @@ static void fill_dev(struct cu_dev *d, struct sim_gpu *g, unsigned index, struct
         d->model = m;
         d->bus = g->bus;
         parse_uuid(g->uuid, &d->gpu_uuid);
-        d->sms = 0;
-        d->clock_khz = 1410000;
-        d->mem_clock_khz = 1215000;
-        d->bus_width = 5120;
-        d->l2_bytes = 40 << 20;
-        d->ctx_bytes = (uint64_t) CTX_MIB_OTHER << 20;
-        for (size_t i = 0; i < ELEMENTSOF(model_extra); i++)
-                if (streq(model_extra[i].key, m->key)) {
-                        d->sms = model_extra[i].sms;
-                        d->clock_khz = model_extra[i].clock_mhz * 1000;
-                        d->mem_clock_khz = model_extra[i].mem_clock_mhz * 1000;
-                        d->bus_width = model_extra[i].bus_width;
-                        d->l2_bytes = model_extra[i].l2_mib << 20;
-                        d->ctx_bytes = (uint64_t) model_extra[i].ctx_mib << 20;
-                }
-        if (d->sms == 0)
-                d->sms = 108;
+        /* The model's data sheet (sim/lib/catalog.c), which NVML's sensors report too. */
+        d->sms = m->sheet.sms;
+        d->clock_khz = (int) m->sheet.sm_mhz * 1000;
+        d->mem_clock_khz = (int) m->sheet.mem_mhz * 1000;
+        d->bus_width = (int) m->sheet.bus_width;
+        d->l2_bytes = (int) m->sheet.l2_mib << 20;
+        d->ctx_bytes = (uint64_t) m->sheet.ctx_mib << 20;
         if (gi && ci) {
                 const struct sim_gi_profile *p = sim_gi_profile_by_enum(m, gi->profile);
                 char profile[64];

@@ -146,46 +146,68 @@ static const struct sim_gi_profile h100_nvl_profiles[] = {
 
 #define PROFILES(p) .profiles = (p), .n_profiles = ELEMENTSOF(p)
 
+/* Data-sheet figures (public spec sheets, boost clocks): SMs, power (W), SM
+ * and memory clocks (MHz), memory bus width (bits), L2 (MiB), PCIe generation
+ * and width; and ctx_mib, the device memory a context takes: estimates from
+ * publicly reported per-process figures of processes that only created a
+ * context, CUDA 12 with lazy loading; not measured by this project
+ * (docs/simulator.md). */
+#define SHEET(sms_, power, sm, mem, bus, l2, gen, width, ctx)                                               \
+        .sheet = {                                                                                           \
+                .sms = (sms_), .power_w = (power), .sm_mhz = (sm), .mem_mhz = (mem), .bus_width = (bus),    \
+                .l2_mib = (l2), .pcie_gen = (gen), .pcie_width = (width), .ctx_mib = (ctx)                  \
+        }
+
 /* Subsystem ids are UNVERIFIED for every model (one plausible board each). */
 static const struct sim_model models[] = {
         { .key = "a30-24gb", .name = "NVIDIA A30", .pci_device_id = 0x20B710DE,
           .pci_subsystem_id = 0x153210DE, .arch = NVML_DEVICE_ARCH_AMPERE, .cc_major = 8, .cc_minor = 0,
           .memory_mib = 24576 /* UNVERIFIED */, .compute_slices = 4, .memory_units = 4,
-          .mode_persistent = true, PROFILES(a30_profiles) },
+          .mode_persistent = true, PROFILES(a30_profiles),
+          SHEET(56, 165, 1440, 1215, 3072, 24, 4, 16, 400) },
         { .key = "a100-40gb", .name = "NVIDIA A100-SXM4-40GB", .pci_device_id = 0x20B010DE,
           .pci_subsystem_id = 0x145F10DE, .arch = NVML_DEVICE_ARCH_AMPERE, .cc_major = 8, .cc_minor = 0,
           .memory_mib = 40960, .compute_slices = 7, .memory_units = 8, .mode_persistent = true,
-          .nvlinks = 12, PROFILES(a100_40_profiles) },
+          .nvlinks = 12, PROFILES(a100_40_profiles),
+          SHEET(108, 400, 1410, 1215, 5120, 40, 4, 16, 400) },
         { .key = "a100-80gb", .name = "NVIDIA A100-SXM4-80GB", .pci_device_id = 0x20B210DE,
           .pci_subsystem_id = 0x147F10DE, .arch = NVML_DEVICE_ARCH_AMPERE, .cc_major = 8, .cc_minor = 0,
           .memory_mib = 81920, .compute_slices = 7, .memory_units = 8, .mode_persistent = true,
-          .nvlinks = 12, PROFILES(a100_80_profiles) },
+          .nvlinks = 12, PROFILES(a100_80_profiles),
+          SHEET(108, 400, 1410, 1593, 5120, 40, 4, 16, 400) },
         { .key = "h100-80gb", .name = "NVIDIA H100 80GB HBM3", .pci_device_id = 0x233010DE,
           .pci_subsystem_id = 0x16C110DE, .arch = NVML_DEVICE_ARCH_HOPPER, .cc_major = 9, .cc_minor = 0,
           .memory_mib = 81559, .compute_slices = 7, .memory_units = 8, .mode_persistent = false,
-          .nvlinks = 18, PROFILES(h100_80_profiles) },
+          .nvlinks = 18, PROFILES(h100_80_profiles),
+          SHEET(132, 700, 1980, 2619, 5120, 50, 5, 16, 500) },
         /* H100 NVL: a PCIe card; 12 NvLinks (the 600 GB/s bridge bandwidth at
          * 50 GB/s per NVLink 4 link) to the bridged neighbour. Board memory
          * 95830 MiB and subsystem id UNVERIFIED. */
         { .key = "h100-nvl", .name = "NVIDIA H100 NVL", .pci_device_id = 0x232110DE,
           .pci_subsystem_id = 0x183910DE, .arch = NVML_DEVICE_ARCH_HOPPER, .cc_major = 9, .cc_minor = 0,
           .memory_mib = 95830, .compute_slices = 7, .memory_units = 8, .mode_persistent = false,
-          .nvlinks = 12, .nvlink_bridge = true, PROFILES(h100_nvl_profiles) },
+          .nvlinks = 12, .nvlink_bridge = true, PROFILES(h100_nvl_profiles),
+          SHEET(132, 400, 1785, 2619, 6144, 50, 5, 16, 500) },
         { .key = "h200-141gb", .name = "NVIDIA H200", .pci_device_id = 0x233510DE,
           .pci_subsystem_id = 0x18A210DE, .arch = NVML_DEVICE_ARCH_HOPPER, .cc_major = 9, .cc_minor = 0,
           .memory_mib = 143771, .compute_slices = 7, .memory_units = 8, .mode_persistent = false,
-          .nvlinks = 18, PROFILES(h200_profiles) },
+          .nvlinks = 18, PROFILES(h200_profiles),
+          SHEET(132, 700, 1980, 3201, 6144, 50, 5, 16, 500) },
         { .key = "gh200-144gb", .name = "NVIDIA GH200 144G HBM3e", .pci_device_id = 0x234810DE,
           .pci_subsystem_id = 0x18B010DE, .arch = NVML_DEVICE_ARCH_HOPPER, .cc_major = 9, .cc_minor = 0,
           .memory_mib = 147000 /* UNVERIFIED, see gh200_profiles */, .compute_slices = 7, .memory_units = 8,
-          .mode_persistent = false, .nvlinks = 18, PROFILES(gh200_profiles) },
+          .mode_persistent = false, .nvlinks = 18, PROFILES(gh200_profiles),
+          /* 900 W: the module's, shared with the Grace CPU: UNVERIFIED which the GPU reports. */
+          SHEET(132, 900, 1980, 2619, 6144, 60, 5, 16, 500) },
         { .key = "b200", .name = "NVIDIA B200", .pci_device_id = 0x290110DE, .pci_subsystem_id = 0x199910DE,
           .arch = NVML_DEVICE_ARCH_BLACKWELL, .cc_major = 10, .cc_minor = 0, .memory_mib = 183359,
           .compute_slices = 7, .memory_units = 8, .mode_persistent = false, .nvlinks = 18,
-          PROFILES(b200_profiles) },
+          PROFILES(b200_profiles),
+          SHEET(148, 1000, 1965, 4000, 8192, 126, 5 /* UNVERIFIED */, 16, 600) },
         { .key = "t4", .name = "Tesla T4", .pci_device_id = 0x1EB810DE, .pci_subsystem_id = 0x12A210DE,
           .arch = NVML_DEVICE_ARCH_TURING, .cc_major = 7, .cc_minor = 5, .memory_mib = 15360,
-          .compute_slices = 0, .memory_units = 0, .mode_persistent = false, .profiles = NULL, .n_profiles = 0 },
+          .compute_slices = 0, .memory_units = 0, .mode_persistent = false, .profiles = NULL, .n_profiles = 0,
+          SHEET(40, 70, 1590, 5001, 256, 4, 3, 16, 250) },
 };
 
 /* NVSwitch systems. Links per GPU: A100 12, H100/H200/B200 18 (product

@@ -28,6 +28,21 @@ struct sim_gi_profile {
         bool media;              /* uses the GPU's single media-extension set (+me) */
 };
 
+/* A model's figures from its public spec sheet (NVIDIA data sheets; boost
+ * clocks), which NVML's sensors (nvml-sensors.c) and the CUDA driver
+ * simulator's device attributes (sim/cuda/core.c) report, and the device
+ * memory a CUDA context takes on it. */
+struct sim_datasheet {
+        unsigned sms;            /* streaming multiprocessors of the whole GPU */
+        unsigned power_w;        /* maximum (default) power limit, W */
+        unsigned sm_mhz;         /* boost SM clock */
+        unsigned mem_mhz;        /* memory clock */
+        unsigned bus_width;      /* memory bus width, bits */
+        unsigned l2_mib;         /* L2 cache of the whole GPU */
+        unsigned pcie_gen, pcie_width;
+        unsigned ctx_mib;        /* a context's device memory (an estimate: catalog.c) */
+};
+
 struct sim_model {
         const char *key;         /* "a100-40gb" */
         const char *name;        /* nvmlDeviceGetName: "NVIDIA A100-SXM4-40GB" */
@@ -41,6 +56,7 @@ struct sim_model {
         bool mode_persistent;    /* Ampere: MIG mode survives reboot, changes need a reset */
         unsigned nvlinks;        /* NvLinks of the part (0: none, every link query NOT_SUPPORTED) */
         bool nvlink_bridge;      /* PCIe card whose links go to a bridge to the next card of its kind */
+        struct sim_datasheet sheet;
         const struct sim_gi_profile *profiles;
         size_t n_profiles;
 };

@@ -1,7 +1,8 @@
 /* NVML's sensors, power, clocks and PCIe link: what monitors (DCGM-style
  * exporters, nvidia-smi --query-gpu, HAMi's device plugin) read each period.
  *
- * Each model has the figures of its public spec sheet (below); what changes
+ * Each model has the figures of its public spec sheet (catalog.c, the
+ * sheet the CUDA driver simulator's attributes read too); what changes
  * with time follows the GPU's busy share over the utilisation window
  * (nvml-procs.c, the CUDA driver simulator's kernels), u in 0..100:
  * - power draw: idle + u% of (limit - idle), idle being 15% of the limit;
@@ -15,51 +16,26 @@
  * queries; a MIG-mode GPU's figures use all its MIG devices' kernels. */
 #include "lib/nvml-call.h"
 
-/* Public spec sheets (NVIDIA data sheets; the same clocks and bus widths as
- * sim/cuda/core.c's model_extra): max power in W, boost SM clock and memory
- * clock in MHz, memory bus width in bits, PCIe generation and width. */
-static const struct model_spec {
-        const char *key;
-        unsigned power_w, sm_mhz, mem_mhz, bus_width, pcie_gen, pcie_width;
-} specs[] = {
-        { "a30-24gb", 165, 1440, 1215, 3072, 4, 16 },  { "a100-40gb", 400, 1410, 1215, 5120, 4, 16 },
-        { "a100-80gb", 400, 1410, 1593, 5120, 4, 16 }, { "h100-80gb", 700, 1980, 2619, 5120, 5, 16 },
-        { "h100-nvl", 400, 1785, 2619, 6144, 5, 16 },  { "h200-141gb", 700, 1980, 3201, 6144, 5, 16 },
-        /* GH200: the module's 900 W shared with the Grace CPU: UNVERIFIED which the GPU reports. */
-        { "gh200-144gb", 900, 1980, 2619, 6144, 5, 16 },
-        /* B200: PCIe generation UNVERIFIED (5 assumed). */
-        { "b200", 1000, 1965, 4000, 8192, 5, 16 },
-        { "t4", 70, 1590, 5001, 256, 3, 16 },
-};
-
-static const struct model_spec *spec_of(const struct sim_model *m) {
-        for (size_t i = 0; i < ELEMENTSOF(specs); i++)
-                if (streq(specs[i].key, m->key))
-                        return &specs[i];
-        return NULL;
-}
-
-/* A full GPU with a spec: NOT_SUPPORTED for MIG handles and for a model
- * without figures (none today; a model added to the catalogue without a
- * line here). */
+/* A full GPU and its model's data sheet (catalog.c): NOT_SUPPORTED for MIG
+ * handles and for a model without figures (none today). */
 static nvmlReturn_t resolve_spec(struct call *c, nvmlDevice_t device, const void *out, struct dev *d,
-                                 const struct model_spec **ret) {
+                                 const struct sim_datasheet **ret) {
         nvmlReturn_t r = resolve_gpu(c, device, d);
         if (r != NVML_SUCCESS)
                 return r;
         if (!out)
                 return NVML_ERROR_INVALID_ARGUMENT;
-        *ret = spec_of(d->g->model);
-        return *ret ? NVML_SUCCESS : NVML_ERROR_NOT_SUPPORTED;
+        *ret = &d->g->model->sheet;
+        return (*ret)->power_w ? NVML_SUCCESS : NVML_ERROR_NOT_SUPPORTED;
 }
 
 /* One unsigned figure of a GPU: begins the call, resolves, computes. */
-typedef unsigned (*figure_fn)(struct call *c, const struct dev *d, const struct model_spec *s);
+typedef unsigned (*figure_fn)(struct call *c, const struct dev *d, const struct sim_datasheet *s);
 
 static nvmlReturn_t gpu_figure(const char *fn, nvmlDevice_t device, unsigned int *out, figure_fn f) {
         struct call c;
         struct dev d;
-        const struct model_spec *s;
+        const struct sim_datasheet *s;
 
         nvmlReturn_t r = call_begin(&c, fn, false);
         if (r != NVML_SUCCESS)
@@ -70,36 +46,36 @@ static nvmlReturn_t gpu_figure(const char *fn, nvmlDevice_t device, unsigned int
         return call_end(&c, r);
 }
 
-static unsigned power_limit_mw(struct call *c, const struct dev *d, const struct model_spec *s) {
+static unsigned power_limit_mw(struct call *c, const struct dev *d, const struct sim_datasheet *s) {
         return s->power_w * 1000;
 }
 
-static unsigned power_min_mw(const struct model_spec *s) {
+static unsigned power_min_mw(const struct sim_datasheet *s) {
         return s->power_w * 1000 / 2; /* UNVERIFIED: half the default, as A100/H100 data sheets' ranges */
 }
 
-static unsigned power_draw_mw(struct call *c, const struct dev *d, const struct model_spec *s) {
+static unsigned power_draw_mw(struct call *c, const struct dev *d, const struct sim_datasheet *s) {
         unsigned limit = s->power_w * 1000, idle = limit * 15 / 100;
         return idle + (limit - idle) / 100 * device_busy_percent(c, d);
 }
 
-static unsigned temperature_c(struct call *c, const struct dev *d, const struct model_spec *s) {
+static unsigned temperature_c(struct call *c, const struct dev *d, const struct sim_datasheet *s) {
         return 30 + 45 * device_busy_percent(c, d) / 100;
 }
 
-static unsigned bus_width(struct call *c, const struct dev *d, const struct model_spec *s) {
+static unsigned bus_width(struct call *c, const struct dev *d, const struct sim_datasheet *s) {
         return s->bus_width;
 }
 
-static unsigned pcie_gen(struct call *c, const struct dev *d, const struct model_spec *s) {
+static unsigned pcie_gen(struct call *c, const struct dev *d, const struct sim_datasheet *s) {
         return s->pcie_gen;
 }
 
-static unsigned pcie_width(struct call *c, const struct dev *d, const struct model_spec *s) {
+static unsigned pcie_width(struct call *c, const struct dev *d, const struct sim_datasheet *s) {
         return s->pcie_width;
 }
 
-static unsigned pstate_p0(struct call *c, const struct dev *d, const struct model_spec *s) {
+static unsigned pstate_p0(struct call *c, const struct dev *d, const struct sim_datasheet *s) {
         return 0; /* NVML_PSTATE_0 */
 }
 
@@ -123,7 +99,7 @@ nvmlReturn_t nvmlDeviceGetPowerManagementLimitConstraints(nvmlDevice_t device, u
                                                           unsigned int *maxLimit) {
         struct call c;
         struct dev d;
-        const struct model_spec *s;
+        const struct sim_datasheet *s;
 
         CALL_BEGIN(&c, false);
         nvmlReturn_t r = resolve_spec(&c, device, minLimit && maxLimit ? minLimit : NULL, &d, &s);
@@ -180,7 +156,7 @@ nvmlReturn_t nvmlDeviceGetPowerState(nvmlDevice_t device, unsigned int *pState) 
 
 /* The clock of a domain in MHz (graphics and SM share the SM clock; video
  * the SM clock too, UNVERIFIED), or 0 for an unknown domain. */
-static unsigned clock_mhz(const struct model_spec *s, unsigned type) {
+static unsigned clock_mhz(const struct sim_datasheet *s, unsigned type) {
         switch (type) {
         case SIM_NVML_CLOCK_GRAPHICS:
         case SIM_NVML_CLOCK_SM:
@@ -197,7 +173,7 @@ static nvmlReturn_t clock_query(const char *fn, nvmlDevice_t device, unsigned ty
                                 unsigned int *out) {
         struct call c;
         struct dev d;
-        const struct model_spec *s;
+        const struct sim_datasheet *s;
 
         nvmlReturn_t r = call_begin(&c, fn, false);
         if (r != NVML_SUCCESS)
@@ -233,7 +209,7 @@ nvmlReturn_t nvmlDeviceGetMaxCustomerBoostClock(nvmlDevice_t device, unsigned in
 static nvmlReturn_t event_reasons(const char *fn, nvmlDevice_t device, unsigned long long *out, bool supported) {
         struct call c;
         struct dev d;
-        const struct model_spec *s;
+        const struct sim_datasheet *s;
 
         nvmlReturn_t r = call_begin(&c, fn, false);
         if (r != NVML_SUCCESS)
@@ -265,7 +241,7 @@ nvmlReturn_t nvmlDeviceGetSupportedClocksThrottleReasons(nvmlDevice_t device, un
 /* Link errors and video engines: no PCIe replay happens on a simulated link,
  * and simulated processes never use the encoders or decoders (0% over the
  * utilisation period, NVML's 1 s; DCGM-style exporters read all three). */
-static unsigned zero(struct call *c, const struct dev *d, const struct model_spec *s) {
+static unsigned zero(struct call *c, const struct dev *d, const struct sim_datasheet *s) {
         return 0;
 }
 
