@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "vgpu/graph.h"
 #include "vgpu/hook.h"
 
 static bool share_applies(unsigned dev, uint64_t now) {
@@ -77,8 +78,17 @@ LAUNCH_HOOK(cuLaunchKernelEx, EX_PARAMS, EX_ARGS, c != NULL, EX_GRID)
 LAUNCH_HOOK(cuLaunchKernelEx_ptsz, EX_PARAMS, EX_ARGS, c != NULL, EX_GRID)
 LAUNCH_HOOK(cuLaunchCooperativeKernel, COOP_PARAMS, COOP_ARGS, true, GRID(gx, gy, gz, bx, by, bz))
 LAUNCH_HOOK(cuLaunchCooperativeKernel_ptsz, COOP_PARAMS, COOP_ARGS, true, GRID(gx, gy, gz, bx, by, bz))
-LAUNCH_HOOK(cuGraphLaunch, (CUgraphExec g, CUstream st), (g, st), true, 0, 0)
-LAUNCH_HOOK(cuGraphLaunch_ptsz, (CUgraphExec g, CUstream st), (g, st), true, 0, 0)
+/* A graph: the compute share, then its memory (hook-graph.c). */
+#define GRAPH_LAUNCH_HOOK(name)                                                                              \
+        EXPORT CUresult name(CUgraphExec g, CUstream st) {                                                   \
+                vgpu_init();                                                                                 \
+                REAL(name);                                                                                  \
+                if (vgpu_on && vgpu_any_sm_limit)                                                            \
+                        admit(0, 0);                                                                         \
+                return vgpu_graph_run(g, st, real);                                                          \
+        }
+GRAPH_LAUNCH_HOOK(cuGraphLaunch)
+GRAPH_LAUNCH_HOOK(cuGraphLaunch_ptsz)
 
 EXPORT CUresult cuInit(unsigned int flags) {
         vgpu_init();

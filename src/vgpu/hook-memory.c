@@ -5,6 +5,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "vgpu/graph.h"
 #include "vgpu/hook.h"
 
 /* ---- allocation hooks ---- */
@@ -127,6 +128,8 @@ static CUresult call_alloc_from_pool(void *a) {
 EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t size, CUstream st) {
         vgpu_init();
         REAL(cuMemAllocAsync);
+        if (vgpu_on && vgpu_graph_capturing(st)) /* a graph's node: charged at its launches */
+                return real(dptr, size, st);
         struct async_args a = { (void *) real, dptr, size, NULL, st };
         return pool_alloc(dptr, size, NULL, call_alloc_async, &a);
 }
@@ -134,6 +137,8 @@ EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t size, CUstream st) {
 EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t size, CUstream st) {
         vgpu_init();
         REAL(cuMemAllocAsync_ptsz);
+        if (vgpu_on && vgpu_graph_capturing(st)) /* a graph's node: charged at its launches */
+                return real(dptr, size, st);
         struct async_args a = { (void *) real, dptr, size, NULL, st };
         return pool_alloc(dptr, size, NULL, call_alloc_async, &a);
 }
@@ -141,6 +146,8 @@ EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t size, CUstream st
 EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t size, CUmemoryPool p, CUstream st) {
         vgpu_init();
         REAL(cuMemAllocFromPoolAsync);
+        if (vgpu_on && vgpu_graph_capturing(st)) /* a graph's node: charged at its launches */
+                return real(dptr, size, p, st);
         struct async_args a = { (void *) real, dptr, size, p, st };
         return pool_alloc(dptr, size, p, call_alloc_from_pool, &a);
 }
@@ -148,6 +155,8 @@ EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t size, CUmemory
 EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t size, CUmemoryPool p, CUstream st) {
         vgpu_init();
         REAL(cuMemAllocFromPoolAsync_ptsz);
+        if (vgpu_on && vgpu_graph_capturing(st)) /* a graph's node: charged at its launches */
+                return real(dptr, size, p, st);
         struct async_args a = { (void *) real, dptr, size, p, st };
         return pool_alloc(dptr, size, p, call_alloc_from_pool, &a);
 }

@@ -31,6 +31,8 @@
  *   hook-charge.c   charging: the cap's check, tracking, the pools' charges
  *   hook-context.c  contexts: measured, charged (the primary one on first
  *                   use: vgpu_charge), their hooks
+ *   hook-graph.c    CUDA graphs' memory: the graph pool's reserve charged,
+ *                   launches past the cap refused (graph.h)
  *   hook-memory.c   allocation, free, stream-ordered pools, memory views
  *   hook-vmm.c      virtual memory management (cuMemCreate ... cuMemUnmap)
  *   hook-nvml.c     NVML's memory views and process lists

@@ -7,7 +7,8 @@
 # process charged once); contexts charged and shown in the views;
 # HAMi-core's value syntax; the caps following CUDA_VISIBLE_DEVICES (indices
 # and UUIDs) and nothing else; NVML's process list limited to the
-# container's processes with their charge; pinned host memory not charged.
+# container's processes with their charge; pinned host memory not charged;
+# CUDA graphs' memory charged; a tensor-parallel NCCL pair near its share.
 # Exit 77 (skipped) when the simulator is not built.
 set -euo pipefail
 . "$(dirname "$0")/vgpu-lib.sh"
@@ -45,6 +46,21 @@ case $rc in
   77) echo "note: pool reservation not modelled by this simulator: $(grep '^note' "$tmp/out" || true)" ;;
   *) fail "pool (exit $rc): $(cat "$tmp/out" "$tmp/err")" ;;
 esac
+
+# CUDA graphs' memory: allocation nodes (added, and captured from
+# cuMemAllocAsync) charged from the launch that makes the graph pool reserve
+# them, not at capture nor instantiation; a launch past the cap refused with
+# CUDA_ERROR_OUT_OF_MEMORY before the driver reserves; given back by
+# cuDeviceGraphMemTrim. Through dlsym and cuGetProcAddress (the runtime's way).
+for mode in dlsym procaddr; do
+  rc=0
+  vg CUDA_DEVICE_MEMORY_LIMIT=1g -- $mode graph 256 >"$tmp/out" 2>"$tmp/err" || rc=$?
+  case $rc in
+    0) grep -q "^graph ok$" "$tmp/out" || fail "graph memory ($mode): $(cat "$tmp/out")" ;;
+    77) echo "note: graph memory nodes not available on this simulator" ;;
+    *) fail "graph memory ($mode, exit $rc): $(cat "$tmp/out" "$tmp/err")" ;;
+  esac
+done
 
 # Contexts: 300 MiB each on this simulated GPU, charged and shown.
 export MIGKIT_SIM_CUDA_CTX_MIB=300
