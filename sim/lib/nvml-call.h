@@ -111,6 +111,40 @@ nvmlReturn_t call_end(struct call *c, nvmlReturn_t r);
                         return _r;                                              \
         } while (0)
 
+/* The body of a getter of one value of a device handle `device`, written
+ * under its own signature (so sim/gen-nvml.py finds the definition): begins
+ * the call, resolves `device` into `d` with `resolve` (resolve_device: GPUs
+ * and MIG devices; resolve_gpu: GPUs, MIG device handles NOT_SUPPORTED),
+ * answers INVALID_ARGUMENT for a NULL `out`, NOT_SUPPORTED where `supported`
+ * (an expression of d) is false, else stores `value` (an expression of d). */
+#define DEVICE_GETTER(resolve, out, supported, value)                           \
+        struct call c;                                                          \
+        struct dev d;                                                           \
+        CALL_BEGIN(&c, false);                                                  \
+        nvmlReturn_t r = resolve(&c, device, &d);                               \
+        if (r == NVML_SUCCESS && !(out))                                        \
+                r = NVML_ERROR_INVALID_ARGUMENT;                                \
+        if (r == NVML_SUCCESS && !(supported))                                  \
+                r = NVML_ERROR_NOT_SUPPORTED;                                   \
+        if (r == NVML_SUCCESS)                                                  \
+                *(out) = (value);                                               \
+        return call_end(&c, r)
+
+/* The same for a value of two GPUs `device1` and `device2` (resolve_gpu
+ * into `a` and `b`): `value` is an expression of a and b. */
+#define GPU_PAIR_GETTER(out, value)                                             \
+        struct call c;                                                          \
+        struct dev a, b;                                                        \
+        CALL_BEGIN(&c, false);                                                  \
+        nvmlReturn_t r = resolve_gpu(&c, device1, &a);                          \
+        if (r == NVML_SUCCESS)                                                  \
+                r = resolve_gpu(&c, device2, &b);                               \
+        if (r == NVML_SUCCESS && !(out))                                        \
+                r = NVML_ERROR_INVALID_ARGUMENT;                                \
+        if (r == NVML_SUCCESS)                                                  \
+                *(out) = (value);                                               \
+        return call_end(&c, r)
+
 /* nvmlInit_v2 / nvmlInitWithFlags (faults counted under fn) and nvmlShutdown. */
 nvmlReturn_t nvml_init(const char *fn);
 nvmlReturn_t nvml_shutdown(void);

@@ -14,19 +14,24 @@ nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *deviceCount) {
         return call_end(&c, NVML_SUCCESS);
 }
 
+/* The handle of GPU i into *device: GPU_IS_LOST for a lost GPU. */
+static nvmlReturn_t gpu_handle(const struct sim_state *st, size_t i, nvmlDevice_t *device) {
+        if (st->gpus[i].lost)
+                return NVML_ERROR_GPU_IS_LOST;
+        nvmlDevice_t d = intern_device((unsigned) i, SIM_ID_NONE, SIM_ID_NONE);
+        if (!d)
+                return NVML_ERROR_MEMORY;
+        *device = d;
+        return NVML_SUCCESS;
+}
+
 nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t *device) {
         struct call c;
 
         CALL_BEGIN(&c, false);
         if (!device || index >= c.st->n_gpus)
                 return call_end(&c, NVML_ERROR_INVALID_ARGUMENT);
-        if (c.st->gpus[index].lost)
-                return call_end(&c, NVML_ERROR_GPU_IS_LOST);
-        nvmlDevice_t d = intern_device(index, SIM_ID_NONE, SIM_ID_NONE);
-        if (!d)
-                return call_end(&c, NVML_ERROR_MEMORY);
-        *device = d;
-        return call_end(&c, NVML_SUCCESS);
+        return call_end(&c, gpu_handle(c.st, index, device));
 }
 
 nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t *device) {
@@ -106,29 +111,14 @@ nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(const char *pciBusId, nvmlDevice_t
                 return call_end(&c, NVML_ERROR_INVALID_ARGUMENT);
         for (size_t i = 0; i < c.st->n_gpus; i++)
                 if (dom == 0 && dv == 0 && fn == 0 && c.st->gpus[i].bus == bus) {
-                        if (c.st->gpus[i].lost)
-                                return call_end(&c, NVML_ERROR_GPU_IS_LOST);
-                        nvmlDevice_t d = intern_device((unsigned) i, SIM_ID_NONE, SIM_ID_NONE);
-                        if (!d)
-                                return call_end(&c, NVML_ERROR_MEMORY);
-                        *device = d;
-                        return call_end(&c, NVML_SUCCESS);
+                        return call_end(&c, gpu_handle(c.st, i, device));
                 }
         return call_end(&c, NVML_ERROR_NOT_FOUND);
 }
 
 nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int *index) {
-        struct call c;
-        struct dev d;
-
-        CALL_BEGIN(&c, false);
-        nvmlReturn_t r = resolve_device(&c, device, &d);
-        if (r == NVML_SUCCESS && !index)
-                r = NVML_ERROR_INVALID_ARGUMENT;
-        if (r == NVML_SUCCESS)
-                /* On a MIG handle: its index for nvmlDeviceGetMigDeviceHandleByIndex (nvml.h). */
-                *index = d.mig ? sim_mig_device_index(d.g, d.gi->id, d.ci->id) : d.index;
-        return call_end(&c, r);
+        /* On a MIG handle: its index for nvmlDeviceGetMigDeviceHandleByIndex (nvml.h). */
+        DEVICE_GETTER(resolve_device, index, true, d.mig ? sim_mig_device_index(d.g, d.gi->id, d.ci->id) : d.index);
 }
 
 static void mig_device_name(const struct dev *d, char *buf, size_t size) {
@@ -188,16 +178,7 @@ nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlPciInfo_t *pci) {
 }
 
 nvmlReturn_t nvmlDeviceGetMinorNumber(nvmlDevice_t device, unsigned int *minorNumber) {
-        struct call c;
-        struct dev d;
-
-        CALL_BEGIN(&c, false);
-        nvmlReturn_t r = resolve_gpu(&c, device, &d);
-        if (r == NVML_SUCCESS && !minorNumber)
-                r = NVML_ERROR_INVALID_ARGUMENT;
-        if (r == NVML_SUCCESS)
-                *minorNumber = d.index;
-        return call_end(&c, r);
+        DEVICE_GETTER(resolve_gpu, minorNumber, true, d.index);
 }
 
 /* Every simulated model is a data-center part, which current drivers report
@@ -205,16 +186,7 @@ nvmlReturn_t nvmlDeviceGetMinorNumber(nvmlDevice_t device, unsigned int *minorNu
  * said Tesla on older drivers: UNVERIFIED for it). A MIG device handle
  * answers its parent's brand (UNVERIFIED). */
 nvmlReturn_t nvmlDeviceGetBrand(nvmlDevice_t device, nvmlBrandType_t *type) {
-        struct call c;
-        struct dev d;
-
-        CALL_BEGIN(&c, false);
-        nvmlReturn_t r = resolve_device(&c, device, &d);
-        if (r == NVML_SUCCESS && !type)
-                r = NVML_ERROR_INVALID_ARGUMENT;
-        if (r == NVML_SUCCESS)
-                *type = NVML_BRAND_NVIDIA;
-        return call_end(&c, r);
+        DEVICE_GETTER(resolve_device, type, true, NVML_BRAND_NVIDIA);
 }
 
 nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory) {
@@ -259,16 +231,7 @@ nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t device, int *major,
 }
 
 nvmlReturn_t nvmlDeviceGetArchitecture(nvmlDevice_t device, nvmlDeviceArchitecture_t *arch) {
-        struct call c;
-        struct dev d;
-
-        CALL_BEGIN(&c, false);
-        nvmlReturn_t r = resolve_device(&c, device, &d);
-        if (r == NVML_SUCCESS && !arch)
-                r = NVML_ERROR_INVALID_ARGUMENT;
-        if (r == NVML_SUCCESS)
-                *arch = d.g->model->arch;
-        return call_end(&c, r);
+        DEVICE_GETTER(resolve_device, arch, true, d.g->model->arch);
 }
 
 
@@ -276,16 +239,7 @@ nvmlReturn_t nvmlDeviceGetArchitecture(nvmlDevice_t device, nvmlDeviceArchitectu
  * control daemon and tests see one value); MIG device handles refuse it,
  * as the driver does. */
 nvmlReturn_t nvmlDeviceGetComputeMode(nvmlDevice_t device, nvmlComputeMode_t *mode) {
-        struct call c;
-        struct dev d;
-
-        CALL_BEGIN(&c, false);
-        nvmlReturn_t r = resolve_gpu(&c, device, &d);
-        if (r == NVML_SUCCESS && !mode)
-                r = NVML_ERROR_INVALID_ARGUMENT;
-        if (r == NVML_SUCCESS)
-                *mode = (nvmlComputeMode_t) d.g->compute_mode;
-        return call_end(&c, r);
+        DEVICE_GETTER(resolve_gpu, mode, true, (nvmlComputeMode_t) d.g->compute_mode);
 }
 
 nvmlReturn_t nvmlDeviceSetComputeMode(nvmlDevice_t device, nvmlComputeMode_t mode) {
@@ -361,13 +315,7 @@ nvmlReturn_t nvmlDeviceGetHandleBySerial(const char *serial, nvmlDevice_t *devic
                 gpu_serial(&c.st->gpus[i], buf, sizeof(buf));
                 if (!streq(buf, serial))
                         continue;
-                if (c.st->gpus[i].lost)
-                        return call_end(&c, NVML_ERROR_GPU_IS_LOST);
-                nvmlDevice_t d = intern_device((unsigned) i, SIM_ID_NONE, SIM_ID_NONE);
-                if (!d)
-                        return call_end(&c, NVML_ERROR_MEMORY);
-                *device = d;
-                return call_end(&c, NVML_SUCCESS);
+                return call_end(&c, gpu_handle(c.st, i, device));
         }
         return call_end(&c, NVML_ERROR_NOT_FOUND);
 }
@@ -376,44 +324,15 @@ nvmlReturn_t nvmlDeviceGetHandleBySerial(const char *serial, nvmlDevice_t *devic
  * it". One GPU per board here: its PCI bus number, shifted as nvidia-smi's
  * "Board ID" (0x700 for bus 07) shows. */
 nvmlReturn_t nvmlDeviceGetBoardId(nvmlDevice_t device, unsigned int *boardId) {
-        struct call c;
-        struct dev d;
-
-        CALL_BEGIN(&c, false);
-        nvmlReturn_t r = resolve_gpu(&c, device, &d);
-        if (r == NVML_SUCCESS && !boardId)
-                r = NVML_ERROR_INVALID_ARGUMENT;
-        if (r == NVML_SUCCESS)
-                *boardId = d.g->bus << 8;
-        return call_end(&c, r);
+        DEVICE_GETTER(resolve_gpu, boardId, true, d.g->bus << 8);
 }
 
 nvmlReturn_t nvmlDeviceGetMultiGpuBoard(nvmlDevice_t device, unsigned int *multiGpuBool) {
-        struct call c;
-        struct dev d;
-
-        CALL_BEGIN(&c, false);
-        nvmlReturn_t r = resolve_gpu(&c, device, &d);
-        if (r == NVML_SUCCESS && !multiGpuBool)
-                r = NVML_ERROR_INVALID_ARGUMENT;
-        if (r == NVML_SUCCESS)
-                *multiGpuBool = 0;
-        return call_end(&c, r);
+        DEVICE_GETTER(resolve_gpu, multiGpuBool, true, 0);
 }
 
 nvmlReturn_t nvmlDeviceOnSameBoard(nvmlDevice_t device1, nvmlDevice_t device2, int *onSameBoard) {
-        struct call c;
-        struct dev a, b;
-
-        CALL_BEGIN(&c, false);
-        nvmlReturn_t r = resolve_gpu(&c, device1, &a);
-        if (r == NVML_SUCCESS)
-                r = resolve_gpu(&c, device2, &b);
-        if (r == NVML_SUCCESS && !onSameBoard)
-                r = NVML_ERROR_INVALID_ARGUMENT;
-        if (r == NVML_SUCCESS)
-                *onSameBoard = a.index == b.index;
-        return call_end(&c, r);
+        GPU_PAIR_GETTER(onSameBoard, a.index == b.index);
 }
 
 /* The fixed modes of a data-center GPU under a Linux driver: persistence

@@ -49,16 +49,7 @@ nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t device, unsigned long long ev
 }
 
 nvmlReturn_t nvmlDeviceGetSupportedEventTypes(nvmlDevice_t device, unsigned long long *eventTypes) {
-        struct call c;
-        struct dev d;
-
-        CALL_BEGIN(&c, false);
-        nvmlReturn_t r = resolve_gpu(&c, device, &d);
-        if (r == NVML_SUCCESS && !eventTypes)
-                r = NVML_ERROR_INVALID_ARGUMENT;
-        if (r == NVML_SUCCESS)
-                *eventTypes = SIM_SUPPORTED_EVENTS;
-        return call_end(&c, r);
+        DEVICE_GETTER(resolve_gpu, eventTypes, true, SIM_SUPPORTED_EVENTS);
 }
 
 /* Whether a GPU registered in `set` has fallen off the bus. */

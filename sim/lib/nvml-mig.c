@@ -634,60 +634,20 @@ nvmlReturn_t nvmlComputeInstanceGetInfo_v2(nvmlComputeInstance_t computeInstance
 /* ---- MIG devices ---- */
 
 nvmlReturn_t nvmlDeviceIsMigDeviceHandle(nvmlDevice_t device, unsigned int *isMigDevice) {
-        struct call c;
-        struct dev d;
-
-        CALL_BEGIN(&c, false);
-        nvmlReturn_t r = resolve_device(&c, device, &d);
-        if (r == NVML_SUCCESS && !isMigDevice)
-                r = NVML_ERROR_INVALID_ARGUMENT;
-        if (r == NVML_SUCCESS)
-                *isMigDevice = d.mig;
-        return call_end(&c, r);
+        DEVICE_GETTER(resolve_device, isMigDevice, true, d.mig);
 }
 
 nvmlReturn_t nvmlDeviceGetGpuInstanceId(nvmlDevice_t device, unsigned int *id) {
-        struct call c;
-        struct dev d;
-
-        CALL_BEGIN(&c, false);
-        nvmlReturn_t r = resolve_device(&c, device, &d);
-        if (r == NVML_SUCCESS && !id)
-                r = NVML_ERROR_INVALID_ARGUMENT;
-        if (r == NVML_SUCCESS && !d.mig)
-                r = NVML_ERROR_NOT_SUPPORTED;
-        if (r == NVML_SUCCESS)
-                *id = d.gi->id;
-        return call_end(&c, r);
+        DEVICE_GETTER(resolve_device, id, d.mig, d.gi->id);
 }
 
 nvmlReturn_t nvmlDeviceGetComputeInstanceId(nvmlDevice_t device, unsigned int *id) {
-        struct call c;
-        struct dev d;
-
-        CALL_BEGIN(&c, false);
-        nvmlReturn_t r = resolve_device(&c, device, &d);
-        if (r == NVML_SUCCESS && !id)
-                r = NVML_ERROR_INVALID_ARGUMENT;
-        if (r == NVML_SUCCESS && !d.mig)
-                r = NVML_ERROR_NOT_SUPPORTED;
-        if (r == NVML_SUCCESS)
-                *id = d.ci->id;
-        return call_end(&c, r);
+        DEVICE_GETTER(resolve_device, id, d.mig, d.ci->id);
 }
 
 nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t device, unsigned int *count) {
-        struct call c;
-        struct dev d;
-
-        CALL_BEGIN(&c, false);
-        nvmlReturn_t r = resolve_gpu(&c, device, &d);
-        if (r == NVML_SUCCESS && !count)
-                r = NVML_ERROR_INVALID_ARGUMENT;
         /* nvml.h: "Returns zero if MIG is not supported or enabled." */
-        if (r == NVML_SUCCESS)
-                *count = d.g->mig_current ? d.g->model->compute_slices : 0;
-        return call_end(&c, r);
+        DEVICE_GETTER(resolve_gpu, count, true, d.g->mig_current ? d.g->model->compute_slices : 0);
 }
 
 nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t device, unsigned int index, nvmlDevice_t *migDevice) {

@@ -74,18 +74,7 @@ nvmlReturn_t nvmlDeviceGetNvLinkRemoteDeviceType(nvmlDevice_t device, unsigned i
  * (UNVERIFIED; nvidia-smi topo prints "X" there). */
 nvmlReturn_t nvmlDeviceGetTopologyCommonAncestor(nvmlDevice_t device1, nvmlDevice_t device2,
                                                  nvmlGpuTopologyLevel_t *pathInfo) {
-        struct call c;
-        struct dev a, b;
-
-        CALL_BEGIN(&c, false);
-        nvmlReturn_t r = resolve_gpu(&c, device1, &a);
-        if (r == NVML_SUCCESS)
-                r = resolve_gpu(&c, device2, &b);
-        if (r == NVML_SUCCESS && !pathInfo)
-                r = NVML_ERROR_INVALID_ARGUMENT;
-        if (r == NVML_SUCCESS)
-                *pathInfo = (nvmlGpuTopologyLevel_t) sim_topo_pcie_level(c.st, a.index, b.index);
-        return call_end(&c, r);
+        GPU_PAIR_GETTER(pathInfo, (nvmlGpuTopologyLevel_t) sim_topo_pcie_level(c.st, a.index, b.index));
 }
 
 
