@@ -3,7 +3,6 @@
 #include <getopt.h>
 #include <jansson.h>
 #include <limits.h>
-#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -491,8 +490,4 @@ int main(int argc, char **argv) {
         if (argc > 0 && cli_upstream_name(argv[0]))
                 return cli_upstream_main(argc, argv, cli_main);
         return cli_main(argc, argv);
-}
-
-void cli_daemon_malloc(void) {
-        (void) mallopt(M_ARENA_MAX, 1);
 }

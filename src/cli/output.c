@@ -1,3 +1,4 @@
+#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -103,4 +104,10 @@ int cli_print_document(enum mk_output_format fmt, json_t *root, bool sort_keys) 
                 cli_print_yaml(stdout, root, sort_keys);
         json_decref(root);
         return MK_EXIT_OK;
+}
+
+/* Here, with the other pieces the commands share, not in main.c: the daemon
+ * commands (manager.c, scheduler.c) call it, and main.c dispatches to them. */
+void cli_daemon_malloc(void) {
+        (void) mallopt(M_ARENA_MAX, 1);
 }
