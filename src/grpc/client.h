@@ -22,8 +22,8 @@ int mk_grpc_client_open(const char *socket_path, struct mk_grpc_client **ret, st
 struct mk_grpc_client *mk_grpc_client_close(struct mk_grpc_client *c);
 
 /* One unary call. wait_for_ready: wait (up to timeout_ms) for the socket to
- * exist and accept, as the device plugin does when registering with the
- * kubelet; without it a missing server fails at once with UNAVAILABLE.
+ * exist and accept, for a server that may start later than its client;
+ * without it a missing server fails at once with UNAVAILABLE.
  * timeout_ms <= 0: no deadline. Returns 0 on status OK (resp's content
  * replaced by the response; resp's cap applies, -E2BIG over it), else a
  * negative errno (-ETIMEDOUT for DEADLINE_EXCEEDED, -ECONNREFUSED for

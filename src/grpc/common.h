@@ -49,7 +49,7 @@ enum {
 
 /* Default cap on a received message, and the cap on a message we send
  * (published stream messages, handler responses): 4 MiB, gRPC's own default
- * receive limit, which kubelet's grpc-go client keeps. */
+ * receive limit, which grpc-go clients keep by default. */
 #define MK_GRPC_DEFAULT_MAX_MESSAGE (4u * 1024 * 1024)
 #define MK_GRPC_MAX_SEND_MESSAGE (4u * 1024 * 1024)
 /* Longest method path we accept ("/package.Service/Method"). */

@@ -30,7 +30,7 @@ typedef void (*mk_grpc_streams_fn)(void *userdata);
 struct mk_grpc_server_config {
         const char *socket_path;          /* unix socket path; a stale socket there is removed before bind */
         const char *stream_method;        /* full path of the one server-streaming method, e.g.
-                                           * "/v1beta1.DevicePlugin/ListAndWatch" (request ignored), or NULL */
+                                           * "/example.v1.Service/Watch" (request ignored), or NULL */
         const char *const *unary_methods; /* NULL-terminated full paths served by `unary`; any other
                                            * method -> UNIMPLEMENTED */
         mk_grpc_unary_fn unary;
