@@ -3,7 +3,8 @@
  * method (first message, updates, coalescing, waiting for the first
  * publish, peers that cancel or send garbage, stop with open streams), the
  * kubelet's register call-back pattern across two servers of one process,
- * and wait-for-ready. Interop with python3-grpcio is in
+ * wait-for-ready, the client's deadline on a server that holds the call,
+ * and stop while a unary call is in its handler. Interop with python3-grpcio is in
  * tests/integration/test-grpc-python.sh. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -975,6 +976,137 @@ static void test_wait_for_ready(void **state) {
         ls.s = mk_grpc_server_stop(ls.s);
 }
 
+/* ---- a call in flight: the client's deadline, the server's stop ---- */
+
+static void set_hold(struct ctx *c, bool hold) {
+        pthread_mutex_lock(&c->lock);
+        c->hold = hold;
+        pthread_cond_broadcast(&c->cond);
+        pthread_mutex_unlock(&c->lock);
+}
+
+/* Waits until the M_BLOCK handler holds the server thread. */
+static void wait_held(struct ctx *c) {
+        pthread_mutex_lock(&c->lock);
+        while (!c->held)
+                pthread_cond_wait(&c->cond, &c->lock);
+        pthread_mutex_unlock(&c->lock);
+}
+
+static bool is_held(struct ctx *c) {
+        pthread_mutex_lock(&c->lock);
+        bool held = c->held;
+        pthread_mutex_unlock(&c->lock);
+        return held;
+}
+
+static void test_client_deadline(void **state) {
+        /* The server takes the call and never answers in time: the client's
+         * own deadline ends it (not a refused connection, not a hang), and
+         * the server serves on once its handler returns. */
+        struct ctx c = CTX_INIT;
+        const char *path = sock("deadline.sock");
+        struct mk_grpc_server *s = start(path, &c, 0);
+        struct mk_grpc_client *cl = client(path);
+        _cleanup_buf_done_ struct mk_buf b = {};
+        mk_buf_init(&b, 64);
+        struct mk_error e = {};
+        int status = -1;
+
+        set_hold(&c, true);
+        uint64_t t0 = now_us();
+        check_rc(mk_grpc_client_call(cl, M_BLOCK, NULL, 0, 300, false, &b, &status, &e), -ETIMEDOUT, &e);
+        uint64_t waited = now_us() - t0;
+        assert_int_equal(status, MK_GRPC_DEADLINE_EXCEEDED);
+        assert_int_equal(e.code, -ETIMEDOUT);
+        check_msg(&e, M_BLOCK);
+        check_msg(&e, "DEADLINE_EXCEEDED");
+        /* The handler was running: the call reached the server before its deadline passed. */
+        wait_held(&c);
+        print_message("deadline 300 ms, server holding: -ETIMEDOUT after %.0f ms\n", (double) waited / 1000.0);
+        if (waited < 300 * 1000)
+                fail_msg("the call ended after %.0f ms, before its 300 ms deadline", (double) waited / 1000.0);
+
+        set_hold(&c, false);
+        check_rc(call(cl, M_ECHO, "after", &b, &status, &e), 0, &e);
+        check_buf(&b, "after");
+        assert_int_equal(c.calls, 2);
+
+        cl = mk_grpc_client_close(cl);
+        s = mk_grpc_server_stop(s);
+}
+
+struct pending_call {
+        struct mk_grpc_client *cl;
+        struct mk_grpc_server *s;
+        int r, status;
+        struct mk_error e;
+        struct mk_buf resp;
+        pthread_mutex_t lock;
+        bool stopped;
+};
+
+static void *pending_call_thread(void *userdata) {
+        struct pending_call *pc = userdata;
+        pc->r = mk_grpc_client_call(pc->cl, M_BLOCK, (const uint8_t *) "held", 4, WAIT_MS, false, &pc->resp,
+                                    &pc->status, &pc->e);
+        return NULL;
+}
+
+static void *stop_thread(void *userdata) {
+        struct pending_call *pc = userdata;
+        pc->s = mk_grpc_server_stop(pc->s);
+        pthread_mutex_lock(&pc->lock);
+        pc->stopped = true;
+        pthread_mutex_unlock(&pc->lock);
+        return NULL;
+}
+
+static void test_stop_with_pending_call(void **state) {
+        /* stop while a unary call is in its handler: stop waits for the
+         * handler (it must not free the server under it), the call gets its
+         * answer, the socket goes, and later calls fail fast. */
+        struct ctx c = CTX_INIT;
+        const char *path = sock("pending.sock");
+        struct pending_call pc = {.lock = PTHREAD_MUTEX_INITIALIZER, .status = -1};
+        pc.s = start(path, &c, 0);
+        pc.cl = client(path);
+        mk_buf_init(&pc.resp, 64);
+
+        set_hold(&c, true);
+        pthread_t caller, stopper;
+        assert_int_equal(pthread_create(&caller, NULL, pending_call_thread, &pc), 0);
+        wait_held(&c);
+        assert_int_equal(pthread_create(&stopper, NULL, stop_thread, &pc), 0);
+        sleep_ms(300);
+        pthread_mutex_lock(&pc.lock);
+        bool stopped = pc.stopped;
+        pthread_mutex_unlock(&pc.lock);
+        if (stopped)
+                fail_msg("stop returned while a handler was still running");
+        assert_true(is_held(&c));
+
+        set_hold(&c, false);
+        assert_int_equal(pthread_join(stopper, NULL), 0);
+        assert_int_equal(pthread_join(caller, NULL), 0);
+        assert_null(pc.s);
+        print_message("call pending across stop: %d, status %s (%s)\n", pc.r, mk_grpc_status_to_string(pc.status),
+                      pc.e.msg);
+        check_rc(pc.r, 0, &pc.e);
+        assert_int_equal(pc.status, MK_GRPC_OK);
+        assert_int_equal(c.calls, 1);
+        assert_int_equal(access(path, F_OK), -1);
+
+        _cleanup_buf_done_ struct mk_buf b = {};
+        mk_buf_init(&b, 64);
+        struct mk_error e = {};
+        int status = -1;
+        check_rc(call(pc.cl, M_ECHO, "gone", &b, &status, &e), -ECONNREFUSED, &e);
+        assert_int_equal(status, MK_GRPC_UNAVAILABLE);
+        mk_buf_done(&pc.resp);
+        pc.cl = mk_grpc_client_close(pc.cl);
+}
+
 static int raw_connect(const char *path) {
         int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
         assert_true(fd >= 0);
@@ -1248,6 +1380,8 @@ int main(void) {
                 cmocka_unit_test(test_stop_with_open_streams),
                 cmocka_unit_test(test_register_callback),
                 cmocka_unit_test(test_wait_for_ready),
+                cmocka_unit_test(test_client_deadline),
+                cmocka_unit_test(test_stop_with_pending_call),
                 cmocka_unit_test(test_garbage_peers),
                 cmocka_unit_test(test_many_calls),
                 cmocka_unit_test(test_global_refcount),
