@@ -438,6 +438,14 @@ static void ctx_path_set(struct mk_yaml_ctx *c, const char *file, const char *pa
         mk_yaml_path_push_key(c, key);
 }
 
+/* A context's "cluster" or "user" (key) names no entry: the error, at that
+ * key of the context (in file, at ctx_path). */
+static int no_such_entry(struct mk_yaml_ctx *c, const char *file, const char *ctx_path,
+                         const struct mk_yaml_node *ctx, const char *key, const char *name) {
+        ctx_path_set(c, file, ctx_path, key);
+        return mk_yaml_error(c, map_get(ctx, key), "%s: no %s named '%s'", c->path, key, name);
+}
+
 static int from_kubeconfig(const char *paths, const char *context, struct mk_kube_config *ret,
                            struct mk_error *e) {
         _cleanup_(kc_done) struct kc k = {};
@@ -504,18 +512,14 @@ static int from_kubeconfig(const char *paths, const char *context, struct mk_kub
         const char *ctx_file = f->path;
 
         r = kc_cluster(&k, cluster, &cfg, &c);
-        if (r == 0) {
-                ctx_path_set(&c, ctx_file, ctx_path, "cluster");
-                return mk_yaml_error(&c, map_get(m, "cluster"), "%s: no cluster named '%s'", c.path, cluster);
-        }
+        if (r == 0)
+                return no_such_entry(&c, ctx_file, ctx_path, m, "cluster", cluster);
         if (r < 0)
                 return r;
         if (user) {
                 r = kc_user(&k, user, &cfg, &c);
-                if (r == 0) {
-                        ctx_path_set(&c, ctx_file, ctx_path, "user");
-                        return mk_yaml_error(&c, map_get(m, "user"), "%s: no user named '%s'", c.path, user);
-                }
+                if (r == 0)
+                        return no_such_entry(&c, ctx_file, ctx_path, m, "user", user);
                 if (r < 0)
                         return r;
         }
