@@ -208,8 +208,9 @@ for p in migkit migkit-sim; do
 done
 in_root apt-get autoremove --purge -y -q >"$out/autoremove.log" 2>&1 || { cat "$out/autoremove.log"; fail "apt-get autoremove --purge"; }
 listing >"$out/root-after"
-left=$(diff "$out/root-before" "$out/root-after" | sed -n 's/^> //p' | tr '\n' ' ')
-gone=$(diff "$out/root-before" "$out/root-after" | sed -n 's/^< //p' | tr '\n' ' ')
+diff "$out/root-before" "$out/root-after" >"$out/root-diff" || true
+left=$(sed -n 's/^> //p' "$out/root-diff" | tr '\n' ' ')
+gone=$(sed -n 's/^< //p' "$out/root-diff" | tr '\n' ' ')
 [ -z "$left" ] || fail "left in the root after the purge: $left"
 [ -z "$gone" ] || fail "gone from the root after the purge (not ours to remove): $gone"
 ok "apt-get purge migkit removes both packages, /etc/migkit and /var/lib/migkit; with autoremove the root's $(grep -c . "$out/root-after") paths are those it had before the install"
