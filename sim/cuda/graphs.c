@@ -181,6 +181,7 @@ CUresult cu_graph_instantiate(CUgraphExec *phGraphExec, CUgraph hGraph) {
                 if (n) {
                         *n = *g->nodes[i];
                         n->orig = g->nodes[i];
+                        copy->n_alloc_nodes += n->kind == NODE_MEM_ALLOC;
                         if (n->alloc) {
                                 pthread_mutex_lock(&cu_lock);
                                 cu_gmem_hold(n->alloc);
@@ -237,6 +238,8 @@ CU_EXPORT CUresult cuGraphUpload(CUgraphExec hGraphExec, CUstream hStream) {
         if (!cu_stream_resolve(hStream, &c, &r))
                 return r;
         /* The graph's memory is reserved from the graph pools now, as by a launch. */
+        if (!x->graph->n_alloc_nodes)
+                return CUDA_SUCCESS;
         pthread_mutex_lock(&cu_lock);
         r = cu_gmem_reserve(x->graph->nodes, x->graph->n_nodes);
         pthread_mutex_unlock(&cu_lock);
@@ -254,11 +257,13 @@ CU_EXPORT CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream) {
                 return CUDA_ERROR_INVALID_VALUE;
         struct cu_dev *d = &cu_devs[c->dev];
         /* Before any node runs: the graph's allocations from the graph pools. */
-        pthread_mutex_lock(&cu_lock);
-        r = cu_gmem_reserve(x->graph->nodes, x->graph->n_nodes);
-        pthread_mutex_unlock(&cu_lock);
-        if (r != CUDA_SUCCESS)
-                return r;
+        if (x->graph->n_alloc_nodes) {
+                pthread_mutex_lock(&cu_lock);
+                r = cu_gmem_reserve(x->graph->nodes, x->graph->n_nodes);
+                pthread_mutex_unlock(&cu_lock);
+                if (r != CUDA_SUCCESS)
+                        return r;
+        }
         for (size_t i = 0; i < x->graph->n_nodes; i++) {
                 struct cu_node *n = x->graph->nodes[i];
                 switch (n->kind) {

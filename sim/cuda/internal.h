@@ -204,6 +204,7 @@ struct cu_graph {
         struct cu_node **nodes;
         size_t n_nodes, cap;
         struct cu_user_ref *urefs; /* user objects it holds references to */
+        size_t n_alloc_nodes;      /* in an instantiated copy: its allocation nodes (graphmem.c) */
 };
 
 struct cu_gexec {
