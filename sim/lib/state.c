@@ -111,15 +111,9 @@ static json_t *id_or_null(unsigned v) {
         return v == SIM_ID_NONE ? json_null() : json_integer(v);
 }
 
-json_t *sim_state_to_json(const struct sim_state *s, bool describe) {
-        json_t *root = json_object(), *gpus = json_array(), *faults = json_array(), *events = json_array();
+static json_t *faults_to_json(const struct sim_state *s, bool describe) {
+        json_t *faults = json_array();
 
-        json_object_set_new(root, "format", json_integer(STATE_FORMAT));
-        json_object_set_new(root, "machine", json_string(s->machine));
-        json_object_set_new(root, "serial", json_integer((json_int_t) s->serial));
-        json_object_set_new(root, "event_seq", json_integer((json_int_t) s->event_seq));
-        json_object_set_new(root, "next_pid", json_integer(s->next_pid));
-        json_object_set_new(root, "crash_after", json_integer(s->crash_after));
         for (size_t i = 0; i < s->n_faults; i++) {
                 const struct sim_fault *f = &s->faults[i];
                 json_t *o = json_pack("{s:s, s:i, s:i}", "function", f->function, "remaining", (int) f->remaining,
@@ -128,7 +122,12 @@ json_t *sim_state_to_json(const struct sim_state *s, bool describe) {
                         json_object_set_new(o, "error_name", json_string(sim_nvml_error_name(f->error)));
                 json_array_append_new(faults, o);
         }
-        json_object_set_new(root, "faults", faults);
+        return faults;
+}
+
+static json_t *events_to_json(const struct sim_state *s) {
+        json_t *events = json_array();
+
         for (size_t i = 0; i < s->n_events; i++) {
                 const struct sim_event *e = &s->events[i];
                 json_t *o = json_object();
@@ -140,7 +139,90 @@ json_t *sim_state_to_json(const struct sim_state *s, bool describe) {
                 json_object_set_new(o, "ci", id_or_null(e->ci));
                 json_array_append_new(events, o);
         }
-        json_object_set_new(root, "events", events);
+        return events;
+}
+
+/* A GPU instance with its compute instances (describe: with profile names and memory). */
+static json_t *gi_to_json(const struct sim_model *m, const struct sim_gi *gi, bool describe) {
+        const struct sim_gi_profile *p = sim_gi_profile_by_enum(m, gi->profile);
+        json_t *go = json_object(), *cis = json_array();
+        char name[64];
+
+        json_object_set_new(go, "id", json_integer(gi->id));
+        json_object_set_new(go, "profile", json_integer(gi->profile));
+        if (describe && p) {
+                sim_profile_name(m, p, 0, name, sizeof(name));
+                json_object_set_new(go, "profile_id", json_integer(p->id));
+                json_object_set_new(go, "profile_name", json_string(name));
+                json_object_set_new(go, "memory_mib", json_integer((json_int_t) p->memory_mib));
+        }
+        json_object_set_new(go, "start", json_integer(gi->start));
+        json_object_set_new(go, "size", json_integer(gi->size));
+        json_object_set_new(go, "serial", json_integer((json_int_t) gi->serial));
+        for (unsigned k = 0; k < gi->n_cis; k++) {
+                const struct sim_ci *ci = &gi->cis[k];
+                json_t *co = json_object();
+                json_object_set_new(co, "id", json_integer(ci->id));
+                json_object_set_new(co, "profile", json_integer(ci->profile));
+                if (describe && p) {
+                        sim_profile_name(m, p, ci->size, name, sizeof(name));
+                        json_object_set_new(co, "profile_name", json_string(name));
+                }
+                json_object_set_new(co, "start", json_integer(ci->start));
+                json_object_set_new(co, "size", json_integer(ci->size));
+                json_object_set_new(co, "uuid", json_string(ci->uuid));
+                json_array_append_new(cis, co);
+        }
+        json_object_set_new(go, "compute_instances", cis);
+        return go;
+}
+
+static json_t *gpu_to_json(const struct sim_gpu *g, size_t index, bool describe) {
+        const struct sim_model *m = g->model;
+        json_t *o = json_object(), *gis = json_array(), *procs = json_array();
+
+        if (describe) {
+                json_object_set_new(o, "index", json_integer((json_int_t) index));
+                json_object_set_new(o, "name", json_string(m->name));
+                json_object_set_new(o, "memory_mib", json_integer((json_int_t) m->memory_mib));
+                json_object_set_new(o, "mig_capable", json_boolean(sim_model_has_mig(m)));
+        }
+        json_object_set_new(o, "model", json_string(m->key));
+        json_object_set_new(o, "uuid", json_string(g->uuid));
+        json_object_set_new(o, "bus_id", json_string(g->bus_id));
+        json_object_set_new(o, "mig_current", json_integer(g->mig_current));
+        json_object_set_new(o, "mig_pending", json_integer(g->mig_pending));
+        if (g->lost) /* only when set: older state files stay valid */
+                json_object_set_new(o, "lost", json_true());
+        if (g->compute_mode || describe) /* as "lost": absent means default */
+                json_object_set_new(o, "compute_mode", json_integer(g->compute_mode));
+        for (unsigned j = 0; j < g->n_gis; j++)
+                json_array_append_new(gis, gi_to_json(m, &g->gis[j], describe));
+        json_object_set_new(o, "gpu_instances", gis);
+        for (size_t j = 0; j < g->n_procs; j++) {
+                const struct sim_process *pr = &g->procs[j];
+                json_t *po = json_object();
+                json_object_set_new(po, "pid", json_integer(pr->pid));
+                json_object_set_new(po, "used_mib", json_integer((json_int_t) pr->used_mib));
+                json_object_set_new(po, "gi", id_or_null(pr->gi));
+                json_object_set_new(po, "ci", id_or_null(pr->ci));
+                json_array_append_new(procs, po);
+        }
+        json_object_set_new(o, "processes", procs);
+        return o;
+}
+
+json_t *sim_state_to_json(const struct sim_state *s, bool describe) {
+        json_t *root = json_object(), *gpus = json_array();
+
+        json_object_set_new(root, "format", json_integer(STATE_FORMAT));
+        json_object_set_new(root, "machine", json_string(s->machine));
+        json_object_set_new(root, "serial", json_integer((json_int_t) s->serial));
+        json_object_set_new(root, "event_seq", json_integer((json_int_t) s->event_seq));
+        json_object_set_new(root, "next_pid", json_integer(s->next_pid));
+        json_object_set_new(root, "crash_after", json_integer(s->crash_after));
+        json_object_set_new(root, "faults", faults_to_json(s, describe));
+        json_object_set_new(root, "events", events_to_json(s));
         if (s->n_mps_log) { /* only when set: older state files stay valid */
                 json_t *mps = json_array();
                 for (size_t i = 0; i < s->n_mps_log; i++)
@@ -148,74 +230,8 @@ json_t *sim_state_to_json(const struct sim_state *s, bool describe) {
                                                              s->mps_log[i].command));
                 json_object_set_new(root, "mps_commands", mps);
         }
-
-        for (size_t i = 0; i < s->n_gpus; i++) {
-                const struct sim_gpu *g = &s->gpus[i];
-                const struct sim_model *m = g->model;
-                json_t *o = json_object(), *gis = json_array(), *procs = json_array();
-
-                if (describe) {
-                        json_object_set_new(o, "index", json_integer((json_int_t) i));
-                        json_object_set_new(o, "name", json_string(m->name));
-                        json_object_set_new(o, "memory_mib", json_integer((json_int_t) m->memory_mib));
-                        json_object_set_new(o, "mig_capable", json_boolean(sim_model_has_mig(m)));
-                }
-                json_object_set_new(o, "model", json_string(m->key));
-                json_object_set_new(o, "uuid", json_string(g->uuid));
-                json_object_set_new(o, "bus_id", json_string(g->bus_id));
-                json_object_set_new(o, "mig_current", json_integer(g->mig_current));
-                json_object_set_new(o, "mig_pending", json_integer(g->mig_pending));
-                if (g->lost) /* only when set: older state files stay valid */
-                        json_object_set_new(o, "lost", json_true());
-                if (g->compute_mode || describe) /* as "lost": absent means default */
-                        json_object_set_new(o, "compute_mode", json_integer(g->compute_mode));
-                for (unsigned j = 0; j < g->n_gis; j++) {
-                        const struct sim_gi *gi = &g->gis[j];
-                        const struct sim_gi_profile *p = sim_gi_profile_by_enum(m, gi->profile);
-                        json_t *go = json_object(), *cis = json_array();
-                        char name[64];
-
-                        json_object_set_new(go, "id", json_integer(gi->id));
-                        json_object_set_new(go, "profile", json_integer(gi->profile));
-                        if (describe && p) {
-                                sim_profile_name(m, p, 0, name, sizeof(name));
-                                json_object_set_new(go, "profile_id", json_integer(p->id));
-                                json_object_set_new(go, "profile_name", json_string(name));
-                                json_object_set_new(go, "memory_mib", json_integer((json_int_t) p->memory_mib));
-                        }
-                        json_object_set_new(go, "start", json_integer(gi->start));
-                        json_object_set_new(go, "size", json_integer(gi->size));
-                        json_object_set_new(go, "serial", json_integer((json_int_t) gi->serial));
-                        for (unsigned k = 0; k < gi->n_cis; k++) {
-                                const struct sim_ci *ci = &gi->cis[k];
-                                json_t *co = json_object();
-                                json_object_set_new(co, "id", json_integer(ci->id));
-                                json_object_set_new(co, "profile", json_integer(ci->profile));
-                                if (describe && p) {
-                                        sim_profile_name(m, p, ci->size, name, sizeof(name));
-                                        json_object_set_new(co, "profile_name", json_string(name));
-                                }
-                                json_object_set_new(co, "start", json_integer(ci->start));
-                                json_object_set_new(co, "size", json_integer(ci->size));
-                                json_object_set_new(co, "uuid", json_string(ci->uuid));
-                                json_array_append_new(cis, co);
-                        }
-                        json_object_set_new(go, "compute_instances", cis);
-                        json_array_append_new(gis, go);
-                }
-                json_object_set_new(o, "gpu_instances", gis);
-                for (size_t j = 0; j < g->n_procs; j++) {
-                        const struct sim_process *pr = &g->procs[j];
-                        json_t *po = json_object();
-                        json_object_set_new(po, "pid", json_integer(pr->pid));
-                        json_object_set_new(po, "used_mib", json_integer((json_int_t) pr->used_mib));
-                        json_object_set_new(po, "gi", id_or_null(pr->gi));
-                        json_object_set_new(po, "ci", id_or_null(pr->ci));
-                        json_array_append_new(procs, po);
-                }
-                json_object_set_new(o, "processes", procs);
-                json_array_append_new(gpus, o);
-        }
+        for (size_t i = 0; i < s->n_gpus; i++)
+                json_array_append_new(gpus, gpu_to_json(&s->gpus[i], i, describe));
         json_object_set_new(root, "gpus", gpus);
         return root;
 }
@@ -361,25 +377,9 @@ static int read_gi(struct reader *rd, json_t *o, const struct sim_model *m, stru
         return 0;
 }
 
-static int read_gpu(struct reader *rd, json_t *o, struct sim_gpu *g) {
-        char model[64];
-        size_t base = strlen(rd->where);
-        int r;
-
-        if (!json_is_object(o))
-                return bad(rd, "expected an object");
-        r = get_str(rd, o, "model", model, sizeof(model));
-        if (r < 0)
-                return r;
-        g->model = sim_model_find(model);
-        if (!g->model)
-                return bad(rd, "unknown 'model'");
-        r = get_str(rd, o, "uuid", g->uuid, sizeof(g->uuid));
-        if (r < 0)
-                return r;
-        if (!uuid_ok(g->uuid, "GPU-"))
-                return bad(rd, "'uuid' is not a GPU UUID");
-        r = get_str(rd, o, "bus_id", g->bus_id, sizeof(g->bus_id));
+/* "bus_id": the fixed format format_bus_id() writes, and the bus number in it. */
+static int read_bus_id(struct reader *rd, json_t *o, struct sim_gpu *g) {
+        int r = get_str(rd, o, "bus_id", g->bus_id, sizeof(g->bus_id));
         if (r < 0)
                 return r;
         /* Fixed format written by format_bus_id(): "00000000:" 2 upper-case hex ":00.0". */
@@ -396,19 +396,14 @@ static int read_gpu(struct reader *rd, json_t *o, struct sim_gpu *g) {
                 else
                         return bad(rd, "'bus_id' must look like 00000000:07:00.0");
         }
-        GET_U(rd, o, "mig_current", 1, g->mig_current);
-        GET_U(rd, o, "mig_pending", 1, g->mig_pending);
-        if (!sim_model_has_mig(g->model) && (g->mig_current || g->mig_pending))
-                return bad(rd, "MIG mode set on a GPU without MIG");
-        json_t *lost = json_object_get(o, "lost");
-        if (lost && !json_is_boolean(lost))
-                return bad(rd, "'lost' must be true or false");
-        g->lost = lost && json_is_true(lost);
-        json_t *cm = json_object_get(o, "compute_mode");
-        if (cm && (!json_is_integer(cm) || json_integer_value(cm) < 0 || json_integer_value(cm) > 3 ||
-                   json_integer_value(cm) == 1))
-                return bad(rd, "'compute_mode' must be 0 (default), 2 (prohibited) or 3 (exclusive process)");
-        g->compute_mode = cm ? (unsigned) json_integer_value(cm) : 0;
+        return 0;
+}
+
+/* "gpu_instances": placements, counts and media engines checked against the
+ * model; kept sorted by id, their compute instances too. */
+static int read_gpu_instances(struct reader *rd, json_t *o, struct sim_gpu *g) {
+        size_t base = strlen(rd->where);
+        int r;
 
         json_t *gis = json_object_get(o, "gpu_instances");
         if (!json_is_array(gis) || json_array_size(gis) > SIM_MAX_GI)
@@ -453,6 +448,12 @@ static int read_gpu(struct reader *rd, json_t *o, struct sim_gpu *g) {
                                 g->gis[i].cis[b] = g->gis[i].cis[b - 1];
                                 g->gis[i].cis[b - 1] = t;
                         }
+        return 0;
+}
+
+/* "processes": `migkit-sim process add` ones, on existing compute instances. */
+static int read_processes(struct reader *rd, json_t *o, struct sim_gpu *g) {
+        size_t base = strlen(rd->where);
 
         json_t *procs = json_object_get(o, "processes");
         if (!json_is_array(procs) || json_array_size(procs) > SIM_MAX_PROCESSES)
@@ -485,110 +486,99 @@ static int read_gpu(struct reader *rd, json_t *o, struct sim_gpu *g) {
         return 0;
 }
 
-static int state_from_json(struct reader *rd, json_t *root, struct sim_state **ret) {
-        struct sim_state *s = calloc(1, sizeof(*s));
+static int read_gpu(struct reader *rd, json_t *o, struct sim_gpu *g) {
+        char model[64];
         int r;
 
-        if (!s)
-                return sim_error(-ENOMEM, "out of memory");
-        r = -EBADMSG;
-        *rd->where = '\0';
-        if (!json_is_object(root)) {
-                r = bad(rd, "not a JSON object");
-                goto fail;
-        }
-        {
-                unsigned long long fmt;
-                r = get_uint(rd, root, "format", 1000, false, 0, &fmt);
-                if (r < 0)
-                        goto fail;
-                if (fmt != STATE_FORMAT) {
-                        r = bad(rd, "unsupported 'format'");
-                        goto fail;
-                }
-        }
-        json_t *machine = json_object_get(root, "machine");
-        if (!json_is_string(machine) || json_string_length(machine) == 0 ||
-            json_string_length(machine) >= SIM_MACHINE_SPEC_MAX) {
-                r = bad(rd, "'machine' must be a non-empty string");
-                goto fail;
-        }
-        s->machine = strdup(json_string_value(machine));
-        if (!s->machine) {
-                r = sim_error(-ENOMEM, "out of memory");
-                goto fail;
-        }
-#define GET_OR_FAIL(key, max, dst)                                                   \
-        do {                                                                         \
-                unsigned long long _v;                                               \
-                r = get_uint(rd, root, (key), (max), false, 0, &_v);                 \
-                if (r < 0)                                                           \
-                        goto fail;                                                   \
-                (dst) = _v;                                                          \
-        } while (0)
-        GET_OR_FAIL("serial", (unsigned long long) INT64_MAX, s->serial);
-        GET_OR_FAIL("event_seq", (unsigned long long) INT64_MAX, s->event_seq);
-        GET_OR_FAIL("next_pid", 0x7FFFFFFF, s->next_pid);
-        GET_OR_FAIL("crash_after", 0x7FFFFFFF, s->crash_after);
+        if (!json_is_object(o))
+                return bad(rd, "expected an object");
+        r = get_str(rd, o, "model", model, sizeof(model));
+        if (r < 0)
+                return r;
+        g->model = sim_model_find(model);
+        if (!g->model)
+                return bad(rd, "unknown 'model'");
+        r = get_str(rd, o, "uuid", g->uuid, sizeof(g->uuid));
+        if (r < 0)
+                return r;
+        if (!uuid_ok(g->uuid, "GPU-"))
+                return bad(rd, "'uuid' is not a GPU UUID");
+        r = read_bus_id(rd, o, g);
+        if (r < 0)
+                return r;
+        GET_U(rd, o, "mig_current", 1, g->mig_current);
+        GET_U(rd, o, "mig_pending", 1, g->mig_pending);
+        if (!sim_model_has_mig(g->model) && (g->mig_current || g->mig_pending))
+                return bad(rd, "MIG mode set on a GPU without MIG");
+        json_t *lost = json_object_get(o, "lost");
+        if (lost && !json_is_boolean(lost))
+                return bad(rd, "'lost' must be true or false");
+        g->lost = lost && json_is_true(lost);
+        json_t *cm = json_object_get(o, "compute_mode");
+        if (cm && (!json_is_integer(cm) || json_integer_value(cm) < 0 || json_integer_value(cm) > 3 ||
+                   json_integer_value(cm) == 1))
+                return bad(rd, "'compute_mode' must be 0 (default), 2 (prohibited) or 3 (exclusive process)");
+        g->compute_mode = cm ? (unsigned) json_integer_value(cm) : 0;
+        r = read_gpu_instances(rd, o, g);
+        if (r < 0)
+                return r;
+        return read_processes(rd, o, g);
+}
+
+/* "faults": armed per state file, on known NVML errors. */
+static int read_faults(struct reader *rd, json_t *root, struct sim_state *s) {
+        int r;
 
         json_t *faults = json_object_get(root, "faults");
-        if (!json_is_array(faults) || json_array_size(faults) > SIM_MAX_FAULTS) {
-                r = bad(rd, "'faults' must be an array of at most 64");
-                goto fail;
-        }
+        if (!json_is_array(faults) || json_array_size(faults) > SIM_MAX_FAULTS)
+                return bad(rd, "'faults' must be an array of at most 64");
         for (size_t i = 0; i < json_array_size(faults); i++) {
                 struct sim_fault *f = &s->faults[i];
                 json_t *fo = json_array_get(faults, i);
                 unsigned long long v;
                 snprintf(rd->where, sizeof(rd->where), "faults[%zu]", i);
-                if (!json_is_object(fo)) {
-                        r = bad(rd, "expected an object");
-                        goto fail;
-                }
+                if (!json_is_object(fo))
+                        return bad(rd, "expected an object");
                 r = get_str(rd, fo, "function", f->function, sizeof(f->function));
                 if (r < 0)
-                        goto fail;
+                        return r;
                 r = get_uint(rd, fo, "remaining", 0x7FFFFFFF, false, 0, &v);
                 if (r < 0)
-                        goto fail;
+                        return r;
                 f->remaining = (unsigned) v;
                 r = get_uint(rd, fo, "error", 999, false, 0, &v);
                 if (r < 0)
-                        goto fail;
+                        return r;
                 f->error = (int) v;
-                if (f->remaining == 0 || f->error == 0 || !sim_nvml_error_name(f->error)) {
-                        r = bad(rd, "fault needs remaining >= 1 and a known NVML error");
-                        goto fail;
-                }
+                if (f->remaining == 0 || f->error == 0 || !sim_nvml_error_name(f->error))
+                        return bad(rd, "fault needs remaining >= 1 and a known NVML error");
         }
         s->n_faults = json_array_size(faults);
+        return 0;
+}
+
+/* "gpus": each GPU (read_gpu), in increasing bus order, UUIDs and process ids unique. */
+static int read_gpus(struct reader *rd, json_t *root, struct sim_state *s) {
+        int r;
 
         json_t *gpus = json_object_get(root, "gpus");
         *rd->where = '\0';
-        if (!json_is_array(gpus) || json_array_size(gpus) == 0 || json_array_size(gpus) > SIM_MAX_GPUS) {
-                r = bad(rd, "'gpus' must be an array of 1 to 64 GPUs");
-                goto fail;
-        }
+        if (!json_is_array(gpus) || json_array_size(gpus) == 0 || json_array_size(gpus) > SIM_MAX_GPUS)
+                return bad(rd, "'gpus' must be an array of 1 to 64 GPUs");
         s->n_gpus = json_array_size(gpus);
         s->gpus = calloc(s->n_gpus, sizeof(*s->gpus));
-        if (!s->gpus) {
-                r = sim_error(-ENOMEM, "out of memory");
-                goto fail;
-        }
+        if (!s->gpus)
+                return sim_error(-ENOMEM, "out of memory");
         for (size_t i = 0; i < s->n_gpus; i++) {
                 snprintf(rd->where, sizeof(rd->where), "gpus[%zu]", i);
                 r = read_gpu(rd, json_array_get(gpus, i), &s->gpus[i]);
                 if (r < 0)
-                        goto fail;
-                if (i > 0 && s->gpus[i].bus <= s->gpus[i - 1].bus) {
-                        r = bad(rd, "GPUs must be in increasing PCI bus order");
-                        goto fail;
-                }
+                        return r;
+                if (i > 0 && s->gpus[i].bus <= s->gpus[i - 1].bus)
+                        return bad(rd, "GPUs must be in increasing PCI bus order");
                 for (size_t j = 0; j < i; j++)
-                        if (streq(s->gpus[j].uuid, s->gpus[i].uuid)) {
-                                r = bad(rd, "duplicate GPU UUID");
-                                goto fail;
-                        }
+                        if (streq(s->gpus[j].uuid, s->gpus[i].uuid))
+                                return bad(rd, "duplicate GPU UUID");
         }
         /* Process ids are unique on the machine. */
         for (size_t i = 0; i < s->n_gpus; i++)
@@ -597,86 +587,130 @@ static int state_from_json(struct reader *rd, json_t *root, struct sim_state **r
                                 for (size_t b = (j == i ? a + 1 : 0); b < s->gpus[j].n_procs; b++)
                                         if (s->gpus[i].procs[a].pid == s->gpus[j].procs[b].pid) {
                                                 *rd->where = '\0';
-                                                r = bad(rd, "duplicate process id");
-                                                goto fail;
+                                                return bad(rd, "duplicate process id");
                                         }
+        return 0;
+}
 
+/* "mps_commands" (optional): what the MPS control daemon stand-in recorded. */
+static int read_mps_log(struct reader *rd, json_t *root, struct sim_state *s) {
         json_t *mps = json_object_get(root, "mps_commands");
         *rd->where = '\0';
-        if (mps && (!json_is_array(mps) || json_array_size(mps) > SIM_MAX_MPS_LOG)) {
-                r = bad(rd, "'mps_commands' must be an array of at most 256");
-                goto fail;
-        }
+        if (mps && (!json_is_array(mps) || json_array_size(mps) > SIM_MAX_MPS_LOG))
+                return bad(rd, "'mps_commands' must be an array of at most 256");
         if (mps && json_array_size(mps) > 0) {
                 s->mps_log = calloc(SIM_MAX_MPS_LOG, sizeof(*s->mps_log));
-                if (!s->mps_log) {
-                        r = -ENOMEM;
-                        goto fail;
-                }
+                if (!s->mps_log)
+                        return -ENOMEM;
                 for (size_t i = 0; i < json_array_size(mps); i++) {
                         json_t *mo = json_array_get(mps, i);
                         const char *pp = json_string_value(json_object_get(mo, "pipe"));
                         const char *cc = json_string_value(json_object_get(mo, "command"));
                         if (!pp || !cc || strlen(pp) >= SIM_MPS_PIPE_MAX || strlen(cc) >= SIM_MPS_COMMAND_MAX) {
                                 snprintf(rd->where, sizeof(rd->where), "mps_commands[%zu]", i);
-                                r = bad(rd, "expected {\"pipe\": string, \"command\": string}");
-                                goto fail;
+                                return bad(rd, "expected {\"pipe\": string, \"command\": string}");
                         }
                         snprintf(s->mps_log[i].pipe, SIM_MPS_PIPE_MAX, "%s", pp);
                         snprintf(s->mps_log[i].command, SIM_MPS_COMMAND_MAX, "%s", cc);
                         s->n_mps_log++;
                 }
         }
+        return 0;
+}
+
+/* "events": Xid events in increasing sequence order, on existing GPUs. */
+static int read_events(struct reader *rd, json_t *root, struct sim_state *s) {
+        int r;
 
         json_t *events = json_object_get(root, "events");
         *rd->where = '\0';
-        if (!json_is_array(events) || json_array_size(events) > SIM_MAX_EVENTS) {
-                r = bad(rd, "'events' must be an array of at most 256");
-                goto fail;
-        }
+        if (!json_is_array(events) || json_array_size(events) > SIM_MAX_EVENTS)
+                return bad(rd, "'events' must be an array of at most 256");
         for (size_t i = 0; i < json_array_size(events); i++) {
                 struct sim_event *e = &s->events[i];
                 json_t *eo = json_array_get(events, i);
                 unsigned long long v;
                 snprintf(rd->where, sizeof(rd->where), "events[%zu]", i);
-                if (!json_is_object(eo)) {
-                        r = bad(rd, "expected an object");
-                        goto fail;
-                }
+                if (!json_is_object(eo))
+                        return bad(rd, "expected an object");
                 r = get_uint(rd, eo, "seq", s->event_seq, false, 0, &v);
                 if (r < 0)
-                        goto fail;
+                        return r;
                 e->seq = v;
                 r = get_uint(rd, eo, "gpu", s->n_gpus - 1, false, 0, &v);
                 if (r < 0)
-                        goto fail;
+                        return r;
                 e->gpu = (unsigned) v;
                 r = get_uint(rd, eo, "type", (unsigned long long) INT64_MAX, false, 0, &e->type);
                 if (r < 0)
-                        goto fail;
+                        return r;
                 r = get_uint(rd, eo, "data", (unsigned long long) INT64_MAX, false, 0, &e->data);
                 if (r < 0)
-                        goto fail;
+                        return r;
                 r = get_uint(rd, eo, "gi", 0xFFFFFFFEu, true, SIM_ID_NONE, &v);
                 if (r < 0)
-                        goto fail;
+                        return r;
                 e->gi = (unsigned) v;
                 r = get_uint(rd, eo, "ci", 0xFFFFFFFEu, true, SIM_ID_NONE, &v);
                 if (r < 0)
-                        goto fail;
+                        return r;
                 e->ci = (unsigned) v;
-                if (i > 0 && e->seq <= s->events[i - 1].seq) {
-                        r = bad(rd, "events must be in increasing 'seq' order");
-                        goto fail;
-                }
+                if (i > 0 && e->seq <= s->events[i - 1].seq)
+                        return bad(rd, "events must be in increasing 'seq' order");
         }
         s->n_events = json_array_size(events);
-#undef GET_OR_FAIL
+        return 0;
+}
+
+/* The machine and its counters: "format", "machine", "serial", "event_seq",
+ * "next_pid", "crash_after". */
+static int read_header(struct reader *rd, json_t *root, struct sim_state *s) {
+        unsigned long long fmt;
+        int r;
+
+        *rd->where = '\0';
+        if (!json_is_object(root))
+                return bad(rd, "not a JSON object");
+        r = get_uint(rd, root, "format", 1000, false, 0, &fmt);
+        if (r < 0)
+                return r;
+        if (fmt != STATE_FORMAT)
+                return bad(rd, "unsupported 'format'");
+        json_t *machine = json_object_get(root, "machine");
+        if (!json_is_string(machine) || json_string_length(machine) == 0 ||
+            json_string_length(machine) >= SIM_MACHINE_SPEC_MAX)
+                return bad(rd, "'machine' must be a non-empty string");
+        s->machine = strdup(json_string_value(machine));
+        if (!s->machine)
+                return sim_error(-ENOMEM, "out of memory");
+        GET_U(rd, root, "serial", (unsigned long long) INT64_MAX, s->serial);
+        GET_U(rd, root, "event_seq", (unsigned long long) INT64_MAX, s->event_seq);
+        GET_U(rd, root, "next_pid", 0x7FFFFFFF, s->next_pid);
+        GET_U(rd, root, "crash_after", 0x7FFFFFFF, s->crash_after);
+        return 0;
+}
+
+static int state_from_json(struct reader *rd, json_t *root, struct sim_state **ret) {
+        struct sim_state *s = calloc(1, sizeof(*s));
+        int r;
+
+        if (!s)
+                return sim_error(-ENOMEM, "out of memory");
+        r = read_header(rd, root, s);
+        if (r >= 0)
+                r = read_faults(rd, root, s);
+        if (r >= 0)
+                r = read_gpus(rd, root, s);
+        if (r >= 0)
+                r = read_mps_log(rd, root, s);
+        if (r >= 0)
+                r = read_events(rd, root, s);
+        if (r < 0) {
+                sim_state_free(s);
+                return r;
+        }
         *ret = s;
         return 0;
-fail:
-        sim_state_free(s);
-        return r;
 }
 
 /* ---- files and locks ---- */
