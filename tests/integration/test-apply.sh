@@ -48,6 +48,23 @@ mig-configs:
         "1g.5gb": 2
         "2g.10gb": 1
         "3c.3g.20gb": 1
+  # custom's layout on GPUs 1-3 and 5, all-balanced's on the others: from it,
+  # custom changes one GPU of each kind of change custom makes (0, 4, 6).
+  custom-half:
+    - devices: [0, 4, 6, 7]
+      mig-enabled: true
+      mig-devices:
+        "1g.5gb": 2
+        "2g.10gb": 1
+        "3g.20gb": 1
+    - devices: [1, 2, 3]
+      mig-enabled: true
+      mig-devices:
+        "3g.20gb": 2
+    - devices: [5]
+      mig-enabled: true
+      mig-devices:
+        "1g.5gb": 7
   all-3g:
     - devices: all
       mig-enabled: true
@@ -229,12 +246,18 @@ import json,sys; d=json.load(sys.stdin)["mig-configs"]["current"]
 assert d == [{"devices": "all", "mig-enabled": True, "mig-devices": {"4g.20gb": 1, "2c.3g.20gb": 1, "1c.3g.20gb": 1}}], d'
 
 # Crash at every mutating NVML call of a reconfiguration, then re-run: converges.
-mk apply -f "$cfg" -c all-balanced >/dev/null
+# From custom-half, custom changes GPU 0 as GPUs 0-3 from all-balanced (destroy
+# 3 instances, create a 3g, keep one), GPU 4 as GPUs 4-5 (destroy 2, create
+# five 1g, keep 2) and GPU 6 (instances destroyed, MIG disabled, reset), and
+# keeps five GPUs: every kind of step custom takes from all-balanced, 31 crash
+# points instead of 69 (GPUs 1-3 and 5 would repeat GPU 0's and GPU 4's steps).
+mk apply -f "$cfg" -c custom-half >/dev/null
 cp "$MIGKIT_SIM_STATE" "$tmp/from.json"
 "$MIGKIT_BIN" --simulate dgx-a100 apply -f "$cfg" -c custom -o json >"$tmp/count.json"
 total=$(json_get 'd["nvml_mutations"]' <"$tmp/count.json")
+[ "$(json_get 'd["resets"]' <"$tmp/count.json")" = 1 ] || fail "custom from custom-half: resets $(cat "$tmp/count.json")"
 mk export >"$tmp/custom.yaml"
-[ "$total" -gt 10 ] || fail "too few mutations to test: $total"
+[ "$total" -gt 20 ] || fail "too few mutations to test: $total"
 for n in $(seq 1 "$total"); do
   cp "$tmp/from.json" "$MIGKIT_SIM_STATE"
   "$MIGKIT_SIM_BIN" fault crash-after "$n" >/dev/null
