@@ -1443,7 +1443,9 @@ static void test_live_region_polling(void **state) {
         assert_int_equal(n, PROCS);
         EXPECT(NVML_SUCCESS, r);
         assert_int_equal(ns, PROCS);
-        if (faults >= CALLS)
+        /* 0-3 in all here; under ASan its allocator's fresh pages add about 2 a call.
+         * Dropping the whole region after each call cost about 500 a call. */
+        if (faults >= 10 * CALLS)
                 fail_msg("%d calls of nvmlDeviceGetProcessUtilization on a GPU with %d CUDA processes took %ld page "
                          "faults",
                          CALLS, PROCS, faults);
