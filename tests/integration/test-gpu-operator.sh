@@ -174,13 +174,18 @@ mkdir -p "$tmp/stub" "$tmp/sig-avail" "$tmp/sig-cfg"
 stub_apiserver_start "$tmp/stub" --node n1 || fail "the stub apiserver did not start: $(cat "$tmp/stub/api.log")"
 pids+=("$stub_api_pid")
 printf 'version: v1\nflags:\n  migStrategy: mixed\n' >"$tmp/sig-avail/a100"
-decoy=
+decoy= decoy_pid=
 if unshare "${pidns_args[@]}" true 2>/dev/null; then
-  unshare "${pidns_args[@]}" bash -c 'exec -a nvidia-device-plugin sleep 120' &
+  # The decoy is its namespace's pid 2: pid 1 (the namespace's init) ignores a
+  # signal it has no handler for, so a SIGHUP sent to it by mistake would not show.
+  unshare "${pidns_args[@]}" bash -c '(exec -a nvidia-device-plugin sleep 120) & wait' &
   decoy=$!
   pids+=("$decoy")
-  for _ in $(seq 100); do pgrep -P "$decoy" >/dev/null 2>&1 && break; sleep 0.05; done
-  sleep 0.2 # its exec of sleep as nvidia-device-plugin
+  for _ in $(seq 100); do
+    init=$(pgrep -P "$decoy") && decoy_pid=$(pgrep -P "$init" -f '^nvidia-device-plugin ') && break
+    sleep 0.05
+  done
+  [ -n "$decoy_pid" ] || fail "the decoy nvidia-device-plugin of another PID namespace did not start"
 else
   echo "SKIP (other PID namespace part): unshare --pid is not permitted here"
 fi
@@ -195,8 +200,11 @@ NODE_NAME=n1 CONFIG_FILE_SRCDIR=$tmp/sig-avail CONFIG_FILE_DST=$tmp/sig-cfg/conf
 rc=0; wait "$target" || rc=$?
 [ "$rc" = $((128 + 1)) ] || fail "the process of this namespace did not get SIGHUP (exit $rc): $(cat "$tmp/out")"
 if [ -n "$decoy" ]; then
-  kill -0 "$decoy" 2>/dev/null || fail "config-manager signalled a process of another PID namespace: $(cat "$tmp/out")"
-  kill "$decoy"; wait "$decoy" 2>/dev/null || true
+  kill -0 "$decoy_pid" 2>/dev/null || fail "config-manager signalled a process of another PID namespace: $(cat "$tmp/out")"
+  # KILL, not TERM: unshare --fork ignores TERM while it waits for its child,
+  # so the wait lasted the decoy's whole sleep (119 of the test's 145 s in CI);
+  # --kill-child then takes the decoy down with it.
+  kill -KILL "$decoy"; wait "$decoy" 2>/dev/null || true
 fi
 grep -q "Sent signal 1 to 'nvidia-device-plugin' (pid $target)" "$tmp/out" || fail "config-manager: $(cat "$tmp/out")"
 kill "$stub_api_pid" 2>/dev/null || true
