@@ -507,7 +507,12 @@ static int cmd_selftest(void) {
         OK(cuEventRecord(e1, s));
         OK(cuStreamSynchronize(s));
         OK(cuEventElapsedTime_v2(&ms, e0, e1));
-        CHECK(ms >= 9.9f && ms <= 10.1f, "graph of 5 x 2 ms kernels took %.3f ms", ms);
+        /* 10 ms of device time: the nodes run one after the other, each for
+         * its duration. e0 is stamped when the host records it and the first
+         * node starts when the host launches the graph, so a host preempted
+         * in between (a loaded CI machine, ASan) adds its delay: the bound
+         * above is below a sixth kernel (12 ms), not a timing goal. */
+        CHECK(ms >= 9.9f && ms < 12.0f, "graph of 5 x 2 ms kernels took %.3f ms", ms);
         OK(cuGraphExecDestroy(gx));
         OK(cuGraphDestroy(g));
         OK(cuStreamDestroy_v2(s));
