@@ -5,8 +5,9 @@
  * LOCK_EX to change). The parsed state is cached per process and re-read
  * when the file changed (inode, mtime, size, and a generation counter the
  * writers keep in the lock file). Saving writes a temporary file in the same
- * directory, fsyncs it and renames it over the state, so a process killed at
- * any point leaves either the old or the new state. */
+ * directory and renames it over the state, so a process killed at any point
+ * leaves either the old or the new state (no fsync: a power loss is not
+ * modelled). */
 #pragma once
 
 #include <stdbool.h>
