@@ -927,9 +927,9 @@ static int cmd_pool(size_t bytes) {
  * launch, given back by a trim. */
 static int cmd_graph(size_t bytes) {
         CUstream s;
-        CUgraph ga, gb, gc;
-        CUgraphExec xa, xb, xc;
-        CUgraphNode na, nf;
+        CUgraph ga = NULL, gb = NULL, gc = NULL;
+        CUgraphExec xa = NULL, xb = NULL, xc = NULL;
+        CUgraphNode na = NULL, nf = NULL;
         CUdeviceptr pb;
         size_t fr = 0, total = 0, u0 = mem_used();
         if (!cu.cuGraphAddMemAllocNode || !cu.cuDeviceGraphMemTrim || cu.cuStreamCreate(&s, 0) != CUDA_SUCCESS)
