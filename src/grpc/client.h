@@ -24,8 +24,9 @@ struct mk_grpc_client *mk_grpc_client_close(struct mk_grpc_client *c);
 /* One unary call. wait_for_ready: wait (up to timeout_ms) for the socket to
  * exist and accept, for a server that may start later than its client;
  * without it a missing server fails at once with UNAVAILABLE.
- * timeout_ms <= 0: no deadline. Returns 0 on status OK (resp's content
- * replaced by the response; resp's cap applies, -E2BIG over it), else a
+ * timeout_ms < 0: no deadline (0 is a deadline already passed). Returns 0
+ * on status OK (resp's content replaced by the response; resp's cap
+ * applies, -E2BIG over it), else a
  * negative errno (-ETIMEDOUT for DEADLINE_EXCEEDED, -ECONNREFUSED for
  * UNAVAILABLE, -EPROTO otherwise) with *ret_status (may be NULL) set to the
  * gRPC status and e carrying the status message. -EINVAL for a bad method
