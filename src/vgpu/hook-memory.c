@@ -82,10 +82,24 @@ EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t widt
 
 /* A pool allocation: charge size first (announce-then-check), then the
  * pool's charge is settled against its reservation. */
-static CUresult pool_alloc(CUdeviceptr *dptr, uint64_t size, CUmemoryPool p, CUresult (*call)(void *), void *arg) {
+struct async_args {
+        void *real;
+        CUdeviceptr *dptr;
+        size_t size;
+        CUmemoryPool pool;
+        CUstream st;
+};
+
+/* A stream-ordered allocation through `call`. One captured in a stream is a
+ * graph's node, charged at the graph's launches (hook-graph.c), not here. */
+static CUresult pool_alloc(struct async_args *arg, CUresult (*call)(void *)) {
+        CUdeviceptr *dptr = arg->dptr;
+        uint64_t size = arg->size;
+        CUmemoryPool p = arg->pool;
         unsigned dev;
         int s;
-        if (!vgpu_on || !dptr || vgpu_current_device(&dev) < 0 || dev >= VGPU_MAX_DEVICES)
+        if (!vgpu_on || !dptr || vgpu_graph_capturing(arg->st) || vgpu_current_device(&dev) < 0 ||
+            dev >= VGPU_MAX_DEVICES)
                 return call(arg);
         if (!p && (!real_cuDeviceGetMemPool || real_cuDeviceGetMemPool(&p, (CUdevice) dev) != CUDA_SUCCESS))
                 p = NULL;
@@ -107,14 +121,6 @@ static CUresult pool_alloc(CUdeviceptr *dptr, uint64_t size, CUmemoryPool p, CUr
         return CUDA_SUCCESS;
 }
 
-struct async_args {
-        void *real;
-        CUdeviceptr *dptr;
-        size_t size;
-        CUmemoryPool pool;
-        CUstream st;
-};
-
 static CUresult call_alloc_async(void *a) {
         struct async_args *x = a;
         return ((cuMemAllocAsync_fn) x->real)(x->dptr, x->size, x->st);
@@ -128,37 +134,29 @@ static CUresult call_alloc_from_pool(void *a) {
 EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t size, CUstream st) {
         vgpu_init();
         REAL(cuMemAllocAsync);
-        if (vgpu_on && vgpu_graph_capturing(st)) /* a graph's node: charged at its launches */
-                return real(dptr, size, st);
         struct async_args a = { (void *) real, dptr, size, NULL, st };
-        return pool_alloc(dptr, size, NULL, call_alloc_async, &a);
+        return pool_alloc(&a, call_alloc_async);
 }
 
 EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t size, CUstream st) {
         vgpu_init();
         REAL(cuMemAllocAsync_ptsz);
-        if (vgpu_on && vgpu_graph_capturing(st)) /* a graph's node: charged at its launches */
-                return real(dptr, size, st);
         struct async_args a = { (void *) real, dptr, size, NULL, st };
-        return pool_alloc(dptr, size, NULL, call_alloc_async, &a);
+        return pool_alloc(&a, call_alloc_async);
 }
 
 EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t size, CUmemoryPool p, CUstream st) {
         vgpu_init();
         REAL(cuMemAllocFromPoolAsync);
-        if (vgpu_on && vgpu_graph_capturing(st)) /* a graph's node: charged at its launches */
-                return real(dptr, size, p, st);
         struct async_args a = { (void *) real, dptr, size, p, st };
-        return pool_alloc(dptr, size, p, call_alloc_from_pool, &a);
+        return pool_alloc(&a, call_alloc_from_pool);
 }
 
 EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t size, CUmemoryPool p, CUstream st) {
         vgpu_init();
         REAL(cuMemAllocFromPoolAsync_ptsz);
-        if (vgpu_on && vgpu_graph_capturing(st)) /* a graph's node: charged at its launches */
-                return real(dptr, size, p, st);
         struct async_args a = { (void *) real, dptr, size, p, st };
-        return pool_alloc(dptr, size, p, call_alloc_from_pool, &a);
+        return pool_alloc(&a, call_alloc_from_pool);
 }
 
 /* A stream-ordered free: the pointer's bytes leave the pool's live ones; the
