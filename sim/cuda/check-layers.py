@@ -1,9 +1,12 @@
 #!/usr/bin/env python3
-"""Checks that the CUDA driver simulator's files call one another in the order
-internal.h's "Layers" comment lists them: a file may call only functions (and
-use only data) defined in files listed before it, so no call circle can form.
+"""Checks that a layered module's files call one another in the order its
+internal header's "Layers" comment lists them: a file may call only functions
+(and use only data) defined in files listed before it, so no call circle can
+form. Used for the CUDA driver simulator (sim/cuda/internal.h), kube/
+(src/kube/internal.h) and the vgpu interposer (src/vgpu/hook.h).
 
-Usage: check-layers.py SIM_CUDA_DIR OBJECT_DIR  (OBJECT_DIR holds <file>.c.o)
+Usage: check-layers.py SRC_DIR OBJECT_DIR [HEADER]  (OBJECT_DIR holds
+<file>.c.o; HEADER, in SRC_DIR, defaults to internal.h)
 Exit 0 when the order holds, 1 with one line per offending reference."""
 import os
 import re
@@ -11,11 +14,12 @@ import subprocess
 import sys
 
 src, objdir = sys.argv[1], sys.argv[2]
-header = open(os.path.join(src, "internal.h")).read()
+header_name = sys.argv[3] if len(sys.argv) > 3 else "internal.h"
+header = open(os.path.join(src, header_name)).read()
 block = header[header.index("Layers"):header.index("*/", header.index("Layers"))]
 order = re.findall(r"^\s*\*\s+(?:\d\s+)?(\w[\w-]*\.c)\s", block, re.M)
 if not order:
-    sys.exit("check-layers: no layer list in internal.h")
+    sys.exit("check-layers: no layer list in %s" % header_name)
 
 defined, undefined = {}, {}
 for f in order:

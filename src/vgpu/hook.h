@@ -20,8 +20,9 @@
  * accounting is region.c (atomics on a shared mapping), bookkeeping is
  * track.c (mmap'ed tables).
  *
- * The files, each calling only the ones above it (no circle; `nm -u` of an
- * object names no function or variable of a file below it):
+ * Layers: the files, each calling only the ones above it (no circle; `nm -u`
+ * of an object names no function or variable of a file below it; checked by
+ * `scripts/check-layering --objects` with sim/cuda/check-layers.py):
  *   hook-state.c    the process's state (limits, region, slot, the compute
  *                   share's counters), logging, fork and exit
  *   hook-devmap.c   which device is which: CUDA_VISIBLE_DEVICES, UUIDs,
