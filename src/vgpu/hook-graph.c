@@ -17,7 +17,6 @@
  * device are serialised by graph_lock so that two threads do not both count
  * on the same reserve. (hook-launch.c's cuGraphLaunch takes the compute
  * share, then calls vgpu_graph_run.) */
-#include <dlfcn.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -30,37 +29,8 @@
 VGPU_GRAPH_HOOKS(VGPU_GRAPH_DEFINE)
 VGPU_HOOK_TABLE(graph, VGPU_GRAPH_HOOKS(VGPU_HOOK_ENTRY));
 
-typedef CUresult (*get_attr_fn)(CUdevice, int, void *);
-typedef CUresult (*get_nodes_fn)(CUgraph, CUgraphNode *, size_t *);
-typedef CUresult (*node_type_fn)(CUgraphNode, int *);
-typedef CUresult (*alloc_params_fn)(CUgraphNode, CUDA_MEM_ALLOC_NODE_PARAMS *);
-typedef CUresult (*is_capturing_fn)(CUstream, int *);
-static _Atomic(get_attr_fn) real_get_attr;
-static _Atomic(get_nodes_fn) real_get_nodes;
-static _Atomic(node_type_fn) real_node_type;
-static _Atomic(alloc_params_fn) real_alloc_params;
-static _Atomic(is_capturing_fn) real_is_capturing;
-
-/* The driver functions we call but do not hook, from the library that gave
- * cuCtxGetDevice (found at start-up), on first need. */
-static void resolve_helpers(void) {
-        Dl_info info;
-        void *lib;
-        if (!real_cuCtxGetDevice || !vgpu_real_dlsym || !dladdr((void *) real_cuCtxGetDevice, &info) ||
-            !info.dli_fname || !(lib = dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD)))
-                return;
-        atomic_store(&real_get_attr, (get_attr_fn) vgpu_real_dlsym(lib, "cuDeviceGetGraphMemAttribute"));
-        atomic_store(&real_get_nodes, (get_nodes_fn) vgpu_real_dlsym(lib, "cuGraphGetNodes"));
-        atomic_store(&real_node_type, (node_type_fn) vgpu_real_dlsym(lib, "cuGraphNodeGetType"));
-        atomic_store(&real_alloc_params, (alloc_params_fn) vgpu_real_dlsym(lib, "cuGraphMemAllocNodeGetParams"));
-        atomic_store(&real_is_capturing, (is_capturing_fn) vgpu_real_dlsym(lib, "cuStreamIsCapturing"));
-}
-
-static pthread_once_t helpers_once = PTHREAD_ONCE_INIT;
-
 bool vgpu_graph_capturing(CUstream st) {
-        pthread_once(&helpers_once, resolve_helpers);
-        is_capturing_fn f = atomic_load(&real_is_capturing);
+        cuStreamIsCapturing_fn f = real_cuStreamIsCapturing;
         int status = CU_STREAM_CAPTURE_STATUS_NONE;
         return f && f(st, &status) == CUDA_SUCCESS && status != CU_STREAM_CAPTURE_STATUS_NONE;
 }
@@ -79,10 +49,9 @@ static _Atomic unsigned n_execs;                     /* entries in use: launches
 
 /* The bytes of g's allocation nodes, per device. False when they cannot be read. */
 static bool graph_allocs(CUgraph g, uint64_t bytes[VGPU_MAX_DEVICES]) {
-        pthread_once(&helpers_once, resolve_helpers);
-        get_nodes_fn nodes_of = atomic_load(&real_get_nodes);
-        node_type_fn type_of = atomic_load(&real_node_type);
-        alloc_params_fn params_of = atomic_load(&real_alloc_params);
+        cuGraphGetNodes_fn nodes_of = real_cuGraphGetNodes;
+        cuGraphNodeGetType_fn type_of = real_cuGraphNodeGetType;
+        cuGraphMemAllocNodeGetParams_fn params_of = real_cuGraphMemAllocNodeGetParams;
         size_t n = 0;
         if (!nodes_of || !type_of || !params_of || nodes_of(g, NULL, &n) != CUDA_SUCCESS)
                 return false;
@@ -145,8 +114,7 @@ static struct exec_use *exec_find(CUgraphExec x) {
 /* ---- the graph pools' charge ---- */
 
 static bool pool_attr(unsigned dev, int attr, uint64_t *ret) {
-        pthread_once(&helpers_once, resolve_helpers);
-        get_attr_fn f = atomic_load(&real_get_attr);
+        cuDeviceGetGraphMemAttribute_fn f = real_cuDeviceGetGraphMemAttribute;
         cuuint64_t v = 0;
         if (!f || f((CUdevice) dev, attr, &v) != CUDA_SUCCESS)
                 return false;

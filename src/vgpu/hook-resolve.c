@@ -93,6 +93,13 @@ static void resolve_cuda_helpers(void *(*look)(void *lib, const char *name), voi
         real_cuDeviceGetAttribute = (cuDeviceGetAttribute_fn) look(lib, "cuDeviceGetAttribute");
         real_cuDeviceGetMemPool = (cuDeviceGetMemPool_fn) look(lib, "cuDeviceGetMemPool");
         real_cuMemPoolGetAttribute = (cuMemPoolGetAttribute_fn) look(lib, "cuMemPoolGetAttribute");
+        real_cuDeviceGetGraphMemAttribute =
+                (cuDeviceGetGraphMemAttribute_fn) look(lib, "cuDeviceGetGraphMemAttribute");
+        real_cuGraphGetNodes = (cuGraphGetNodes_fn) look(lib, "cuGraphGetNodes");
+        real_cuGraphNodeGetType = (cuGraphNodeGetType_fn) look(lib, "cuGraphNodeGetType");
+        real_cuGraphMemAllocNodeGetParams =
+                (cuGraphMemAllocNodeGetParams_fn) look(lib, "cuGraphMemAllocNodeGetParams");
+        real_cuStreamIsCapturing = (cuStreamIsCapturing_fn) look(lib, "cuStreamIsCapturing");
 }
 
 /* One line at start: each capped device's cap as read, the text it was read

@@ -51,6 +51,11 @@ HIDDEN cuDeviceGetUuid_fn real_cuDeviceGetUuid;
 HIDDEN cuDeviceGetAttribute_fn real_cuDeviceGetAttribute;
 HIDDEN cuDeviceGetMemPool_fn real_cuDeviceGetMemPool;
 HIDDEN cuMemPoolGetAttribute_fn real_cuMemPoolGetAttribute;
+HIDDEN cuDeviceGetGraphMemAttribute_fn real_cuDeviceGetGraphMemAttribute;
+HIDDEN cuGraphGetNodes_fn real_cuGraphGetNodes;
+HIDDEN cuGraphNodeGetType_fn real_cuGraphNodeGetType;
+HIDDEN cuGraphMemAllocNodeGetParams_fn real_cuGraphMemAllocNodeGetParams;
+HIDDEN cuStreamIsCapturing_fn real_cuStreamIsCapturing;
 HIDDEN _Atomic(nvmlDeviceGetUUID_fn) real_nvmlDeviceGetUUID;
 HIDDEN _Atomic(nvmlDeviceGetIndex_fn) real_nvmlDeviceGetIndex;
 

@@ -230,6 +230,11 @@ typedef CUresult (*cuDeviceGetUuid_fn)(CUuuid *, CUdevice);
 typedef CUresult (*cuDeviceGetAttribute_fn)(int *, CUdevice_attribute, CUdevice);
 typedef CUresult (*cuDeviceGetMemPool_fn)(CUmemoryPool *, CUdevice);
 typedef CUresult (*cuMemPoolGetAttribute_fn)(CUmemoryPool, int, void *);
+typedef CUresult (*cuDeviceGetGraphMemAttribute_fn)(CUdevice, int, void *);
+typedef CUresult (*cuGraphGetNodes_fn)(CUgraph, CUgraphNode *, size_t *);
+typedef CUresult (*cuGraphNodeGetType_fn)(CUgraphNode, int *);
+typedef CUresult (*cuGraphMemAllocNodeGetParams_fn)(CUgraphNode, CUDA_MEM_ALLOC_NODE_PARAMS *);
+typedef CUresult (*cuStreamIsCapturing_fn)(CUstream, int *);
 extern HIDDEN cuCtxGetDevice_fn real_cuCtxGetDevice;
 extern HIDDEN cuDevicePrimaryCtxGetState_fn real_cuDevicePrimaryCtxGetState;
 extern HIDDEN cuDeviceGetCount_fn real_cuDeviceGetCount;
@@ -238,6 +243,12 @@ extern HIDDEN cuDeviceGetUuid_fn real_cuDeviceGetUuid;
 extern HIDDEN cuDeviceGetAttribute_fn real_cuDeviceGetAttribute;
 extern HIDDEN cuDeviceGetMemPool_fn real_cuDeviceGetMemPool;
 extern HIDDEN cuMemPoolGetAttribute_fn real_cuMemPoolGetAttribute;
+/* Those hook-graph.c reads its graphs with. */
+extern HIDDEN cuDeviceGetGraphMemAttribute_fn real_cuDeviceGetGraphMemAttribute;
+extern HIDDEN cuGraphGetNodes_fn real_cuGraphGetNodes;
+extern HIDDEN cuGraphNodeGetType_fn real_cuGraphNodeGetType;
+extern HIDDEN cuGraphMemAllocNodeGetParams_fn real_cuGraphMemAllocNodeGetParams;
+extern HIDDEN cuStreamIsCapturing_fn real_cuStreamIsCapturing;
 
 typedef nvmlReturn_t (*nvmlDeviceGetUUID_fn)(nvmlDevice_t, char *, unsigned int);
 typedef nvmlReturn_t (*nvmlDeviceGetIndex_fn)(nvmlDevice_t, unsigned int *);
