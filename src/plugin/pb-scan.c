@@ -83,51 +83,58 @@ static int next_field(struct reader *r, uint32_t *ret_field, unsigned *ret_wire,
         return 0;
 }
 
-/* The fields of one outer_field message; the occurrences of inner_field to
- * *ret_inner. */
-static int scan_inner(const uint8_t *buf, size_t start, size_t len, uint32_t inner_field, size_t *ret_inner,
-                      size_t *fields, struct mk_error *e) {
-        struct reader r = { .buf = buf, .pos = start, .end = start + len };
+/* The fields of the message r reads (level `level` of the path): the
+ * occurrences of path[level] counted, each opened in turn (level + 1) while
+ * the path goes on. */
+static int scan_message(struct reader *r, const uint32_t *path, size_t depth, size_t level, struct mk_pb_path_counts *c,
+                        struct mk_error *e) {
         size_t n = 0;
-        while (r.pos < r.end) {
-                uint32_t field;
-                unsigned wire;
-                size_t s, l;
-                int k = next_field(&r, &field, &wire, &s, &l, e);
+        while (r->pos < r->end) {
+                size_t at = r->pos, s = 0, l = 0;
+                uint32_t field = 0;
+                unsigned wire = 0;
+                int k = next_field(r, &field, &wire, &s, &l, e);
                 if (k < 0)
                         return k;
-                (*fields)++;
-                if (field == inner_field)
-                        n++;
+                c->fields++;
+                if (field != path[level])
+                        continue;
+                n++;
+                if (level + 1 == depth)
+                        continue;
+                if (wire != WT_LEN)
+                        return mk_error_set(e, -EINVAL, "field %u at byte %zu has wire type %u, not a message", field,
+                                            at, wire);
+                struct reader inner = { .buf = r->buf, .pos = s, .end = s + l };
+                k = scan_message(&inner, path, depth, level + 1, c, e);
+                if (k < 0)
+                        return k;
         }
-        *ret_inner = n;
+        if (n > c->most[level])
+                c->most[level] = n;
+        return 0;
+}
+
+int mk_pb_scan_path(const uint8_t *buf, size_t len, const uint32_t *path, size_t depth, struct mk_pb_path_counts *ret,
+                    struct mk_error *e) {
+        if (depth == 0 || depth > MK_PB_MAX_DEPTH)
+                return mk_error_set(e, -EINVAL, "a path of %zu fields, 1 to %u", depth, MK_PB_MAX_DEPTH);
+        struct reader r = { .buf = buf, .pos = 0, .end = len };
+        struct mk_pb_path_counts c = { 0 };
+        int k = scan_message(&r, path, depth, 0, &c, e);
+        if (k < 0)
+                return k;
+        *ret = c;
         return 0;
 }
 
 int mk_pb_scan(const uint8_t *buf, size_t len, uint32_t outer_field, uint32_t inner_field,
                struct mk_pb_counts *ret, struct mk_error *e) {
-        struct reader r = { .buf = buf, .pos = 0, .end = len };
-        struct mk_pb_counts c = { 0 };
-        while (r.pos < r.end) {
-                size_t at = r.pos, s = 0, l = 0, n;
-                uint32_t field;
-                unsigned wire;
-                int k = next_field(&r, &field, &wire, &s, &l, e);
-                if (k < 0)
-                        return k;
-                c.fields++;
-                if (field != outer_field || outer_field == 0)
-                        continue;
-                if (wire != WT_LEN)
-                        return mk_error_set(e, -EINVAL, "field %u at byte %zu has wire type %u, not a message", field,
-                                            at, wire);
-                c.outer++;
-                k = scan_inner(buf, s, l, inner_field, &n, &c.fields, e);
-                if (k < 0)
-                        return k;
-                if (n > c.inner)
-                        c.inner = n;
-        }
-        *ret = c;
+        const uint32_t path[] = { outer_field, inner_field };
+        struct mk_pb_path_counts c;
+        int k = mk_pb_scan_path(buf, len, path, 2, &c, e);
+        if (k < 0)
+                return k;
+        *ret = (struct mk_pb_counts){ .outer = c.most[0], .inner = c.most[1], .fields = c.fields };
         return 0;
 }

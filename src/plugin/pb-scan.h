@@ -3,8 +3,9 @@
  * into objects: protobuf-c's unpack takes about 40 bytes per entry (a
  * pointer, an allocation, its scan record), some 200 MB for a 4 MB request
  * of empty entries. Reads the wire format only (varint tags, the four wire
- * types protobuf-c decodes); no knowledge of the messages but the one
- * repeated message field and the one field inside it the caller names. */
+ * types protobuf-c decodes); no knowledge of the messages but the path of
+ * repeated message fields the caller names (mk_pb_scan: one field and one
+ * inside it). */
 #pragma once
 
 #include <stddef.h>
@@ -27,3 +28,19 @@ struct mk_pb_counts {
  * wire type. *ret is written on success only. */
 int mk_pb_scan(const uint8_t *buf, size_t len, uint32_t outer_field, uint32_t inner_field,
                struct mk_pb_counts *ret, struct mk_error *e);
+
+#define MK_PB_MAX_DEPTH 8u /* fields of a path */
+
+struct mk_pb_path_counts {
+        size_t most[MK_PB_MAX_DEPTH]; /* most[i]: the most occurrences of path[i] in one message reached through
+                                       * path[0..i) (most[0]: in the top-level message) */
+        size_t fields;                /* every field read, in every message opened, known or not */
+};
+
+/* mk_pb_scan along a path of depth fields: path[0] at the top level,
+ * path[i + 1] inside each message of path[i]; every field but the last is
+ * a length-delimited message the scan opens, the last is only counted.
+ * Field number 0 in the path matches nothing. Refuses as mk_pb_scan, and
+ * a depth of 0 or over MK_PB_MAX_DEPTH (-EINVAL). */
+int mk_pb_scan_path(const uint8_t *buf, size_t len, const uint32_t *path, size_t depth, struct mk_pb_path_counts *ret,
+                    struct mk_error *e);

@@ -2,7 +2,7 @@
  * without decoding it. Hand-written wire bytes (every wire type, truncated
  * varints, lengths past the end of the message or of a nested one, field
  * number 0, groups) and requests packed by protobuf-c, whose counts must be
- * what the decoded message holds. */
+ * what the decoded message holds; a path of four nested fields. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -199,12 +199,56 @@ static void test_many(void **state) {
         free(buf);
 }
 
+/* A path of four fields, as the kubelet's PodResources List answer nests
+ * them (pods 1, containers 3, device entries 2, device IDs 2): each level's
+ * most per message, every field of every message opened. */
+static void test_path(void **state) {
+        (void) state;
+        static const uint32_t path[] = { 1, 3, 2, 2 };
+        /* pod { name "a", container { entry { "x", "y", "z" }, entry {} }, container {} }, pod {}, pod {} */
+        static const uint8_t m[] = { 0x0a, 0x14, 0x0a, 0x01, 'a', 0x1a, 0x0d, 0x12, 0x09, 0x12, 0x01, 'x', 0x12,
+                                     0x01, 'y', 0x12, 0x01, 'z', 0x12, 0x00, 0x1a, 0x00, 0x0a, 0x00, 0x0a, 0x00 };
+        struct mk_pb_path_counts c;
+        struct mk_error e = { 0 };
+        assert_int_equal(mk_pb_scan_path(m, sizeof(m), path, 4, &c, &e), 0);
+        assert_int_equal(c.most[0], 3);
+        assert_int_equal(c.most[1], 2);
+        assert_int_equal(c.most[2], 2);
+        assert_int_equal(c.most[3], 3);
+        assert_int_equal(c.fields, 3 + 3 + 2 + 3);
+        /* the same bytes with the path cut short: the IDs' entries are not opened */
+        assert_int_equal(mk_pb_scan_path(m, sizeof(m), path, 2, &c, &e), 0);
+        assert_int_equal(c.most[0], 3);
+        assert_int_equal(c.most[1], 2);
+        assert_int_equal(c.most[2], 0);
+        assert_int_equal(c.fields, 3 + 3);
+        /* two of the path's fields, as mk_pb_scan counts them */
+        struct mk_pb_counts two;
+        assert_int_equal(mk_pb_scan(m, sizeof(m), 1, 3, &two, &e), 0);
+        assert_int_equal(two.outer, 3);
+        assert_int_equal(two.inner, 2);
+        assert_int_equal(two.fields, 6);
+        /* a container as a varint, two levels down */
+        static const uint8_t bad[] = { 0x0a, 0x02, 0x18, 0x01 };
+        assert_int_equal(mk_pb_scan_path(bad, sizeof(bad), path, 4, &c, &e), -EINVAL);
+        assert_non_null(strstr(e.msg, "field 3 at byte 2 has wire type 0, not a message"));
+        /* the last field of the path is counted, never opened: "x" is no message */
+        static const uint8_t leaf[] = { 0x0a, 0x03, 0x1a, 0x01, 'x' };
+        assert_int_equal(mk_pb_scan_path(leaf, sizeof(leaf), path, 2, &c, &e), 0);
+        assert_int_equal(mk_pb_scan_path(leaf, sizeof(leaf), path, 3, &c, &e), -EINVAL);
+        assert_int_equal(mk_pb_scan_path(m, sizeof(m), path, 0, &c, &e), -EINVAL);
+        assert_non_null(strstr(e.msg, "a path of 0 fields"));
+        static const uint32_t long_path[MK_PB_MAX_DEPTH + 1] = { 1 };
+        assert_int_equal(mk_pb_scan_path(m, sizeof(m), long_path, MK_PB_MAX_DEPTH + 1, &c, &e), -EINVAL);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_cases),
                 cmocka_unit_test(test_truncations),
                 cmocka_unit_test(test_packed),
                 cmocka_unit_test(test_many),
+                cmocka_unit_test(test_path),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
