@@ -10,6 +10,7 @@
 #include "grpc/client.h"
 #include "plugin/dynamic/handout.h"
 #include "plugin/dynamic/podres.h"
+#include "plugin/pb-scan.h"
 #include "proto/podresources.pb-c.h"
 
 void mk_dp_held_free(struct mk_dp_held *held, size_t n) {
@@ -49,20 +50,45 @@ static int pod_keys(const V1__PodResources *p, const char *resource, struct mk_d
         return 0;
 }
 
+/* Refuses an answer past the MK_DP_PODRES_MAX_* counts before protobuf-c
+ * decodes it: the path pods (ListPodResourcesResponse.pod_resources = 1),
+ * containers (PodResources.containers = 3), device entries
+ * (ContainerResources.devices = 2), IDs (ContainerDevices.device_ids = 2). */
+static int podres_check(const uint8_t *buf, size_t len, struct mk_error *e) {
+        static const uint32_t path[] = { 1, 3, 2, 2 };
+        static const struct {
+                unsigned max;
+                const char *what, *in;
+        } bound[] = {
+                { MK_DP_PODRES_MAX_PODS, "pods", "the answer" },
+                { MK_DP_PODRES_MAX_CONTAINERS, "containers", "one pod" },
+                { MK_DP_PODRES_MAX_DEVICES, "device entries", "one container" },
+                { MK_DP_PODRES_MAX_IDS, "device IDs", "one device entry" },
+        };
+        struct mk_pb_path_counts c;
+        struct mk_error why = { 0 };
+        if (mk_pb_scan_path(buf, len, path, ELEMENTSOF(path), &c, &why) < 0)
+                return mk_error_set(e, -EINVAL, "PodResources List: cannot decode the answer: %s", why.msg);
+        for (size_t i = 0; i < ELEMENTSOF(bound); i++)
+                if (c.most[i] > bound[i].max)
+                        return mk_error_set(e, -E2BIG, "PodResources List: %zu %s in %s, at most %u", c.most[i],
+                                            bound[i].what, bound[i].in, bound[i].max);
+        if (c.fields > MK_DP_PODRES_MAX_FIELDS)
+                return mk_error_set(e, -E2BIG, "PodResources List: %zu fields in the answer, at most %u", c.fields,
+                                    MK_DP_PODRES_MAX_FIELDS);
+        return 0;
+}
+
 int mk_dp_podres_decode(const uint8_t *buf, size_t len, const char *resource, struct mk_dp_held **ret,
                         size_t *ret_n, struct mk_error *e) {
+        int r = podres_check(buf, len, e);
+        if (r < 0)
+                return r;
         V1__ListPodResourcesResponse *m = v1__list_pod_resources_response__unpack(NULL, len, buf);
         if (!m)
                 return mk_error_set(e, -EINVAL, "PodResources List: cannot decode the answer");
-        int r = 0;
-        struct mk_dp_held *held = NULL;
         size_t n = 0;
-        if (m->n_pod_resources > MK_DP_PODRES_MAX_PODS) {
-                r = mk_error_set(e, -E2BIG, "PodResources List: %zu pods, at most %u", m->n_pod_resources,
-                                 MK_DP_PODRES_MAX_PODS);
-                goto out;
-        }
-        held = calloc(m->n_pod_resources ? m->n_pod_resources : 1, sizeof(*held));
+        struct mk_dp_held *held = calloc(m->n_pod_resources ? m->n_pod_resources : 1, sizeof(*held));
         if (!held) {
                 r = mk_error_set(e, -ENOMEM, "out of memory");
                 goto out;
