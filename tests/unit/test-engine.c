@@ -657,6 +657,13 @@ static const char pipe_yaml[] = "version: v1\n"
                                 "    - {devices: [1], mig-enabled: false}\n"
                                 "    - {devices: [2], mig-enabled: true, mig-devices: {2g.10gb: 3}}\n";
 
+/* How long each mutating NVML call takes in pipe_apply's second apply: long
+ * enough that GPU 1's 15 operations before the reset (450 ms) dwarf a
+ * thread's start on a loaded machine, short enough that the test's three
+ * such applies (about 22 operations each on their longest GPU) take ~2 s,
+ * not the 7 s of 100 ms (the test's 9.5 of test-engine's 11 s). */
+#define PIPE_OP_LATENCY_MS "30"
+
 /* Where things happened in one recorded apply (event indexes; SIZE_MAX: never). */
 struct pipe_order {
         size_t waiting, hook, first_gpu0_step, first_finished;
@@ -674,9 +681,10 @@ static struct pipe_order pipe_apply(const struct mk_config *c, const struct mk_h
                 fail_msg("apply from: %s", e.msg);
         mk_apply_report_done(&rep);
 
-        /* GPU 1 destroys 14 instances before its mode changes: 1.4 s
-         * before the reset begins, GPU 0's first step comes at once. */
-        setenv("MIGKIT_SIM_OP_LATENCY_MS", "100", 1);
+        /* GPU 1 destroys 14 instances before its mode changes: 15
+         * operations of PIPE_OP_LATENCY_MS (450 ms) before the reset
+         * begins, while GPU 0's first step comes at once. */
+        setenv("MIGKIT_SIM_OP_LATENCY_MS", PIPE_OP_LATENCY_MS, 1);
         const struct mk_progress p = {.fn = record, .userdata = r};
         o = (struct mk_engine_opts){.selected_config = "to", .progress = &p, .sequential = sequential};
         memset(r, 0, sizeof(*r));
