@@ -255,6 +255,8 @@ CU_EXPORT CUresult cuGraphAddNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph, c
         }
         case CU_GRAPH_NODE_TYPE_MEM_FREE:
                 return cuGraphAddMemFreeNode(phGraphNode, hGraph, dependencies, numDependencies, nodeParams->free.dptr);
+        case CU_GRAPH_NODE_TYPE_GRAPH:
+                return cu_graph_add_child(phGraphNode, hGraph, nodeParams->graph.graph, nodeParams->graph.ownership);
         case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
         case CU_GRAPH_NODE_TYPE_WAIT_EVENT: {
                 struct cu_graph *g = (struct cu_graph *) hGraph;

@@ -1,4 +1,4 @@
-/* CUDA driver simulator: graphs, their instantiation and launch, stream capture. */
+/* CUDA driver simulator: graphs, child graph nodes, their instantiation and launch, stream capture. */
 #include "cuda/internal.h"
 
 static unsigned long long next_capture_id = 1;
@@ -18,6 +18,8 @@ static void graph_free(struct cu_graph *g) {
                         cu_gmem_drop(g->nodes[i]->alloc);
         pthread_mutex_unlock(&cu_lock);
         for (size_t i = 0; i < g->n_nodes; i++) {
+                if (g->nodes[i]->child) /* a child graph node owns its graph */
+                        graph_free(g->nodes[i]->child);
                 g->nodes[i]->magic = 0;
                 free(g->nodes[i]);
         }
@@ -46,7 +48,7 @@ CU_EXPORT CUresult cuGraphCreate(CUgraph *phGraph, unsigned int flags) {
 
 CU_EXPORT CUresult cuGraphDestroy(CUgraph hGraph) {
         struct cu_graph *g = as_graph(hGraph);
-        if (!g)
+        if (!g || g->parent) /* a child graph goes with its node */
                 return CUDA_ERROR_INVALID_VALUE;
         graph_free(g);
         return CUDA_SUCCESS;
@@ -139,6 +141,112 @@ CU_EXPORT CUresult cuGraphAddHostNode(CUgraphNode *phGraphNode, CUgraph hGraph, 
         return add_node(phGraphNode, hGraph, n);
 }
 
+/* ---- child graph nodes ----
+ * A child graph node embeds a graph: a copy of it (cuGraphAddChildGraphNode,
+ * or cuGraphAddNode with CU_GRAPH_CHILD_GRAPH_OWNERSHIP_CLONE) or the graph
+ * itself (OWNERSHIP_MOVE, CUDA 12.9+). As the driver documents: a graph with
+ * allocation or free nodes, at any depth, can only be moved, never copied
+ * (CUDA_ERROR_INVALID_VALUE); no allocation or free node can be added to an
+ * embedded graph (one moved, or one cuGraphChildGraphNodeGetGraph returned);
+ * a moved graph cannot be destroyed, instantiated or embedded again on its
+ * own. Instantiation puts the child graphs' nodes in line, so a launch
+ * reserves their allocations from the graph pools with the parent's. */
+
+static bool graph_has_mem_nodes(const struct cu_graph *g) {
+        for (size_t i = 0; i < g->n_nodes; i++) {
+                const struct cu_node *n = g->nodes[i];
+                if (n->kind == NODE_MEM_ALLOC || n->kind == NODE_MEM_FREE || (n->child && graph_has_mem_nodes(n->child)))
+                        return true;
+        }
+        return false;
+}
+
+/* A copy of src (no memory nodes: graph_has_mem_nodes() said so), its child graphs copied too. */
+static struct cu_graph *graph_copy(const struct cu_graph *src) {
+        struct cu_graph *g = graph_new();
+        if (!g)
+                return NULL;
+        for (size_t i = 0; i < src->n_nodes; i++) {
+                struct cu_node *n = cu_node_new(src->nodes[i]->kind);
+                if (!n)
+                        goto fail;
+                *n = *src->nodes[i];
+                n->orig = NULL;
+                n->child = NULL;
+                if (src->nodes[i]->child) {
+                        n->child = graph_copy(src->nodes[i]->child);
+                        if (!n->child) {
+                                free(n);
+                                goto fail;
+                        }
+                        n->child->parent = g;
+                }
+                struct cu_graph *child = n->child;
+                if (cu_graph_add(g, n) != CUDA_SUCCESS) { /* frees n */
+                        if (child)
+                                graph_free(child);
+                        goto fail;
+                }
+        }
+        if (cu_graph_copy_user_objects(g, src) == CUDA_SUCCESS)
+                return g;
+fail:
+        graph_free(g);
+        return NULL;
+}
+
+CUresult cu_graph_add_child(CUgraphNode *phGraphNode, CUgraph hGraph, CUgraph childGraph,
+                            CUgraphChildGraphNodeOwnership ownership) {
+        struct cu_graph *g = as_graph(hGraph), *c = as_graph(childGraph);
+        if (!g || !c || !phGraphNode || c->moved ||
+            (ownership != CU_GRAPH_CHILD_GRAPH_OWNERSHIP_CLONE && ownership != CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE))
+                return CUDA_ERROR_INVALID_VALUE;
+        bool move = ownership == CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE;
+        if (!move && graph_has_mem_nodes(c))
+                return CUDA_ERROR_INVALID_VALUE; /* allocation or free nodes: moved only */
+        if (move) {
+                if (c->parent)
+                        return CUDA_ERROR_INVALID_VALUE;
+                for (const struct cu_graph *a = g; a; a = a->parent)
+                        if (a == c)
+                                return CUDA_ERROR_INVALID_VALUE; /* a graph inside itself */
+        }
+        struct cu_graph *child = move ? c : graph_copy(c);
+        struct cu_node *n = cu_node_new(NODE_CHILD);
+        if (!child || !n) {
+                if (child && !move)
+                        graph_free(child);
+                free(n);
+                return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        n->child = child;
+        CUresult r = cu_graph_add(g, n); /* frees n on failure */
+        if (r != CUDA_SUCCESS) {
+                if (!move)
+                        graph_free(child);
+                return r;
+        }
+        child->parent = g;
+        child->moved = move;
+        *phGraphNode = (CUgraphNode) n;
+        return CUDA_SUCCESS;
+}
+
+CU_EXPORT CUresult cuGraphAddChildGraphNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+                                            size_t numDependencies, CUgraph childGraph) {
+        if (numDependencies && !dependencies)
+                return CUDA_ERROR_INVALID_VALUE;
+        return cu_graph_add_child(phGraphNode, hGraph, childGraph, CU_GRAPH_CHILD_GRAPH_OWNERSHIP_CLONE);
+}
+
+CU_EXPORT CUresult cuGraphChildGraphNodeGetGraph(CUgraphNode hNode, CUgraph *phGraph) {
+        struct cu_node *n = (struct cu_node *) hNode;
+        if (!n || n->magic != MAGIC_NODE || n->kind != NODE_CHILD || !phGraph)
+                return CUDA_ERROR_INVALID_VALUE;
+        *phGraph = (CUgraph) n->child;
+        return CUDA_SUCCESS;
+}
+
 CU_EXPORT CUresult cuGraphGetNodes(CUgraph hGraph, CUgraphNode *nodes, size_t *numNodes) {
         struct cu_graph *g = as_graph(hGraph);
         if (!g || !numNodes)
@@ -159,15 +267,47 @@ CU_EXPORT CUresult cuGraphNodeGetType(CUgraphNode hNode, CUgraphNodeType *type) 
                 [NODE_MEMCPY] = CU_GRAPH_NODE_TYPE_MEMCPY,  [NODE_EMPTY] = CU_GRAPH_NODE_TYPE_EMPTY,
                 [NODE_HOST] = CU_GRAPH_NODE_TYPE_HOST,      [NODE_EVENT_RECORD] = CU_GRAPH_NODE_TYPE_EVENT_RECORD,
                 [NODE_WAIT_EVENT] = CU_GRAPH_NODE_TYPE_WAIT_EVENT, [NODE_MEM_ALLOC] = CU_GRAPH_NODE_TYPE_MEM_ALLOC,
-                [NODE_MEM_FREE] = CU_GRAPH_NODE_TYPE_MEM_FREE,
+                [NODE_MEM_FREE] = CU_GRAPH_NODE_TYPE_MEM_FREE,     [NODE_CHILD] = CU_GRAPH_NODE_TYPE_GRAPH,
         };
         *type = map[n->kind];
         return CUDA_SUCCESS;
 }
 
+/* g's nodes appended to an instantiated copy, its child graphs' in their place. */
+static CUresult instantiate_nodes(struct cu_graph *copy, const struct cu_graph *g) {
+        for (size_t i = 0; i < g->n_nodes; i++) {
+                if (g->nodes[i]->child) {
+                        CUresult r = instantiate_nodes(copy, g->nodes[i]->child);
+                        if (r != CUDA_SUCCESS)
+                                return r;
+                        continue;
+                }
+                struct cu_node *n = cu_node_new(g->nodes[i]->kind);
+                if (!n)
+                        return CUDA_ERROR_OUT_OF_MEMORY;
+                *n = *g->nodes[i];
+                n->orig = g->nodes[i];
+                copy->n_alloc_nodes += n->kind == NODE_MEM_ALLOC;
+                if (n->alloc) {
+                        pthread_mutex_lock(&cu_lock);
+                        cu_gmem_hold(n->alloc);
+                        pthread_mutex_unlock(&cu_lock);
+                }
+                if (cu_graph_add(copy, n) != CUDA_SUCCESS) {
+                        if (n->alloc) { /* cu_graph_add freed n: the hold is dropped here */
+                                pthread_mutex_lock(&cu_lock);
+                                cu_gmem_drop(g->nodes[i]->alloc);
+                                pthread_mutex_unlock(&cu_lock);
+                        }
+                        return CUDA_ERROR_OUT_OF_MEMORY;
+                }
+        }
+        return cu_graph_copy_user_objects(copy, g);
+}
+
 CUresult cu_graph_instantiate(CUgraphExec *phGraphExec, CUgraph hGraph) {
         struct cu_graph *g = as_graph(hGraph);
-        if (!g || !phGraphExec)
+        if (!g || !phGraphExec || g->moved)
                 return CUDA_ERROR_INVALID_VALUE;
         struct cu_gexec *x = calloc(1, sizeof(*x));
         struct cu_graph *copy = graph_new();
@@ -176,25 +316,7 @@ CUresult cu_graph_instantiate(CUgraphExec *phGraphExec, CUgraph hGraph) {
                 free(copy);
                 return CUDA_ERROR_OUT_OF_MEMORY;
         }
-        for (size_t i = 0; i < g->n_nodes; i++) {
-                struct cu_node *n = cu_node_new(g->nodes[i]->kind);
-                if (n) {
-                        *n = *g->nodes[i];
-                        n->orig = g->nodes[i];
-                        copy->n_alloc_nodes += n->kind == NODE_MEM_ALLOC;
-                        if (n->alloc) {
-                                pthread_mutex_lock(&cu_lock);
-                                cu_gmem_hold(n->alloc);
-                                pthread_mutex_unlock(&cu_lock);
-                        }
-                }
-                if (!n || cu_graph_add(copy, n) != CUDA_SUCCESS) {
-                        graph_free(copy);
-                        free(x);
-                        return CUDA_ERROR_OUT_OF_MEMORY;
-                }
-        }
-        if (cu_graph_copy_user_objects(copy, g) != CUDA_SUCCESS) {
+        if (instantiate_nodes(copy, g) != CUDA_SUCCESS) {
                 graph_free(copy);
                 free(x);
                 return CUDA_ERROR_OUT_OF_MEMORY;
@@ -322,7 +444,7 @@ CU_EXPORT CUresult cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hGra
         CUresult r = cu_check_init();
         if (r != CUDA_SUCCESS)
                 return r;
-        if (!g || !phGraphNode || !nodeParams || (numDependencies && !dependencies) ||
+        if (!g || g->parent || !phGraphNode || !nodeParams || (numDependencies && !dependencies) ||
             nodeParams->poolProps.location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
             nodeParams->poolProps.handleTypes != CU_MEM_HANDLE_TYPE_NONE ||
             nodeParams->accessDescCount > (size_t) cu_ndevs || (nodeParams->accessDescCount && !nodeParams->accessDescs))
@@ -342,8 +464,8 @@ CU_EXPORT CUresult cuGraphAddMemFreeNode(CUgraphNode *phGraphNode, CUgraph hGrap
         CUresult r = cu_check_init();
         if (r != CUDA_SUCCESS)
                 return r;
-        if (!g || !phGraphNode || (numDependencies && !dependencies))
-                return CUDA_ERROR_INVALID_VALUE;
+        if (!g || g->parent || !phGraphNode || (numDependencies && !dependencies))
+                return CUDA_ERROR_INVALID_VALUE; /* none added to a child graph */
         r = cu_gmem_free_node(g, dptr, &n);
         if (r == CUDA_SUCCESS)
                 *phGraphNode = (CUgraphNode) n;

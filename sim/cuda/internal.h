@@ -170,7 +170,7 @@ struct cu_pool {
 
 enum cu_node_kind {
         NODE_KERNEL, NODE_MEMSET, NODE_MEMCPY, NODE_EMPTY, NODE_HOST, NODE_EVENT_RECORD, NODE_WAIT_EVENT,
-        NODE_MEM_ALLOC, NODE_MEM_FREE,
+        NODE_MEM_ALLOC, NODE_MEM_FREE, NODE_CHILD,
 };
 
 struct cu_node {
@@ -195,6 +195,7 @@ struct cu_node {
         CUDA_KERNEL_NODE_PARAMS kparams; /* kernels: as set (parameter pointers as given) */
         struct cu_node *orig;            /* in an instantiated copy: the graph's node */
         struct cu_alloc *alloc;          /* memory nodes: the graph allocation (dst, bytes: its address, size) */
+        struct cu_graph *child;          /* child graph nodes: the graph it embeds and owns */
 };
 
 struct cu_user_ref; /* userobj.c */
@@ -205,6 +206,8 @@ struct cu_graph {
         size_t n_nodes, cap;
         struct cu_user_ref *urefs; /* user objects it holds references to */
         size_t n_alloc_nodes;      /* in an instantiated copy: its allocation nodes (graphmem.c) */
+        struct cu_graph *parent;   /* a child graph: the graph whose node embeds it */
+        bool moved;                /* a child graph moved into its node (CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE) */
 };
 
 struct cu_gexec {
@@ -338,6 +341,9 @@ void cu_graph_release_user_objects(struct cu_graph *g); /* without cu_lock */
 CUresult cu_graph_copy_user_objects(struct cu_graph *dst, const struct cu_graph *src);
 /* Graphs: captured operations (sched.c); graphs.c: */
 CUresult cu_graph_instantiate(CUgraphExec *phGraphExec, CUgraph hGraph);
+/* A child graph node of hGraph: childGraph copied or moved (graphs.c). */
+CUresult cu_graph_add_child(CUgraphNode *phGraphNode, CUgraph hGraph, CUgraph childGraph,
+                            CUgraphChildGraphNodeOwnership ownership);
 CUresult cu_graph_add(struct cu_graph *g, struct cu_node *n);
 struct cu_node *cu_node_new(enum cu_node_kind kind);
 

@@ -747,6 +747,108 @@ static void check_graph_memory(CUstream s) {
         OK(cuGraphDestroy(g));
 }
 
+/* Child graph nodes: a graph with allocation or free nodes can be embedded
+ * only by moving it (cuGraphAddNode, CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE),
+ * never copied (cuGraphAddChildGraphNode: CUDA_ERROR_INVALID_VALUE, as the
+ * driver documents); a launch reserves the child graphs' allocations with
+ * the parent's, at any depth. */
+static void check_child_graphs(CUstream s) {
+        CUresult r;
+        CUgraph g, mid, inner, plain, got;
+        CUgraphExec gx;
+        CUgraphNode na, nf, nm, nc, n2;
+        CUgraphNodeType type;
+        size_t u0 = used_bytes(), n = 0;
+        CUdeviceptr buf;
+        unsigned char b = 0;
+        OK(cuMemAlloc_v2(&buf, 4096));
+        /* no memory nodes: copied, run as part of its parent */
+        OK(cuGraphCreate(&plain, 0));
+        CUDA_MEMSET_NODE_PARAMS mp = { .dst = buf, .value = 9, .elementSize = 1, .width = 4096, .height = 1 };
+        OK(cuGraphAddMemsetNode(&nm, plain, NULL, 0, &mp, NULL));
+        OK(cuGraphCreate(&g, 0));
+        OK(cuGraphAddChildGraphNode(&nc, g, NULL, 0, plain));
+        OK(cuGraphDestroy(plain)); /* the node holds a copy */
+        OK(cuGraphNodeGetType(nc, &type));
+        OK(cuGraphChildGraphNodeGetGraph(nc, &got));
+        OK(cuGraphGetNodes(got, NULL, &n));
+        CHECK(type == CU_GRAPH_NODE_TYPE_GRAPH && n == 1, "child graph: a node of type GRAPH holding a copy (%zu nodes)",
+              n);
+        CHECK(cuGraphDestroy(got) == CUDA_ERROR_INVALID_VALUE, "child graph: its node's graph is not destroyed alone");
+        CUDA_MEM_ALLOC_NODE_PARAMS ap = { .poolProps = { .allocType = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                                         .location = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0 } },
+                                          .bytesize = 16 << 20 };
+        CHECK(cuGraphAddMemAllocNode(&na, got, NULL, 0, &ap) == CUDA_ERROR_INVALID_VALUE,
+              "child graph: no allocation node added to an embedded graph");
+        OK(cuGraphInstantiateWithFlags(&gx, g, 0));
+        OK(cuGraphLaunch(gx, s));
+        OK(cuMemcpyDtoH_v2(&b, buf + 100, 1));
+        CHECK(b == 9, "child graph: its memset ran in the parent's launch (byte %u)", b);
+        OK(cuGraphExecDestroy(gx));
+        OK(cuGraphDestroy(g));
+
+        /* inner: an allocation and its free; mid holds inner, moved; g holds mid, moved */
+        OK(cuGraphCreate(&inner, 0));
+        OK(cuGraphAddMemAllocNode(&na, inner, NULL, 0, &ap));
+        OK(cuGraphAddMemFreeNode(&nf, inner, &na, 1, ap.dptr));
+        OK(cuGraphCreate(&mid, 0));
+        OK(cuGraphCreate(&g, 0));
+        CHECK(cuGraphAddChildGraphNode(&nc, mid, NULL, 0, inner) == CUDA_ERROR_INVALID_VALUE,
+              "child graph: a graph with allocation nodes is not copied (cuGraphAddChildGraphNode)");
+        CUgraphNodeParams np;
+        memset(&np, 0, sizeof(np));
+        np.type = CU_GRAPH_NODE_TYPE_GRAPH;
+        np.graph.graph = inner;
+        np.graph.ownership = CU_GRAPH_CHILD_GRAPH_OWNERSHIP_CLONE;
+        CHECK(cuGraphAddNode(&nc, mid, NULL, NULL, 0, &np) == CUDA_ERROR_INVALID_VALUE,
+              "child graph: a graph with allocation nodes is not copied (cuGraphAddNode, ownership CLONE)");
+        np.graph.ownership = CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE;
+        OK(cuGraphAddNode(&nc, mid, NULL, NULL, 0, &np));
+        CHECK(cuGraphAddChildGraphNode(&n2, g, NULL, 0, mid) == CUDA_ERROR_INVALID_VALUE,
+              "child graph: a graph holding one with allocation nodes is not copied either");
+        CHECK(cuGraphAddNode(&n2, g, NULL, NULL, 0, &np) == CUDA_ERROR_INVALID_VALUE,
+              "child graph: a moved graph is not embedded twice");
+        CHECK(cuGraphDestroy(inner) == CUDA_ERROR_INVALID_VALUE &&
+                      cuGraphInstantiateWithFlags(&gx, inner, 0) == CUDA_ERROR_INVALID_VALUE,
+              "child graph: a moved graph is neither destroyed nor instantiated alone");
+        CHECK(cuGraphAddMemAllocNode(&n2, inner, NULL, 0, &ap) == CUDA_ERROR_INVALID_VALUE,
+              "child graph: no allocation node added to a moved graph");
+        np.graph.graph = g;
+        CHECK(cuGraphAddNode(&n2, g, NULL, NULL, 0, &np) == CUDA_ERROR_INVALID_VALUE, "child graph: not inside itself");
+        np.graph.graph = mid;
+        OK(cuGraphAddNode(&nc, g, NULL, NULL, 0, &np));
+        OK(cuGraphInstantiateWithFlags(&gx, g, 0));
+        CHECK(used_bytes() == u0 + 4096 && graph_mem(CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT) == 0,
+              "child graph: nothing reserved at instantiation");
+        OK(cuGraphLaunch(gx, s));
+        OK(cuStreamSynchronize(s));
+        CHECK(graph_mem(CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT) == 16 << 20 &&
+                      graph_mem(CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT) == 0 &&
+                      used_bytes() == u0 + 4096 + (16 << 20),
+              "child graph: a launch reserves (and charges) the allocation two levels down");
+        OK(cuGraphExecDestroy(gx));
+        OK(cuGraphDestroy(g)); /* with mid and inner */
+        OK(cuDeviceGraphMemTrim(0));
+
+        /* past the device's free memory, two levels down: refused before anything runs */
+        size_t fr, tot;
+        OK(cuMemGetInfo_v2(&fr, &tot));
+        ap.bytesize = fr + (64 << 20);
+        OK(cuGraphCreate(&inner, 0));
+        OK(cuGraphAddMemAllocNode(&na, inner, NULL, 0, &ap));
+        OK(cuGraphCreate(&g, 0));
+        np.graph.graph = inner;
+        OK(cuGraphAddNode(&nc, g, NULL, NULL, 0, &np));
+        OK(cuGraphInstantiateWithFlags(&gx, g, 0));
+        CHECK(cuGraphLaunch(gx, s) == CUDA_ERROR_OUT_OF_MEMORY && used_bytes() == u0 + 4096 &&
+                      graph_mem(CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT) == 0,
+              "child graph: a launch past the free memory fails with CUDA_ERROR_OUT_OF_MEMORY");
+        OK(cuGraphExecDestroy(gx));
+        OK(cuGraphDestroy(g));
+        OK(cuMemFree_v2(buf));
+        CHECK(used_bytes() == u0, "child graph: nothing charged at the end");
+}
+
 static int cmd_selftest(void) {
         CUresult r;
         CUcontext ctx;
@@ -778,6 +880,7 @@ static int cmd_selftest(void) {
         check_ranges(s);
         check_pool(s);
         check_graph_memory(s);
+        check_child_graphs(s);
         check_export(sv[0], child);
         OK(cuStreamDestroy_v2(s));
         OK(cuDevicePrimaryCtxRelease_v2(0));
