@@ -50,6 +50,7 @@
         X(CU_MEM_ALLOCATION_TYPE_PINNED, 1)                    \
         X(CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, 4)                \
         X(CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, 5)             \
+        X(CU_GRAPH_NODE_TYPE_GRAPH, 4)                         \
         X(CU_GRAPH_NODE_TYPE_MEM_ALLOC, 10)                    \
         X(CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT, 0)               \
         X(CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT, 2)           \

@@ -12,8 +12,10 @@
  * nodes, what the pool will need, max(reserved, in use + the graph's
  * allocations), is charged first: past the cap the call is refused with
  * CUDA_ERROR_OUT_OF_MEMORY, as the driver refuses a launch it cannot back.
- * A graph's allocations are read at instantiation (the allocation nodes of
- * the graph itself: those inside child graph nodes are not seen). Launches and uploads of such graphs on one
+ * A graph's allocations are read at instantiation: its allocation nodes and
+ * those of its child graphs, at any depth (cuGraphChildGraphNodeGetGraph;
+ * the driver embeds a graph with allocation nodes only by moving it into
+ * the node, and refuses to copy one). Launches and uploads of such graphs on one
  * device are serialised by graph_lock so that two threads do not both count
  * on the same reserve. (hook-launch.c's cuGraphLaunch takes the compute
  * share, then calls vgpu_graph_run.) */
@@ -47,13 +49,19 @@ static struct exec_use execs[GRAPH_EXECS];           /* under graph_lock */
 static uint64_t charged[VGPU_MAX_DEVICES];           /* the graph pools' charge, under graph_lock */
 static _Atomic unsigned n_execs;                     /* entries in use: launches of other graphs skip the lock */
 
-/* The bytes of g's allocation nodes, per device. False when they cannot be read. */
-static bool graph_allocs(CUgraph g, uint64_t bytes[VGPU_MAX_DEVICES]) {
+#define GRAPH_DEPTH 16 /* child graphs inside child graphs, at most */
+
+/* The bytes of g's allocation nodes, per device, with those of its child
+ * graphs at any depth (the driver lets a graph with allocation nodes be a
+ * child graph when it is moved into its node, CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE).
+ * False when they cannot be read, or nest deeper than GRAPH_DEPTH. */
+static bool graph_allocs(CUgraph g, uint64_t bytes[VGPU_MAX_DEVICES], unsigned depth) {
         cuGraphGetNodes_fn nodes_of = real_cuGraphGetNodes;
         cuGraphNodeGetType_fn type_of = real_cuGraphNodeGetType;
         cuGraphMemAllocNodeGetParams_fn params_of = real_cuGraphMemAllocNodeGetParams;
+        cuGraphChildGraphNodeGetGraph_fn child_of = real_cuGraphChildGraphNodeGetGraph;
         size_t n = 0;
-        if (!nodes_of || !type_of || !params_of || nodes_of(g, NULL, &n) != CUDA_SUCCESS)
+        if (depth > GRAPH_DEPTH || !nodes_of || !type_of || !params_of || nodes_of(g, NULL, &n) != CUDA_SUCCESS)
                 return false;
         if (n == 0)
                 return true;
@@ -65,7 +73,16 @@ static bool graph_allocs(CUgraph g, uint64_t bytes[VGPU_MAX_DEVICES]) {
         for (size_t i = 0; ok && i < got && i < n; i++) {
                 int type = -1;
                 CUDA_MEM_ALLOC_NODE_PARAMS p;
-                if (type_of(nodes[i], &type) != CUDA_SUCCESS || type != CU_GRAPH_NODE_TYPE_MEM_ALLOC)
+                CUgraph child = NULL;
+                if (type_of(nodes[i], &type) != CUDA_SUCCESS)
+                        continue;
+                if (type == CU_GRAPH_NODE_TYPE_GRAPH) {
+                        /* no way to read it: not counted, as before child graphs were */
+                        if (child_of && child_of(nodes[i], &child) == CUDA_SUCCESS && child)
+                                ok = graph_allocs(child, bytes, depth + 1);
+                        continue;
+                }
+                if (type != CU_GRAPH_NODE_TYPE_MEM_ALLOC)
                         continue;
                 if (params_of(nodes[i], &p) != CUDA_SUCCESS || p.poolProps.location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
                     p.poolProps.location.id < 0 || p.poolProps.location.id >= VGPU_MAX_DEVICES)
@@ -81,7 +98,7 @@ static bool graph_allocs(CUgraph g, uint64_t bytes[VGPU_MAX_DEVICES]) {
 static void exec_record(CUgraphExec x, CUgraph g) {
         uint64_t bytes[VGPU_MAX_DEVICES] = { 0 };
         bool any = false;
-        if (!vgpu_active() || !graph_allocs(g, bytes))
+        if (!vgpu_active() || !graph_allocs(g, bytes, 0))
                 return;
         for (unsigned d = 0; d < VGPU_MAX_DEVICES; d++)
                 any |= bytes[d] != 0;

@@ -99,6 +99,8 @@ static void resolve_cuda_helpers(void *(*look)(void *lib, const char *name), voi
         real_cuGraphNodeGetType = (cuGraphNodeGetType_fn) look(lib, "cuGraphNodeGetType");
         real_cuGraphMemAllocNodeGetParams =
                 (cuGraphMemAllocNodeGetParams_fn) look(lib, "cuGraphMemAllocNodeGetParams");
+        real_cuGraphChildGraphNodeGetGraph =
+                (cuGraphChildGraphNodeGetGraph_fn) look(lib, "cuGraphChildGraphNodeGetGraph");
         real_cuStreamIsCapturing = (cuStreamIsCapturing_fn) look(lib, "cuStreamIsCapturing");
 }
 

@@ -55,6 +55,7 @@ HIDDEN cuDeviceGetGraphMemAttribute_fn real_cuDeviceGetGraphMemAttribute;
 HIDDEN cuGraphGetNodes_fn real_cuGraphGetNodes;
 HIDDEN cuGraphNodeGetType_fn real_cuGraphNodeGetType;
 HIDDEN cuGraphMemAllocNodeGetParams_fn real_cuGraphMemAllocNodeGetParams;
+HIDDEN cuGraphChildGraphNodeGetGraph_fn real_cuGraphChildGraphNodeGetGraph;
 HIDDEN cuStreamIsCapturing_fn real_cuStreamIsCapturing;
 HIDDEN _Atomic(nvmlDeviceGetUUID_fn) real_nvmlDeviceGetUUID;
 HIDDEN _Atomic(nvmlDeviceGetIndex_fn) real_nvmlDeviceGetIndex;

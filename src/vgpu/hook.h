@@ -234,6 +234,7 @@ typedef CUresult (*cuDeviceGetGraphMemAttribute_fn)(CUdevice, int, void *);
 typedef CUresult (*cuGraphGetNodes_fn)(CUgraph, CUgraphNode *, size_t *);
 typedef CUresult (*cuGraphNodeGetType_fn)(CUgraphNode, int *);
 typedef CUresult (*cuGraphMemAllocNodeGetParams_fn)(CUgraphNode, CUDA_MEM_ALLOC_NODE_PARAMS *);
+typedef CUresult (*cuGraphChildGraphNodeGetGraph_fn)(CUgraphNode, CUgraph *);
 typedef CUresult (*cuStreamIsCapturing_fn)(CUstream, int *);
 extern HIDDEN cuCtxGetDevice_fn real_cuCtxGetDevice;
 extern HIDDEN cuDevicePrimaryCtxGetState_fn real_cuDevicePrimaryCtxGetState;
@@ -248,6 +249,7 @@ extern HIDDEN cuDeviceGetGraphMemAttribute_fn real_cuDeviceGetGraphMemAttribute;
 extern HIDDEN cuGraphGetNodes_fn real_cuGraphGetNodes;
 extern HIDDEN cuGraphNodeGetType_fn real_cuGraphNodeGetType;
 extern HIDDEN cuGraphMemAllocNodeGetParams_fn real_cuGraphMemAllocNodeGetParams;
+extern HIDDEN cuGraphChildGraphNodeGetGraph_fn real_cuGraphChildGraphNodeGetGraph;
 extern HIDDEN cuStreamIsCapturing_fn real_cuStreamIsCapturing;
 
 typedef nvmlReturn_t (*nvmlDeviceGetUUID_fn)(nvmlDevice_t, char *, unsigned int);

@@ -36,9 +36,9 @@
  *                            to fifo OUT, a byte from fifo IN): "exchange done ROUNDS share P"
  *   pool-fill MIB            the bench's: MIB kept reserved by the pool, then 64 MiB allocations
  *                            until refused: "held physical B"
- *   graph MIB                graph memory: allocation nodes (added and captured) charged from their
- *                            launch while the graph pool reserves them, refused past the cap, given
- *                            back by cuDeviceGraphMemTrim: "graph ok"
+ *   graph MIB                graph memory: allocation nodes (added, captured, in a child graph)
+ *                            charged from their launch while the graph pool reserves them, refused
+ *                            past the cap, given back by cuDeviceGraphMemTrim: "graph ok"
  *   pool MIB                 the default pool keeps MIB reserved past a free (release threshold):
  *                            charged while reserved, given back by cuMemPoolTrimTo: "pool ok"
  * Device $PROG_VGPU_DEVICE (default 0), its primary context. Exit 0 on success, 1 on a failed check,
@@ -48,6 +48,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,6 +65,24 @@ struct access_desc {  /* CUmemAccessDesc */
         CUmemLocation location;
         unsigned long long flags;
 };
+
+/* CUgraphNodeParams (cuda.h 12.3+) holding a child graph's parameters
+ * (CUDA_CHILD_GRAPH_NODE_PARAMS: the graph, its ownership, 12.9+). */
+struct graph_node_params {
+        int type; /* CUgraphNodeType */
+        int reserved0[3];
+        union {
+                long long reserved1[29];
+                struct {
+                        CUgraph graph;
+                        int ownership; /* CU_GRAPH_CHILD_GRAPH_OWNERSHIP_CLONE 0, _MOVE 1 */
+                } child;
+        };
+        long long reserved2;
+};
+_Static_assert(sizeof(struct graph_node_params) == 256, "CUgraphNodeParams is 256 bytes");
+#define GRAPH_NODE_TYPE_GRAPH 4 /* CU_GRAPH_NODE_TYPE_GRAPH */
+#define CHILD_GRAPH_OWNERSHIP_MOVE 1
 
 /* name used by the exported symbol, name asked of cuGetProcAddress, type. */
 #define CU_FUNCS(X)                                                                                           \
@@ -128,6 +147,10 @@ struct access_desc {  /* CUmemAccessDesc */
           CUresult (*)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, CUDA_MEM_ALLOC_NODE_PARAMS *))   \
         X(cuGraphAddMemFreeNode, "cuGraphAddMemFreeNode",                                                    \
           CUresult (*)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, CUdeviceptr))                    \
+        X(cuGraphAddChildGraphNode, "cuGraphAddChildGraphNode",                                              \
+          CUresult (*)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, CUgraph))                        \
+        X(cuGraphAddNode, "cuGraphAddNode",                                                                  \
+          CUresult (*)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, struct graph_node_params *))     \
         X(cuGraphExecDestroy, "cuGraphExecDestroy", CUresult (*)(CUgraphExec))                               \
         X(cuGraphUpload, "cuGraphUpload", CUresult (*)(CUgraphExec, CUstream))                               \
         X(cuDeviceGraphMemTrim, "cuDeviceGraphMemTrim", CUresult (*)(CUdevice))
@@ -922,9 +945,61 @@ static int cmd_pool(size_t bytes) {
         return failures ? 1 : 0;
 }
 
+/* A graph of one allocation node of ap->bytesize bytes (and its free when
+ * freed), moved into a child graph node of a new graph *ret (the only way
+ * the driver embeds a graph with allocation nodes: a copy is refused). */
+static void graph_with_child(CUDA_MEM_ALLOC_NODE_PARAMS *ap, bool freed, CUgraph *ret) {
+        CUgraph child = NULL, g = NULL;
+        CUgraphNode na = NULL, nf = NULL, nc = NULL;
+        CHECK(cu.cuGraphCreate(&child, 0) == CUDA_SUCCESS && cu.cuGraphCreate(&g, 0) == CUDA_SUCCESS &&
+                      cu.cuGraphAddMemAllocNode(&na, child, NULL, 0, ap) == CUDA_SUCCESS &&
+                      (!freed || cu.cuGraphAddMemFreeNode(&nf, child, &na, 1, ap->dptr) == CUDA_SUCCESS),
+              "a graph with an allocation node");
+        CUresult r = cu.cuGraphAddChildGraphNode(&nc, g, NULL, 0, child);
+        CHECK(r == CUDA_ERROR_INVALID_VALUE, "a graph with allocation nodes copied into a child graph node: %d, want %d",
+              (int) r, (int) CUDA_ERROR_INVALID_VALUE);
+        struct graph_node_params np;
+        memset(&np, 0, sizeof(np));
+        np.type = GRAPH_NODE_TYPE_GRAPH;
+        np.child.graph = child;
+        np.child.ownership = CHILD_GRAPH_OWNERSHIP_MOVE;
+        r = cu.cuGraphAddNode(&nc, g, NULL, 0, &np);
+        CHECK(r == CUDA_SUCCESS, "a graph with allocation nodes moved into a child graph node: %d", (int) r);
+        *ret = g;
+}
+
+/* D and E: allocation nodes in a child graph, charged from the parent's
+ * launch as the parent's own; past the cap refused before the driver
+ * reserves. */
+static void graph_child(CUstream s, CUDA_MEM_ALLOC_NODE_PARAMS *ap, size_t bytes, size_t total, size_t u0) {
+        CUgraph gd = NULL, ge = NULL;
+        CUgraphExec xd = NULL, xe = NULL;
+        ap->bytesize = bytes;
+        graph_with_child(ap, true, &gd);
+        CHECK(cu.cuGraphInstantiateWithFlags(&xd, gd, 0) == CUDA_SUCCESS, "instantiate D");
+        CHECK(mem_used() == u0, "D instantiated: %zu charged, want 0", mem_used() - u0);
+        CHECK(cu.cuGraphLaunch(xd, s) == CUDA_SUCCESS, "launch D");
+        cu.cuStreamSynchronize(s);
+        CHECK(mem_used() == u0 + bytes, "D launched: %zu charged, want %zu (its child graph's allocation)",
+              mem_used() - u0, bytes);
+        ap->bytesize = total - u0 + (64u << 20);
+        graph_with_child(ap, false, &ge);
+        CHECK(cu.cuGraphInstantiateWithFlags(&xe, ge, 0) == CUDA_SUCCESS, "instantiate E");
+        CUresult r = cu.cuGraphLaunch(xe, s);
+        CHECK(r == CUDA_ERROR_OUT_OF_MEMORY, "E past the cap in a child graph: launch returned %d, want %d", (int) r,
+              (int) CUDA_ERROR_OUT_OF_MEMORY);
+        CHECK(mem_used() == u0 + bytes, "after E's refusal: %zu charged, want %zu", mem_used() - u0, bytes);
+        cu.cuGraphExecDestroy(xd);
+        cu.cuGraphExecDestroy(xe);
+        cu.cuGraphDestroy(gd); /* with its child graph */
+        cu.cuGraphDestroy(ge);
+        CHECK(cu.cuDeviceGraphMemTrim(device_index()) == CUDA_SUCCESS, "trim after D");
+        CHECK(mem_used() == u0, "D trimmed: %zu still charged", mem_used() - u0);
+}
+
 /* Graph memory: reserved by the graph pool at a launch (not at capture nor
  * instantiation), charged while reserved, refused past the cap before the
- * launch, given back by a trim. */
+ * launch, given back by a trim; allocation nodes in child graphs too. */
 static int cmd_graph(size_t bytes) {
         CUstream s;
         CUgraph ga = NULL, gb = NULL, gc = NULL;
@@ -983,6 +1058,8 @@ static int cmd_graph(size_t bytes) {
         cu.cuGraphDestroy(ga);
         cu.cuGraphDestroy(gb);
         cu.cuGraphDestroy(gc);
+        if (cu.cuGraphAddNode && cu.cuGraphAddChildGraphNode)
+                graph_child(s, &ap, bytes, total, u0);
         if (!failures)
                 printf("graph ok\n");
         return failures ? 1 : 0;

@@ -47,9 +47,9 @@ case $rc in
   *) fail "pool (exit $rc): $(cat "$tmp/out" "$tmp/err")" ;;
 esac
 
-# CUDA graphs' memory: allocation nodes (added, and captured from
-# cuMemAllocAsync) charged from the launch that makes the graph pool reserve
-# them, not at capture nor instantiation; a launch past the cap refused with
+# CUDA graphs' memory: allocation nodes (added, captured from cuMemAllocAsync,
+# or in a child graph moved into its node) charged from the launch that makes
+# the graph pool reserve them, not at capture nor instantiation; a launch past the cap refused with
 # CUDA_ERROR_OUT_OF_MEMORY before the driver reserves; given back by
 # cuDeviceGraphMemTrim. Through dlsym and cuGetProcAddress (the runtime's way).
 for mode in dlsym procaddr; do
