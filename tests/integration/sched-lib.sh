@@ -8,8 +8,12 @@
 # resources) and $tmp/sched-config.yaml (the extender's config: the A100
 # profiles allowed; a test appends its nodeconfig), sets mig_config
 # (examples/config.yaml: all-enabled, MIG on and no instances), and defines
-# sched_start_k8s (then kc, api, sim, ann), fake_gpu_node, wait_bound and
-# wait_devices.
+# sched_start_k8s (then kc, api, kwait, sim, ann), fake_gpu_node, wait_bound,
+# wait_devices, wait_inventory and wait_pending.
+#
+# Waits are for the event itself, polled with a bounded deadline, never a
+# fixed sleep; a poll costs one process at most (kwait polls the apiserver
+# from one python), as tests share 2 cores with the control plane they wait on.
 if [ -z "${MIGKIT_K8S_TESTENV:-}" ]; then
   echo "SKIP: MIGKIT_K8S_TESTENV is unset (no test kube-apiserver)"
   exit 0
@@ -17,18 +21,26 @@ fi
 : "${MIGKIT_BIN:?}" "${MIGKIT_SOURCE_DIR:?}"
 # shellcheck source=plugin-lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/plugin-lib.sh" # grpc_python for the stand-in kubelet
+# python3 may be a version manager's shim (pyenv's is a shell script that
+# forks some 40 processes, ~0.8 s of CPU a call): the interpreter it runs is
+# looked up once, and every python3 of these tests (and $PY) runs it directly.
+mk_python3=$(command python3 -c 'import sys; print(sys.executable)' 2>/dev/null) && [ -x "$mk_python3" ] ||
+  mk_python3=$(command -v python3)
+python3() { "$mk_python3" "$@"; }
 test_name=$(basename "$0" .sh)
 mkdir -p "${MIGKIT_TEST_TMP:-/tmp}"
 tmp=$(mktemp -d "${MIGKIT_TEST_TMP:-/tmp}/$test_name.XXXXXX")
 pids=()
 fail_logs=(ext.log k8s/kube-scheduler.log)
 sched_cleanup_hook() { :; }
+# Everything is signalled first, then waited for: each daemon takes up to a
+# second to stop. The control plane is thrown away: killed, not stopped.
 cleanup() {
   sched_cleanup_hook
-  for p in "${pids[@]}"; do
-    kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true
-  done
-  "$MIGKIT_K8S_TESTENV" stop "$tmp/k8s" >/dev/null 2>&1 || true
+  local p
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  "$MIGKIT_K8S_TESTENV" stop "$tmp/k8s" --kill >/dev/null 2>&1 || true
   [ -n "${MIGKIT_KEEP_TEST_TMP:-}" ] || rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -57,6 +69,11 @@ clientConnection:
   kubeconfig: $tmp/k8s/kubeconfig
 leaderElection:
   leaderElect: false
+# A pod that failed waits 1 s before its next try, not 1 s doubling up to 10 s
+# (the defaults): the tests' pods that wait for room are retried as soon as a
+# change moves them back (nothing here depends on the backoff's length).
+podInitialBackoffSeconds: 1
+podMaxBackoffSeconds: 1
 # The insecure port defaults to 0.0.0.0:10251, which parallel tests would share.
 healthzBindAddress: 127.0.0.1:$hport
 metricsBindAddress: 127.0.0.1:$hport
@@ -107,45 +124,136 @@ api() { # METHOD PATH [curl args...]
     "$MIGKIT_K8S_SERVER$2" "${@:3}"
 }
 sim() { MIGKIT_SIM_STATE=$tmp/sim-$1.json "$MIGKIT_BIN" -q --simulate dgx-a100 "${@:2}"; }
-ann() { kc get pod "$1" -o "jsonpath={.metadata.annotations.migkit\\.io/$2}"; }
+# node_inv NODE: the Node's migkit.io/mig-inventory ("" when none).
+node_inv() { kwait 10 "/api/v1/nodes/$1" 'o' 'ann(o, "mig-inventory")'; }
+# pods_json: the pods of default, as a JSON list (items).
+pods_json() { kwait 10 /api/v1/namespaces/default/pods 'o'; }
+# ann POD KEY: the pod's migkit.io/KEY annotation ("" when none).
+ann() { kwait 10 "/api/v1/namespaces/default/pods/$1" 'o' "ann(o, '$2')"; }
+# gpu_pod NAME LIMITS [ANNOTATIONS]: creates the pod NAME in default, one
+# container asking LIMITS (a JSON object), with ANNOTATIONS (a JSON object).
+# (curl, not kubectl: a kubectl call costs seconds of CPU on a busy machine.)
+gpu_pod() {
+  local out a=${3:-}
+  [ -n "$a" ] || a='{}'
+  out=$(api POST /api/v1/namespaces/default/pods -H 'Content-Type: application/json' -w '\n%{http_code}' \
+    --data '{"apiVersion":"v1","kind":"Pod","metadata":{"name":"'"$1"'","annotations":'"$a"'},"spec":{"containers":[{"name":"c","image":"example.invalid/none:1","resources":{"limits":'"$2"'}}]}}')
+  [ "${out##*$'\n'}" = 201 ] || fail "creating pod $1: $out"
+}
+# del_pod NAME: deletes the pod at once (grace period 0, as --force).
+del_pod() {
+  api DELETE "/api/v1/namespaces/default/pods/$1" -H 'Content-Type: application/json' -o /dev/null -f \
+    --data '{"gracePeriodSeconds":0}' || fail "delete $1"
+}
 
-# fake_gpu_node NAME GPUS: a Ready Node with 64 CPUs, 512Gi and GPUS nvidia.com/gpu.
+# kwait SECONDS PATH EXPR [SHOW [DEFS]]: GETs PATH from the apiserver every
+# $KWAIT_INTERVAL s (0.1; one python, one kept connection) until the python
+# expression EXPR holds of the object `o` (None while PATH is 404); then
+# prints SHOW evaluated (default, or ''): the object's JSON) and returns 0.
+# After SECONDS it prints the last object (and the expression's error, if
+# any) to stderr and returns 1. DEFS: python run once first, defining what
+# the expressions call. Defined for them: ann(o, KEY), o's migkit.io/KEY
+# annotation ("" when none); inv(o), a Node's parsed inventory (None when
+# none); cond(o, TYPE), o's status condition of that type ({} when none).
+kwait() {
+  python3 - "$@" <<'PY'
+import http.client, json, os, ssl, sys, time, urllib.parse
+limit, path, expr = float(sys.argv[1]), sys.argv[2], sys.argv[3]
+show = sys.argv[4] if len(sys.argv) > 4 and sys.argv[4] else "json.dumps(o)"
+interval = float(os.environ.get("KWAIT_INTERVAL") or 0.1)
+server = urllib.parse.urlsplit(os.environ["MIGKIT_K8S_SERVER"])
+ctx = ssl.create_default_context(cafile=os.environ["MIGKIT_K8S_CA"])
+headers = {"Authorization": "Bearer " + os.environ["MIGKIT_K8S_TOKEN"]}
+def ann(o, key):
+    return ((o or {}).get("metadata", {}).get("annotations") or {}).get("migkit.io/" + key, "")
+def inv(o):
+    a = ann(o, "mig-inventory")
+    return json.loads(a) if a else None
+def cond(o, kind):
+    return next((c for c in (o or {}).get("status", {}).get("conditions") or [] if c["type"] == kind), {})
+if len(sys.argv) > 5:
+    exec(sys.argv[5])
+end, conn, o, err = time.monotonic() + limit, None, None, None
+while True:
+    try:
+        if conn is None:
+            conn = http.client.HTTPSConnection(server.hostname, server.port, context=ctx, timeout=10)
+        conn.request("GET", path, headers=headers)
+        r = conn.getresponse()
+        body = r.read()
+        if r.status not in (200, 404):
+            raise OSError("HTTP %d: %s" % (r.status, body[:200]))
+        o = json.loads(body) if r.status == 200 else None
+        err = None
+        if eval(expr):
+            print(eval(show))
+            sys.exit(0)
+    except (OSError, http.client.HTTPException) as e:  # a dropped connection: a new one
+        err, conn = e, None
+    except Exception as e:  # the expression on an object not complete yet
+        err = e
+    if time.monotonic() > end:
+        print("kwait %s: never %s (%r); last: %s" % (path, expr, err, json.dumps(o)[:4000]), file=sys.stderr)
+        sys.exit(1)
+    time.sleep(interval)
+PY
+}
+
+# fake_gpu_node NAME GPUS: a Ready Node with 64 CPUs, 512Gi and GPUS
+# nvidia.com/gpu (the apiserver gives a new Node the not-ready taint, which no
+# kubelet clears here).
 fake_gpu_node() {
-  kc create -f - >/dev/null <<EOF || fail "create node $1"
-apiVersion: v1
-kind: Node
-metadata:
-  name: $1
-  labels: {kubernetes.io/hostname: $1}
-EOF
   local out
-  out=$(api PATCH "/api/v1/nodes/$1/status" -H 'Content-Type: application/merge-patch+json' \
+  out=$(api POST /api/v1/nodes -H 'Content-Type: application/json' \
+    --data '{"apiVersion":"v1","kind":"Node","metadata":{"name":"'"$1"'","labels":{"kubernetes.io/hostname":"'"$1"'"}}}' \
+    -w '%{http_code}') && [ "${out: -3}" = 201 ] || fail "create node $1: $out"
+  out=$(api PATCH "/api/v1/nodes/$1/status" -H 'Content-Type: application/merge-patch+json' -f \
     --data '{"status":{"capacity":{"cpu":"64","memory":"512Gi","pods":"110","nvidia.com/gpu":"'"$2"'"},"allocatable":{"cpu":"64","memory":"512Gi","pods":"110","nvidia.com/gpu":"'"$2"'"},"conditions":[{"type":"Ready","status":"True","reason":"Test","message":"test","lastHeartbeatTime":"2024-01-01T00:00:00Z","lastTransitionTime":"2024-01-01T00:00:00Z"}]}}') \
     || fail "node $1 status: $out"
-  kc taint node "$1" node.kubernetes.io/not-ready:NoSchedule- >/dev/null || fail "untaint $1"
+  out=$(api PATCH "/api/v1/nodes/$1" -H 'Content-Type: application/merge-patch+json' -f \
+    --data '{"spec":{"taints":null}}') || fail "untaint $1: $out"
 }
 
-# wait_bound POD: its node, once bound.
-wait_bound() { # wait_bound POD [TRIES]: its node, polled TRIES (200) times
-  local n=""
-  for ((i = 0; i < ${2:-200}; i++)); do
-    n=$(kc get pod "$1" -o 'jsonpath={.spec.nodeName}')
-    [ -z "$n" ] || break
-    sleep 0.2
-  done
-  [ -n "$n" ] || fail "pod $1 not bound: $(kc get pod "$1" -o 'jsonpath={.status.conditions}')"
-  echo "$n"
+# wait_bound POD [SECONDS]: its node, once bound (within SECONDS, 60).
+wait_bound() {
+  kwait "${2:-60}" "/api/v1/namespaces/default/pods/$1" 'o["spec"].get("nodeName")' 'o["spec"]["nodeName"]' ||
+    fail "pod $1 not bound: $(kc get pod "$1" -o 'jsonpath={.status.conditions}')"
 }
-# wait_devices POD: its migkit.io/mig-devices, once the agent wrote it.
-wait_devices() {
-  local d=""
-  for ((i = 0; i < 200; i++)); do
-    d=$(ann "$1" mig-devices)
-    [ -z "$d" ] || break
-    sleep 0.2
+# wait_bound_retried POD: wait_bound for a pod kube-scheduler may have found
+# unschedulable before the extender saw the room it needs (the extender's
+# informer and kube-scheduler see a change apart): kube-scheduler 1.20 tries
+# such a pod again only on a change it watches (a Node's annotations are not
+# one) or after 60 s; a label set every 3 s stands for that retry (60 s at most).
+wait_bound_retried() {
+  local k n
+  for ((k = 1; k <= 20; k++)); do
+    n=$(kwait 3 "/api/v1/namespaces/default/pods/$1" 'o["spec"].get("nodeName")' 'o["spec"]["nodeName"]' \
+      2>/dev/null) && { echo "$n"; return 0; }
+    kc label pod "$1" --overwrite "migkit-test-retry=$k" >/dev/null || fail "labelling $1"
   done
-  [ -n "$d" ] || fail "pod $1: no devices recorded"
-  echo "$d"
+  fail "pod $1 not bound: $(kc get pod "$1" -o 'jsonpath={.status.conditions}')"
+}
+# wait_devices POD: its migkit.io/mig-devices, once the agent wrote it (60 s at most).
+wait_devices() {
+  kwait 60 "/api/v1/namespaces/default/pods/$1" 'ann(o, "mig-devices")' 'ann(o, "mig-devices")' ||
+    fail "pod $1: no devices recorded"
+}
+# wait_inventory NODE [EXPR]: NODE's migkit.io/mig-inventory once published
+# and, with EXPR (python), once EXPR holds of it as `i`, the parsed inventory
+# (60 s at most).
+wait_inventory() {
+  kwait 60 "/api/v1/nodes/$1" "(lambda i: i is not None and (${2:-True}))(inv(o))" 'ann(o, "mig-inventory")' ||
+    fail "the inventory of $1 never had: ${2:-a value}"
+}
+# wait_pending POD: its PodScheduled message once kube-scheduler found it
+# unschedulable (60 s at most); fails when the pod is bound.
+wait_pending() {
+  local msg
+  msg=$(kwait 60 "/api/v1/namespaces/default/pods/$1" \
+    'o["spec"].get("nodeName") or cond(o, "PodScheduled").get("message")' \
+    '"bound to " + o["spec"]["nodeName"] if o["spec"].get("nodeName") else cond(o, "PodScheduled")["message"]') &&
+    [ "${msg#bound to }" = "$msg" ] || fail "$1 was not left Pending: ${msg:-no PodScheduled message}"
+  echo "$msg"
 }
 
 # standin_start DIR: the stand-in kubelet (kubelet_standin.py, python3-grpcio)

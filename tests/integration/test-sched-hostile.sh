@@ -18,9 +18,8 @@ set -euo pipefail
 ext_pid= ag_pid=
 fail_logs=(ext.log ag.log ag-once.log k8s/kube-scheduler.log)
 sched_cleanup_hook() {
-  for p in $ext_pid $ag_pid; do
-    kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true
-  done
+  for p in $ext_pid $ag_pid; do kill "$p" 2>/dev/null || true; done
+  for p in $ext_pid $ag_pid; do wait "$p" 2>/dev/null || true; done
 }
 sched_start_k8s
 sim 1 apply -f "$mig_config" -c all-enabled >/dev/null || fail "enabling MIG failed"
@@ -44,7 +43,7 @@ step "scheduler node --once succeeds"
 MIGKIT_SIM_STATE=$tmp/sim-1.json "$MIGKIT_BIN" --simulate dgx-a100 scheduler node -n gpu-node-1 \
   -c "$tmp/sched-config.yaml" --once >>"$tmp/ag-once.log" 2>&1 || fail "scheduler node --once failed"
 grep -q "nul-ours.*NUL" "$tmp/ag-once.log" || fail "the agent did not say the malformed pod"
-[ -n "$(kc get node gpu-node-1 -o 'jsonpath={.metadata.annotations.migkit\.io/mig-inventory}')" ] ||
+[ -n "$(node_inv gpu-node-1)" ] ||
   fail "no inventory published"
 
 step "the extender starts and serves"
@@ -56,62 +55,52 @@ ext_pid=$!
 wait_ready "$port"
 curl -sf "http://127.0.0.1:$port/readyz" >/dev/null || fail "the extender is not ready"
 metric() { curl -sf "http://127.0.0.1:$port/metrics" | sed -n "s/^$1 //p"; }
-for ((i = 0; i < 50; i++)); do
+for ((i = 0; i < 100; i++)); do
   [ "$(metric 'migkit_scheduler_malformed_objects_total{kind="pod"}')" -ge 2 ] 2>/dev/null && break
-  sleep 0.2
+  sleep 0.1
 done
 [ "$(metric 'migkit_scheduler_malformed_objects_total{kind="pod"}')" -ge 2 ] || fail "malformed pods not counted"
 
-pod() { # NAME MEM
-  kc create -f - >/dev/null <<EOF
-apiVersion: v1
-kind: Pod
-metadata: {name: $1, namespace: default}
-spec:
-  containers:
-  - name: c
-    image: example.invalid/none:1
-    resources:
-      limits: {nvidia.com/gpu: "1", nvidia.com/gpumem: "$2"}
-EOF
-}
+pod() { gpu_pod "$1" '{"nvidia.com/gpu":"1","nvidia.com/gpumem":"'"$2"'"}'; } # NAME MEM
 pod ok-1 4000
 [ "$(wait_bound ok-1)" = gpu-node-1 ] || fail "ok-1 not bound to gpu-node-1"
 wait_devices ok-1 >/dev/null
 # kube-scheduler tried nul-pending before the extender listened ("connection
 # refused") and keeps it aside until the pod changes: a label brings it back.
-kc label pod nul-pending --overwrite retry=1 >/dev/null || fail "labelling nul-pending"
-msg=
-for ((i = 0; i < 150; i++)); do
-  msg=$(kc get pod nul-pending -o 'jsonpath={.status.conditions[?(@.type=="PodScheduled")].message}')
-  grep -q "NUL" <<<"$msg" && break
-  sleep 0.2
-done
-grep -q "NUL" <<<"$msg" || fail "nul-pending's PodScheduled message does not name the NUL: '$msg'"
+api PATCH /api/v1/namespaces/default/pods/nul-pending -H 'Content-Type: application/merge-patch+json' -o /dev/null \
+  -f --data '{"metadata":{"labels":{"retry":"1"}}}' || fail "labelling nul-pending"
+msg=$(kwait 30 /api/v1/namespaces/default/pods/nul-pending '"NUL" in cond(o, "PodScheduled").get("message", "")' \
+  'cond(o, "PodScheduled")["message"]') ||
+  fail "nul-pending's PodScheduled message does not name the NUL: '$(kc get pod nul-pending \
+    -o 'jsonpath={.status.conditions[?(@.type=="PodScheduled")].message}')'"
 echo "    nul-pending: $msg"
 
 step "Nodes with a NUL, deleted and added again, do not stop it"
 api PATCH /api/v1/nodes/gpu-node-1 -H 'Content-Type: application/merge-patch+json' -o /dev/null -f \
   --data '{"metadata":{"annotations":{"note":"\u0000"}}}' || fail "patching gpu-node-1"
+# Each round waits for the extender to have skipped (counted) the decoy it
+# added before deleting it (a foreign annotation, gpu-node-1's note, is not
+# counted).
 for round in 1 2; do
   code=$(api POST /api/v1/nodes -H 'Content-Type: application/json' -o "$tmp/post.out" -w '%{http_code}' \
     --data '{"apiVersion":"v1","kind":"Node","metadata":{"name":"decoy","annotations":{"migkit.io/mig-inventory":"{\u0000"}}}')
   [ "$code" = 201 ] || fail "node decoy: HTTP $code $(cat "$tmp/post.out")"
-  sleep 1
-  kc delete node decoy --wait=false >/dev/null || fail "deleting decoy (round $round)"
-  sleep 0.5
+  for ((i = 0; i < 100; i++)); do
+    [ "$(metric 'migkit_scheduler_malformed_objects_total{kind="node"}')" -ge "$round" ] 2>/dev/null && break
+    kill -0 "$ext_pid" 2>/dev/null || fail "the extender exited"
+    sleep 0.1
+  done
+  [ "$(metric 'migkit_scheduler_malformed_objects_total{kind="node"}')" -ge "$round" ] ||
+    fail "round $round: the malformed decoy was not counted"
+  api DELETE /api/v1/nodes/decoy -o /dev/null -f || fail "deleting decoy (round $round)"
 done
 kill -0 "$ext_pid" 2>/dev/null || fail "the extender exited"
 pod ok-2 9000
 [ "$(wait_bound ok-2)" = gpu-node-1 ] || fail "ok-2 not bound"
-[ "$(metric 'migkit_scheduler_malformed_objects_total{kind="node"}')" -ge 1 ] || fail "malformed node not counted"
-ev=
-for ((i = 0; i < 50; i++)); do
-  ev=$(kc get events -A --field-selector reason=MalformedObject -o 'jsonpath={range .items[*]}{.involvedObject.kind}/{.involvedObject.name} {end}')
-  grep -q "Node/decoy" <<<"$ev" && grep -q "Pod/nul-ours" <<<"$ev" && break
-  sleep 0.2
-done
-grep -q "Node/decoy" <<<"$ev" && grep -q "Pod/nul-ours" <<<"$ev" || fail "MalformedObject Events: '$ev'"
+ev=$(kwait 20 '/api/v1/events?fieldSelector=reason%3DMalformedObject' \
+  '{"Node/decoy", "Pod/nul-ours"} <= {e["involvedObject"]["kind"] + "/" + e["involvedObject"]["name"] for e in o["items"]}' \
+  '" ".join(e["involvedObject"]["kind"] + "/" + e["involvedObject"]["name"] for e in o["items"])') ||
+  fail "MalformedObject Events: no Node/decoy and Pod/nul-ours"
 kill -0 "$ext_pid" 2>/dev/null || fail "the extender exited"
 kill -0 "$ag_pid" 2>/dev/null || fail "the agent exited"
 [ "$(grep -c "holds a NUL byte" "$tmp/ext.log")" -le 6 ] || fail "the malformed objects were said more than once each"

@@ -66,14 +66,9 @@ for n in mig soft mixed; do
     -c "$tmp/sched-config.yaml" --grace 2s --resync 2s >>"$tmp/ag-$n.log" 2>&1 &
   pids+=($!)
 done
-inventory() { kc get node "$1" -o 'jsonpath={.metadata.annotations.migkit\.io/mig-inventory}'; }
+inventory() { node_inv "$1"; }
 for n in mig soft mixed; do
-  inv=
-  for ((i = 0; i < 150; i++)); do
-    inv=$(inventory "pool-$n")
-    [ -z "$inv" ] || break
-    sleep 0.2
-  done
+  inv=$(wait_inventory "pool-$n")
   python3 - "$n" "$inv" <<'EOF' || fail "inventory of pool-$n: $inv"
 import json, sys
 n, inv = sys.argv[1], json.loads(sys.argv[2])
@@ -97,22 +92,9 @@ wait_ready "$port"
 curl -sf "http://127.0.0.1:$port/metrics" | grep -q '^migkit_scheduler_nodes 3$' || fail "metrics: $(curl -s "http://127.0.0.1:$port/metrics")"
 
 pod() { # NAME MEM CORES MODE|""
-  local a=""
-  [ -z "$4" ] || a="nvidia.com/vgpu-mode: $4"
-  kc create -f - >/dev/null <<EOF
-apiVersion: v1
-kind: Pod
-metadata:
-  name: $1
-  namespace: default
-  annotations: {$a}
-spec:
-  containers:
-  - name: c
-    image: example.invalid/none:1
-    resources:
-      limits: {nvidia.com/gpu: "1", nvidia.com/gpumem: "$2", nvidia.com/gpucores: "$3"}
-EOF
+  local a='{}'
+  [ -z "$4" ] || a='{"nvidia.com/vgpu-mode":"'"$4"'"}'
+  gpu_pod "$1" '{"nvidia.com/gpu":"1","nvidia.com/gpumem":"'"$2"'","nvidia.com/gpucores":"'"$3"'"}' "$a"
 }
 # check POD NODE MODE: the reservation, the recorded devices and the node's
 # inventory agree, and the device sits on a GPU of that mode.
@@ -120,20 +102,9 @@ check() {
   local res devs inv
   res=$(ann "$1" mig-reservation)
   devs=$(wait_devices "$1")
-  for ((i = 0; i < 100; i++)); do # the agent publishes the slice on its next pass
-    inv=$(inventory "$2")
-    python3 - "$res" "$inv" "$1" "$3" <<'EOF' && break
-import json, sys
-res, inv, pod, mode = json.loads(sys.argv[1]), json.loads(sys.argv[2]), sys.argv[3], sys.argv[4]
-(d,) = res["devices"]
-g = next(g for g in inv["gpus"] if g["uuid"] == d["gpu"])
-if mode == "hami-core":
-    assert any(s["pod"] == "default/" + pod for s in g["softSlices"]), g
-else:
-    assert any(i.get("pod") == "default/" + pod for i in g["instances"]), g
-EOF
-    sleep 0.2
-  done
+  # The agent publishes the slice (or instance) on its next pass.
+  inv=$(wait_inventory "$2" "any(x.get('pod') == 'default/$1' for g in i['gpus'] for x in
+    (g.get('softSlices', []) if '$3' == 'hami-core' else g['instances']))")
   python3 - "$res" "$devs" "$inv" "$2" "$3" "$1" <<'EOF' || fail "pod $1 on $2 ($3): reservation $res devices $devs inventory $inv"
 import json, sys
 res, devs, inv = (json.loads(a) for a in sys.argv[1:4])
@@ -179,13 +150,8 @@ node=$(wait_bound p-any)
 chosen=$(ann p-any vgpu-mode-chosen)
 case $chosen in mig | hami-core) ;; *) fail "p-any: vgpu-mode-chosen '$chosen'" ;; esac
 check p-any "$node" "$chosen"
-ev=""
-for ((i = 0; i < 100; i++)); do
-  ev=$(kc get events --field-selector involvedObject.name=p-any,reason=VGPUModeChosen \
-    -o 'jsonpath={.items[*].message}' 2>/dev/null || true)
-  [ -z "$ev" ] || break
-  sleep 0.2
-done
+ev=$(kwait 20 '/api/v1/namespaces/default/events?fieldSelector=involvedObject.name%3Dp-any,reason%3DVGPUModeChosen' \
+  'o["items"]' '" ".join(e["message"] for e in o["items"])') || fail "no VGPUModeChosen Event for p-any"
 grep -q "chose $chosen on node $node" <<<"$ev" || fail "VGPUModeChosen Event: '$ev'"
 echo "    p-any: $chosen on $node ($ev)"
 
@@ -197,13 +163,7 @@ check p-iso "$node" mig
 
 step "a pod that fits nowhere stays Pending with a reason naming both modes"
 pod p-too-big 60000 0 ""
-msg=""
-for ((i = 0; i < 200; i++)); do
-  msg=$(kc get pod p-too-big -o 'jsonpath={.status.conditions[?(@.type=="PodScheduled")].message}')
-  [ -z "$msg" ] || break
-  sleep 0.2
-done
+msg=$(wait_pending p-too-big)
 grep -q "MIG: " <<<"$msg" && grep -q "hami-core: " <<<"$msg" || fail "PodScheduled message: '$msg'"
-[ -z "$(kc get pod p-too-big -o 'jsonpath={.spec.nodeName}')" ] || fail "p-too-big was bound"
 echo "    reason: $msg"
 echo "PASS"

@@ -86,14 +86,7 @@ for n in "${nodes[@]}"; do
     -c "$tmp/sched-config.yaml" --grace 2s --resync 2s >>"$tmp/ag$n.log" 2>&1 &
   pids+=($!)
 done
-inventory() { kc get node "$1" -o 'jsonpath={.metadata.annotations.migkit\.io/mig-inventory}'; }
-for n in "${nodes[@]}"; do
-  for ((i = 0; i < 150; i++)); do
-    [ -z "$(inventory "gpu-node-$n")" ] || break
-    sleep 0.2
-  done
-  [ -n "$(inventory "gpu-node-$n")" ] || fail "no inventory on gpu-node-$n"
-done
+for n in "${nodes[@]}"; do wait_inventory "gpu-node-$n" >/dev/null; done
 
 step "two extender replicas behind the proxy"
 ext_pid=()
@@ -149,35 +142,32 @@ done
 
 step "every pod bound or Pending with a reason"
 # Decided: bound, or PodScheduled False with a message. Done when all are and
-# the count of bound pods is stable over 10 s (pending ones are retried).
-last=-1 stable=0
-for ((i = 0; i < 180; i++)); do
-  kc get pods -o json >"$tmp/pods.json"
-  state=$(python3 - "$tmp/pods.json" <<'EOF'
-import json, sys
-items = json.load(open(sys.argv[1]))["items"]
-bound = sum(1 for p in items if p["spec"].get("nodeName"))
-undecided = 0
-for p in items:
-    if p["spec"].get("nodeName"):
-        continue
-    c = [c for c in p.get("status", {}).get("conditions", []) if c["type"] == "PodScheduled"]
-    if not (c and c[0]["status"] == "False" and c[0].get("message")):
-        undecided += 1
-print(bound, undecided)
-EOF
-  )
-  read -r b u <<<"$state"
-  if [ "$u" = 0 ] && [ "$b" = "$last" ]; then
-    stable=$((stable + 1))
-    [ "$stable" -lt 5 ] || break
-  else
-    stable=0
-  fi
-  last=$b
-  sleep 2
-done
-[ "$stable" -ge 5 ] || fail "pods not all decided: $b bound, $u undecided"
+# either nothing can change any more (every pod bound, or the reservations of
+# the bound pods fill all four GPUs: 7 slices each) or the count of bound pods
+# has been stable for 10 s (pending ones are retried; the checks below then
+# say what is wrong).
+KWAIT_INTERVAL=0.5 kwait 240 /api/v1/namespaces/default/pods 'settled(o)' '' '
+import collections
+seen = {"bound": -1, "since": time.monotonic()}
+def settled(o):
+    items = o["items"]
+    bound = [p for p in items if p["spec"].get("nodeName")]
+    undecided = [p for p in items if not p["spec"].get("nodeName") and not (
+        cond(p, "PodScheduled").get("status") == "False" and cond(p, "PodScheduled").get("message"))]
+    if len(bound) != seen["bound"]:
+        seen["bound"], seen["since"] = len(bound), time.monotonic()
+    if undecided:
+        return False
+    slices = collections.Counter()
+    for p in bound:
+        r = ann(p, "mig-reservation")
+        for d in json.loads(r)["devices"] if r else []:
+            slices[(p["spec"]["nodeName"], d["gpu"])] += d["slices"]
+    full = len(slices) == 4 and all(v >= 7 for v in slices.values())
+    return len(bound) == len(items) or full or time.monotonic() - seen["since"] >= 10
+' >"$tmp/pods.json" || fail "pods not all decided: $(tail -c 300 "$tmp/pods.json")"
+b=$(python3 -c 'import json,sys; print(sum(1 for p in json.load(open(sys.argv[1]))["items"] if p["spec"].get("nodeName")))' \
+  "$tmp/pods.json")
 echo "    $b of $npods bound, $((npods - b)) Pending with a reason ($((SECONDS - t0)) s)"
 
 step "no GPU slot given twice; each bound pod gets its devices"
@@ -240,21 +230,24 @@ print("    %d instances created so far, %d reserved" % (total, reserved))
 EOF
 
 step "after the pods are deleted no reservation is left"
-kc delete pods --all --grace-period=0 --force --wait=false >/dev/null || fail "delete pods"
+api DELETE '/api/v1/namespaces/default/pods?gracePeriodSeconds=0' -o /dev/null -f || fail "delete pods"
+# Each of these only goes down once the pods are gone, so they are waited for
+# one after the other: the pods, the inventories, the simulators, replica 2.
+kwait 120 /api/v1/namespaces/default/pods 'not o["items"]' >/dev/null ||
+  fail "left behind: pods $(kc get pods -o name | head -5)"
+KWAIT_INTERVAL=0.3 kwait 180 /api/v1/nodes \
+  'all(not g["instances"] for n in o["items"] if n["metadata"]["name"].startswith("gpu-node-") for g in inv(n)["gpus"])' \
+  >/dev/null || fail "left behind: instances in the inventories"
 left=
 for ((i = 0; i < 300; i++)); do
   left=
   for n in "${nodes[@]}"; do
-    inv=$(inventory "gpu-node-$n")
-    python3 -c 'import json,sys; sys.exit(any(g["instances"] for g in json.loads(sys.argv[1])["gpus"]))' "$inv" ||
-      left+=" inventory-$n"
     sim $n export -o json | grep -q 'g\.[0-9]*gb' && left+=" sim-$n"
   done
   res=$(curl -sf "http://127.0.0.1:$p2/metrics" | sed -n 's/^migkit_scheduler_reservations //p')
   [ "$res" = 0 ] || left+=" replica-2:$res"
-  [ -n "$(kc get pods -o name)" ] && left+=" pods"
   [ -n "$left" ] || break
-  sleep 1
+  sleep 0.2
 done
 [ -z "$left" ] || fail "left behind:$left"
 echo "    total $((SECONDS - t0)) s from creation"

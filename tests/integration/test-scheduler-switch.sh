@@ -53,22 +53,11 @@ fake_gpu_node pool-sw 8
 MIGKIT_SIM_STATE=$tmp/sim-sw.json "$MIGKIT_BIN" --simulate dgx-a100 scheduler node -n pool-sw \
   -c "$tmp/sched-config.yaml" --grace 2s --resync 2s >>"$tmp/ag.log" 2>&1 &
 pids+=($!)
-inventory() { kc get node pool-sw -o 'jsonpath={.metadata.annotations.migkit\.io/mig-inventory}'; }
-# gpu7 PYTHON-EXPR: waits (up to 30 s) until the expression holds of GPU 7's
-# inventory entry `g`; prints the seconds waited.
+inventory() { node_inv pool-sw; }
+# gpu7 PYTHON-EXPR: waits (up to 60 s) until the expression holds of GPU 7's
+# inventory entry `g`; prints the inventory.
 gpu7() {
-  local t0=$SECONDS inv=""
-  for ((i = 0; i < 150; i++)); do
-    inv=$(inventory)
-    [ -n "$inv" ] && python3 - "$inv" "$1" <<'EOF' && { echo $((SECONDS - t0)); return 0; }
-import json, sys
-inv = json.loads(sys.argv[1])
-(g,) = [g for g in inv["gpus"] if g["index"] == 7]
-sys.exit(0 if eval(sys.argv[2]) else 1)
-EOF
-    sleep 0.2
-  done
-  fail "GPU 7 never had: $1 (inventory $inv)"
+  wait_inventory pool-sw "(lambda g: $1)(next(g for g in i['gpus'] if g['index'] == 7))"
 }
 
 step "the agent lists GPU 7 shared, then switchable once idle for its grace; GPU 6 (pinned) never"
@@ -88,33 +77,9 @@ pids+=($!)
 wait_ready "$port"
 
 pod() { # NAME MEM MODE
-  kc create -f - >/dev/null <<EOF
-apiVersion: v1
-kind: Pod
-metadata:
-  name: $1
-  namespace: default
-  annotations: {nvidia.com/vgpu-mode: $3}
-spec:
-  containers:
-  - name: c
-    image: example.invalid/none:1
-    resources:
-      limits: {nvidia.com/gpu: "1", nvidia.com/gpumem: "$2"}
-EOF
+  gpu_pod "$1" '{"nvidia.com/gpu":"1","nvidia.com/gpumem":"'"$2"'"}' '{"nvidia.com/vgpu-mode":"'"$3"'"}'
 }
-gone() { kc delete pod "$1" --grace-period=0 --force >/dev/null 2>&1 || fail "delete $1"; }
-# pending POD: its PodScheduled message once it is unschedulable.
-pending() {
-  local msg=""
-  for ((i = 0; i < 200; i++)); do
-    msg=$(kc get pod "$1" -o 'jsonpath={.status.conditions[?(@.type=="PodScheduled")].message}')
-    [ -z "$msg" ] || break
-    sleep 0.2
-  done
-  [ -n "$msg" ] && [ -z "$(kc get pod "$1" -o 'jsonpath={.spec.nodeName}')" ] || fail "$1 was not left Pending: '$msg'"
-  echo "$msg"
-}
+gone() { del_pod "$1"; }
 # on_gpu7 POD MODE: its one device is on GPU 7, in that mode.
 on_gpu7() {
   python3 - "$(ann "$1" mig-reservation)" "$(inventory)" "$2" <<'EOF' || fail "$1: $(ann "$1" mig-reservation)"
@@ -137,9 +102,11 @@ gpu7 'not g.get("switchable") and len(g["softSlices"]) == 1' >/dev/null
 
 step "a MIG pod that fits only after a switch waits while a pod holds GPU 7"
 pod p-wait 19000 mig
-msg=$(pending p-wait)
+msg=$(wait_pending p-wait)
 echo "    reason: $msg"
-sleep 3 # two agent passes: GPU 7 must keep MIG off
+# A negative check, so a window: the agent passes at least once (resync 2 s)
+# in it, and must keep MIG off on GPU 7.
+sleep 3
 gpu7 'g.get("mode") == "hami-core" and not g["mig"] and len(g["softSlices"]) == 1' >/dev/null
 grep -q "turned MIG" "$tmp/ag.log" && fail "the agent switched a GPU with a pod on it"
 
@@ -154,10 +121,7 @@ python3 -c "import sys; d = $t1 - $t0; print('    switchable %.1f s after the de
 step "the waiting pod lands on GPU 7; the agent turns MIG on (reset) and creates its instance"
 gone p-wait # kube-scheduler would retry it within 60 s; a new one is scheduled at once
 pod p-wait 19000 mig
-# The extender's informer may see the switchable GPU after kube-scheduler
-# first tries the pod: then the pod waits for kube-scheduler's retry of
-# unschedulable pods (60 s in 1.20), so the wait here outlasts it.
-[ "$(wait_bound p-wait 600)" = pool-sw ] || fail "p-wait not on pool-sw"
+[ "$(wait_bound_retried p-wait)" = pool-sw ] || fail "p-wait not on pool-sw"
 case $(wait_devices p-wait) in *MIG-*) ;; *) fail "p-wait: no MIG device" ;; esac
 gpu7 'g.get("mode", "mig") == "mig" and g["mig"] and any(i.get("pod") == "default/p-wait" for i in g["instances"])' \
   >/dev/null
@@ -166,12 +130,12 @@ grep -q "GPU 7: idle, turned MIG on" "$tmp/ag.log" || fail "agent log: no switch
 
 step "the way back: a hami-core pod waits while the instance exists, then gets GPU 7 shared"
 pod p-soft2 2000 hami-core
-pending p-soft2 >/dev/null
+wait_pending p-soft2 >/dev/null
 gone p-wait
 gpu7 'g.get("switchable") is True and g.get("split") == 10 and g["instances"] == []' >/dev/null
 gone p-soft2
 pod p-soft2 2000 hami-core
-[ "$(wait_bound p-soft2)" = pool-sw ] || fail "p-soft2 not on pool-sw"
+[ "$(wait_bound_retried p-soft2)" = pool-sw ] || fail "p-soft2 not on pool-sw"
 wait_devices p-soft2 >/dev/null
 gpu7 'g.get("mode") == "hami-core" and not g["mig"] and len(g["softSlices"]) == 1' >/dev/null
 on_gpu7 p-soft2 hami-core

@@ -21,9 +21,8 @@ set -euo pipefail
 ext_pid= ag1_pid= ag2_pid= dp_pid= standin_pid= dptmp=
 fail_logs=(ext.log ag1.log ag2.log dp.log standin.log k8s/kube-scheduler.log)
 sched_cleanup_hook() {
-  for p in $dp_pid $standin_pid $ext_pid $ag1_pid $ag2_pid; do
-    kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true
-  done
+  for p in $dp_pid $standin_pid $ext_pid $ag1_pid $ag2_pid; do kill "$p" 2>/dev/null || true; done
+  for p in $dp_pid $standin_pid $ext_pid $ag1_pid $ag2_pid; do wait "$p" 2>/dev/null || true; done
   [ -z "$dptmp" ] || rm -rf "$dptmp"
 }
 
@@ -45,11 +44,7 @@ start_agent() {
 start_agent 1; ag1_pid=$!
 start_agent 2; ag2_pid=$!
 for n in 1 2; do
-  for ((i = 0; i < 100; i++)); do
-    inv=$(kc get node "gpu-node-$n" -o 'jsonpath={.metadata.annotations.migkit\.io/mig-inventory}')
-    [ -z "$inv" ] || break
-    sleep 0.2
-  done
+  inv=$(wait_inventory "gpu-node-$n")
   python3 - "$inv" <<'EOF' || fail "inventory of gpu-node-$n: $inv"
 import json, sys
 inv = json.loads(sys.argv[1])
@@ -77,8 +72,8 @@ code=$(head -c 9000000 /dev/zero | tr '\0' ' ' | curl -s -o /dev/null -w '%{http
 out=$(curl -sf --data '{"pod":' "http://127.0.0.1:$port/filter") || fail "garbage filter"
 grep -q '"Error":"not valid JSON\|"Error": *"' <<<"$out" || fail "garbage filter answered $out"
 
-pod() { # NAME GPUS MEM [extra annotations yaml]
-  kc create -f - >/dev/null <<EOF
+pod_yaml() { # NAME GPUS MEM [extra annotations yaml]
+  cat <<EOF
 apiVersion: v1
 kind: Pod
 metadata:
@@ -92,6 +87,9 @@ spec:
     resources:
       limits: {nvidia.com/gpu: "$2", nvidia.com/gpumem: "$3"}
 EOF
+}
+pod() { # NAME GPUS MEM [annotations, JSON]
+  gpu_pod "$1" '{"nvidia.com/gpu":"'"$2"'","nvidia.com/gpumem":"'"$3"'"}' "${4:-}"
 }
 
 step "a 19000 MiB pod gets a 3g.20gb reservation and the instance is created"
@@ -110,7 +108,7 @@ assert res["version"] == 1 and res["node"] == node, res
 assert d["profile"] == "3g.20gb" and d["placement"]["size"] == 4, d
 assert len(devs) == 1 and devs[0].startswith("MIG-"), devs
 EOF
-inv=$(kc get node "$node" -o 'jsonpath={.metadata.annotations.migkit\.io/mig-inventory}')
+inv=$(node_inv "$node")
 python3 - "$res" "$inv" "$devs" <<'EOF' || fail "inventory after creation: $inv"
 import json, sys
 res, inv, devs = (json.loads(a) for a in sys.argv[1:4])
@@ -124,12 +122,13 @@ assert sum(len(x["instances"]) for x in inv["gpus"]) == 1
 EOF
 
 step "concurrent pods never share a placement"
-pids=()
-for k in 1 2 3 4 5 6 7 8; do pod "p-c$k" 1 9000 & pids+=($!); done
-for p in "${pids[@]}"; do wait "$p" || fail "creating a pod failed"; done
-for k in 1 2 3 4 5 6 7 8; do wait_bound "p-c$k" >/dev/null; done
-for k in 1 2 3 4 5 6 7 8; do wait_devices "p-c$k" >/dev/null; done
-kc get pods -o json >"$tmp/pods.json"
+# All 8 in one request: they are all pending at once, and kube-scheduler binds
+# them concurrently (its binds are asynchronous).
+for k in 1 2 3 4 5 6 7 8; do echo "---"; pod_yaml "p-c$k" 1 9000; done >"$tmp/pods-c.yaml"
+kc create -f "$tmp/pods-c.yaml" >/dev/null || fail "creating the pods failed"
+kwait 60 /api/v1/namespaces/default/pods \
+  'sum(1 for p in o["items"] if p["metadata"]["name"].startswith("p-c") and ann(p, "mig-devices")) == 8' \
+  >"$tmp/pods.json" || fail "the 8 pods were not all bound with their devices: $(kc get pods -o wide)"
 python3 - "$tmp/pods.json" <<'EOF' || fail "overlapping reservations"
 import json, sys
 seen = {}
@@ -199,7 +198,7 @@ else
   devs=$(wait_ev "e['event'] == 'devices' and e['resource'] == 'nvidia.com/gpu'") || fail "no device list"
   # Expected order: the node's reservations with their instances created,
   # earliest first, ties by namespace/name (mk_claim_match_allocate).
-  kc get pods -o json >"$tmp/pods-dyn.json"
+  pods_json >"$tmp/pods-dyn.json"
   order=$(python3 - "$devs" "$tmp/pods-dyn.json" <<'EOF'
 import json, sys
 devs = json.loads(sys.argv[1])["devices"]
@@ -224,9 +223,11 @@ EOF
   r=$(dcmd preferred nvidia.com/gpu "$ids" - 2)
   python3 -c 'import json,sys; e=json.loads(sys.argv[1]); assert e["ok"] and len(e["ids"][0]) == 2, e' "$r" ||
     fail "GetPreferredAllocation: $r"
+  # After each Allocate exactly the pods answered so far are marked (so none
+  # before its own Allocate).
+  allocated=
   for pm in $order; do
     p=${pm%%=*} mig=${pm#*=}
-    [ -z "$(ann "$p" mig-allocated)" ] || fail "$p allocated before its Allocate"
     r=$(dcmd allocate nvidia.com/gpu "$id0")
     python3 - "$r" "$mig" <<'EOF' || fail "Allocate for $p (want $mig): $r"
 import json, sys
@@ -235,7 +236,10 @@ assert e["ok"], e
 (c,) = e["responses"]
 assert c["envs"] == {"NVIDIA_VISIBLE_DEVICES": mig}, c
 EOF
-    [ -n "$(ann "$p" mig-allocated)" ] || fail "$p not marked migkit.io/mig-allocated"
+    allocated+=" $p"
+    kwait 10 /api/v1/namespaces/default/pods \
+      "{p['metadata']['name'] for p in o['items'] if ann(p, 'mig-allocated')} == set('$allocated'.split())" \
+      "''" >/dev/null || fail "after the Allocate for $p, the pods marked migkit.io/mig-allocated are not:$allocated"
     echo "    Allocate -> $p: $mig"
   done
   r=$(dcmd allocate nvidia.com/gpu "$id0")
@@ -257,14 +261,8 @@ fi
 
 step "a pod that fits nowhere stays Pending with migkit's reason"
 pod p-too-big 1 60000
-msg=""
-for ((i = 0; i < 150; i++)); do
-  msg=$(kc get pod p-too-big -o 'jsonpath={.status.conditions[?(@.type=="PodScheduled")].message}')
-  [ -z "$msg" ] || break
-  sleep 0.2
-done
+msg=$(wait_pending p-too-big)
 grep -q "migkit: .*60000" <<<"$msg" || fail "PodScheduled message: '$msg'"
-[ -z "$(kc get pod p-too-big -o 'jsonpath={.spec.nodeName}')" ] || fail "p-too-big was bound"
 echo "    reason: $msg"
 
 step "a pod asking two GPUs gets two instances on two GPUs"
@@ -290,7 +288,7 @@ reservations=$(curl -sf "http://127.0.0.1:$port/metrics" | sed -n 's/^migkit_sch
 pod p-after 1 9000
 wait_bound p-after >/dev/null
 wait_devices p-after >/dev/null
-kc get pods -o json >"$tmp/pods.json"
+pods_json >"$tmp/pods.json"
 python3 - "$tmp/pods.json" <<'EOF' || fail "overlap after restart"
 import json, sys
 seen = {}
@@ -306,11 +304,11 @@ for p in json.load(open(sys.argv[1]))["items"]:
 EOF
 
 step "a deleted pod's instance is destroyed after the grace period"
-node=$(kc get pod p-20g -o 'jsonpath={.spec.nodeName}')
+node=$(kwait 10 /api/v1/namespaces/default/pods/p-20g o 'o["spec"]["nodeName"]')
 n=${node#gpu-node-}
 uuid=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])[0])' "$(ann p-20g mig-devices)")
 sim "$n" export -o json | grep -q '"3g.20gb"' || fail "3g.20gb not on the simulator before delete"
-kc delete pod p-20g --wait=false >/dev/null
+api DELETE /api/v1/namespaces/default/pods/p-20g -o /dev/null -f || fail "delete p-20g"
 gone=0
 for ((i = 0; i < 100; i++)); do
   if ! sim "$n" export -o json | grep -q '"3g.20gb"'; then gone=1; break; fi
@@ -318,15 +316,21 @@ for ((i = 0; i < 100; i++)); do
 done
 [ "$gone" = 1 ] || fail "the instance of p-20g ($uuid) still exists"
 grep -q "destroyed orphan GPU instance" "$tmp/ag$n.log" || fail "agent did not log the destruction"
-inv=$(kc get node "$node" -o 'jsonpath={.metadata.annotations.migkit\.io/mig-inventory}')
+inv=$(node_inv "$node")
 grep -q "$uuid" <<<"$inv" && fail "inventory still lists $uuid"
 # Instances of live pods are untouched.
-for k in 1 2 3 4 5 6 7 8; do
-  d=$(ann "p-c$k" mig-devices | python3 -c 'import json,sys; print(json.load(sys.stdin)[0])')
-  nn=$(kc get pod "p-c$k" -o 'jsonpath={.spec.nodeName}')
-  kc get node "$nn" -o 'jsonpath={.metadata.annotations.migkit\.io/mig-inventory}' | grep -q "$d" ||
-    fail "instance $d of p-c$k is gone"
-done
+pods_json >"$tmp/pods.json"
+kwait 10 /api/v1/nodes o >"$tmp/nodes.json"
+python3 - "$tmp/pods.json" "$tmp/nodes.json" <<'EOF' || fail "an instance of a live pod is gone"
+import json, sys
+pods = {p["metadata"]["name"]: p for p in json.load(open(sys.argv[1]))["items"]}
+inv = {n["metadata"]["name"]: n["metadata"]["annotations"]["migkit.io/mig-inventory"]
+       for n in json.load(open(sys.argv[2]))["items"]}
+for k in range(1, 9):
+    p = pods["p-c%d" % k]
+    (d,) = json.loads(p["metadata"]["annotations"]["migkit.io/mig-devices"])
+    assert d in inv[p["spec"]["nodeName"]], ("instance of p-c%d is gone" % k, d)
+EOF
 
 step "deploy/kubernetes/scheduler.yaml passes a server-side dry run; its config checks"
 kc create namespace migkit >/dev/null || fail "create namespace"
