@@ -51,7 +51,7 @@ def load(path):
     else:
         import yaml  # python3-yaml (scripts/install-deps)
 
-        objs = [d for d in yaml.safe_load_all(text) if d]
+        objs = [d for d in yaml.load_all(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) if d]
     if len(objs) == 1 and isinstance(objs[0], list):
         objs = objs[0]
     out = []

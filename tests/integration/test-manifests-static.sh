@@ -36,6 +36,7 @@ step() { echo "--- $* ($SECONDS s)"; }
 src=$MIGKIT_SOURCE_DIR
 rules=$src/tests/integration/test-manifests-rules.py
 . "$src/tests/integration/stub-apiserver.sh"
+. "$src/tests/integration/python3-lib.sh"
 
 python3 -c 'import yaml' 2>/dev/null || { echo "SKIP: python3-yaml is not installed (scripts/install-deps)"; exit 0; }
 # The newest kubectl at hand: the system's, or the k8s-testenv's (1.20, whose
@@ -69,35 +70,37 @@ for d in kubernetes kubernetes-1.20 kubernetes-mps; do
   done
   echo "deploy/$d: $(grep -c '^kind:' "$tmp/$d.yaml") objects"
 done
-# As JSON, read faster by the checks below.
+# As JSON, read faster by the checks below (libyaml's loader where there is one).
 python3 -c '
 import json, sys, yaml
 for f in sys.argv[1:]:
-    json.dump([d for d in yaml.safe_load_all(open(f + ".yaml")) if d], open(f + ".json", "w"))' \
+    with open(f + ".yaml") as y:
+        json.dump([d for d in yaml.load_all(y, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) if d],
+                  open(f + ".json", "w"))' \
   "$tmp/kubernetes" "$tmp/kubernetes-1.20" "$tmp/kubernetes-mps"
 python3 -c '
-import sys, yaml
-for d in yaml.safe_load_all(open(sys.argv[1])):
-    if d and d["kind"] == "DaemonSet" and d["metadata"]["name"] == "migkit-device-plugin":
+import json, sys
+for d in json.load(open(sys.argv[1])):
+    if d["kind"] == "DaemonSet" and d["metadata"]["name"] == "migkit-device-plugin":
         s = d["spec"]["template"]["spec"]
         sys.exit(0 if s.get("hostPID") and s["containers"][0]["securityContext"].get("privileged") else 1)
-sys.exit(1)' "$tmp/kubernetes-mps.yaml" || fail "deploy/kubernetes-mps: the device plugin patch is not applied"
+sys.exit(1)' "$tmp/kubernetes-mps.json" || fail "deploy/kubernetes-mps: the device plugin patch is not applied"
 
 step "probe rules"
 python3 "$rules" probes "$tmp/kubernetes.json" "$tmp/kubernetes-1.20.json" "$tmp/kubernetes-mps.json" ||
   fail "probe rules"
 # The rules can fail: the probes this test replaced (httpGet to 127.0.0.1 in
 # a pod without hostNetwork) and a container with none.
-python3 - "$tmp/kubernetes.yaml" "$tmp/bad.yaml" <<'EOF'
-import sys, yaml
-docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+python3 - "$tmp/kubernetes.json" "$tmp/bad.yaml" <<'EOF'
+import json, sys, yaml
+docs = json.load(open(sys.argv[1]))
 for d in docs:
     if d["kind"] == "Deployment" and d["metadata"]["name"] == "migkit-scheduler":
         for c in d["spec"]["template"]["spec"]["containers"]:
             if c["name"] == "extender":
                 c["readinessProbe"] = {"httpGet": {"path": "/readyz", "port": 8888, "host": "127.0.0.1"}}
                 del c["livenessProbe"]
-yaml.safe_dump_all(docs, open(sys.argv[2], "w"))
+yaml.dump_all(docs, open(sys.argv[2], "w"), Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper))
 EOF
 python3 "$rules" probes "$tmp/bad.yaml" 2>"$tmp/bad.err" && fail "the probe rules pass a loopback httpGet"
 grep -q 'readinessProbe httpGet host 127.0.0.1 without hostNetwork' "$tmp/bad.err" || fail "rules: $(cat "$tmp/bad.err")"
@@ -128,20 +131,23 @@ echo "ok: v1 and v1beta1 hold the same settings, each only its own fields"
 
 step "the extender's exec probes against migkit scheduler serve"
 probe_cmd() { python3 "$rules" exec-probe "$tmp/kubernetes.json" "$@"; }
-# run_probe JSON FROM TO: runs the probe's command with FROM replaced by TO.
+# probe_argv VAR JSON: array VAR is the command of JSON (a list), decoded once:
+# the polls below run it without a python each.
+probe_argv() {
+  mapfile -d '' -t "$1" < <(python3 -c 'import json,sys; sys.stdout.write("".join(a + "\0" for a in json.loads(sys.argv[1])))' "$2")
+}
+# run_probe VAR FROM TO: runs the command of array VAR with FROM replaced by TO
+# in every argument, output dropped, 5 s at most (then exit 124).
 run_probe() {
-  python3 - "$@" <<'EOF'
-import json, subprocess, sys
-cmd = [a.replace(sys.argv[2], sys.argv[3]) for a in json.loads(sys.argv[1])]
-try:
-    sys.exit(subprocess.run(cmd, timeout=5, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode)
-except subprocess.TimeoutExpired:
-    sys.exit(124)
-EOF
+  local -n argv=$1
+  timeout 5 "${argv[@]//"$2"/"$3"}" >/dev/null 2>&1
 }
 ready=$(probe_cmd migkit-scheduler extender readinessProbe)
 live=$(probe_cmd migkit-scheduler extender livenessProbe)
 [ "$ready" != null ] && [ "$live" != null ] || fail "the extender's probes are not exec probes"
+probe_argv ready_argv "$ready"
+probe_argv live_argv "$live"
+probe_argv bad_argv "${ready//\/readyz/\/nonexistent}"
 grep -q '127.0.0.1/8888' <<<"$ready$live" || fail "the extender's probes do not ask 127.0.0.1:8888: $ready $live"
 stub_apiserver_start "$tmp" || fail "the stub apiserver did not start: $(cat "$tmp/api.log")"
 pids+=("$stub_api_pid")
@@ -153,42 +159,42 @@ for _ in $(seq 100); do [ -s "$tmp/ext.port" ] && break; sleep 0.1; done
 port=$(awk 'NR == 1 {print $NF}' "$tmp/ext.port")
 [ -n "$port" ] || fail "the extender printed no port: $(cat "$tmp/ext.log")"
 rc=1
-for _ in $(seq 100); do rc=0; run_probe "$ready" 127.0.0.1/8888 "127.0.0.1/$port" || rc=$?; [ "$rc" = 0 ] && break; sleep 0.1; done
+for _ in $(seq 100); do rc=0; run_probe ready_argv 127.0.0.1/8888 "127.0.0.1/$port" || rc=$?; [ "$rc" = 0 ] && break; sleep 0.1; done
 [ "$rc" = 0 ] || fail "the extender's readiness probe fails against a ready extender (exit $rc): $(tail -3 "$tmp/ext.log")"
-run_probe "$live" 127.0.0.1/8888 "127.0.0.1/$port" || fail "the extender's liveness probe fails"
-# /readyz answers 503 before the informers list; a probe of it must fail.
-bad=${ready//\/readyz/\/nonexistent}
-run_probe "$bad" 127.0.0.1/8888 "127.0.0.1/$port" && fail "the probe passes on a 404"
+run_probe live_argv 127.0.0.1/8888 "127.0.0.1/$port" || fail "the extender's liveness probe fails"
+# The readiness probe of a path the extender does not serve must fail.
+run_probe bad_argv 127.0.0.1/8888 "127.0.0.1/$port" && fail "the probe passes on a 404"
 kill "$ext_pid"; wait "$ext_pid" 2>/dev/null || true
-run_probe "$live" 127.0.0.1/8888 "127.0.0.1/$port" && fail "the liveness probe passes with no extender"
+run_probe live_argv 127.0.0.1/8888 "127.0.0.1/$port" && fail "the liveness probe passes with no extender"
 echo "ok: readiness and liveness pass against the extender, fail on a 404 and with none"
 
 step "the device plugin's readiness probe against a serving plugin"
 dp_probe=$(probe_cmd migkit-device-plugin device-plugin readinessProbe)
 [ "$dp_probe" != null ] || fail "the device plugin's readiness probe is not an exec probe"
+probe_argv dp_argv "$dp_probe"
 [ "$(probe_cmd migkit-scheduler-node device-plugin readinessProbe)" = "$dp_probe" ] ||
   fail "the dynamic device plugin's readiness probe differs from the device plugin's"
 mkdir -p "$tmp/dp"
-run_probe "$dp_probe" /var/lib/kubelet/device-plugins "$tmp/dp" && fail "the device plugin's probe passes with no plugin"
+run_probe dp_argv /var/lib/kubelet/device-plugins "$tmp/dp" && fail "the device plugin's probe passes with no plugin"
 MIGKIT_SIM_STATE=$tmp/dgx-a100.json DEVICE_PLUGIN_PATH=$tmp/dp KUBELET_SOCKET= \
   "$MIGKIT_BIN" --simulate dgx-a100 device-plugin --labels none >"$tmp/dp.log" 2>&1 &
 dp_pid=$!
 pids+=("$dp_pid")
 rc=1
-for _ in $(seq 300); do rc=0; run_probe "$dp_probe" /var/lib/kubelet/device-plugins "$tmp/dp" || rc=$?; [ "$rc" = 0 ] && break; sleep 0.1; done
+for _ in $(seq 300); do rc=0; run_probe dp_argv /var/lib/kubelet/device-plugins "$tmp/dp" || rc=$?; [ "$rc" = 0 ] && break; sleep 0.1; done
 [ "$rc" = 0 ] || fail "the device plugin's probe fails against a serving plugin: $(ls "$tmp/dp"; tail -3 "$tmp/dp.log")"
 kill "$dp_pid"; wait "$dp_pid" 2>/dev/null || true
-run_probe "$dp_probe" /var/lib/kubelet/device-plugins "$tmp/dp" && fail "the probe passes after the plugin stopped"
+run_probe dp_argv /var/lib/kubelet/device-plugins "$tmp/dp" && fail "the probe passes after the plugin stopped"
 echo "ok: passes while the plugin serves its socket, fails before and after"
 
 step "the manager's readiness probe"
 m_probe=$(probe_cmd migkit-manager migkit-manager readinessProbe)
 [ "$m_probe" != null ] || fail "the manager's readiness probe is not an exec probe"
-m_sim=$(python3 -c 'import json,sys; c=json.loads(sys.argv[1]); print(json.dumps([sys.argv[2], "--simulate", "dgx-a100"] + c[1:]))' \
-  "$m_probe" "$MIGKIT_BIN")
-MIGKIT_SIM_STATE=$tmp/dgx-a100.json run_probe "$m_sim" x x || fail "the manager's probe fails on a simulated DGX A100: $m_sim"
-m_none=$(python3 -c 'import json,sys; c=json.loads(sys.argv[1]); print(json.dumps([sys.argv[2]] + c[1:]))' "$m_probe" "$MIGKIT_BIN")
-MIGKIT_NVML_LIB=$tmp/none.so run_probe "$m_none" x x && fail "the manager's probe passes without NVML"
+probe_argv m_argv "$m_probe"
+m_sim=("$MIGKIT_BIN" --simulate dgx-a100 "${m_argv[@]:1}")
+MIGKIT_SIM_STATE=$tmp/dgx-a100.json run_probe m_sim x x || fail "the manager's probe fails on a simulated DGX A100: ${m_sim[*]}"
+m_none=("$MIGKIT_BIN" "${m_argv[@]:1}")
+MIGKIT_NVML_LIB=$tmp/none.so run_probe m_none x x && fail "the manager's probe passes without NVML"
 echo "ok: $m_probe passes with GPUs, fails without NVML"
 
 step "README: the registry lines as typed, one image path"
@@ -235,7 +241,9 @@ grep -q "runAsUser: $uid\` in \`deploy/kubernetes/scheduler.yaml\`" "$deploydoc"
 ccs=$(sed -n 's/^  for cc in \(.*\); do$/\1/p' "$src/scripts/build-matrix" | wc -w)
 types=$(sed -n 's/^    for type in \(.*\); do .*/\1/p' "$src/scripts/build-matrix" | wc -w)
 combos=$((ccs * types))
-skipped=$(sed -n 's/^MIGKIT_MATRIX_SKIP=\([^ ]*\) scripts\/build-matrix$/\1/p' "$src/scripts/test" | tr ',' ' ' | wc -w)
+# MIGKIT_MATRIX_SKIP=a,b or ="a b" (build-matrix reads a space-separated list).
+skipped=$(sed -n 's/^MIGKIT_MATRIX_SKIP=\("[^"]*"\|[^ "]*\) scripts\/build-matrix$/\1/p' "$src/scripts/test" |
+  tr ',"' '  ' | wc -w)
 [ "$combos" -gt 0 ] || fail "cannot count scripts/build-matrix's combinations"
 grep -q "builds the $combos combinations" "$deploydoc" || fail "docs/deploy.md does not say build-matrix builds $combos combinations"
 grep -q "$((combos - skipped)) of its $combos combinations" "$deploydoc" ||

@@ -14,6 +14,7 @@ mkdir -p "${MIGKIT_TEST_TMP:-/tmp}"
 tmp=$(mktemp -d "${MIGKIT_TEST_TMP:-/tmp}/test-service.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
+. "$MIGKIT_SOURCE_DIR/tests/integration/python3-lib.sh"
 unset MIG_PARTED_CONFIG_FILE MIG_PARTED_SELECTED_CONFIG MIG_PARTED_HOOKS_FILE MIG_PARTED_DEBUG \
       MIG_PARTED_SKIP_RESET MIG_PARTED_MODE_CHANGE_ONLY MIGKIT_SIM_FAULTS
 
