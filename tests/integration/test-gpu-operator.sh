@@ -22,14 +22,32 @@ fi
 # Unix socket paths are short (108 bytes): a short temp dir.
 tmp=$(mktemp -d /tmp/mk-gpuop.XXXXXX)
 pids=()
+. "$MIGKIT_SOURCE_DIR/tests/integration/k8s-lib.sh"
 cleanup() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  k8s_stop_early
   wait 2>/dev/null || true
-  [ -z "${MIGKIT_K8S_TESTENV:-}" ] || "$MIGKIT_K8S_TESTENV" stop "$tmp/k8s" >/dev/null 2>&1 || true
   rm -rf "$tmp"
 }
 trap cleanup EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
+# named PID NAME: waits (10 s at most) until process PID runs as NAME (argv[0]).
+named() {
+  local i
+  for ((i = 0; i < 200; i++)); do
+    [ "$(tr '\0' '\n' <"/proc/$1/cmdline" 2>/dev/null | head -1)" = "$2" ] && return 0
+    sleep 0.05
+  done
+  return 1
+}
+# The apiserver for config-manager's last part starts now, and comes up while
+# the other parts run.
+cache=$("${MIGKIT_K8S_TESTENV:-/nonexistent}" path 2>/dev/null || true)
+k8s=
+if [ -n "${MIGKIT_K8S_TESTENV:-}" ] && [ -x "$cache/bin/kube-apiserver" ] && [ "${MIGKIT_SKIP_K8S:-}" != 1 ]; then
+  k8s=1
+  k8s_start_early "$tmp/k8s"
+fi
 unset MIG_PARTED_DEBUG MIGKIT_LIBEXEC_DIR MIG_STRATEGY GFD_MIG_STRATEGY CONFIG_FILE GFD_CONFIG_FILE NODE_NAME \
   KUBECONFIG GFD_OUTPUT_FILE GFD_ONESHOT GFD_SLEEP_INTERVAL GFD_NO_TIMESTAMP WITH_REBOOT
 bindir=$(dirname "$MIGKIT_BIN")
@@ -192,7 +210,7 @@ fi
 (exec -a nvidia-device-plugin sleep 120) &
 target=$!
 pids+=("$target")
-sleep 0.2
+named "$target" nvidia-device-plugin || fail "the process named nvidia-device-plugin did not start"
 NODE_NAME=n1 CONFIG_FILE_SRCDIR=$tmp/sig-avail CONFIG_FILE_DST=$tmp/sig-cfg/config.yaml DEFAULT_CONFIG=a100 \
   ONESHOT=true SEND_SIGNAL=true SIGNAL=1 PROCESS_TO_SIGNAL=nvidia-device-plugin KUBECONFIG=$tmp/stub/kubeconfig \
   expect 0 "$C"
@@ -210,12 +228,10 @@ grep -q "Sent signal 1 to 'nvidia-device-plugin' (pid $target)" "$tmp/out" || fa
 kill "$stub_api_pid" 2>/dev/null || true
 echo "ok: config-manager signals the process of its own PID namespace${decoy:+, not the one of another}"
 
-cache=$("${MIGKIT_K8S_TESTENV:-/nonexistent}" path 2>/dev/null || true)
-if [ -z "${MIGKIT_K8S_TESTENV:-}" ] || [ ! -x "$cache/bin/kube-apiserver" ] || [ "${MIGKIT_SKIP_K8S:-}" = 1 ]; then
+if [ -z "$k8s" ]; then
   echo "SKIP: config-manager against an apiserver (k8s-testenv not built: scripts/k8s-testenv build)"
 else
-  envlines=$("$MIGKIT_K8S_TESTENV" start "$tmp/k8s" --no-build --owner-pid $$) || fail "k8s-testenv start failed"
-  eval "$envlines"
+  k8s_env_early || fail "k8s-testenv start failed"
   kc() { "$MIGKIT_K8S_KUBECTL" --kubeconfig "$KUBECONFIG" --request-timeout=20s "$@"; }
   kc create -f - >/dev/null <<'EOF2' || fail "create the node"
 {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1", "labels": {"nvidia.com/device-plugin.config": "a100"}}}
@@ -231,10 +247,14 @@ EOF2
   (exec -a nvidia-device-plugin sleep 120) &
   victim=$!
   pids+=("$victim")
+  named "$victim" nvidia-device-plugin || fail "the process named nvidia-device-plugin did not start"
   ONESHOT=false SEND_SIGNAL=true SIGNAL=1 PROCESS_TO_SIGNAL=nvidia-device-plugin "$C" >"$tmp/cm.log" 2>&1 &
   cm_pid=$!
   pids+=("$cm_pid")
-  sleep 1
+  # The label changes once the sidecar has acted on its first value (a100,
+  # already linked): the change comes to it as a watch event.
+  for _ in $(seq 200); do grep -q 'Already configured with a100' "$tmp/cm.log" && break; sleep 0.1; done
+  grep -q 'Already configured with a100' "$tmp/cm.log" || fail "config-manager did not read the label: $(cat "$tmp/cm.log")"
   kc label node n1 --overwrite nvidia.com/device-plugin.config=h100 >/dev/null
   for _ in $(seq 200); do [ "$(readlink "$tmp/cfg/config.yaml")" = "$tmp/avail/h100" ] && break; sleep 0.1; done
   [ "$(readlink "$tmp/cfg/config.yaml")" = "$tmp/avail/h100" ] || fail "label change not followed: $(cat "$tmp/cm.log")"
@@ -243,7 +263,7 @@ EOF2
   kill -TERM "$cm_pid"
   rc=0; wait "$cm_pid" || rc=$?
   [ "$rc" = 0 ] || fail "config-manager exited $rc after SIGTERM: $(tail -3 "$tmp/cm.log")"
-  "$MIGKIT_K8S_TESTENV" stop "$tmp/k8s" >/dev/null 2>&1 || true
+  k8s_stop_early
   unset NODE_NAME NODE_LABEL CONFIG_FILE_SRCDIR CONFIG_FILE_DST DEFAULT_CONFIG SEND_SIGNAL SIGNAL PROCESS_TO_SIGNAL ONESHOT
 fi
 

@@ -17,13 +17,15 @@ if [ -z "${MIGKIT_K8S_TESTENV:-}" ] || [ "${MIGKIT_SKIP_K8S:-}" = 1 ]; then
   exit 0
 fi
 tmp=$(mktemp -d "${MIGKIT_TEST_TMP:-/tmp}/test-manifests.XXXXXX" 2>/dev/null || mktemp -d)
+. "$MIGKIT_SOURCE_DIR/tests/integration/k8s-lib.sh"
 cleanup() {
-  "$MIGKIT_K8S_TESTENV" stop "$tmp/k8s" >/dev/null 2>&1 || true
+  k8s_stop_early
   rm -rf "$tmp"
 }
 trap cleanup EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
-step() { echo "--- $*"; }
+step() { echo "--- $* ($SECONDS s)"; }
+. "$MIGKIT_SOURCE_DIR/tests/integration/python3-lib.sh"
 src=$MIGKIT_SOURCE_DIR/deploy/kubernetes
 image=registry.example.com/migkit/migkit:9.9.9
 
@@ -122,6 +124,8 @@ if [ "$minor" -lt 21 ] || ! python3 -c 'import yaml' 2>/dev/null; then
   echo "SKIP: no kubectl 1.21 or later to render deploy/kubernetes-1.20, or no python3-yaml"
   exit 0
 fi
+# The apiserver comes up while the manifests render.
+[ -z "$apiserver" ] || k8s_start_early "$tmp/k8s"
 
 step "the image is set in kustomization.yaml only; newTag is the project version"
 version=$(sed -n 's/^project(migkit VERSION \([0-9.]*\).*/\1/p' "$MIGKIT_SOURCE_DIR/CMakeLists.txt")
@@ -156,10 +160,9 @@ for d in yaml.safe_load_all(open(sys.argv[1])):
   exit 0
 fi
 
-step "start the test apiserver"
+step "the test apiserver (started first)"
 kubectl=$cache/bin/kubectl
-envlines=$("$MIGKIT_K8S_TESTENV" start "$tmp/k8s" --no-build --owner-pid $$) || fail "k8s-testenv start failed"
-eval "$envlines"
+k8s_env_early || fail "k8s-testenv start failed"
 kc() { "$kubectl" --kubeconfig "$KUBECONFIG" --request-timeout=30s "$@"; }
 
 step "server-side dry run of everything"
