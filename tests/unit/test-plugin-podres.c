@@ -4,7 +4,8 @@
  * ID and NUMA node, with its topology; CPU IDs and memory, which the proto
  * of ours leaves out): a heavy but real node decodes; answers of many tiny
  * entries are refused by the count that is over, at each bound and one past
- * it, without the memory decoding them would take. */
+ * it, without the memory decoding them would take; one key a container over
+ * kubelet's entries of one ID each. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -158,13 +159,85 @@ static void test_real_node(void **state) {
                 snprintf(name, sizeof(name), "worker-%zu-7f9c8d6b5-x2k4q", 10 * i);
                 assert_string_equal(held[i].name, name);
                 assert_string_equal(held[i].namespace, "inference");
-                /* one key per device entry of ours (kubelet's one ID each) */
-                assert_int_equal(held[i].n_keys, 2);
-                snprintf(key, sizeof(key), "MIG-%08zx-1c2d-4e5f-8a9b-0c1d2e3f4a5b::1", 10 * i);
-                assert_string_equal(held[i].keys[1], key);
+                /* one key for the container's two entries of ours (kubelet's one ID each) */
+                assert_int_equal(held[i].n_keys, 1);
+                snprintf(key, sizeof(key), "MIG-%08zx-1c2d-4e5f-8a9b-0c1d2e3f4a5b::0,MIG-%08zx-1c2d-4e5f-8a9b-0c1d2e3f4a5b::1",
+                         10 * i, 10 * i);
+                assert_string_equal(held[i].keys[0], key);
         }
         mk_dp_held_free(held, n);
         wire_done(&w);
+}
+
+/* A device entry of `resource` with ids (NULL-terminated), on NUMA node numa (-1: no topology). */
+static void put_entry(struct wire *ctr, const char *resource, const char *const *ids, int numa) {
+        struct wire dev = { 0 }, topo = { 0 }, node = { 0 };
+        put_str(&dev, 1, resource);
+        for (size_t i = 0; ids[i]; i++)
+                put_str(&dev, 2, ids[i]);
+        if (numa >= 0) {
+                put_uint(&node, 1, (uint64_t) numa);
+                put_msg(&topo, 1, &node);
+                put_msg(&dev, 3, &topo);
+        }
+        put_msg(ctr, 2, &dev);
+        wire_done(&dev);
+        wire_done(&topo);
+        wire_done(&node);
+}
+
+static void put_pod(struct wire *w, const char *name, struct wire *ctr) {
+        struct wire pod = { 0 };
+        put_str(&pod, 1, name);
+        put_str(&pod, 2, "ns");
+        put_msg(&pod, 3, ctr);
+        put_msg(w, 1, &pod);
+        wire_done(&pod);
+}
+
+/* One key a container, over all its entries of the resource, in both of
+ * kubelet's forms; a device on two NUMA nodes counted once; more than 16
+ * ids of ours: not a container an Allocate of ours answered. */
+static void test_container_keys(void **state) {
+        (void) state;
+        struct wire w = { 0 }, ctr = { 0 };
+        /* kubelet 1.21+: an entry per id and NUMA node, another resource between */
+        put_entry(&ctr, OURS, (const char *const[]){ "MIG-b", NULL }, 0);
+        put_entry(&ctr, "example.com/nic", (const char *const[]){ "nic-0", NULL }, 0);
+        put_entry(&ctr, OURS, (const char *const[]){ "MIG-a", NULL }, 0);
+        put_entry(&ctr, OURS, (const char *const[]){ "MIG-a", NULL }, 1);
+        put_pod(&w, "new-kubelet", &ctr);
+        /* kubelet 1.20: one entry with the resource's ids */
+        put_entry(&ctr, OURS, (const char *const[]){ "MIG-b", "MIG-a", NULL }, -1);
+        put_pod(&w, "old-kubelet", &ctr);
+        /* 17 ids of ours, in entries of one */
+        char ids[17][16];
+        for (size_t i = 0; i < 17; i++) {
+                snprintf(ids[i], sizeof(ids[i]), "MIG-%zu", i);
+                put_entry(&ctr, OURS, (const char *const[]){ ids[i], NULL }, (int) (i % 2));
+        }
+        put_pod(&w, "seventeen", &ctr);
+        /* 16 ids, each on two NUMA nodes: 32 entries, 16 ids */
+        for (size_t i = 0; i < 32; i++)
+                put_entry(&ctr, OURS, (const char *const[]){ ids[i / 2], NULL }, (int) (i % 2));
+        put_pod(&w, "sixteen", &ctr);
+        struct mk_dp_held *held = NULL;
+        size_t n = 0;
+        struct mk_error e = { 0 };
+        assert_int_equal(mk_dp_podres_decode(w.p, w.len, OURS, &held, &n, &e), 0);
+        assert_int_equal(n, 3);
+        assert_string_equal(held[0].name, "new-kubelet");
+        assert_int_equal(held[0].n_keys, 1);
+        assert_string_equal(held[0].keys[0], "MIG-a,MIG-b");
+        assert_string_equal(held[1].name, "old-kubelet");
+        assert_int_equal(held[1].n_keys, 1);
+        assert_string_equal(held[1].keys[0], "MIG-a,MIG-b");
+        assert_string_equal(held[2].name, "sixteen");
+        assert_int_equal(held[2].n_keys, 1);
+        assert_non_null(strstr(held[2].keys[0], "MIG-0,MIG-1,MIG-10,"));
+        mk_dp_held_free(held, n);
+        wire_done(&w);
+        wire_done(&ctr);
 }
 
 /* decode() refuses buf with -E2BIG and a message holding `msg`. */
@@ -308,6 +381,7 @@ static void test_malformed(void **state) {
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_real_node),
+                cmocka_unit_test(test_container_keys),
                 cmocka_unit_test(test_bounds),
                 cmocka_unit_test(test_many_tiny),
                 cmocka_unit_test(test_malformed),

@@ -1,5 +1,6 @@
 /* kubelet's PodResources API v1 List (podres.h). */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,28 +25,54 @@ void mk_dp_held_free(struct mk_dp_held *held, size_t n) {
         free(held);
 }
 
-/* The keys of pod p's containers holding ids of `resource`, into h. */
+/* The ids of `resource` container cr holds, each once, into ids[MK_MAX_CLAIM_DEVICES]:
+ * kubelet 1.21+ sends one device entry per id and NUMA node (an id twice for
+ * a device on two nodes), kubelet 1.20 one entry per resource with all its
+ * ids. False past MK_MAX_CLAIM_DEVICES ids (no Allocate of ours answered it). */
+static bool container_ids(const V1__ContainerResources *cr, const char *resource, const char **ids, size_t *ret_n) {
+        size_t n = 0;
+        for (size_t d = 0; d < cr->n_devices; d++) {
+                const V1__ContainerDevices *cd = cr->devices[d];
+                if (!cd || !cd->resource_name || !streq(cd->resource_name, resource))
+                        continue;
+                for (size_t i = 0; i < cd->n_device_ids; i++) {
+                        const char *id = cd->device_ids[i];
+                        bool seen = false;
+                        for (size_t k = 0; k < n && !seen; k++)
+                                seen = id && ids[k] && streq(ids[k], id);
+                        if (seen)
+                                continue;
+                        if (n == MK_MAX_CLAIM_DEVICES)
+                                return false;
+                        ids[n++] = id;
+                }
+        }
+        *ret_n = n;
+        return true;
+}
+
+/* The keys of pod p's containers holding ids of `resource`, into h: one a
+ * container, over all its entries of the resource. */
 static int pod_keys(const V1__PodResources *p, const char *resource, struct mk_dp_held *h) {
         for (size_t c = 0; c < p->n_containers; c++) {
                 const V1__ContainerResources *cr = p->containers[c];
-                for (size_t d = 0; cr && d < cr->n_devices; d++) {
-                        const V1__ContainerDevices *cd = cr->devices[d];
-                        if (!cd || !cd->resource_name || !streq(cd->resource_name, resource))
-                                continue;
-                        char *k = NULL;
-                        int r = mk_dp_handout_key((const char *const *) cd->device_ids, cd->n_device_ids, &k);
-                        if (r == -ENOMEM)
-                                return r;
-                        if (r < 0)
-                                continue; /* not one of ours */
-                        char **v = realloc(h->keys, (h->n_keys + 1) * sizeof(*v));
-                        if (!v) {
-                                free(k);
-                                return -ENOMEM;
-                        }
-                        h->keys = v;
-                        h->keys[h->n_keys++] = k;
+                const char *ids[MK_MAX_CLAIM_DEVICES];
+                size_t n = 0;
+                if (!cr || !container_ids(cr, resource, ids, &n) || n == 0)
+                        continue;
+                char *k = NULL;
+                int r = mk_dp_handout_key(ids, n, &k);
+                if (r == -ENOMEM)
+                        return r;
+                if (r < 0)
+                        continue; /* not one of ours */
+                char **v = realloc(h->keys, (h->n_keys + 1) * sizeof(*v));
+                if (!v) {
+                        free(k);
+                        return -ENOMEM;
                 }
+                h->keys = v;
+                h->keys[h->n_keys++] = k;
         }
         return 0;
 }

@@ -42,7 +42,9 @@ void mk_dp_held_free(struct mk_dp_held *held, size_t n);
 
 /* From a packed ListPodResourcesResponse: the pods holding ids of
  * `resource`, each with one key (mk_dp_handout_key) per container holding
- * some; containers with more than MK_MAX_CLAIM_DEVICES ids of it, or ids
+ * some, over all the container's entries of the resource (kubelet 1.21+
+ * sends one per id and NUMA node, 1.20 one with all the resource's ids);
+ * containers with more than MK_MAX_CLAIM_DEVICES ids of it, or ids
  * no key can carry, are left out (no Allocate of ours answered them).
  * -EINVAL for bytes that do not decode, -E2BIG past one of the
  * MK_DP_PODRES_MAX_* counts (the message names which, before anything is
