@@ -24,6 +24,8 @@ command -v go >/dev/null && [ -d "$cdi_src" ] ||
   missing "golang-go or golang-github-container-orchestrated-devices-container-device-interface-dev" scripts/install-deps
 
 plugin_tmp mk-cdi
+# shellcheck source=python3-lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/python3-lib.sh"
 podman_spec=
 podman_image=
 plugin_cleanup_hook() {
@@ -35,8 +37,13 @@ plugin_cleanup_hook() {
 checker=$MIGKIT_BUILD_DIR/test-tmp/cdi-check
 mkdir -p "$MIGKIT_BUILD_DIR/test-tmp"
 if [ ! -x "$checker" ] || [ "$MIGKIT_SOURCE_DIR/tests/integration/cdi-check/main.go" -nt "$checker" ]; then
+  # Go's own build cache where there is one (~/.cache/go-build): the strict and
+  # the sanitizer build trees then compile the CDI library once (~13 s of CPU),
+  # not once each; else one in the build tree.
+  gocache=$(GOFLAGS= go env GOCACHE 2>/dev/null || true)
+  case $gocache in "" | off) gocache=$MIGKIT_BUILD_DIR/test-tmp/go-cache ;; esac
   (cd "$MIGKIT_SOURCE_DIR/tests/integration/cdi-check" &&
-    GO111MODULE=off GOPATH=/usr/share/gocode GOFLAGS= GOPROXY=off GOCACHE=$MIGKIT_BUILD_DIR/test-tmp/go-cache \
+    GO111MODULE=off GOPATH=/usr/share/gocode GOFLAGS= GOPROXY=off GOCACHE=$gocache \
       go build -o "$checker" .) || fail "cannot build the CDI checker"
 fi
 
@@ -52,15 +59,27 @@ ln -s libcuda.so.$ver "$root/usr/lib/x86_64-linux-gnu/libcuda.so.1"
 chmod +x "$root/usr/bin/nvidia-smi"
 devroot=$tmp/devroot
 mkdir -p "$devroot/dev/nvidia-caps"
+# nvidiactl, nvidia-uvm, nvidia0-7 and the access caps of mig-minors
+# (tests/fixtures/plugin/proc: every GPU, GI and CI: 1,080), made by one
+# process (a mknod each took 1-3 minutes on a loaded machine); exit 1 when
+# any mknod is refused.
 nodes=yes
-mk() { mknod "$devroot/dev/$1" c "$2" "$3" 2>/dev/null || nodes=; }
-mk nvidiactl 195 255
-mk nvidia-uvm 511 0
-for i in 0 1 2 3 4 5 6 7; do mk "nvidia$i" 195 "$i"; done
-# the access caps of mig-minors (tests/fixtures/plugin/proc: every GPU, GI and CI)
-while read -r name minor; do
-  case $name in gpu[0-7]/gi*/access | gpu[0-7]/gi*/ci*/access) mk "nvidia-caps/nvidia-cap$minor" 237 "$minor" ;; esac
-done <"$MIGKIT_SOURCE_DIR/tests/fixtures/plugin/proc/driver/nvidia-caps/mig-minors"
+python3 - "$devroot/dev" "$MIGKIT_SOURCE_DIR/tests/fixtures/plugin/proc/driver/nvidia-caps/mig-minors" <<'EOF' || nodes=
+import os, re, stat, sys
+dev, minors = sys.argv[1], sys.argv[2]
+want = [("nvidiactl", 195, 255), ("nvidia-uvm", 511, 0)] + [("nvidia%d" % i, 195, i) for i in range(8)]
+for line in open(minors):
+    name, minor = line.split()
+    if re.fullmatch(r"gpu[0-7]/gi[^/]*/(ci[^/]*/)?access", name):
+        want.append(("nvidia-caps/nvidia-cap" + minor, 237, int(minor)))
+refused = 0
+for path, major, minor in want:
+    try:
+        os.mknod(os.path.join(dev, path), 0o666 | stat.S_IFCHR, os.makedev(major, minor))
+    except OSError:
+        refused += 1
+sys.exit(1 if refused else 0)
+EOF
 [ -n "$nodes" ] || echo "NOTE: cannot create device nodes here (mknod refused): validation only, no injection"
 export MIGKIT_PROC_ROOT=$MIGKIT_SOURCE_DIR/tests/fixtures/plugin/proc
 
@@ -138,8 +157,10 @@ rc=0
 ino=$(stat -c %i "$spec")
 kill -HUP "$plugin_pid"
 wait_for grep -q "Reloading" "$plog" || fail "no reload"
-wait_for grep -q "Serving 'nvidia.com/mig-3g.40gb'.*" "$plog" || fail "no restart after SIGHUP"
-sleep 0.5
+# The reload writes the spec, when it does, before it serves again: once the
+# second "Serving" line is there, an unchanged spec rewritten would show.
+serving_twice() { [ "$(grep -c "Serving 'nvidia.com/mig-3g.40gb'" "$plog")" -ge 2 ]; }
+wait_for serving_twice || fail "no restart after SIGHUP"
 [ "$(stat -c %i "$spec")" = "$ino" ] || fail "the unchanged spec was rewritten"
 MIGKIT_SIM_STATE=$state "$MIGKIT_BIN" -q --simulate dgx-h100 apply -f "$mig_configs" -c mixed-4 >/dev/null || fail "apply mixed-4"
 kill -HUP "$plugin_pid"
