@@ -146,7 +146,9 @@ wait "$hold" 2>/dev/null || true
 echo '{"kind":"PodList","metadata":{"resourceVersion":"8"},"items":[]}' >"$tmp/pods.json"
 touch -d '2 minutes ago' "$root/containers/6c1f4a52-0b8e-4d7e-9a57-1f0c2d3e4b5a_0" \
   "$root/containers/6c1f4a52-0b8e-4d7e-9a57-1f0c2d3e4b5a_0.json"
-for ((i = 0; i < 150; i++)); do [ -e "$root/containers/6c1f4a52-0b8e-4d7e-9a57-1f0c2d3e4b5a_0" ] || break; sleep 0.2; done
+# The two go one after the other: wait for both.
+gone=$root/containers/6c1f4a52-0b8e-4d7e-9a57-1f0c2d3e4b5a_0
+for ((i = 0; i < 150; i++)); do [ -e "$gone" ] || [ -e "$gone.json" ] || break; sleep 0.2; done
 [ ! -e "$root/containers/6c1f4a52-0b8e-4d7e-9a57-1f0c2d3e4b5a_0" ] || fail "the gone pod's directory is still there"
 [ ! -e "$root/containers/6c1f4a52-0b8e-4d7e-9a57-1f0c2d3e4b5a_0.json" ] || fail "the gone pod's identity file is still there"
 [ -e "$root/libmigkit-vgpu.so" ] || fail "the library was removed"
