@@ -27,7 +27,7 @@ k8s_env_early() {
   wait "$k8s_early_pid" || rc=$?
   k8s_early_pid=
   if [ "$rc" != 0 ]; then
-    tail -n 20 "$k8s_early_dir.start.err" >&2
+    echo "k8s-testenv start exited $rc: $(tail -n 20 "$k8s_early_dir.start.err")" >&2
     return 1
   fi
   eval "$(cat "$k8s_early_dir.start.out")"

@@ -24,8 +24,16 @@ unset MIG_STRATEGY FAIL_ON_INIT_ERROR PASS_DEVICE_SPECS DEVICE_LIST_STRATEGY DEV
 grpc_python || missing "python3-grpcio, python3-protobuf or protoc" scripts/install-deps
 
 plugin_tmp mk-dp
-k8s_started=
-plugin_cleanup_hook() { [ -z "$k8s_started" ] || "$MIGKIT_K8S_TESTENV" stop "$tmp/k8s" >/dev/null 2>&1 || true; }
+# shellcheck source=k8s-lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/k8s-lib.sh"
+plugin_cleanup_hook() { k8s_stop_early; }
+# The apiserver of the --labels node part (near the end) comes up meanwhile.
+k8s=
+if [ -n "${MIGKIT_K8S_TESTENV:-}" ] && [ "${MIGKIT_SKIP_K8S:-}" != 1 ]; then
+  k8s=1
+  "$MIGKIT_K8S_TESTENV" build >/dev/null || fail "k8s-testenv build failed"
+  k8s_start_early "$tmp/k8s"
+fi
 dir=$tmp/dp
 mkdir -p "$dir"
 out=$tmp/events.jsonl
@@ -396,14 +404,28 @@ r=$(cmd_ok allocate nvidia.com/gpu "${uuid[0]}")
 stop_plugin
 
 echo "--- --labels node against a real kube-apiserver (k8s-testenv), the manifest"
-if [ -z "${MIGKIT_K8S_TESTENV:-}" ] || [ "${MIGKIT_SKIP_K8S:-}" = 1 ]; then
+if [ -z "$k8s" ]; then
   echo "(skipped: no MIGKIT_K8S_TESTENV)"
 else
-  "$MIGKIT_K8S_TESTENV" build >/dev/null || fail "k8s-testenv build failed"
-  envlines=$("$MIGKIT_K8S_TESTENV" start "$tmp/k8s" --owner-pid $$) || fail "k8s-testenv start failed"
-  eval "$envlines"
-  k8s_started=1
+  k8s_env_early || fail "k8s-testenv start failed"
   kc() { "$MIGKIT_K8S_KUBECTL" "$@"; }
+  # The plugin reaches the apiserver through a TCP proxy (tcp_proxy.py): the
+  # outage below is the proxy's, so that the apiserver need not start twice.
+  api_port=${MIGKIT_K8S_SERVER##*:}
+  api_port=${api_port%%/*}
+  # proxy PORT: starts the proxy on PORT (0: a free one), sets proxy_pid and proxy_port.
+  proxy() {
+    rm -f "$tmp/proxy.port"
+    "$PY" "$here/tcp_proxy.py" "$1" "$api_port" >"$tmp/proxy.port" 2>>"$tmp/proxy.log" &
+    proxy_pid=$!
+    pids+=("$proxy_pid")
+    for _ in $(seq 1 $((WAIT * 10))); do [ -s "$tmp/proxy.port" ] && break; sleep 0.1; done
+    proxy_port=$(head -1 "$tmp/proxy.port")
+    [ -n "$proxy_port" ] || fail "the TCP proxy did not start: $(cat "$tmp/proxy.log")"
+  }
+  proxy 0
+  sed "s|^\( *server: https://127.0.0.1:\)$api_port\$|\1$proxy_port|" "$KUBECONFIG" >"$tmp/kubeconfig-proxy"
+  grep -q "server: https://127.0.0.1:$proxy_port\$" "$tmp/kubeconfig-proxy" || fail "no server line for the proxy: $(cat "$KUBECONFIG")"
   printf '%s\n' 'apiVersion: v1' 'kind: Node' 'metadata:' '  name: gpu-node-1' '  labels:' \
     '    nvidia.com/mig.config: mixed' '    nvidia.com/gpu.deploy.device-plugin: "true"' >"$tmp/node.yaml"
   kc apply -f "$tmp/node.yaml" >/dev/null || fail "create the Node"
@@ -429,7 +451,7 @@ for k, v in sorted(json.load(sys.stdin)["metadata"].get("labels", {}).items()):
   printf 'version: v1\nflags:\n  migStrategy: mixed\n' >"$tmp/mixed.yaml"
   from=$(lines)
   start_plugin "$state_mixed" dgx-h100 --config-file "$tmp/mixed.yaml" --labels node --node-name gpu-node-1 \
-    --machine-type-file "$tmp/product"
+    --machine-type-file "$tmp/product" --kubeconfig "$tmp/kubeconfig-proxy"
   registered "$from" nvidia.com/mig-1g.10gb
   wait_label nvidia.com/mig-1g.10gb.count=12 || fail "the Node never got the mixed labels: $(node_labels)"
   MIGKIT_SIM_STATE=$state_mixed "$MIGKIT_BIN" --simulate dgx-h100 labels --config-file "$tmp/mixed.yaml" \
@@ -445,14 +467,24 @@ for k, v in sorted(json.load(sys.stdin)["metadata"].get("labels", {}).items()):
   node_labels | grep -x >/dev/null 'nvidia.com/mig.config=mixed' || fail "the manager's label was removed"
   node_labels | grep -x >/dev/null 'nvidia.com/gpu.deploy.device-plugin=true' || fail "the operator's label was removed"
   node_labels | grep -x >/dev/null 'nvidia.com/gpu.count=8' || fail "gpu.count after SIGHUP: $(node_labels)"
-  # The apiserver away: the plugin still reloads and registers (labels go
-  # through a thread of their own), and labels the Node once it is back.
-  "$MIGKIT_K8S_TESTENV" down "$tmp/k8s" kube-apiserver >/dev/null || fail "stop the apiserver"
+  # The apiserver away (its connections closed, new ones refused): the plugin
+  # still reloads and registers (labels go through a thread of their own),
+  # and labels the Node once it is back.
+  kill -KILL "$proxy_pid"
+  wait "$proxy_pid" 2>/dev/null || true
   printf 'version: v1\nflags:\n  migStrategy: mixed\n' >"$tmp/mixed.yaml"
   from=$(lines)
+  failed=$(grep -c "Cannot label node 'gpu-node-1'" "$plog" || true)
   kill -HUP "$plugin_pid"
   registered "$from" nvidia.com/mig-1g.10gb
-  "$MIGKIT_K8S_TESTENV" up "$tmp/k8s" kube-apiserver >/dev/null || fail "start the apiserver again"
+  # Back once the plugin has met the outage (a labelling that failed).
+  for _ in $(seq 1 $((WAIT * 10))); do
+    [ "$(grep -c "Cannot label node 'gpu-node-1'" "$plog" || true)" -gt "$failed" ] && break
+    sleep 0.1
+  done
+  [ "$(grep -c "Cannot label node 'gpu-node-1'" "$plog" || true)" -gt "$failed" ] ||
+    fail "no failed labelling while the apiserver was away"
+  proxy "$proxy_port"
   WAIT=$((WAIT * 3)) wait_label nvidia.com/mig-1g.10gb.count=12 || fail "labels not published after the outage"
   stop_plugin
   # The manifest: valid for the apiserver; its ServiceAccount may patch Nodes, not delete them.
