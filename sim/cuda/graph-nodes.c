@@ -162,7 +162,7 @@ static CUresult exec_update(CUgraphExec hGraphExec, CUgraph hGraph, CUgraphExecU
         struct cu_graph *g = (struct cu_graph *) hGraph;
         *result = CU_GRAPH_EXEC_UPDATE_ERROR;
         *error_node = NULL;
-        if (!x || !g || g->magic != MAGIC_GRAPH)
+        if (!x || !g || g->magic != MAGIC_GRAPH || g->moved) /* a moved child graph is not an argument here */
                 return CUDA_ERROR_INVALID_VALUE;
         pthread_mutex_lock(&cu_lock);
         CUresult r = CUDA_SUCCESS;

@@ -813,6 +813,13 @@ static void check_child_graphs(CUstream s) {
               "child graph: a moved graph is neither destroyed nor instantiated alone");
         CHECK(cuGraphAddMemAllocNode(&n2, inner, NULL, 0, &ap) == CUDA_ERROR_INVALID_VALUE,
               "child graph: no allocation node added to a moved graph");
+        CUgraphExecUpdateResultInfo info;
+        OK(cuGraphCreate(&plain, 0));
+        OK(cuGraphInstantiateWithFlags(&gx, plain, 0));
+        CHECK(cuGraphExecUpdate(gx, inner, &info) == CUDA_ERROR_INVALID_VALUE,
+              "child graph: a moved graph is no argument of cuGraphExecUpdate");
+        OK(cuGraphExecDestroy(gx));
+        OK(cuGraphDestroy(plain));
         np.graph.graph = g;
         CHECK(cuGraphAddNode(&n2, g, NULL, NULL, 0, &np) == CUDA_ERROR_INVALID_VALUE, "child graph: not inside itself");
         np.graph.graph = mid;
