@@ -485,15 +485,16 @@ for k, v in sorted(json.load(sys.stdin)["metadata"].get("labels", {}).items()):
   [ "$(grep -c "Cannot label node 'gpu-node-1'" "$plog" || true)" -gt "$failed" ] ||
     fail "no failed labelling while the apiserver was away"
   proxy "$proxy_port"
-  WAIT=$((WAIT * 3)) wait_label nvidia.com/mig-1g.10gb.count=12 || fail "labels not published after the outage"
-  stop_plugin
-  # The manifest: valid for the apiserver; its ServiceAccount may patch Nodes, not delete them.
+  # The manifest (while the labeller waits for its retry, up to 30 s): valid
+  # for the apiserver; its ServiceAccount may patch Nodes, not delete them.
   kc apply --dry-run=server -f "$MIGKIT_SOURCE_DIR/deploy/kubernetes/device-plugin.yaml" >"$tmp/apply.out" 2>&1 \
     || fail "deploy/kubernetes/device-plugin.yaml: $(cat "$tmp/apply.out")"
   kc apply -f "$MIGKIT_SOURCE_DIR/deploy/kubernetes/device-plugin.yaml" >/dev/null || fail "apply the manifest"
   sa=system:serviceaccount:kube-system:migkit-device-plugin
   [ "$(kc auth can-i --as="$sa" patch nodes)" = yes ] || fail "the ServiceAccount cannot patch nodes"
   [ "$(kc auth can-i --as="$sa" delete nodes 2>/dev/null || true)" = no ] || fail "the ServiceAccount may delete nodes"
+  WAIT=$((WAIT * 3)) wait_label nvidia.com/mig-1g.10gb.count=12 || fail "labels not published after the outage"
+  stop_plugin
 fi
 
 echo "--- --kubelet-socket '': serve without registering"
