@@ -111,12 +111,18 @@ gpu7 'g.get("mode") == "hami-core" and not g["mig"] and len(g["softSlices"]) == 
 grep -q "turned MIG" "$tmp/ag.log" && fail "the agent switched a GPU with a pod on it"
 
 step "GPU 7 freed: switchable only after the grace period (hysteresis)"
+# The agent says when it holds an idle GPU back for its grace: a line more
+# after the delete (the timing alone cannot tell: on a busy machine the agent
+# may publish more than a second after the delete without any hold).
+held="idle GPU(s) to pass their grace period"
+n0=$(grep -c "$held" "$tmp/ag.log" || true)
 t0=$(date +%s.%N)
 gone p-soft
 gpu7 'g.get("switchable") is True' >/dev/null
 t1=$(date +%s.%N)
 python3 -c "import sys; d = $t1 - $t0; print('    switchable %.1f s after the delete' % d); sys.exit(d < 1.0)" \
   || fail "GPU 7 listed switchable before its grace period"
+[ "$(grep -c "$held" "$tmp/ag.log" || true)" -gt "$n0" ] || fail "the agent did not hold GPU 7 for its grace period"
 
 step "the waiting pod lands on GPU 7; the agent turns MIG on (reset) and creates its instance"
 gone p-wait # kube-scheduler would retry it within 60 s; a new one is scheduled at once

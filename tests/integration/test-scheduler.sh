@@ -169,27 +169,9 @@ if ! grpc_python; then
   [ "${CI:-}" = true ] && fail "python3-grpcio, python3-protobuf or protoc missing (scripts/install-deps)"
   echo "    SKIP (this step): python3-grpcio / protoc not installed"
 else
-  standin=$MIGKIT_SOURCE_DIR/tests/integration/kubelet_standin.py
   # Unix socket paths are short (108 bytes): the sockets go to a short temp dir.
   dptmp=$(mktemp -d /tmp/mk-dyn.XXXXXX)
-  mkdir -p "$dptmp/dp"
-  ev=$dptmp/events.jsonl
-  : >"$ev"
-  mkfifo "$dptmp/cmd"
-  "$PY" "$standin" serve --dir "$dptmp/dp" --out "$ev" --proto "$MIGKIT_SOURCE_DIR/proto/deviceplugin.proto" \
-    <"$dptmp/cmd" 2>"$tmp/standin.log" &
-  standin_pid=$!
-  exec 7>"$dptmp/cmd"
-  wait_ev() { "$PY" "$standin" wait --out "$ev" --expr "$1" --timeout 30 2>/dev/null; }
-  echo 0 >"$dptmp/cmd-no"
-  dcmd() { # VERB ARGS...: the stand-in's reply (JSON line); called in $(...), so the counter is a file
-    local cmd_no
-    cmd_no=$(($(cat "$dptmp/cmd-no") + 1))
-    echo "$cmd_no" >"$dptmp/cmd-no"
-    echo "c$cmd_no $*" >&7
-    wait_ev "e['event'] == 'reply' and e['id'] == 'c$cmd_no'" || fail "no reply to '$*'"
-  }
-  wait_ev "e['event'] == 'listening'" >/dev/null || fail "the stand-in kubelet did not start"
+  standin_start "$dptmp" || fail "the stand-in kubelet cannot start"
   MIGKIT_SIM_STATE=$tmp/sim-1.json "$MIGKIT_BIN" --simulate dgx-a100 device-plugin --dynamic-mig \
     --node-name gpu-node-1 --device-plugin-path "$dptmp/dp" >>"$tmp/dp.log" 2>&1 &
   dp_pid=$!
