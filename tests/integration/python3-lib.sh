@@ -1,5 +1,5 @@
-# Sourced by integration tests (plugin-lib.sh, test-manifests*.sh,
-# test-service.sh): python3 may be a version manager's shim (pyenv's is a
+# Sourced by integration tests (test-manifests*.sh, test-service.sh,
+# test-cdi.sh): python3 may be a version manager's shim (pyenv's is a
 # shell script that forks some 40 processes: ~0.3 s a call on an idle
 # machine, seconds on a loaded one). The interpreter it runs is looked up
 # once, and every python3 of the test runs it directly.
