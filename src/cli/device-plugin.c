@@ -37,6 +37,9 @@ static void help(void) {
                "  --mig-strategy S            none (default), single or mixed [MIG_STRATEGY]\n"
                "  --fail-on-init-error[=BOOL] exit when NVML or the resources fail (default true);\n"
                "                              false: log, serve nothing, retry [FAIL_ON_INIT_ERROR]\n"
+               "  --retry-interval DURATION   wait before a failed start (with --fail-on-init-error=false)\n"
+               "                              or a failed label publication is tried again (default 30s)\n"
+               "                              [MIGKIT_RETRY_INTERVAL]\n"
                "  --pass-device-specs[=BOOL]  device nodes in Allocate answers (default false)\n"
                "                              [PASS_DEVICE_SPECS]\n"
                "  --device-list-strategy L    envvar (default), volume-mounts, cdi-annotations,\n"
@@ -174,7 +177,7 @@ struct dp_args {
         const char *mig_strategy, *fail_on_init, *pass_specs, *list_strategy, *id_strategy, *driver_root,
                 *dev_root, *cdi_prefix, *gds, *mofed, *gdrcopy, *config_file, *resource_config, *plugin_path,
                 *labels, *nfd_file, *node_name, *kubeconfig, *machine_file, *dynamic, *kubelet_socket, *cdi_dir,
-                *vgpu_root, *vgpu_library, *split_s, *sched_config, *mps_root, *podres, *podres_socket;
+                *vgpu_root, *vgpu_library, *split_s, *sched_config, *mps_root, *podres, *podres_socket, *retry;
 };
 
 /* Flags and environment into *a, as cli_options_parse() returns. */
@@ -182,6 +185,7 @@ static int parse_args(int argc, char **argv, struct dp_args *a) {
         const struct cli_option options[] = {
                 {"mig-strategy", 0, required_argument, "MIG_STRATEGY", &a->mig_strategy},
                 {"fail-on-init-error", 0, optional_argument, "FAIL_ON_INIT_ERROR", &a->fail_on_init},
+                {"retry-interval", 0, required_argument, "MIGKIT_RETRY_INTERVAL", &a->retry},
                 {"pass-device-specs", 0, optional_argument, "PASS_DEVICE_SPECS", &a->pass_specs},
                 {"device-list-strategy", 0, required_argument, "DEVICE_LIST_STRATEGY", &a->list_strategy},
                 {"device-id-strategy", 0, required_argument, "DEVICE_ID_STRATEGY", &a->id_strategy},
@@ -238,6 +242,10 @@ static int daemon_options(const struct dp_args *a, struct mk_dp_daemon_options *
                 .pod_resources_socket = a->podres_socket,
         };
         mk_dp_options_init(&o->dp);
+        uint64_t retry_ms = MK_DP_RETRY_MS;
+        if (cli_option_duration_ms("--retry-interval", a->retry, 100, 86400000, &retry_ms) < 0)
+                return MK_EXIT_USAGE;
+        o->retry_ms = (unsigned) retry_ms;
         if (parse_modes(a->mig_strategy, a->list_strategy, a->id_strategy, a->labels, o) < 0 ||
             cli_option_bool("--fail-on-init-error", a->fail_on_init, &o->fail_on_init_error) < 0 ||
             cli_option_bool("--pass-device-specs", a->pass_specs, &o->dp.pass_device_specs) < 0 ||

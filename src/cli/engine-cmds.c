@@ -31,11 +31,9 @@ struct args {
 #define MK_APPLY_HOOK_TIMEOUT_MS (5 * 60 * 1000)
 
 static int parse_timeout(const char *what, const char *v, int *ret) {
-        uint64_t ms;
-        if (mk_parse_duration_ms(v, &ms) < 0 || ms == 0 || ms > 86400000ull) {
-                fprintf(stderr, "Error: invalid %s '%s' (a duration such as 30s or 5m, up to 24h)\n", what, v);
+        uint64_t ms = (uint64_t) *ret;
+        if (cli_option_duration_ms(what, v, 1, 86400000, &ms) < 0)
                 return -EINVAL;
-        }
         *ret = (int) ms;
         return 0;
 }

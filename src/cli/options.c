@@ -1,5 +1,6 @@
 /* Option parsing shared by the subcommands (options.h). */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,6 +47,26 @@ int cli_option_bool(const char *what, const char *v, bool *ret) {
                 fprintf(stderr, "Error: invalid %s '%s' (true or false)\n", what, v);
                 return -EINVAL;
         }
+        return 0;
+}
+
+int cli_option_duration_ms(const char *what, const char *v, uint64_t min_ms, uint64_t max_ms, uint64_t *ret_ms) {
+        uint64_t ms;
+        if (!v)
+                return 0;
+        if (mk_parse_duration_ms(v, &ms) < 0 || ms < min_ms || ms > max_ms) {
+                char lo[48] = "", hi[32];
+                if (min_ms > 1)
+                        snprintf(lo, sizeof(lo), "at least %" PRIu64 "ms, ", min_ms);
+                if (max_ms % 3600000 == 0)
+                        snprintf(hi, sizeof(hi), "%" PRIu64 "h", max_ms / 3600000);
+                else
+                        snprintf(hi, sizeof(hi), "%" PRIu64 "ms", max_ms);
+                fprintf(stderr, "Error: invalid %s '%s' (a duration such as 30s or 2m, %sat most %s)\n", what, v,
+                        lo, hi);
+                return -EINVAL;
+        }
+        *ret_ms = ms;
         return 0;
 }
 

@@ -6,6 +6,7 @@
 
 #include <getopt.h>
 #include <stdbool.h>
+#include <stdint.h>
 
 /* Returned when the command goes on; any other value is its exit code. */
 #define CLI_CONTINUE (-1)
@@ -38,6 +39,11 @@ int cli_options_parse_args(int argc, char **argv, const struct cli_option *opts,
 /* A boolean option's value `v` (NULL: not given, *ret stays) into *ret;
  * otherwise "Error: invalid <what> 'v' (true or false)" and -EINVAL. */
 int cli_option_bool(const char *what, const char *v, bool *ret);
+
+/* A duration option's value `v` ("30s", "1m30s", "500ms"; NULL: not given,
+ * *ret_ms stays) into *ret_ms, from min_ms to max_ms; otherwise "Error:
+ * invalid <what> 'v' (...)" and -EINVAL. */
+int cli_option_duration_ms(const char *what, const char *v, uint64_t min_ms, uint64_t max_ms, uint64_t *ret_ms);
 
 /* For a command with its own getopt_long() loop: the default branch of its
  * switch. 'h' prints help() and gives MK_EXIT_OK; anything else ('?', ':')

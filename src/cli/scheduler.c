@@ -87,11 +87,11 @@ static int make_kube(const char *kubeconfig, struct mk_kube **ret) {
 }
 
 static int parse_duration_s(const char *what, const char *v, unsigned *ret) {
-        uint64_t ms;
-        if (mk_parse_duration_ms(v, &ms) < 0 || ms > 86400000ull) {
-                fprintf(stderr, "Error: invalid %s '%s' (a duration such as 30s or 2m, at most 24h)\n", what, v);
+        uint64_t ms = (uint64_t) *ret * 1000;
+        if (!v)
+                return 0;
+        if (cli_option_duration_ms(what, v, 0, 86400000, &ms) < 0)
                 return -EINVAL;
-        }
         *ret = (unsigned) ((ms + 999) / 1000);
         return 0;
 }

@@ -106,6 +106,11 @@ static inline uint64_t dp_now_ms(void) {
         return (uint64_t) ts.tv_sec * 1000 + (uint64_t) ts.tv_nsec / 1000000;
 }
 
+/* How long after a failed start or label publication it is tried again. */
+static inline unsigned dp_retry_ms(const struct dp_daemon *d) {
+        return d->o->retry_ms ? d->o->retry_ms : MK_DP_RETRY_MS;
+}
+
 static inline const struct mk_dp_resource *dp_server_resource(const struct dp_server *s) {
         return &s->d->resources->r[s->index];
 }

@@ -132,15 +132,15 @@ static int node_labels_publish(struct dp_daemon *d, const struct mk_labels *l) {
                         log_info("Labelled node '%s' with %zu labels", d->o->node_name, l->n);
         }
         if (r < 0)
-                log_warning_errno(r, "Cannot label node '%s': %s; retrying in %us", d->o->node_name, e.msg,
-                                  MK_DP_RETRY_MS / 1000);
+                log_warning_errno(r, "Cannot label node '%s': %s; retrying in %.3gs", d->o->node_name, e.msg,
+                                  dp_retry_ms(d) / 1000.0);
         return r;
 }
 
 /* The labeller thread: the apiserver may be slow or away, and the main loop
  * must keep answering signals and kubelet restarts, so Node labels are
  * published here. It takes the newest labels handed over, and retries a
- * failed publication every MK_DP_RETRY_MS until newer labels replace it. */
+ * failed publication every dp_retry_ms() until newer labels replace it. */
 static void *labeller_main(void *userdata) {
         struct dp_daemon *d = userdata;
         struct mk_labels *cur = NULL;
@@ -166,7 +166,9 @@ static void *labeller_main(void *userdata) {
                         cur = mk_labels_free(cur);
                 else {
                         clock_gettime(CLOCK_MONOTONIC, &deadline);
-                        deadline.tv_sec += MK_DP_RETRY_MS / 1000;
+                        uint64_t ns = (uint64_t) deadline.tv_nsec + (uint64_t) (dp_retry_ms(d) % 1000) * 1000000;
+                        deadline.tv_sec += dp_retry_ms(d) / 1000 + (time_t) (ns / 1000000000);
+                        deadline.tv_nsec = (long) (ns % 1000000000);
                 }
         }
         pthread_mutex_unlock(&d->lab_lock);
@@ -205,7 +207,7 @@ void dp_labeller_stop(struct dp_daemon *d) {
 }
 
 /* Computes the GFD labels and puts them where o->labels says: the NFD file
- * at once (retried every MK_DP_RETRY_MS on failure), the Node through the
+ * at once (retried every dp_retry_ms() on failure), the Node through the
  * labeller thread. Failures never stop the plugin. */
 void dp_labels_refresh(struct dp_daemon *d) {
         d->labels_retry_at_ms = 0;
@@ -247,7 +249,7 @@ void dp_labels_refresh(struct dp_daemon *d) {
         if (r >= 0)
                 log_info("Wrote %zu labels to '%s'", l->n, path);
         else {
-                log_warning_errno(r, "%s; retrying in %us", e.msg, MK_DP_RETRY_MS / 1000);
-                d->labels_retry_at_ms = dp_now_ms() + MK_DP_RETRY_MS;
+                log_warning_errno(r, "%s; retrying in %.3gs", e.msg, dp_retry_ms(d) / 1000.0);
+                d->labels_retry_at_ms = dp_now_ms() + dp_retry_ms(d);
         }
 }

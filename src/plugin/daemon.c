@@ -307,7 +307,7 @@ static int daemon_loop(struct dp_daemon *d, int sfd, int ifd, struct mk_error *e
                         d->retry_at_ms = 0;
                         plugin_stop(d, true);
                         int r = plugin_start(d, true, e);
-                        if (r < 0 && (r = start_failed(d, r, e, false, true, MK_DP_RETRY_MS)) < 0)
+                        if (r < 0 && (r = start_failed(d, r, e, false, true, dp_retry_ms(d))) < 0)
                                 return r;
                         continue;
                 }
@@ -382,7 +382,7 @@ int mk_dp_daemon_run(const struct mk_dp_daemon_options *o, struct mk_error *e) {
         }
         r = plugin_start(&d, true, e);
         if (r < 0)
-                r = start_failed(&d, r, e, true, true, MK_DP_RETRY_MS);
+                r = start_failed(&d, r, e, true, true, dp_retry_ms(&d));
         if (r < 0) {
                 daemon_done(&d);
                 mk_grpc_global_shutdown();

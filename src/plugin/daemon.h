@@ -36,7 +36,8 @@ struct mk_kube;
                                                * requests: counted before decoding (plugin/pb-scan.h); the
                                                * kubelet's carry one container and its device IDs */
 #define MK_DP_REGISTER_TIMEOUT_MS 10000       /* one Register call (the kubelet dials back inside it) */
-#define MK_DP_RETRY_MS 30000                  /* after a failed start with fail-on-init-error false */
+#define MK_DP_RETRY_MS 30000                  /* default retry_ms: after a failed start with fail-on-init-error
+                                               * false, a failed label publication */
 #define MK_DP_MODE_CHECK_MS 2000              /* dynamic MIG: how often the GPUs' MIG modes are looked at */
 
 enum mk_dp_labels_mode {
@@ -86,6 +87,8 @@ struct mk_dp_daemon_options {
         const char *cdi_spec_dir;       /* with a CDI list strategy, where the CDI spec goes (plugin/cdi.h);
                                          * NULL: MK_CDI_DEFAULT_SPEC_DIR */
         int register_timeout_ms;        /* <= 0: MK_DP_REGISTER_TIMEOUT_MS */
+        unsigned retry_ms;              /* a failed start (fail_on_init_error false) or label publication is
+                                         * tried again after it; 0: MK_DP_RETRY_MS */
 };
 
 /* Runs the daemon until SIGTERM or SIGINT (returns 0) or a fatal error

@@ -187,6 +187,24 @@ run "$MIGKIT_BIN" --simulate dgx-a100 device-plugin --mig-stratgy mixed
 [ "$rc" -eq 2 ] || fail "device-plugin --mig-stratgy: exit $rc"
 has err "Run 'migkit device-plugin --help' for usage." "device-plugin --mig-stratgy"
 
+echo "--- device-plugin --retry-interval: a bad or too short duration is refused, naming it; a short one retries at its pace"
+run "$MIGKIT_BIN" --simulate dgx-a100 device-plugin --retry-interval 10ms
+[ "$rc" -eq 2 ] || fail "device-plugin --retry-interval 10ms: exit $rc"
+has err "invalid --retry-interval '10ms'" "device-plugin --retry-interval 10ms"
+has err "at least 100ms" "device-plugin --retry-interval 10ms"
+MIGKIT_RETRY_INTERVAL=soon run "$MIGKIT_BIN" --simulate dgx-a100 device-plugin
+[ "$rc" -eq 2 ] || fail "MIGKIT_RETRY_INTERVAL=soon: exit $rc"
+has err "invalid --retry-interval 'soon'" "MIGKIT_RETRY_INTERVAL=soon"
+# No NVML, not fatal: the failed start is tried again every 200 ms.
+mkdir -p "$tmp/dp"
+rc=0
+MIGKIT_NVML_LIB=$tmp/none.so MIGKIT_RETRY_INTERVAL=200ms timeout 3 "$MIGKIT_BIN" device-plugin \
+  --fail-on-init-error=false --device-plugin-path "$tmp/dp" --kubelet-socket= >"$tmp/out" 2>"$tmp/err" || rc=$?
+[ "$rc" -eq 124 ] || fail "device-plugin without NVML, --fail-on-init-error=false: exit $rc: $(head -c 600 "$tmp/err")"
+has err "retrying in 0.2s" "retry interval 200ms"
+tries=$(grep -c "Cannot start the device plugin" "$tmp/err" || true)
+[ "$tries" -ge 5 ] || fail "retry interval 200ms: $tries tries in 3 s, want 5 or more: $(head -c 600 "$tmp/err")"
+
 echo "--- a command where --simulate wants a machine: said so, with the machines; no machine made"
 run "$MIGKIT_BIN" --simulate profiles
 [ "$rc" -eq 2 ] || fail "--simulate profiles: exit $rc, want 2"
