@@ -19,6 +19,7 @@ dir=$tmp/env
 cleanup() {
   "$testenv" stop "$dir" >/dev/null 2>&1 || true
   "$testenv" stop "$tmp/bad" >/dev/null 2>&1 || true
+  "$testenv" stop "$tmp/bad2" >/dev/null 2>&1 || true
   rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -70,6 +71,12 @@ out=$(kc get --raw /readyz) || fail "kubectl get --raw /readyz failed"
 "$testenv" status "$dir" || fail "status reports a problem"
 out=$(kc version -o json) || fail "kubectl version failed"
 grep -q '"gitVersion": "v1.20' <<<"$out" || fail "server is not 1.20: $out"
+# The beta versions that have a v1 beside them are not served (start's
+# --runtime-config); their v1 is.
+out=$(api GET /apis/batch/v1beta1)
+[ "$(status_of "$out")" = 404 ] || fail "batch/v1beta1 is served: $out"
+out=$(api GET /apis/batch/v1)
+[ "$(status_of "$out")" = 200 ] || fail "batch/v1 is not served: $out"
 
 step "authentication and RBAC"
 out=$(curl -sS --max-time 20 --cacert "$MIGKIT_K8S_CA" -H "Authorization: Bearer wrong" \
@@ -153,18 +160,30 @@ done
 if "$testenv" status "$dir" >/dev/null; then fail "status says ready after stop"; fi
 "$testenv" stop "$dir" || fail "a second stop is not a no-op"
 
+# failed_start SUBDIR WHAT PATTERN PATTERN -- START-ARGS...: start must fail,
+# its stderr must match both patterns, and nothing it started may still run.
+failed_start() {
+  local d=$tmp/$1 what=$2 p1=$3 p2=$4 rc
+  shift 5
+  set +e
+  "$testenv" start "$d" "$@" >/dev/null 2>"$tmp/err"
+  rc=$?
+  set -e
+  [ "$rc" -ne 0 ] || fail "start with $what succeeded"
+  if ! grep -q -- "$p1" "$tmp/err" || ! grep -q -- "$p2" "$tmp/err"; then
+    fail "the error after $what does not show the complaint: $(cat "$tmp/err")"
+  fi
+  for c in etcd kube-apiserver; do
+    [ ! -s "$d/$c.pid" ] || fail "$c pid file left after a start with $what"
+  done
+  ! pgrep -f -- "--data-dir $d/etcd" >/dev/null || fail "etcd of the start with $what still runs"
+  ! pgrep -f -- "--cert-dir=$d/pki" >/dev/null || fail "the apiserver of the start with $what still runs"
+}
+
 step "a start that fails stops what it started and shows the log"
-set +e
-"$testenv" start "$tmp/bad" -- --no-such-flag=1 >/dev/null 2>"$tmp/err"
-rc=$?
-set -e
-[ "$rc" -ne 0 ] || fail "start with a bad apiserver flag succeeded"
-if ! grep -q 'kube-apiserver' "$tmp/err" || ! grep -q 'no-such-flag' "$tmp/err"; then
-  fail "the error does not show the apiserver's complaint: $(cat "$tmp/err")"
-fi
-for c in etcd kube-apiserver; do
-  [ ! -s "$tmp/bad/$c.pid" ] || fail "$c pid file left after a failed start"
-done
-pgrep -f -- "--data-dir $tmp/bad/etcd" >/dev/null && fail "etcd of the failed start still runs"
+failed_start bad "a bad apiserver flag" kube-apiserver no-such-flag -- -- --no-such-flag=1
+
+step "a start whose etcd fails says so and stops the apiserver started beside it"
+failed_start bad2 "a bad etcd flag" 'etcd did not start' no-such-etcd-flag -- --etcd-arg --no-such-etcd-flag
 
 echo "test-k8s-testenv: all checks passed"
