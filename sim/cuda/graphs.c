@@ -144,8 +144,8 @@ CU_EXPORT CUresult cuGraphAddHostNode(CUgraphNode *phGraphNode, CUgraph hGraph, 
 /* ---- child graph nodes ----
  * A child graph node embeds a graph: a copy of it (cuGraphAddChildGraphNode,
  * or cuGraphAddNode with CU_GRAPH_CHILD_GRAPH_OWNERSHIP_CLONE) or the graph
- * itself (OWNERSHIP_MOVE, CUDA 12.9+). As the driver documents: a graph with
- * allocation or free nodes, at any depth, can only be moved, never copied
+ * itself (OWNERSHIP_MOVE). As cuda.h 13.0 documents the driver: a graph
+ * with allocation or free nodes, at any depth, can only be moved, never copied
  * (CUDA_ERROR_INVALID_VALUE); no allocation or free node can be added to an
  * embedded graph (one moved, or one cuGraphChildGraphNodeGetGraph returned);
  * a moved graph cannot be destroyed, instantiated or embedded again on its

@@ -66,8 +66,8 @@ struct access_desc {  /* CUmemAccessDesc */
         unsigned long long flags;
 };
 
-/* CUgraphNodeParams (cuda.h 12.3+) holding a child graph's parameters
- * (CUDA_CHILD_GRAPH_NODE_PARAMS: the graph, its ownership, 12.9+). */
+/* CUgraphNodeParams (cuda.h 13.0) holding a child graph's parameters
+ * (CUDA_CHILD_GRAPH_NODE_PARAMS: the graph, its ownership). */
 struct graph_node_params {
         int type; /* CUgraphNodeType */
         int reserved0[3];
