@@ -7,6 +7,7 @@
  *   cuda-sim-driver hold MIB SECONDS  allocates MIB on device 0, prints "ready", sleeps
  *   cuda-sim-driver burn NS COUNT     COUNT kernels of NS ns each, synchronised each time
  *   cuda-sim-driver flood NS COUNT    COUNT kernels of NS ns queued at once, then one synchronisation
+ *                                     (CUDA_SIM_GO_FILE: starts once that file exists)
  *   cuda-sim-driver duty NS PERIOD COUNT  a kernel of NS ns every PERIOD ns (by the clock), COUNT times
  *   cuda-sim-driver oom               allocates past the device's memory
  *   cuda-sim-driver bench N           ns per cuMemAlloc+cuMemFree pair, per launch, per cuMemGetInfo
@@ -143,9 +144,23 @@ static int cmd_burn(uint64_t ns, unsigned count) {
         return 0;
 }
 
+/* With CUDA_SIM_GO_FILE set: prints "ready" once set up, then waits (30 s at
+ * most) for that file to exist, so that several processes start together
+ * whatever each one's start-up took. */
+static void wait_go(void) {
+        const char *go = getenv("CUDA_SIM_GO_FILE");
+        if (!go)
+                return;
+        printf("ready\n");
+        fflush(stdout);
+        for (int i = 0; i < 30000 && access(go, F_OK) != 0; i++)
+                usleep(1000);
+}
+
 static int cmd_flood(uint64_t ns, unsigned count) {
         setup();
         CUfunction f = sleep_kernel();
+        wait_go();
         uint64_t t0 = now_ns();
         for (unsigned i = 0; i < count; i++)
                 if (launch_ns(f, ns, NULL) != CUDA_SUCCESS)

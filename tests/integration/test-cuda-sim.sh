@@ -132,7 +132,7 @@ drv nvml 3 >"$tmp/nvml" || fail "NVML queries"
 grep -q "^used_mib=1500 procs=1 util=0 util_rc=0 samples_rc=0$" "$tmp/nvml" || fail "NVML memory/processes: $(cat "$tmp/nvml")"
 grep -q "^pid=$holder used_mib=1500 sm=0$" "$tmp/nvml" || fail "NVML process list: $(cat "$tmp/nvml")"
 CUDA_VISIBLE_DEVICES=3 drv oom >"$tmp/oom" || fail "OOM with another process holding memory: $(cat "$tmp/oom")"
-CUDA_VISIBLE_DEVICES=3 drv selftest >"$tmp/selftest2" 2>&1 || fail "selftest beside another process"
+CUDA_VISIBLE_DEVICES=3 drv selftest >"$tmp/selftest2" 2>&1 || fail "selftest beside another process: $(grep -v "^ok" "$tmp/selftest2" | tail -20)"
 kill -9 "$holder"
 wait "$holder" 2>/dev/null || true
 sim cuda-processes >"$tmp/procs"
@@ -184,11 +184,15 @@ smsum=$(awk -F'sm=' '/^pid=/ { s += $2 } END { print s + 0 }' "$tmp/nvml-burn")
 [ "$smsum" -ge 80 ] || fail "NVML process utilisation sums to $smsum: $(cat "$tmp/nvml-burn")"
 
 # Queued asynchronously, the two take turns (each stream holds at most 50 ms of work).
-CUDA_VISIBLE_DEVICES=4 "$drvbin" flood 20000000 20 >"$tmp/flood1" &
+# Both start queueing together, once both are set up (a loaded machine may
+# take longer than the 0.4 s of work to start a process).
+CUDA_SIM_GO_FILE=$tmp/flood-go CUDA_VISIBLE_DEVICES=4 "$drvbin" flood 20000000 20 >"$tmp/flood1" &
 f1=$!
-CUDA_VISIBLE_DEVICES=4 "$drvbin" flood 20000000 20 >"$tmp/flood2" &
+CUDA_SIM_GO_FILE=$tmp/flood-go CUDA_VISIBLE_DEVICES=4 "$drvbin" flood 20000000 20 >"$tmp/flood2" &
 f2=$!
 pids+=($f1 $f2)
+for ((i = 0; i < 300; i++)); do grep -qx ready "$tmp/flood1" && grep -qx ready "$tmp/flood2" && break; sleep 0.1; done
+touch "$tmp/flood-go"
 wait "$f1" || fail "flood 1"
 wait "$f2" || fail "flood 2"
 for f in flood1 flood2; do
