@@ -222,10 +222,14 @@ static void *follower_main(void *userdata) {
                 int r = mk_dp_podres_list(f->client, f->o.resource, &held, &n_held, &status, &e);
                 if (r < 0 && !f->warned) {
                         f->warned = true;
+                        /* No socket, nobody listening or no v1 service: an old kubelet or the API
+                         * off; anything else (an answer refused, out of memory) says itself. */
+                        bool absent = r == -ECONNREFUSED || r == -ENOENT || r == -EPROTO;
                         log_warning_errno(r,
-                                          "Cannot list kubelet's PodResources at '%s' (%s): kubelet before 1.20 "
-                                          "or the API off? Reservations stay with the pod each Allocate assumed",
-                                          f->o.socket, e.msg[0] ? e.msg : strerror(-r));
+                                          "Cannot list kubelet's PodResources at '%s' (%s)%s; reservations stay "
+                                          "with the pod each Allocate assumed",
+                                          f->o.socket, e.msg[0] ? e.msg : strerror(-r),
+                                          absent ? ": kubelet before 1.20 or the API off?" : "");
                 } else if (r < 0)
                         log_debug_area(AREA, "PodResources List: %s", e.msg);
                 else if (f->warned) {
