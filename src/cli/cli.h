@@ -41,7 +41,8 @@ int cli_fail(const struct mk_error *e);
  * glibc's default each may get an arena that keeps what it freed: the node
  * agent's RSS went from 13.6 MiB to 30-45 MiB after applies in the soak.
  * Those threads make NVML calls only: sharing the main arena costs them
- * nothing measurable. */
+ * nothing measurable. `apply` calls it too, for the same threads: under a
+ * low `ulimit -v` their failed arena reservations made it 10-40x slower. */
 void cli_daemon_malloc(void);
 
 /* Writes `v` as YAML with mk_yaml_write() (spec/emit.h); keys of nested

@@ -868,6 +868,10 @@ int cli_apply(int argc, char **argv) {
         int r = parse_args(CMD_APPLY, argc, argv, &a);
         if (r != 0)
                 return r > 0 ? MK_EXIT_OK : MK_EXIT_USAGE;
+        /* One thread per GPU: under a low `ulimit -v` (a container's) each
+         * thread's try for a malloc arena of its own fails again and again
+         * (an 8-GPU apply took 6-22 s instead of 0.6 s). */
+        cli_daemon_malloc();
         _cleanup_(mk_config_freep) struct mk_config *c = NULL;
         _cleanup_(mk_hooks_freep) struct mk_hooks *h = NULL;
         if ((r = load(&a, &c, &h)) != 0)
