@@ -451,7 +451,7 @@ for k, v in sorted(json.load(sys.stdin)["metadata"].get("labels", {}).items()):
   printf 'version: v1\nflags:\n  migStrategy: mixed\n' >"$tmp/mixed.yaml"
   from=$(lines)
   start_plugin "$state_mixed" dgx-h100 --config-file "$tmp/mixed.yaml" --labels node --node-name gpu-node-1 \
-    --machine-type-file "$tmp/product" --kubeconfig "$tmp/kubeconfig-proxy"
+    --machine-type-file "$tmp/product" --kubeconfig "$tmp/kubeconfig-proxy" --retry-interval 3s
   registered "$from" nvidia.com/mig-1g.10gb
   wait_label nvidia.com/mig-1g.10gb.count=12 || fail "the Node never got the mixed labels: $(node_labels)"
   MIGKIT_SIM_STATE=$state_mixed "$MIGKIT_BIN" --simulate dgx-h100 labels --config-file "$tmp/mixed.yaml" \
@@ -484,8 +484,9 @@ for k, v in sorted(json.load(sys.stdin)["metadata"].get("labels", {}).items()):
   done
   [ "$(grep -c "Cannot label node 'gpu-node-1'" "$plog" || true)" -gt "$failed" ] ||
     fail "no failed labelling while the apiserver was away"
+  grep -q "Cannot label node 'gpu-node-1'.*retrying in 3s" "$plog" || fail "--retry-interval 3s not used: $(grep "Cannot label" "$plog" | tail -1)"
   proxy "$proxy_port"
-  # The manifest (while the labeller waits for its retry, up to 30 s): valid
+  # The manifest (while the labeller waits for its retry, --retry-interval 3s): valid
   # for the apiserver; its ServiceAccount may patch Nodes, not delete them.
   kc apply --dry-run=server -f "$MIGKIT_SOURCE_DIR/deploy/kubernetes/device-plugin.yaml" >"$tmp/apply.out" 2>&1 \
     || fail "deploy/kubernetes/device-plugin.yaml: $(cat "$tmp/apply.out")"
