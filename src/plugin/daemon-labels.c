@@ -165,10 +165,7 @@ static void *labeller_main(void *userdata) {
                 if (r >= 0)
                         cur = mk_labels_free(cur);
                 else {
-                        clock_gettime(CLOCK_MONOTONIC, &deadline);
-                        uint64_t ns = (uint64_t) deadline.tv_nsec + (uint64_t) (dp_retry_ms(d) % 1000) * 1000000;
-                        deadline.tv_sec += dp_retry_ms(d) / 1000 + (time_t) (ns / 1000000000);
-                        deadline.tv_nsec = (long) (ns % 1000000000);
+                        deadline = mk_deadline_in_ms(dp_retry_ms(d));
                 }
         }
         pthread_mutex_unlock(&d->lab_lock);

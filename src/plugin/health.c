@@ -204,14 +204,7 @@ static bool should_stop(struct mk_health *h) {
 
 /* Sleeps up to ms, less when stopped. */
 static void pause_ms(struct mk_health *h, unsigned ms) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_sec += ms / 1000;
-        ts.tv_nsec += (long) (ms % 1000) * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-                ts.tv_sec++;
-                ts.tv_nsec -= 1000000000L;
-        }
+        struct timespec ts = mk_deadline_in_ms(ms);
         pthread_mutex_lock(&h->lock);
         while (!h->stop && pthread_cond_timedwait(&h->cond, &h->lock, &ts) == 0)
                 ;

@@ -200,12 +200,7 @@ static void *follower_main(void *userdata) {
                         if (!polling)
                                 pthread_cond_wait(&f->cond, &f->lock);
                         else {
-                                struct timespec t;
-                                clock_gettime(CLOCK_MONOTONIC, &t);
-                                t.tv_sec += f->o.interval_ms / 1000;
-                                t.tv_nsec += (long) (f->o.interval_ms % 1000) * 1000000L;
-                                if (t.tv_nsec >= 1000000000L)
-                                        t.tv_sec++, t.tv_nsec -= 1000000000L;
+                                struct timespec t = mk_deadline_in_ms(f->o.interval_ms);
                                 if (pthread_cond_timedwait(&f->cond, &f->lock, &t) == ETIMEDOUT)
                                         break;
                         }
