@@ -21,12 +21,10 @@ fi
 : "${MIGKIT_BIN:?}" "${MIGKIT_SOURCE_DIR:?}"
 # shellcheck source=plugin-lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/plugin-lib.sh" # grpc_python for the stand-in kubelet
-# python3 may be a version manager's shim (pyenv's is a shell script that
-# forks some 40 processes, ~0.8 s of CPU a call): the interpreter it runs is
-# looked up once, and every python3 of these tests (and $PY) runs it directly.
-mk_python3=$(command python3 -c 'import sys; print(sys.executable)' 2>/dev/null) && [ -x "$mk_python3" ] ||
-  mk_python3=$(command -v python3)
-python3() { "$mk_python3" "$@"; }
+# python3 looked up once, not through a version manager's shim (python3-lib.sh);
+# every python3 of these tests (and $PY) runs it directly.
+# shellcheck source=python3-lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/python3-lib.sh"
 test_name=$(basename "$0" .sh)
 mkdir -p "${MIGKIT_TEST_TMP:-/tmp}"
 tmp=$(mktemp -d "${MIGKIT_TEST_TMP:-/tmp}/$test_name.XXXXXX")
